@@ -1,0 +1,1 @@
+"""Adapters: PostgreSQL, object storage, vector stores, parsers, chunking, embedders, snapshots."""

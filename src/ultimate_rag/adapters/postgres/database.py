@@ -1,0 +1,72 @@
+"""Connection pool and transactions. Nothing connects at import time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+Connection = psycopg.AsyncConnection[dict[str, Any]]
+
+
+class Database:
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True) -> None:
+        self.url = url
+        self._register_vector = register_vector
+        self._pool = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"row_factory": dict_row, "autocommit": True},
+            configure=self._configure,
+            open=False,
+            check=AsyncConnectionPool.check_connection,
+        )
+
+    async def _configure(self, conn: Connection) -> None:
+        if self._register_vector:
+            try:
+                await register_vector_async(conn)
+            except psycopg.ProgrammingError:
+                # before the first migration the extension does not exist yet
+                pass
+
+    async def open(self) -> None:
+        await self._pool.open(wait=True, timeout=30)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Connection]:
+        async with self._pool.connection() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        async with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    async def fetchone(self, sql: Any, params: Any = None) -> dict[str, Any] | None:
+        async with self.connection() as conn:
+            cur = await conn.execute(sql, params)
+            return await cur.fetchone()
+
+    async def fetchall(self, sql: Any, params: Any = None) -> list[dict[str, Any]]:
+        async with self.connection() as conn:
+            cur = await conn.execute(sql, params)
+            return await cur.fetchall()
+
+    async def execute(self, sql: Any, params: Any = None) -> int:
+        async with self.connection() as conn:
+            cur = await conn.execute(sql, params)
+            return cur.rowcount
+
+    async def ping(self) -> bool:
+        row = await self.fetchone("SELECT 1 AS ok")
+        return bool(row and row["ok"] == 1)

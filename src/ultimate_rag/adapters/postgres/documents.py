@@ -1,0 +1,169 @@
+"""Document rows seen from the API side: creation with its job, reads, listing, reindex."""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+from psycopg.types.json import Jsonb
+
+from ...domain.errors import ConflictError, ResourceNotFoundError
+from ...domain.models import Chunk, Document, DocumentAsset
+from ...domain.status import DocumentStatus, check_transition, is_active
+from . import rows
+from .database import Connection, Database
+
+NOTIFY_CHANNEL = "ultimate_rag_jobs"
+
+
+class DocumentRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def create_with_job(
+        self, *, document_id: UUID, knowledge_base_id: UUID, filename: str, mime_type: str,
+        size_bytes: int, sha256: str, object_key: str, max_attempts: int,
+        source: dict[str, Any] | None = None,
+    ) -> Document:
+        """Document (PENDING) and its job (PENDING) in one transaction, then wake a worker."""
+        async with self._db.transaction() as conn:
+            kb = await (await conn.execute(
+                "SELECT deleting FROM knowledge_bases WHERE id = %s FOR SHARE", (knowledge_base_id,)
+            )).fetchone()
+            if kb is None:
+                raise ResourceNotFoundError("knowledge base not found")
+            if kb["deleting"]:
+                raise ConflictError("knowledge base is being deleted")
+            await conn.execute(
+                "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256,"
+                " object_key, status, source, stage_timings)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, 'PENDING', %s, jsonb_build_object('PENDING', now()))",
+                (document_id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key,
+                 Jsonb(source or {"kind": "upload"})),
+            )
+            await conn.execute(
+                "INSERT INTO ingestion_jobs (id, document_id, status, max_attempts)"
+                " VALUES (%s, %s, 'PENDING', %s)",
+                (uuid4(), document_id, max_attempts),
+            )
+            await notify_workers(conn)
+        return await self.get(document_id)
+
+    async def get(self, document_id: UUID) -> Document:
+        row = await self._db.fetchone(
+            f"SELECT {rows.DOCUMENT_COLUMNS} FROM {rows.DOCUMENT_FROM} WHERE d.id = %s", (document_id,)
+        )
+        if row is None:
+            raise ResourceNotFoundError("document not found")
+        return rows.document(row)
+
+    async def job_history(self, document_id: UUID) -> list[dict[str, Any]]:
+        row = await self._db.fetchone(
+            "SELECT error_history FROM ingestion_jobs WHERE document_id = %s", (document_id,)
+        )
+        return list(row["error_history"]) if row else []
+
+    async def list(
+        self, knowledge_base_id: UUID, *, status: DocumentStatus | None, limit: int, cursor: str | None,
+    ) -> tuple[list[Document], str | None]:
+        """Newest first; keyset pagination on (created_at, id) so deep pages stay fast."""
+        where = ["d.knowledge_base_id = %(kb)s"]
+        params: dict[str, Any] = {"kb": knowledge_base_id, "limit": limit + 1}
+        if status is not None:
+            where.append("d.status = %(status)s")
+            params["status"] = status.value
+        if cursor:
+            created_at, last_id = decode_cursor(cursor)
+            where.append("(d.created_at, d.id) < (%(c_at)s, %(c_id)s)")
+            params |= {"c_at": created_at, "c_id": last_id}
+        found = await self._db.fetchall(
+            f"SELECT {rows.DOCUMENT_COLUMNS} FROM {rows.DOCUMENT_FROM} WHERE {' AND '.join(where)}"
+            " ORDER BY d.created_at DESC, d.id DESC LIMIT %(limit)s",
+            params,
+        )
+        items = [rows.document(r) for r in found[:limit]]
+        next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if len(found) > limit else None
+        return items, next_cursor
+
+    async def request_reindex(self, document_id: UUID, *, max_attempts: int) -> Document:
+        """Reset the document's single job under row locks; 409 while active (SPEC §6).
+
+        Lock order everywhere: the job row, then the document row.
+        """
+        async with self._db.transaction() as conn:
+            job = await (await conn.execute(
+                "SELECT id FROM ingestion_jobs WHERE document_id = %s FOR UPDATE", (document_id,)
+            )).fetchone()
+            doc = await (await conn.execute(
+                "SELECT status FROM documents WHERE id = %s FOR UPDATE", (document_id,)
+            )).fetchone()
+            if doc is None or job is None:
+                raise ResourceNotFoundError("document not found")
+            current = DocumentStatus(doc["status"])
+            if is_active(current):
+                raise ConflictError(f"document is active ({current}), try again later")
+            check_transition(current, DocumentStatus.PENDING)
+            await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts)
+            await conn.execute(
+                "UPDATE documents SET status = 'PENDING', error_message = NULL, progress = '{}'::jsonb,"
+                " duplicate_of = NULL, deleted_at = NULL, updated_at = now(),"
+                " stage_timings = jsonb_build_object('PENDING', now()) WHERE id = %s",
+                (document_id,),
+            )
+            await notify_workers(conn)
+        return await self.get(document_id)
+
+    async def chunks(self, document_id: UUID) -> list[Chunk]:
+        found = await self._db.fetchall(
+            "SELECT * FROM chunks WHERE document_id = %s ORDER BY ordinal", (document_id,)
+        )
+        return [rows.chunk(r) for r in found]
+
+    async def assets(self, document_id: UUID) -> list[DocumentAsset]:
+        found = await self._db.fetchall(
+            "SELECT * FROM document_assets WHERE document_id = %s ORDER BY page NULLS FIRST, locator_key",
+            (document_id,),
+        )
+        return [rows.asset(r) for r in found]
+
+    async def ready_chunks(self, knowledge_base_id: UUID, chunk_ids: list[UUID]) -> list[dict[str, Any]]:
+        """The double filter (SPEC §4 rule 3): only chunks whose document is READY right now."""
+        return await self._db.fetchall(
+            "SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, d.filename"
+            " FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE c.id = ANY(%s) AND c.knowledge_base_id = %s AND d.knowledge_base_id = %s"
+            " AND d.status = 'READY'",
+            (chunk_ids, knowledge_base_id, knowledge_base_id),
+        )
+
+
+async def reset_job(conn: Connection, document_id: UUID, *, operation: str, force: bool, max_attempts: int) -> None:
+    await conn.execute(
+        "UPDATE ingestion_jobs SET status = 'PENDING', operation = %s, force = %s, attempts = 0,"
+        " max_attempts = %s, available_at = now(), locked_by = NULL, locked_at = NULL,"
+        " last_error = NULL, finished_at = NULL, updated_at = now() WHERE document_id = %s",
+        (operation, force, max_attempts, document_id),
+    )
+
+
+async def notify_workers(conn: Connection) -> None:
+    """Delivered at commit: idle workers wake at once instead of waiting for their next poll."""
+    await conn.execute("SELECT pg_notify(%s, '')", (NOTIFY_CHANNEL,))
+
+
+def encode_cursor(created_at: datetime, document_id: UUID) -> str:
+    raw = f"{created_at.isoformat()}|{document_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    from ...domain.errors import InvalidRequestError
+
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created, _, ident = raw.partition("|")
+        return datetime.fromisoformat(created), UUID(ident)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequestError("invalid cursor") from exc

@@ -1,0 +1,245 @@
+"""The job queue seen from the worker side: claim, heartbeat and every fenced write (SPEC §4).
+
+A fenced write first locks the job row with the lease condition (RUNNING, locked_by = me,
+attempts = my attempt). If that finds nothing, the lease is lost and ``LeaseLostError`` is raised
+before anything is written: a worker that lost its job commits nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from ...domain.errors import LeaseLostError
+from ...domain.models import Chunk, DocumentAsset, Lease
+from ...domain.status import DocumentStatus, JobOperation, check_transition
+from .database import Connection, Database
+from .documents import NOTIFY_CHANNEL
+from .sql import load_queries
+
+log = logging.getLogger(__name__)
+Q = load_queries("queue.sql")
+EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
+
+
+class JobQueue:
+    def __init__(self, db: Database, *, lease_seconds: float) -> None:
+        self._db = db
+        self.lease_seconds = lease_seconds
+
+    # -- claiming -----------------------------------------------------------------------------
+    async def converge_exhausted(self) -> int:
+        async with self._db.transaction() as conn:
+            cur = await conn.execute(
+                Q["converge_exhausted"], {"lease_seconds": self.lease_seconds, "message": EXHAUSTED_MESSAGE}
+            )
+            return len(await cur.fetchall())
+
+    async def claim(self, worker_id: str, limit: int = 1) -> list[Lease]:
+        """Claim up to ``limit`` due jobs. A reclaimed job (expired lease) puts its document back to
+        PENDING in the same transaction, so the new attempt walks the stages from the start."""
+        if limit <= 0:
+            return []
+        await self.converge_exhausted()
+        async with self._db.transaction() as conn:
+            cur = await conn.execute(
+                Q["claim"], {"lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id}
+            )
+            claimed = await cur.fetchall()
+            if not claimed:
+                return []
+            await conn.execute(
+                "UPDATE documents SET status = 'PENDING', updated_at = now()"
+                " WHERE id = ANY(%s) AND status IN ('PARSING', 'CHUNKING', 'EMBEDDING', 'INDEXING')",
+                ([r["document_id"] for r in claimed if r["operation"] == "ingest"],),
+            )
+            await conn.execute(
+                "UPDATE documents SET status = 'PENDING', updated_at = now()"
+                " WHERE id = ANY(%s) AND status = 'DELETING'",
+                ([r["document_id"] for r in claimed if r["operation"] == "delete"],),
+            )
+        return [
+            Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
+                  max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"])
+            for r in claimed
+        ]
+
+    async def heartbeat(self, lease: Lease) -> bool:
+        row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))
+        return row is not None
+
+    async def wait_for_work(self, timeout: float, stop: asyncio.Event) -> None:
+        """Block until a job is announced (LISTEN/NOTIFY), ``timeout`` passes, or ``stop`` is set."""
+        try:
+            async with await psycopg.AsyncConnection.connect(self._db.url, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                gen = conn.notifies(timeout=timeout, stop_after=1)
+                waiter = asyncio.ensure_future(_drain(gen))
+                stopper = asyncio.ensure_future(stop.wait())
+                done, pending = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                for task in pending:
+                    task.cancel()
+        except psycopg.Error as exc:  # the poll interval is the fallback
+            log.warning("LISTEN failed, polling instead: %s", exc)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    # -- fenced writes --------------------------------------------------------------------------
+    @asynccontextmanager
+    async def fenced(self, lease: Lease) -> AsyncIterator[tuple[Connection, DocumentStatus]]:
+        """A transaction that holds the job (still ours) and the document row, locked in that order."""
+        async with self._db.transaction() as conn:
+            owned = await (await conn.execute(Q["lock_owned_job"], _lease_params(lease))).fetchone()
+            if owned is None:
+                raise LeaseLostError()
+            doc = await (await conn.execute(
+                "SELECT status FROM documents WHERE id = %s FOR UPDATE", (lease.document_id,)
+            )).fetchone()
+            if doc is None:
+                raise LeaseLostError("the document no longer exists")
+            yield conn, DocumentStatus(doc["status"])
+
+    async def enter_stage(self, lease: Lease, status: DocumentStatus, progress: dict[str, Any] | None = None) -> None:
+        """Status before action: commit the stage before its work starts; clears a stale error."""
+        async with self.fenced(lease) as (conn, current):
+            check_transition(current, status)
+            reset = status == DocumentStatus.PARSING
+            await conn.execute(
+                "UPDATE documents SET status = %(status)s, error_message = NULL, progress = %(progress)s,"
+                " stage_timings = CASE WHEN %(reset)s THEN jsonb_build_object(%(status)s::text, now())"
+                "   ELSE stage_timings || jsonb_build_object(%(status)s::text, now()) END,"
+                " updated_at = now() WHERE id = %(id)s",
+                {"status": status.value, "progress": Jsonb(progress or {}), "reset": reset,
+                 "id": lease.document_id},
+            )
+            await conn.execute("UPDATE ingestion_jobs SET locked_at = now() WHERE id = %s", (lease.job_id,))
+
+    async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None:
+        async with self.fenced(lease) as (conn, _):
+            await conn.execute(
+                "UPDATE documents SET progress = %s, updated_at = now() WHERE id = %s",
+                (Jsonb(progress), lease.document_id),
+            )
+            await conn.execute("UPDATE ingestion_jobs SET locked_at = now() WHERE id = %s", (lease.job_id,))
+
+    async def record_parser(self, lease: Lease, name: str, version: str) -> None:
+        async with self.fenced(lease) as (conn, _):
+            await conn.execute(
+                "UPDATE documents SET parser_name = %s, parser_version = %s WHERE id = %s",
+                (name, version, lease.document_id),
+            )
+
+    async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
+                             write_vectors: Callable[[], Awaitable[None]]) -> None:
+        """INDEXING -> READY: replace the chunks, set READY and end the job, all in one transaction.
+
+        READY is the commit flag (SPEC §4 rule 2): it is written last, together with the facts it
+        vouches for, and only while the job is still ours. ``write_vectors`` runs while the job row
+        is locked by this transaction, so no other worker can own the job while vectors are written.
+        """
+        async with self.fenced(lease) as (conn, current):
+            check_transition(current, DocumentStatus.READY)
+            await write_vectors()
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count,"
+                    " heading_path, locator, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [(c.id, c.document_id, c.knowledge_base_id, c.ordinal, c.content, c.token_count,
+                      list(c.heading_path), Jsonb(c.locator.to_metadata()), Jsonb(c.metadata)) for c in chunks],
+                )
+            await conn.execute(
+                "UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %s,"
+                " progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),"
+                " stage_timings = stage_timings || jsonb_build_object('READY', now()) WHERE id = %s",
+                (len(chunks), lease.document_id),
+            )
+            await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+
+    async def complete_already_ready(self, lease: Lease) -> None:
+        """``complete`` for a document that is READY already: only the job changes."""
+        async with self.fenced(lease) as (conn, current):
+            if current != DocumentStatus.READY:
+                raise LeaseLostError(f"document is {current}, not READY")
+            await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+
+    async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
+                   document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
+        """End this attempt: retry later (job and document PENDING) or FAILED. The partial index is
+        cleaned by ``cleanup`` while the job row is still locked by us."""
+        async with self.fenced(lease) as (conn, current):
+            if cleanup is not None:
+                await cleanup()
+            target = DocumentStatus.PENDING if will_retry else DocumentStatus.FAILED
+            if current != target:
+                check_transition(current, target)
+            if will_retry:
+                await conn.execute(Q["retry_job"], {"job_id": lease.job_id, "error": error, "delay": delay_seconds})
+            else:
+                await conn.execute(Q["fail_job"], {"job_id": lease.job_id, "error": error})
+            await conn.execute(
+                "UPDATE documents SET status = %s, error_message = %s, progress = '{}'::jsonb,"
+                " updated_at = now() WHERE id = %s",
+                (target.value, document_message, lease.document_id),
+            )
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
+            await conn.execute(
+                "UPDATE documents SET chunk_count = 0 WHERE id = %s", (lease.document_id,)
+            )
+
+    async def release(self, lease: Lease) -> None:
+        """Graceful shutdown: give the job back without burning an attempt."""
+        async with self.fenced(lease) as (conn, current):
+            await conn.execute(Q["release_job"], {"job_id": lease.job_id})
+            if current != DocumentStatus.PENDING:
+                check_transition(current, DocumentStatus.PENDING)
+                await conn.execute(
+                    "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, updated_at = now()"
+                    " WHERE id = %s", (lease.document_id,),
+                )
+            await conn.execute("SELECT pg_notify(%s, '')", (NOTIFY_CHANNEL,))
+
+    async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset]) -> list[str]:
+        async with self.fenced(lease) as (conn, _):
+            return await replace_asset_rows(conn, lease.document_id, assets)
+
+    async def load_document_row(self, document_id: UUID) -> dict[str, Any] | None:
+        return await self._db.fetchone(
+            "SELECT d.*, kb.settings AS kb_settings FROM documents d"
+            " JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id WHERE d.id = %s",
+            (document_id,),
+        )
+
+
+async def _drain(gen: Any) -> None:
+    async for _ in gen:
+        return
+
+
+def _lease_params(lease: Lease) -> dict[str, Any]:
+    return {"job_id": lease.job_id, "worker_id": lease.worker_id, "attempt": lease.attempt}
+
+
+async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset]) -> list[str]:
+    """Swap the document's asset rows; returns the object keys that are no longer referenced."""
+    old = await (await conn.execute(
+        "DELETE FROM document_assets WHERE document_id = %s RETURNING object_key", (document_id,)
+    )).fetchall()
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO document_assets (id, document_id, knowledge_base_id, object_key, mime_type,"
+            " size_bytes, page, description, locator_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [(a.id, a.document_id, a.knowledge_base_id, a.object_key, a.mime_type, a.size_bytes, a.page,
+              a.description, a.locator_key) for a in assets],
+        )
+    keep = {a.object_key for a in assets}
+    return [r["object_key"] for r in old if r["object_key"] not in keep]

@@ -1,0 +1,57 @@
+"""Rows to domain objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...domain.models import Chunk, Document, DocumentAsset, KnowledgeBase, KnowledgeBaseSettings, SourceLocator
+from ...domain.status import DocumentStatus, JobStatus
+
+DOCUMENT_COLUMNS = """
+    d.id, d.knowledge_base_id, d.filename, d.mime_type, d.size_bytes, d.sha256, d.object_key,
+    d.status, d.error_message, d.progress, d.parser_name, d.parser_version, d.chunk_count,
+    d.content_revision, d.source, d.duplicate_of, d.stage_timings, d.created_at, d.updated_at,
+    d.indexed_at, d.deleted_at, j.attempts, j.max_attempts, j.status AS job_status
+"""
+DOCUMENT_FROM = "documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id"
+
+
+def knowledge_base(row: dict[str, Any]) -> KnowledgeBase:
+    return KnowledgeBase(
+        id=row["id"], name=row["name"], description=row["description"],
+        settings=KnowledgeBaseSettings.from_dict(row["settings"]), created_at=row["created_at"],
+        deleting=row.get("deleting", False),
+    )
+
+
+def document(row: dict[str, Any]) -> Document:
+    return Document(
+        id=row["id"], knowledge_base_id=row["knowledge_base_id"], filename=row["filename"],
+        mime_type=row["mime_type"], size_bytes=row["size_bytes"], sha256=row["sha256"],
+        object_key=row["object_key"], status=DocumentStatus(row["status"]),
+        error_message=row["error_message"], progress=row["progress"] or {},
+        parser_name=row["parser_name"], parser_version=row["parser_version"],
+        chunk_count=row["chunk_count"], content_revision=row["content_revision"],
+        source=row["source"] or {}, duplicate_of=row["duplicate_of"],
+        stage_timings=row["stage_timings"] or {}, created_at=row["created_at"],
+        updated_at=row["updated_at"], indexed_at=row["indexed_at"], deleted_at=row["deleted_at"],
+        attempts=row.get("attempts") or 0, max_attempts=row.get("max_attempts") or 0,
+        job_status=JobStatus(row["job_status"]) if row.get("job_status") else None,
+    )
+
+
+def chunk(row: dict[str, Any]) -> Chunk:
+    return Chunk(
+        id=row["id"], document_id=row["document_id"], knowledge_base_id=row["knowledge_base_id"],
+        ordinal=row["ordinal"], content=row["content"], token_count=row["token_count"],
+        heading_path=tuple(row["heading_path"] or ()), locator=SourceLocator.from_metadata(row["locator"]),
+        metadata=row["metadata"] or {},
+    )
+
+
+def asset(row: dict[str, Any]) -> DocumentAsset:
+    return DocumentAsset(
+        id=row["id"], document_id=row["document_id"], knowledge_base_id=row["knowledge_base_id"],
+        object_key=row["object_key"], mime_type=row["mime_type"], size_bytes=row["size_bytes"],
+        page=row["page"], description=row["description"], locator_key=row["locator_key"],
+    )

@@ -1,0 +1,59 @@
+"""Chunk snapshots (SPEC §7): ``{root}/{kb_id}/{document_id}/chunks.json``, replaced atomically
+(temp file in the same directory, fsync, rename); retries overwrite, nothing is appended."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+SNAPSHOT_FORMAT_VERSION = 1
+
+
+class FilesystemChunkSnapshotStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, knowledge_base_id: UUID, document_id: UUID) -> Path:
+        return self.root / str(knowledge_base_id) / str(document_id) / "chunks.json"
+
+    async def save(self, *, knowledge_base_id: UUID, document_id: UUID, snapshot: dict[str, Any]) -> None:
+        data = json.dumps(snapshot, ensure_ascii=False, indent=1, default=str).encode("utf-8")
+        await asyncio.to_thread(self._write, self.path(knowledge_base_id, document_id), data)
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".chunks-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    async def load(self, knowledge_base_id: UUID, document_id: UUID) -> bytes | None:
+        path = self.path(knowledge_base_id, document_id)
+        try:
+            return await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            return None
+
+    async def delete_document(self, knowledge_base_id: UUID, document_id: UUID) -> None:
+        await asyncio.to_thread(shutil.rmtree, self.path(knowledge_base_id, document_id).parent, True)
+
+    async def delete_knowledge_base(self, knowledge_base_id: UUID) -> None:
+        await asyncio.to_thread(shutil.rmtree, self.root / str(knowledge_base_id), True)

@@ -1,0 +1,75 @@
+"""Object storage on the local filesystem (the embedded default). Writes are atomic: a temp file
+in the same directory, fsynced, then renamed, so a reader never sees half an object."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from ...domain.errors import ResourceNotFoundError
+
+
+class LocalObjectStorage:
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def _path(self, key: str) -> Path:
+        if not key or key.startswith("/") or "\\" in key or any(p in ("", ".", "..") for p in key.split("/")):
+            raise ValueError(f"invalid object key: {key!r}")
+        path = (self.root / key).resolve()
+        if self.root not in path.parents:
+            raise ValueError(f"invalid object key: {key!r}")
+        return path
+
+    async def put(self, key: str, data: bytes, content_type: str) -> None:
+        await asyncio.to_thread(self._put, self._path(key), data)
+
+    @staticmethod
+    def _put(path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    async def get(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            return await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError as exc:
+            raise ResourceNotFoundError(f"source object {key} is missing from storage") from exc
+
+    async def exists(self, key: str) -> bool:
+        return await asyncio.to_thread(self._path(key).is_file)
+
+    async def delete(self, key: str) -> None:
+        await asyncio.to_thread(self._path(key).unlink, True)
+
+    async def delete_prefix(self, prefix: str) -> int:
+        path = self._path(prefix.rstrip("/"))
+        if not path.exists():
+            return 0
+        count = sum(1 for p in path.rglob("*") if p.is_file())
+        await asyncio.to_thread(shutil.rmtree, path, True)
+        return count
+
+    async def stream(self, key: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+        path = self._path(key)
+        if not path.is_file():
+            raise ResourceNotFoundError(f"source object {key} is missing from storage")
+        with path.open("rb") as fh:
+            while True:
+                block = await asyncio.to_thread(fh.read, chunk_size)
+                if not block:
+                    return
+                yield block

@@ -1,0 +1,60 @@
+"""Domain errors to HTTP statuses, in one place. Every error is ``{"detail": "..."}``, never a trace."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..domain import errors as e
+
+log = logging.getLogger(__name__)
+
+_STATUS: list[tuple[type[Exception], int]] = [
+    (e.AuthenticationError, 401),
+    (e.ResourceNotFoundError, 404),
+    (e.ConflictError, 409),
+    (e.FileTooLargeError, 413),
+    (e.UnsupportedFormatError, 415),
+    (e.InvalidRequestError, 400),
+    (e.InvalidDocumentError, 422),
+]
+
+
+def status_for(exc: Exception) -> int:
+    for kind, status in _STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(e.UltimateRagError)
+    async def domain_error(_: Request, exc: e.UltimateRagError) -> JSONResponse:
+        status = status_for(exc)
+        if status == 500:
+            log.error("unexpected domain error: %s", exc)
+            return JSONResponse({"detail": "internal error"}, status_code=500)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"detail": exc.message}, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in exc.errors()[:5]:
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+            parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
+        return JSONResponse({"detail": "; ".join(parts) or "invalid request"}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"detail": str(exc.detail)}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse({"detail": "internal error"}, status_code=500)

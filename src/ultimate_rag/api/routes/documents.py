@@ -1,0 +1,59 @@
+"""One document: read it, its chunks, snapshot, source and assets; reindex it."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from fastapi import APIRouter
+from fastapi.responses import Response, StreamingResponse
+
+from ...domain.errors import ResourceNotFoundError
+from ..deps import ContainerDep, EditableDocument, ReadableDocument
+from ..schemas import ChunkList, ChunkOut, DocumentOut
+
+router = APIRouter(prefix="/api/documents", tags=["documents"])
+
+
+@router.get("/{document_id}", response_model=DocumentOut)
+async def get_document(doc: ReadableDocument, container: ContainerDep) -> DocumentOut:
+    return DocumentOut.of(doc, await container.documents.job_history(doc.id))
+
+
+@router.get("/{document_id}/chunks", response_model=ChunkList)
+async def get_chunks(doc: ReadableDocument, container: ContainerDep) -> ChunkList:
+    return ChunkList(items=[ChunkOut.of(c) for c in await container.documents.chunks(doc.id)])
+
+
+@router.get("/{document_id}/snapshot")
+async def get_snapshot(doc: ReadableDocument, container: ContainerDep) -> Response:
+    data = await container.snapshots.load(doc.knowledge_base_id, doc.id)
+    if data is None:
+        raise ResourceNotFoundError("this document has no chunk snapshot yet")
+    return Response(data, media_type="application/json; charset=utf-8")
+
+
+@router.get("/{document_id}/source")
+async def get_source(doc: ReadableDocument, container: ContainerDep) -> StreamingResponse:
+    if not await container.storage.exists(doc.object_key):
+        raise ResourceNotFoundError("the source file is no longer stored")
+    quoted = doc.filename.replace("\\", "_").replace('"', "_")
+    from urllib.parse import quote
+
+    disposition = f"attachment; filename=\"{quoted.encode('ascii', 'replace').decode()}\"; " \
+                  f"filename*=UTF-8''{quote(doc.filename)}"
+    return StreamingResponse(container.storage.stream(doc.object_key), media_type=doc.mime_type,
+                             headers={"Content-Disposition": disposition, "Content-Length": str(doc.size_bytes)})
+
+
+@router.get("/{document_id}/assets/{asset_id}")
+async def get_asset(doc: ReadableDocument, asset_id: UUID, container: ContainerDep) -> Response:
+    for asset in await container.documents.assets(doc.id):
+        if asset.id == asset_id:
+            return Response(await container.storage.get(asset.object_key), media_type=asset.mime_type)
+    raise ResourceNotFoundError("asset not found")
+
+
+@router.post("/{document_id}/reindex", status_code=202, response_model=DocumentOut)
+async def reindex_document(doc: EditableDocument, container: ContainerDep) -> DocumentOut:
+    return DocumentOut.of(await container.documents.request_reindex(doc.id,
+                                                                    max_attempts=container.settings.max_attempts))

@@ -1,0 +1,79 @@
+"""Knowledge bases, their document lists, uploads, bulk reindex and search."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Query, Request, UploadFile
+
+from ...domain.errors import InvalidRequestError
+from ...domain.models import KnowledgeBaseSettings
+from ...domain.status import DocumentStatus
+from ..deps import AdminDep, ContainerDep, EditableKB, PrincipalDep, ReadableKB
+from ..schemas import (
+    DocumentList,
+    DocumentOut,
+    KnowledgeBaseIn,
+    KnowledgeBaseList,
+    KnowledgeBaseOut,
+    SearchHit,
+    SearchIn,
+    SearchOut,
+)
+
+router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"])
+
+
+@router.post("", status_code=201, response_model=KnowledgeBaseOut)
+async def create_knowledge_base(body: KnowledgeBaseIn, container: ContainerDep, _: AdminDep) -> KnowledgeBaseOut:
+    s = container.settings
+    given = body.settings.model_dump(exclude_none=True) if body.settings else {}
+    settings = KnowledgeBaseSettings(
+        chunk_size_tokens=given.get("chunk_size_tokens", s.chunk_size_tokens),
+        chunk_overlap_tokens=given.get("chunk_overlap_tokens", s.chunk_overlap_tokens),
+        dedup_mode=given.get("dedup_mode", "exact"),
+        near_duplicate_threshold=given.get("near_duplicate_threshold", 0.9),
+        embedding_model=container.embedder.name, embedding_dimension=container.embedder.dimension,
+    )
+    if settings.chunk_overlap_tokens >= settings.chunk_size_tokens:
+        raise InvalidRequestError("chunk_overlap_tokens must be smaller than chunk_size_tokens")
+    kb = await container.knowledge_bases.create(body.name.strip(), body.description, settings)
+    return KnowledgeBaseOut.of(kb, {})
+
+
+@router.get("", response_model=KnowledgeBaseList)
+async def list_knowledge_bases(container: ContainerDep, who: PrincipalDep) -> KnowledgeBaseList:
+    kbs = [kb for kb in await container.knowledge_bases.list() if who.can_read(kb.id)]
+    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb) for kb in kbs])
+
+
+@router.get("/{kb_id}", response_model=KnowledgeBaseOut)
+async def get_knowledge_base(kb: ReadableKB, container: ContainerDep) -> KnowledgeBaseOut:
+    return KnowledgeBaseOut.of(kb, await container.knowledge_bases.status_counts(kb.id))
+
+
+@router.post("/{kb_id}/documents", status_code=202, response_model=DocumentOut)
+async def upload_document(kb: EditableKB, container: ContainerDep, request: Request,
+                          file: Annotated[UploadFile, File(description="the document")]) -> DocumentOut:
+    limit = container.ingestion.max_upload_bytes
+    content = await file.read(limit + 1)  # bounded read: one byte over the limit is enough to know
+    doc = await container.ingestion.submit(kb.id, file.filename, file.content_type, content)
+    return DocumentOut.of(doc)
+
+
+@router.get("/{kb_id}/documents", response_model=DocumentList)
+async def list_documents(
+    kb: ReadableKB, container: ContainerDep,
+    status: Annotated[DocumentStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+) -> DocumentList:
+    items, next_cursor = await container.documents.list(kb.id, status=status, limit=limit, cursor=cursor)
+    counts = await container.knowledge_bases.status_counts(kb.id)
+    return DocumentList(items=[DocumentOut.of(d) for d in items], next_cursor=next_cursor, counts=counts)
+
+
+@router.post("/{kb_id}/search", response_model=SearchOut)
+async def search(kb: ReadableKB, body: SearchIn, container: ContainerDep) -> SearchOut:
+    results = await container.search.search(kb.id, body.query, body.top_k)
+    return SearchOut(results=[SearchHit.of(r) for r in results])

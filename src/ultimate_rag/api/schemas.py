@@ -1,0 +1,163 @@
+"""Request and response shapes of the HTTP API (SPEC §11). Domain objects are mapped here; they
+are never returned directly."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from ..domain.models import Chunk, Document, KnowledgeBase, SearchResult
+from ..domain.status import PIPELINE
+
+
+class KnowledgeBaseSettingsIn(BaseModel):
+    chunk_size_tokens: int | None = Field(default=None, ge=32, le=512)
+    chunk_overlap_tokens: int | None = Field(default=None, ge=0, le=256)
+    dedup_mode: str | None = Field(default=None, pattern="^(off|exact|near)$")
+    near_duplicate_threshold: float | None = Field(default=None, gt=0, le=1)
+
+
+class KnowledgeBaseIn(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=5000)
+    settings: KnowledgeBaseSettingsIn | None = None
+
+
+class KnowledgeBaseOut(BaseModel):
+    id: UUID
+    name: str
+    description: str
+    settings: dict[str, Any]
+    created_at: datetime
+    document_counts: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, kb: KnowledgeBase, counts: dict[str, int] | None = None) -> KnowledgeBaseOut:
+        return cls(id=kb.id, name=kb.name, description=kb.description, settings=kb.settings.to_dict(),
+                   created_at=kb.created_at, document_counts=counts)
+
+
+class KnowledgeBaseList(BaseModel):
+    items: list[KnowledgeBaseOut]
+    next_cursor: str | None = None
+
+
+class StageTiming(BaseModel):
+    stage: str
+    started_at: datetime
+    seconds: float | None
+
+
+class DocumentOut(BaseModel):
+    id: UUID
+    knowledge_base_id: UUID
+    filename: str
+    mime_type: str
+    size_bytes: int
+    sha256: str
+    status: str
+    error_message: str | None
+    attempts: int
+    max_attempts: int
+    job_status: str | None
+    chunk_count: int
+    progress: dict[str, Any]
+    parser: dict[str, str | None] | None
+    duplicate_of: UUID | None
+    content_revision: int
+    source: dict[str, Any]
+    timings: list[StageTiming]
+    created_at: datetime
+    updated_at: datetime
+    indexed_at: datetime | None
+    deleted_at: datetime | None
+    error_history: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def of(cls, doc: Document, error_history: list[dict[str, Any]] | None = None) -> DocumentOut:
+        return cls(
+            id=doc.id, knowledge_base_id=doc.knowledge_base_id, filename=doc.filename, mime_type=doc.mime_type,
+            size_bytes=doc.size_bytes, sha256=doc.sha256, status=doc.status.value,
+            error_message=doc.error_message, attempts=doc.attempts, max_attempts=doc.max_attempts,
+            job_status=doc.job_status.value if doc.job_status else None, chunk_count=doc.chunk_count,
+            progress=doc.progress,
+            parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
+            duplicate_of=doc.duplicate_of, content_revision=doc.content_revision, source=doc.source,
+            timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,
+            indexed_at=doc.indexed_at, deleted_at=doc.deleted_at, error_history=error_history,
+        )
+
+
+def timings(stage_timings: dict[str, str]) -> list[StageTiming]:
+    """Per-stage start times of the current run, with the time each stage took."""
+    order = {s.value: i for i, s in enumerate(PIPELINE)}
+    items = sorted(((k, datetime.fromisoformat(v)) for k, v in stage_timings.items()),
+                   key=lambda kv: (kv[1], order.get(kv[0], 99)))
+    out = []
+    for i, (stage, started) in enumerate(items):
+        nxt = items[i + 1][1] if i + 1 < len(items) else None
+        out.append(StageTiming(stage=stage, started_at=started,
+                               seconds=(nxt - started).total_seconds() if nxt else None))
+    return out
+
+
+class DocumentList(BaseModel):
+    items: list[DocumentOut]
+    next_cursor: str | None
+    counts: dict[str, int]
+
+
+class ChunkOut(BaseModel):
+    id: UUID
+    ordinal: int
+    content: str
+    token_count: int
+    heading_path: list[str]
+    locator: dict[str, int]
+    metadata: dict[str, Any]
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> ChunkOut:
+        return cls(id=chunk.id, ordinal=chunk.ordinal, content=chunk.content, token_count=chunk.token_count,
+                   heading_path=list(chunk.heading_path), locator=chunk.locator.to_metadata(),
+                   metadata=chunk.metadata)
+
+
+class ChunkList(BaseModel):
+    items: list[ChunkOut]
+    next_cursor: str | None = None
+
+
+class SearchIn(BaseModel):
+    query: str = Field(min_length=1)
+    top_k: int = Field(default=10, ge=1)
+    filters: dict[str, Any] | None = None
+
+
+class SearchHit(BaseModel):
+    chunk_id: UUID
+    document_id: UUID
+    filename: str
+    content: str
+    score: float
+    heading_path: list[str]
+    locator: dict[str, int]
+    assets: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, r: SearchResult) -> SearchHit:
+        return cls(chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename, content=r.content,
+                   score=r.score, heading_path=list(r.heading_path), locator=r.locator.to_metadata(),
+                   assets=list(r.assets))
+
+
+class SearchOut(BaseModel):
+    results: list[SearchHit]
+
+
+class ReindexOut(BaseModel):
+    queued: int
+    skipped_active: int

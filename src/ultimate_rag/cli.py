@@ -1,0 +1,179 @@
+"""The ``ultimate-rag`` command (SPEC §11): up, serve, worker, migrate, keys create."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from uuid import UUID
+
+from .logs import setup_logging
+from .settings import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    if getattr(args, "data_dir", None):
+        os.environ["ULTIMATE_RAG_DATA_DIR"] = str(Path(args.data_dir).resolve())
+    settings = Settings()
+    setup_logging(settings.log_level)
+    return settings
+
+
+def ensure_admin_key(settings: Settings) -> tuple[str, bool]:
+    """The admin key from the environment, or from ``{data_dir}/admin.key`` (created, mode 0600)."""
+    if settings.admin_key:
+        return settings.admin_key, False
+    path = settings.data_dir / "admin.key"
+    if path.exists():
+        return path.read_text().strip(), False
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    key = f"urk_admin_{secrets.token_urlsafe(32)}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key + "\n")
+    return key, True
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from .bootstrap import run_migrations
+
+    applied = run_migrations(_settings(args))
+    print(f"applied migrations: {applied}" if applied else "database schema is up to date")
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from .worker import main
+
+    _settings(args)
+    main(args.concurrency)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    key, _ = ensure_admin_key(settings)
+    os.environ["ULTIMATE_RAG_ADMIN_KEY"] = key
+    from .bootstrap import database_url, run_migrations
+
+    run_migrations(settings, database_url(settings))
+    _run_api(args.host, args.port)
+    return 0
+
+
+def _run_api(host: str, port: int) -> None:
+    import uvicorn
+
+    from .api.app import create_app
+
+    uvicorn.run(create_app(Settings()), host=host, port=port, log_level="info", proxy_headers=False)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Everything on one machine: database (embedded unless configured), migrations, workers, API."""
+    settings = _settings(args)
+    from .bootstrap import database_url, run_migrations
+
+    url = database_url(settings)  # starts the embedded server and exports its URL to children
+    run_migrations(settings, url)
+    key, created = ensure_admin_key(settings)
+    os.environ["ULTIMATE_RAG_ADMIN_KEY"] = key
+    workers = [subprocess.Popen([sys.executable, "-m", "ultimate_rag.worker"], env=os.environ.copy())
+               for _ in range(args.workers)]
+    base = f"http://{args.host}:{args.port}"
+    print(f"\nultimate-rag is up: {base}  (API docs: {base}/docs)", flush=True)
+    print(f"admin key{' (new, saved to ' + str(settings.data_dir / 'admin.key') + ')' if created else ''}: {key}",
+          flush=True)
+    try:
+        _run_api(args.host, args.port)
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in workers:
+            try:
+                proc.wait(timeout=settings.shutdown_grace_seconds + 5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return 0
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.admin == bool(args.kb):
+        print("give either --admin or --kb KB --role reader|editor", file=sys.stderr)
+        return 2
+    from .adapters.postgres.api_keys import ApiKeyRepository
+    from .adapters.postgres.database import Database
+    from .bootstrap import database_url, run_migrations
+    from .domain.auth import Role
+
+    async def create() -> str:
+        url = database_url(settings)
+        run_migrations(settings, url)
+        db = Database(url, max_size=2)
+        await db.open()
+        try:
+            repo = ApiKeyRepository(db)
+            if args.admin:
+                return await repo.create(is_admin=True, scopes={})
+            kb_ids = [UUID(k) for k in args.kb]
+            return await repo.create(is_admin=False, scopes={k: Role(args.role) for k in kb_ids})
+        finally:
+            await db.close()
+
+    key = asyncio.run(create())
+    print("created API key (shown once; store it now):", file=sys.stderr)
+    print(key)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ultimate-rag", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run everything: database, migrations, API and workers")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=8000)
+    up.add_argument("--workers", type=int, default=2)
+    up.add_argument("--data-dir")
+    up.set_defaults(func=cmd_up)
+
+    serve = sub.add_parser("serve", help="run the API only")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--data-dir")
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run a worker process")
+    worker.add_argument("--concurrency", type=int)
+    worker.add_argument("--data-dir")
+    worker.set_defaults(func=cmd_worker)
+
+    mig = sub.add_parser("migrate", help="apply database migrations")
+    mig.add_argument("--data-dir")
+    mig.set_defaults(func=cmd_migrate)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create an API key; prints it alone on the last line")
+    create.add_argument("--admin", action="store_true")
+    create.add_argument("--kb", action="append", default=[], help="knowledge base id (repeatable)")
+    create.add_argument("--role", choices=["reader", "editor"], default="reader")
+    create.add_argument("--data-dir")
+    create.set_defaults(func=cmd_keys_create)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

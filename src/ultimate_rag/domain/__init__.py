@@ -1,0 +1,1 @@
+"""Pure domain: models, statuses and their transitions, errors, ports. No I/O here."""

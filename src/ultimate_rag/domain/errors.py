@@ -1,0 +1,74 @@
+"""Domain errors. Each carries a message a user can read; only the API maps them to HTTP codes.
+
+Permanent errors fail a document at once; everything else that escapes a pipeline stage is
+treated as transient and retried with backoff (SPEC §4, seed 002 §7).
+"""
+
+from __future__ import annotations
+
+
+class UltimateRagError(Exception):
+    """Something went wrong in ultimate-rag."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class PermanentError(UltimateRagError):
+    """The document cannot be processed; retrying will not help."""
+
+
+class TransientError(UltimateRagError):
+    """A dependency failed temporarily; the job will be retried."""
+
+
+class InvalidDocumentError(PermanentError):
+    """The document is invalid or empty."""
+
+
+class ResourceNotFoundError(PermanentError):
+    """The requested resource does not exist."""
+
+
+class UnsupportedFormatError(InvalidDocumentError):
+    """No parser accepts this file format."""
+
+
+class FileTooLargeError(InvalidDocumentError):
+    """The file is larger than the configured upload limit."""
+
+
+class InvalidRequestError(UltimateRagError):
+    """The request is invalid."""
+
+
+class ConflictError(UltimateRagError):
+    """The resource is busy or in a state that does not allow this operation."""
+
+
+class InvalidTransitionError(ConflictError):
+    """That status transition is not allowed."""
+
+
+class LeaseLostError(UltimateRagError):
+    """This worker no longer owns the job (its lease expired or an operator ended it)."""
+
+
+class RateLimitedError(TransientError):
+    """The embedding provider asked us to slow down."""
+
+    def __init__(self, message: str | None = None, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AuthenticationError(UltimateRagError):
+    """Missing or invalid API key."""
+
+
+def is_permanent(exc: BaseException) -> bool:
+    return isinstance(exc, PermanentError)

@@ -1,0 +1,229 @@
+"""Domain entities and value objects (SPEC §3). Plain dataclasses, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from .status import DocumentStatus, JobOperation, JobStatus
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBaseSettings:
+    chunk_size_tokens: int = 256
+    chunk_overlap_tokens: int = 32
+    dedup_mode: str = "exact"
+    near_duplicate_threshold: float = 0.9
+    embedding_model: str | None = None
+    embedding_dimension: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunk_size_tokens": self.chunk_size_tokens,
+            "chunk_overlap_tokens": self.chunk_overlap_tokens,
+            "dedup_mode": self.dedup_mode,
+            "near_duplicate_threshold": self.near_duplicate_threshold,
+            "embedding_model": self.embedding_model,
+            "embedding_dimension": self.embedding_dimension,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> KnowledgeBaseSettings:
+        data = data or {}
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBase:
+    id: UUID
+    name: str
+    description: str
+    settings: KnowledgeBaseSettings
+    created_at: datetime
+    deleting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    id: UUID
+    knowledge_base_id: UUID
+    filename: str
+    mime_type: str
+    size_bytes: int
+    sha256: str
+    object_key: str
+    status: DocumentStatus
+    error_message: str | None
+    progress: dict[str, Any]
+    parser_name: str | None
+    parser_version: str | None
+    chunk_count: int
+    content_revision: int
+    source: dict[str, Any]
+    duplicate_of: UUID | None
+    stage_timings: dict[str, str]
+    created_at: datetime
+    updated_at: datetime
+    indexed_at: datetime | None = None
+    deleted_at: datetime | None = None
+    attempts: int = 0
+    max_attempts: int = 0
+    job_status: JobStatus | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IngestionJob:
+    id: UUID
+    document_id: UUID
+    operation: JobOperation
+    force: bool
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    available_at: datetime
+    locked_by: str | None
+    locked_at: datetime | None
+    last_error: str | None
+    error_history: list[dict[str, Any]]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """What a worker proves on every write it makes for a job (fencing, SPEC §4)."""
+
+    job_id: UUID
+    document_id: UUID
+    worker_id: str
+    attempt: int
+    max_attempts: int
+    operation: JobOperation = JobOperation.INGEST
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLocator:
+    """Where a chunk comes from in its source: page (paged formats), lines and characters."""
+
+    page: int | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    char_start: int | None = None
+    char_end: int | None = None
+
+    def to_metadata(self) -> dict[str, int]:
+        return {k: v for k, v in (
+            ("page", self.page), ("line_start", self.line_start), ("line_end", self.line_end),
+            ("char_start", self.char_start), ("char_end", self.char_end),
+        ) if v is not None}
+
+    @classmethod
+    def from_metadata(cls, data: dict[str, Any] | None) -> SourceLocator:
+        data = data or {}
+        return cls(**{k: data.get(k) for k in ("page", "line_start", "line_end", "char_start", "char_end")})
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One structural unit of a parsed document.
+
+    kind: "heading" | "paragraph" | "code" | "table" | "list" | "quote"; ``level`` is the heading
+    level (1..6) for headings. Code blocks and tables are kept whole by the chunker when they fit.
+    """
+
+    kind: str
+    text: str
+    locator: SourceLocator = field(default_factory=SourceLocator)
+    level: int = 0
+    asset_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedAsset:
+    """An image (or other binary) found inside a document, with a locator that makes its id stable."""
+
+    locator_key: str
+    data: bytes
+    mime_type: str
+    page: int | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDocument:
+    blocks: tuple[Block, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    assets: tuple[ParsedAsset, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(b.text for b in self.blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentSource:
+    """What a parser gets: the bytes and what we know about them."""
+
+    document_id: UUID | None
+    filename: str
+    mime_type: str
+    content: bytes
+
+    @property
+    def extension(self) -> str:
+        name = self.filename.lower()
+        return name[name.rfind("."):] if "." in name else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    id: UUID
+    document_id: UUID
+    knowledge_base_id: UUID
+    ordinal: int
+    content: str
+    token_count: int
+    heading_path: tuple[str, ...]
+    locator: SourceLocator
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedChunk:
+    chunk: Chunk
+    embedding: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentAsset:
+    id: UUID
+    document_id: UUID
+    knowledge_base_id: UUID
+    object_key: str
+    mime_type: str
+    size_bytes: int
+    page: int | None
+    description: str
+    locator_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    chunk_id: UUID
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    chunk_id: UUID
+    document_id: UUID
+    filename: str
+    content: str
+    score: float
+    heading_path: tuple[str, ...]
+    locator: SourceLocator
+    assets: tuple[dict[str, Any], ...] = ()

@@ -1,0 +1,1 @@
+"""Application services: submit, the processing pipeline, the worker loop, documents, search."""

@@ -1,0 +1,82 @@
+"""Embedding a document's chunks: cache first, then the embedder in batches, with progress, strict
+one-to-one alignment, and provider rate limits waited out without burning an attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from ..adapters.embedders.cache import EmbeddingCache
+from ..domain.errors import PermanentError, RateLimitedError, TransientError
+from ..domain.ids import text_hash
+from ..domain.ports import Embedder
+
+log = logging.getLogger(__name__)
+ProgressCallback = Callable[[int, int, int], Awaitable[None]]  # done, total, from_cache
+
+
+class EmbeddingService:
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache | None, *, batch_size: int,
+                 rate_limit_max_wait: float = 600.0) -> None:
+        self.embedder = embedder
+        self._cache = cache
+        self._batch_size = batch_size
+        self._rate_limit_max_wait = rate_limit_max_wait
+        self.seconds_in_embedder = 0.0  # for benchmarks: time spent inside the model
+
+    async def embed_passages(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> list[list[float]]:
+        total = len(texts)
+        results: list[list[float] | None] = [None] * total
+        cached = await self._cache.get_many(self.embedder.name, texts) if self._cache else {}
+        missing: list[int] = []
+        for i, text in enumerate(texts):
+            hit = cached.get(text_hash(text))
+            if hit is not None:
+                results[i] = hit
+            else:
+                missing.append(i)
+        from_cache = total - len(missing)
+        done = from_cache
+        if progress:
+            await progress(done, total, from_cache)
+        for start in range(0, len(missing), self._batch_size):
+            idx = missing[start:start + self._batch_size]
+            batch = [texts[i] for i in idx]
+            vectors = await self._embed_with_rate_limit(batch)
+            if len(vectors) != len(batch):
+                raise TransientError(f"the embedder returned {len(vectors)} vectors for {len(batch)} chunks")
+            for i, vector in zip(idx, vectors, strict=True):
+                if len(vector) != self.embedder.dimension:
+                    raise PermanentError(
+                        f"the embedder returned {len(vector)}-dimensional vectors, expected "
+                        f"{self.embedder.dimension}: check the embedding model settings"
+                    )
+                results[i] = vector
+            if self._cache:
+                await self._cache.put_many(self.embedder.name, list(zip(batch, vectors, strict=True)))
+            done += len(batch)
+            if progress:
+                await progress(done, total, from_cache)
+        return [r for r in results if r is not None] if all(r is not None for r in results) else _missing()
+
+    async def _embed_with_rate_limit(self, batch: list[str]) -> list[list[float]]:
+        waited = 0.0
+        while True:
+            started = time.perf_counter()
+            try:
+                return await self.embedder.embed_documents(batch)
+            except RateLimitedError as exc:
+                delay = max(0.05, exc.retry_after)
+                if waited + delay > self._rate_limit_max_wait:
+                    raise
+                log.info("embedding provider rate limited us; waiting %.1fs", delay)
+                waited += delay
+                await asyncio.sleep(delay)
+            finally:
+                self.seconds_in_embedder += time.perf_counter() - started
+
+
+def _missing() -> list[list[float]]:
+    raise TransientError("some chunks were left without an embedding")

@@ -1,0 +1,76 @@
+"""``submit`` (SPEC §5, seed 002 §3): validate, resolve a parser before storing anything, store the
+bytes under a system key, then create document + job in one transaction — or delete the object."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import unicodedata
+from pathlib import PurePosixPath, PureWindowsPath
+from uuid import UUID, uuid4
+
+from ..adapters.postgres.documents import DocumentRepository
+from ..adapters.postgres.knowledge_bases import KnowledgeBaseRepository
+from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError
+from ..domain.ids import source_object_key
+from ..domain.models import Document, DocumentSource
+from ..domain.ports import ObjectStorage
+from .processing import ParserResolver
+
+log = logging.getLogger(__name__)
+
+_MIME_BY_KIND = {"markdown": "text/markdown", "text": "text/plain"}
+
+
+def safe_filename(raw: str | None, max_length: int) -> str:
+    """Basename only (POSIX and Windows separators), no control characters, bounded length."""
+    if raw is None:
+        raise InvalidRequestError("the upload has no filename")
+    name = PureWindowsPath(PurePosixPath(raw.replace("\x00", "")).name).name.strip()
+    if not name or name in (".", ".."):
+        raise InvalidRequestError("the filename is empty")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in name):
+        raise InvalidRequestError("the filename contains control characters")
+    if len(name.encode("utf-8")) > max_length:
+        raise InvalidRequestError(f"the filename is longer than {max_length} bytes")
+    return name
+
+
+class IngestionService:
+    def __init__(self, *, documents: DocumentRepository, knowledge_bases: KnowledgeBaseRepository,
+                 storage: ObjectStorage, parsers: ParserResolver, max_upload_bytes: int,
+                 max_filename_length: int, max_attempts: int) -> None:
+        self._documents = documents
+        self._kbs = knowledge_bases
+        self._storage = storage
+        self._parsers = parsers
+        self.max_upload_bytes = max_upload_bytes
+        self._max_filename_length = max_filename_length
+        self._max_attempts = max_attempts
+
+    async def submit(self, knowledge_base_id: UUID, filename: str | None, content_type: str | None,
+                     content: bytes) -> Document:
+        kb = await self._kbs.get(knowledge_base_id)
+        if kb.deleting:
+            raise ConflictError("knowledge base is being deleted")
+        name = safe_filename(filename, self._max_filename_length)
+        if len(content) > self.max_upload_bytes:
+            raise FileTooLargeError(f"the file is larger than the limit of {self.max_upload_bytes} bytes")
+        document_id = uuid4()
+        source = DocumentSource(document_id, name, content_type or "application/octet-stream", content)
+        parser = self._parsers.resolve(source)  # 415 before anything is stored
+        mime = _MIME_BY_KIND.get(getattr(parser, "name", ""), source.mime_type)
+        key = source_object_key(knowledge_base_id, document_id, source.extension)
+        await self._storage.put(key, content, mime)
+        try:
+            return await self._documents.create_with_job(
+                document_id=document_id, knowledge_base_id=knowledge_base_id, filename=name, mime_type=mime,
+                size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest(), object_key=key,
+                max_attempts=self._max_attempts,
+            )
+        except BaseException:
+            try:
+                await self._storage.delete(key)  # compensation: no orphan object
+            except Exception:
+                log.exception("could not remove orphan object %s", key)
+            raise

@@ -1,0 +1,154 @@
+"""The ingestion pipeline (SPEC §5, seed 002 §5): parse -> chunk (+assets, snapshot) -> embed ->
+index -> READY. Status before action: each stage is committed before its work starts. Every write
+goes through the queue's fenced methods, so a worker that lost its lease commits nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import mimetypes
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from ..adapters.postgres.queue import JobQueue
+from ..adapters.snapshots.filesystem import SNAPSHOT_FORMAT_VERSION
+from ..domain.errors import InvalidDocumentError, ResourceNotFoundError, TransientError
+from ..domain.ids import asset_id, asset_object_key
+from ..domain.models import (
+    Chunk,
+    DocumentAsset,
+    DocumentSource,
+    EmbeddedChunk,
+    KnowledgeBaseSettings,
+    Lease,
+    ParsedDocument,
+)
+from ..domain.ports import Chunker, ChunkSnapshotStore, ObjectStorage, VectorStore
+from ..domain.status import DocumentStatus as S
+from .embedding import EmbeddingService
+
+log = logging.getLogger(__name__)
+
+
+class ParserResolver:  # the registry's shape, as the pipeline needs it
+    def resolve(self, source: DocumentSource) -> Any: ...
+
+
+class DocumentProcessor:
+    def __init__(self, *, queue: JobQueue, storage: ObjectStorage, parsers: ParserResolver, chunker: Chunker,
+                 embedding: EmbeddingService, vectors: VectorStore, snapshots: ChunkSnapshotStore,
+                 default_chunk_size: int, default_overlap: int, progress_interval: float = 1.0) -> None:
+        self._queue = queue
+        self._storage = storage
+        self._parsers = parsers
+        self._chunker = chunker
+        self._embedding = embedding
+        self._vectors = vectors
+        self._snapshots = snapshots
+        self._chunk_size = default_chunk_size
+        self._overlap = default_overlap
+        self._progress_interval = progress_interval
+
+    async def process(self, lease: Lease) -> None:
+        row = await self._queue.load_document_row(lease.document_id)
+        if row is None:
+            raise ResourceNotFoundError("the document no longer exists")
+        if row["status"] == S.READY:  # idempotent: nothing to do, the job just completes
+            await self._queue.complete_already_ready(lease)
+            return
+
+        await self._queue.enter_stage(lease, S.PARSING)
+        try:
+            content = await self._storage.get(row["object_key"])
+        except ResourceNotFoundError:
+            raise
+        except Exception as exc:
+            raise TransientError(f"could not read the source file from storage: {exc}") from exc
+        source = DocumentSource(row["id"], row["filename"], row["mime_type"], content)
+        parser = self._parsers.resolve(source)
+        await self._queue.record_parser(lease, parser.name, parser.version)
+        parsed: ParsedDocument = await asyncio.to_thread(parser.parse, source)
+
+        await self._queue.enter_stage(lease, S.CHUNKING)
+        kb_settings = KnowledgeBaseSettings.from_dict(row["kb_settings"])
+        chunks = await asyncio.to_thread(
+            self._chunker.split, parsed, document_id=row["id"], knowledge_base_id=row["knowledge_base_id"],
+            revision=row["content_revision"], chunk_size=kb_settings.chunk_size_tokens or self._chunk_size,
+            overlap=kb_settings.chunk_overlap_tokens if kb_settings.chunk_size_tokens else self._overlap,
+        )
+        if not chunks:
+            raise InvalidDocumentError("the document contains no text to index")
+        await self._persist_assets(lease, row, parsed)
+        chunks = [replace(c, metadata={**c.metadata, "filename": row["filename"],
+                                       "source_locator": c.locator.to_metadata()}) for c in chunks]
+        await self._write_snapshot(row, parser, parsed, chunks)
+
+        total = len(chunks)
+        await self._queue.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
+        vectors = await self._embedding.embed_passages([c.content for c in chunks], self._progress(lease))
+        embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
+
+        await self._queue.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})
+
+        async def write_vectors() -> None:
+            await self._vectors.delete_by_document(lease.document_id)
+            await self._vectors.upsert(row["knowledge_base_id"], embedded)
+
+        await self._queue.complete_ready(lease, chunks, write_vectors)
+
+    async def cleanup_partial_index(self, lease: Lease) -> None:
+        await self._vectors.delete_by_document(lease.document_id)
+
+    def _progress(self, lease: Lease):  # type: ignore[no-untyped-def]
+        last = 0.0
+
+        async def report(done: int, total: int, from_cache: int) -> None:
+            nonlocal last
+            now = asyncio.get_running_loop().time()
+            if done < total and now - last < self._progress_interval:
+                return
+            last = now
+            await self._queue.report_progress(
+                lease, {"stage": "EMBEDDING", "done": done, "total": total, "from_cache": from_cache}
+            )
+
+        return report
+
+    async def _persist_assets(self, lease: Lease, row: dict[str, Any], parsed: ParsedDocument) -> None:
+        """Assets get stable keys; they are stored before their rows, and the rows before READY."""
+        kb_id, doc_id = row["knowledge_base_id"], row["id"]
+        assets: list[DocumentAsset] = []
+        for parsed_asset in parsed.assets:
+            ident = asset_id(doc_id, parsed_asset.locator_key)
+            ext = mimetypes.guess_extension(parsed_asset.mime_type) or ""
+            key = asset_object_key(kb_id, doc_id, ident, ext)
+            await self._storage.put(key, parsed_asset.data, parsed_asset.mime_type)
+            assets.append(DocumentAsset(
+                id=ident, document_id=doc_id, knowledge_base_id=kb_id, object_key=key,
+                mime_type=parsed_asset.mime_type, size_bytes=len(parsed_asset.data), page=parsed_asset.page,
+                description=parsed_asset.description, locator_key=parsed_asset.locator_key,
+            ))
+        for stale_key in await self._queue.replace_assets(lease, assets):
+            await self._storage.delete(stale_key)
+
+    async def _write_snapshot(self, row: dict[str, Any], parser: Any, parsed: ParsedDocument,
+                              chunks: list[Chunk]) -> None:
+        snapshot = {
+            "format_version": SNAPSHOT_FORMAT_VERSION,
+            "stage": S.CHUNKING.value,
+            "written_at": datetime.now(UTC).isoformat(),
+            "document": {"id": str(row["id"]), "knowledge_base_id": str(row["knowledge_base_id"]),
+                         "filename": row["filename"], "sha256": row["sha256"],
+                         "content_revision": row["content_revision"]},
+            "parser": {"name": parser.name, "version": parser.version},
+            "metadata": parsed.metadata,
+            "chunks": [{"id": str(c.id), "ordinal": c.ordinal, "content": c.content,
+                        "token_count": c.token_count, "heading_path": list(c.heading_path),
+                        "locator": c.locator.to_metadata(), "metadata": c.metadata} for c in chunks],
+        }
+        try:
+            await self._snapshots.save(knowledge_base_id=row["knowledge_base_id"], document_id=row["id"],
+                                       snapshot=snapshot)
+        except OSError as exc:
+            raise TransientError(f"could not write the chunk snapshot: {exc.strerror or exc}") from exc

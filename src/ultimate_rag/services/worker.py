@@ -1,0 +1,196 @@
+"""The worker loop: claim jobs as slots free up, heartbeat each one, cancel it the moment its lease
+is lost, classify failures (permanent -> FAILED, transient -> retry with backoff), and on shutdown
+finish or hand back in-flight jobs without burning an attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+import psycopg
+
+from ..adapters.postgres.queue import JobQueue
+from ..domain.errors import LeaseLostError, PermanentError, UltimateRagError
+from ..domain.models import Lease
+from ..domain.retry import backoff_seconds, retry_message
+from ..domain.status import JobOperation
+from .processing import DocumentProcessor
+
+log = logging.getLogger(__name__)
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class WorkerConfig:
+    concurrency: int = 2
+    heartbeat_seconds: float = 20.0
+    poll_interval_seconds: float = 2.0
+    retry_delay_seconds: float = 5.0
+    shutdown_grace_seconds: float = 10.0
+
+
+class IngestionWorker:
+    def __init__(self, queue: JobQueue, processor: DocumentProcessor, config: WorkerConfig,
+                 worker_id: str | None = None) -> None:
+        self.queue = queue
+        self.processor = processor
+        self.config = config
+        self.worker_id = worker_id or new_worker_id()
+        self._tasks: dict[asyncio.Task[None], Lease] = {}
+        self._shutting_down = False
+        self.processed = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        log.info("worker %s started (concurrency %d)", self.worker_id, self.config.concurrency)
+        slot_freed = asyncio.Event()
+        while not stop.is_set():
+            free = self.config.concurrency - len(self._tasks)
+            claimed: list[Lease] = []
+            if free > 0:
+                try:
+                    claimed = await self.queue.claim(self.worker_id, free)
+                except (psycopg.Error, OSError) as exc:
+                    log.warning("claim failed (database unavailable?): %s", exc)
+                    await _sleep_or_stop(stop, self.config.poll_interval_seconds)
+                    continue
+            for lease in claimed:
+                task = asyncio.create_task(self._run_job(lease), name=f"job-{lease.job_id}")
+                self._tasks[task] = lease
+                task.add_done_callback(lambda t: (self._tasks.pop(t, None), slot_freed.set()))
+            if claimed and len(claimed) == free:
+                slot_freed.clear()
+                await _first_of(stop.wait(), slot_freed.wait())
+            elif not claimed:
+                slot_freed.clear()
+                await _first_of(stop.wait(), self.queue.wait_for_work(self.config.poll_interval_seconds, stop),
+                                slot_freed.wait() if self._tasks else asyncio.sleep(3600))
+        await self._shutdown()
+
+    async def run_until_idle(self, max_jobs: int | None = None) -> int:
+        """Process due jobs one at a time until none is left (tests, benchmarks, one-shot runs)."""
+        done = 0
+        while max_jobs is None or done < max_jobs:
+            leases = await self.queue.claim(self.worker_id, 1)
+            if not leases:
+                return done
+            await self._run_job(leases[0])
+            done += 1
+        return done
+
+    async def _shutdown(self) -> None:
+        """Let in-flight jobs finish within the grace period; hand back the rest."""
+        self._shutting_down = True
+        if self._tasks:
+            log.info("waiting up to %.0fs for %d in-flight job(s)", self.config.shutdown_grace_seconds,
+                     len(self._tasks))
+            _, pending = await asyncio.wait(list(self._tasks), timeout=self.config.shutdown_grace_seconds)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        log.info("worker %s stopped", self.worker_id)
+
+    async def _run_job(self, lease: Lease) -> None:
+        work = asyncio.create_task(self._dispatch(lease))
+        lost = asyncio.Event()
+        beat = asyncio.create_task(self._heartbeat(lease, work, lost))
+        try:
+            await asyncio.shield(work)
+            self.processed += 1
+        except asyncio.CancelledError:
+            # our own task was cancelled (shutdown): stop the work, then hand the job back
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work
+            if not lost.is_set():
+                await self._release(lease)
+        except LeaseLostError as exc:
+            log.warning("job %s: lease lost, stopping without further writes (%s)", lease.job_id, exc)
+        except Exception as exc:
+            if work.cancelled() or lost.is_set():
+                log.warning("job %s: lease lost, processing cancelled", lease.job_id)
+            else:
+                await self._handle_failure(lease, exc)
+        finally:
+            beat.cancel()
+            with contextlib.suppress(BaseException):
+                await beat
+
+    async def _dispatch(self, lease: Lease) -> None:
+        if lease.operation == JobOperation.INGEST:
+            await self.processor.process(lease)
+        else:
+            raise PermanentError(f"operation {lease.operation} is not supported by this worker version")
+
+    async def _heartbeat(self, lease: Lease, work: asyncio.Task[None], lost: asyncio.Event) -> None:
+        while not work.done():
+            await asyncio.sleep(self.config.heartbeat_seconds)
+            try:
+                alive = await self.queue.heartbeat(lease)
+            except (psycopg.Error, OSError) as exc:
+                log.warning("job %s: heartbeat failed, will retry: %s", lease.job_id, exc)
+                continue
+            if not alive:
+                log.warning("job %s: lease lost (reclaimed or ended by an operator); cancelling", lease.job_id)
+                lost.set()
+                work.cancel()
+                return
+
+    async def _handle_failure(self, lease: Lease, exc: BaseException) -> None:
+        permanent = isinstance(exc, PermanentError)
+        error = describe(exc)
+        will_retry = not permanent and lease.attempt < lease.max_attempts
+        delay = backoff_seconds(lease.attempt, self.config.retry_delay_seconds) if will_retry else 0.0
+        message = retry_message(lease.attempt, lease.max_attempts, error) if will_retry else error
+        (log.info if permanent else log.warning)(
+            "job %s (document %s) attempt %d/%d failed: %s%s", lease.job_id, lease.document_id,
+            lease.attempt, lease.max_attempts, error, f"; retry in {delay:.1f}s" if will_retry else "",
+        )
+        try:
+            await self.queue.fail(lease, error=error, will_retry=will_retry, delay_seconds=delay,
+                                  document_message=message,
+                                  cleanup=lambda: self.processor.cleanup_partial_index(lease))
+        except LeaseLostError:
+            log.warning("job %s: lease lost before the failure could be recorded", lease.job_id)
+        except Exception:
+            log.exception("job %s: could not record the failure; the lease will expire and retry", lease.job_id)
+
+    async def _release(self, lease: Lease) -> None:
+        try:
+            await self.queue.release(lease)
+            log.info("job %s handed back for another worker", lease.job_id)
+        except LeaseLostError:
+            pass
+        except Exception:
+            log.exception("job %s: could not hand back; its lease will expire", lease.job_id)
+
+
+def describe(exc: BaseException) -> str:
+    """A message a user can read: ours as written, others with their type for the operator."""
+    if isinstance(exc, UltimateRagError):
+        return exc.message
+    text = str(exc).strip() or exc.__class__.__name__
+    return f"{exc.__class__.__name__}: {text}"[:2000]
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def _first_of(*aws) -> None:  # type: ignore[no-untyped-def]
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

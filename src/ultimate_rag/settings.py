@@ -1,0 +1,75 @@
+"""Settings from ``ULTIMATE_RAG_*`` environment variables (SPEC §11). Every name is in the README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ULTIMATE_RAG_", extra="ignore")
+
+    # where things live
+    database_url: str | None = None
+    data_dir: Path = Path("./data")
+    storage_url: str | None = None
+    admin_key: str | None = None
+
+    # limits
+    max_upload_bytes: int = Field(default=100 * 1024 * 1024, gt=0)
+    max_filename_length: int = Field(default=255, gt=0)
+    max_search_top_k: int = Field(default=100, gt=0)
+    max_query_chars: int = Field(default=4000, gt=0)
+
+    # the queue
+    lease_seconds: float = Field(default=60.0, gt=0)
+    heartbeat_seconds: float | None = None  # default: a third of the lease
+    max_attempts: int = Field(default=3, ge=1)
+    retry_delay_seconds: float = Field(default=5.0, ge=0)
+    poll_interval_seconds: float = Field(default=2.0, gt=0)
+    worker_concurrency: int = Field(default=2, ge=1)
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    rate_limit_max_wait_seconds: float = Field(default=600.0, ge=0)
+
+    # chunking and embedding
+    chunk_size_tokens: int = Field(default=256, ge=16)
+    chunk_overlap_tokens: int = Field(default=32, ge=0)
+    embed_batch_size: int = Field(default=16, ge=1)
+    local_embed_micro_batch: int = Field(default=1, ge=1)
+    embedder: str = "local"
+    embedding_base_url: str | None = None
+    embedding_model: str | None = None
+    embedding_api_key: str | None = None
+    embedding_dimensions: int | None = None
+
+    # production backends (later issues use these; named here so the surface is fixed)
+    vector_store: str = "pgvector"
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+    milvus_uri: str | None = None
+    milvus_token: str | None = None
+    qdrant_url: str | None = None
+    qdrant_api_key: str | None = None
+    qdrant_path: str | None = None
+    outbound_allow_networks: str = ""
+
+    # logging
+    log_level: str = "INFO"
+
+    @property
+    def objects_dir(self) -> Path:
+        if self.storage_url and self.storage_url.startswith("file://"):
+            return Path(self.storage_url.removeprefix("file://"))
+        return self.data_dir / "objects"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.data_dir / "chunk_snapshots"
+
+    @property
+    def effective_heartbeat_seconds(self) -> float:
+        return self.heartbeat_seconds or max(self.lease_seconds / 3.0, 0.05)

@@ -1,0 +1,40 @@
+"""Small helpers for integration tests: knowledge bases and queued documents without the API."""
+
+from __future__ import annotations
+
+import hashlib
+from uuid import UUID, uuid4
+
+from ultimate_rag.domain.models import KnowledgeBaseSettings
+
+
+async def new_kb(container, name: str | None = None) -> UUID:  # type: ignore[no-untyped-def]
+    kb = await container.knowledge_bases.create(name or f"kb-{uuid4().hex[:8]}", "", KnowledgeBaseSettings())
+    return kb.id
+
+
+async def queue_document(container, kb_id: UUID, text: str = "hello world", *,  # type: ignore[no-untyped-def]
+                         filename: str = "doc.txt", max_attempts: int = 3) -> UUID:
+    doc_id = uuid4()
+    key = f"{kb_id}/{doc_id}/source.txt"
+    data = text.encode()
+    await container.storage.put(key, data, "text/plain")
+    await container.documents.create_with_job(
+        document_id=doc_id, knowledge_base_id=kb_id, filename=filename, mime_type="text/plain",
+        size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), object_key=key, max_attempts=max_attempts,
+    )
+    return doc_id
+
+
+async def expire_lease(container, document_id: UUID, seconds: float = 3600) -> None:  # type: ignore[no-untyped-def]
+    """Move a running job's lease into the past, as if its worker had stopped heartbeating."""
+    await container.db.execute(
+        "UPDATE ingestion_jobs SET locked_at = locked_at - make_interval(secs => %s) WHERE document_id = %s",
+        (seconds, document_id),
+    )
+
+
+async def job_row(container, document_id: UUID) -> dict:  # type: ignore[no-untyped-def]
+    row = await container.db.fetchone("SELECT * FROM ingestion_jobs WHERE document_id = %s", (document_id,))
+    assert row is not None
+    return row

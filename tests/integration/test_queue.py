@@ -1,0 +1,192 @@
+"""The PostgreSQL queue against a real server: claim, reclaim, convergence, backoff, fencing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ultimate_rag.adapters.postgres.queue import EXHAUSTED_MESSAGE
+from ultimate_rag.domain.errors import LeaseLostError
+from ultimate_rag.domain.status import DocumentStatus as D
+
+from .helpers import expire_lease, job_row, new_kb, queue_document
+
+
+async def test_concurrent_claimers_never_share_a_job(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    docs = [await queue_document(container, kb, f"text {i}") for i in range(60)]
+    seen: list[tuple[str, object]] = []
+
+    async def claimer(n: int) -> None:
+        while True:
+            leases = await container.queue.claim(f"w{n}", limit=3)
+            if not leases:
+                return
+            seen.extend((f"w{n}", lease.job_id) for lease in leases)
+
+    await asyncio.gather(*(claimer(n) for n in range(8)))
+    job_ids = [job for _, job in seen]
+    assert len(job_ids) == len(set(job_ids)) == len(docs)
+    rows = await container.db.fetchall("SELECT status, attempts, locked_by FROM ingestion_jobs")
+    assert all(r["status"] == "RUNNING" and r["attempts"] == 1 and r["locked_by"] for r in rows)
+
+
+async def test_claim_counts_attempts_and_skips_jobs_not_yet_due(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb)
+    await container.db.execute(
+        "UPDATE ingestion_jobs SET available_at = now() + interval '1 hour' WHERE document_id = %s", (doc,)
+    )
+    assert await container.queue.claim("w", 5) == []
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
+    [lease] = await container.queue.claim("w", 5)
+    assert lease.attempt == 1 and lease.document_id == doc
+
+
+async def test_expired_lease_is_reclaimed_and_the_document_restarts(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb)
+    [a] = await container.queue.claim("worker-a")
+    await container.queue.enter_stage(a, D.PARSING)
+    await container.queue.enter_stage(a, D.CHUNKING)
+    assert await container.queue.claim("worker-b") == []  # the lease is alive
+    await expire_lease(container, doc)
+    [b] = await container.queue.claim("worker-b")
+    assert (b.job_id, b.attempt) == (a.job_id, 2)
+    assert (await container.documents.get(doc)).status == D.PENDING
+    await container.queue.enter_stage(b, D.PARSING)
+
+
+async def test_fencing_refuses_every_write_of_a_worker_that_lost_its_job(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb)
+    [a] = await container.queue.claim("worker-a")
+    await container.queue.enter_stage(a, D.PARSING)
+    await expire_lease(container, doc)
+    [b] = await container.queue.claim("worker-b")
+    await container.queue.enter_stage(b, D.PARSING)
+    before = await job_row(container, doc)
+
+    assert await container.queue.heartbeat(a) is False
+    with pytest.raises(LeaseLostError):
+        await container.queue.enter_stage(a, D.CHUNKING)
+    with pytest.raises(LeaseLostError):
+        await container.queue.report_progress(a, {"done": 1})
+    with pytest.raises(LeaseLostError):
+        await container.queue.complete_ready(a, [], _fail_if_called)
+    with pytest.raises(LeaseLostError):
+        await container.queue.fail(a, error="x", will_retry=False, delay_seconds=0, document_message="x",
+                                   cleanup=_fail_if_called)
+    with pytest.raises(LeaseLostError):
+        await container.queue.release(a)
+
+    after = await job_row(container, doc)
+    assert after == before
+    document = await container.documents.get(doc)
+    assert document.status == D.PARSING and document.error_message is None
+    assert await container.queue.heartbeat(b) is True
+
+
+async def _fail_if_called() -> None:
+    raise AssertionError("a fenced-out worker ran a side effect")
+
+
+async def test_exhausted_expired_lease_converges_to_failed(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, max_attempts=1)
+    [a] = await container.queue.claim("worker-a")
+    await container.queue.enter_stage(a, D.PARSING)
+    await expire_lease(container, doc)
+    assert await container.queue.claim("worker-b") == []
+    job = await job_row(container, doc)
+    assert job["status"] == "FAILED" and job["locked_by"] is None
+    assert job["error_history"][-1]["error"] == EXHAUSTED_MESSAGE
+    document = await container.documents.get(doc)
+    assert document.status == D.FAILED and document.error_message == EXHAUSTED_MESSAGE
+
+
+async def test_exhausted_expired_lease_of_a_ready_document_succeeds(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, max_attempts=1)
+    await container.queue.claim("worker-a")
+    # the worker crashed in the window between READY and completing the job
+    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
+    await expire_lease(container, doc)
+    assert await container.queue.claim("worker-b") == []
+    assert (await job_row(container, doc))["status"] == "SUCCEEDED"
+    assert (await container.documents.get(doc)).status == D.READY
+
+
+async def test_transient_failure_schedules_a_retry_with_backoff(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb)
+    [a] = await container.queue.claim("w")
+    await container.queue.enter_stage(a, D.PARSING)
+    await container.queue.fail(a, error="boom", will_retry=True, delay_seconds=120,
+                               document_message="attempt 1/3 failed temporarily, retrying automatically: boom")
+    job = await job_row(container, doc)
+    assert job["status"] == "PENDING" and job["attempts"] == 1 and job["locked_by"] is None
+    delay = await container.db.fetchone(
+        "SELECT extract(epoch FROM available_at - now()) AS s FROM ingestion_jobs WHERE document_id = %s", (doc,)
+    )
+    assert 100 < float(delay["s"]) <= 120
+    assert job["error_history"] == [{"attempt": 1, "at": job["error_history"][0]["at"], "error": "boom",
+                                     "retry_in_seconds": 120.0}]
+    document = await container.documents.get(doc)
+    assert document.status == D.PENDING and "retrying automatically" in (document.error_message or "")
+    assert await container.queue.claim("w") == []  # not due yet
+
+
+async def test_graceful_release_does_not_burn_an_attempt(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb)
+    [a] = await container.queue.claim("w")
+    await container.queue.enter_stage(a, D.PARSING)
+    await container.queue.release(a)
+    job = await job_row(container, doc)
+    assert (job["status"], job["attempts"], job["locked_by"]) == ("PENDING", 0, None)
+    assert (await container.documents.get(doc)).status == D.PENDING
+    [again] = await container.queue.claim("w2")
+    assert again.attempt == 1
+
+
+async def test_document_and_job_status_change_together(container) -> None:  # type: ignore[no-untyped-def]
+    """A reader never sees them disagree: sample both in one snapshot while a worker moves them."""
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb)
+    [a] = await container.queue.claim("w")
+    for stage in (D.PARSING, D.CHUNKING, D.EMBEDDING):
+        await container.queue.enter_stage(a, stage)
+        row = await container.db.fetchone(
+            "SELECT d.status AS d, j.status AS j FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id"
+            " WHERE d.id = %s", (doc,))
+        assert (row["d"], row["j"]) == (stage.value, "RUNNING")
+    await container.queue.fail(a, error="bad", will_retry=False, delay_seconds=0, document_message="bad")
+    row = await container.db.fetchone(
+        "SELECT d.status AS d, j.status AS j FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id"
+        " WHERE d.id = %s", (doc,))
+    assert (row["d"], row["j"]) == ("FAILED", "FAILED")
+
+
+async def test_claim_uses_the_partial_indexes_with_many_finished_jobs(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    await container.db.execute(
+        "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status)"
+        " SELECT gen_random_uuid(), %s, 'f', 'text/plain', 1, 'x', 'k', 'READY' FROM generate_series(1, 20000)",
+        (kb,),
+    )
+    await container.db.execute(
+        "INSERT INTO ingestion_jobs (id, document_id, status, attempts, max_attempts)"
+        " SELECT gen_random_uuid(), id, 'SUCCEEDED', 1, 3 FROM documents"
+    )
+    await container.db.execute("ANALYZE ingestion_jobs")
+    from ultimate_rag.adapters.postgres.queue import Q
+
+    sql = Q["claim"].split("UPDATE ingestion_jobs j", 1)[0].replace("WITH candidates AS (", "").rstrip().rstrip(")")
+    async with container.db.connection() as conn:
+        plan = await (await conn.execute(
+            "EXPLAIN " + sql, {"lease_seconds": 30, "limit": 4, "worker_id": "w"})).fetchall()
+    text = "\n".join(r["QUERY PLAN"] for r in plan)
+    assert "ingestion_jobs_pending_idx" in text and "ingestion_jobs_running_idx" in text, text
+    assert "Seq Scan" not in text, text
