@@ -75,7 +75,9 @@ class EmbeddingService:
                 waited += delay
                 await asyncio.sleep(delay)
             finally:
-                self.seconds_in_embedder += time.perf_counter() - started
+                elapsed = time.perf_counter() - started
+                self.seconds_in_embedder += elapsed
+                log.debug("embedded %d passages in %.3fs", len(batch), elapsed)
 
 
 def _missing() -> list[list[float]]:

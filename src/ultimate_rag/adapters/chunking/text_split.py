@@ -18,66 +18,86 @@ _TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _GLUE = frozenset("\u200d\ufe0e\ufe0f")
 
 
-def split_sentences(text: str) -> list[tuple[str, str]]:
-    """Split into (sentence, whitespace that followed it); sentences are non-empty and trimmed."""
-    out: list[tuple[str, str]] = []
+def split_sentences(text: str) -> list[tuple[str, str, int]]:
+    """Split into (sentence, whitespace that followed it, start offset in text).
+
+    Sentences are non-empty and trimmed; sentence + gap pieces rebuild the trimmed text.
+    """
+    out: list[tuple[str, str, int]] = []
     pos = len(text) - len(text.lstrip())
     for match in _BOUNDARY.finditer(text, pos):
-        _append(out, text[pos:match.end()])
+        _append(out, text, pos, match.end())
         pos = match.end()
-    _append(out, text[pos:])
+    _append(out, text, pos, len(text))
     return out
 
 
-def _append(out: list[tuple[str, str]], segment: str) -> None:
+def _append(out: list[tuple[str, str, int]], text: str, start: int, end: int) -> None:
+    segment = text[start:end]
     body = segment.rstrip()
     gap = segment[len(body):]
     if body:
-        out.append((body, gap))
+        out.append((body, gap, start))
     elif out and gap:
-        out[-1] = (out[-1][0], out[-1][1] + gap)
+        out[-1] = (out[-1][0], out[-1][1] + gap, out[-1][2])
 
 
-def hard_split(text: str, measure: Callable[[str], int], limit: int, guess: int) -> list[tuple[str, str, int]]:
-    """Cut text into (piece, gap, measure(piece)) with measure(piece) <= limit.
+def hard_split(text: str, measure: Callable[[str], int], limit: int,
+               guess: int) -> list[tuple[str, str, int, int]]:
+    """Cut text into (piece, gap, measure(piece), start offset) with measure(piece) <= limit.
 
-    Binary search on the character length, starting from a window of ``guess`` characters and
-    growing it, so each piece costs a logarithmic number of tokenizer calls on short strings.
+    Each cut is found by a safeguarded interpolation search on the character length (token
+    counts grow almost linearly with length), starting from ``guess`` characters and then from
+    the previous piece's length, so a piece costs a handful of tokenizer calls on short strings.
     Cuts prefer whitespace in the second half of a piece and never separate a surrogate pair
     or a combining mark from its base character.
     """
-    out: list[tuple[str, str, int]] = []
+    out: list[tuple[str, str, int, int]] = []
+    lead = len(text) - len(text.lstrip())
     rest = text.strip()
+    base = measure("")
     while rest:
-        lo, lo_n, hi = 0, 0, len(rest) + 1
-        probe = max(1, min(len(rest), guess))
-        while True:
-            n = measure(rest[:probe])
-            if n > limit:
-                hi = probe
-                break
-            lo, lo_n = probe, n
-            if probe == len(rest):
-                break
-            probe = min(len(rest), probe * 2)
+        lo, lo_n = _longest_fit(rest, measure, limit, guess, base)
         if lo == len(rest):
-            out.append((rest, "", lo_n))
+            out.append((rest, "", lo_n, lead))
             break
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            n = measure(rest[:mid])
-            if n <= limit:
-                lo, lo_n = mid, n
-            else:
-                hi = mid
         cut, n = _choose_cut(rest, lo, lo_n, measure, limit)
         piece, remainder = rest[:cut].rstrip(), rest[cut:]
         if len(piece) != cut:
             n = measure(piece)
         stripped = remainder.lstrip()
-        out.append((piece, remainder[:len(remainder) - len(stripped)], n))
+        gap = remainder[:len(remainder) - len(stripped)]
+        out.append((piece, gap, n, lead))
+        lead += cut + len(gap)
         rest = stripped
+        guess = max(1, lo)
     return out
+
+
+def _longest_fit(rest: str, measure: Callable[[str], int], limit: int, guess: int,
+                 base: int) -> tuple[int, int]:
+    """(length, tokens) of a prefix that fits and is within ~2% of the longest that does."""
+    lo, lo_n = 0, base
+    hi, hi_n = len(rest) + 1, -1
+    probe = max(1, min(len(rest), guess))
+    step = 0
+    while True:
+        n = measure(rest[:probe])
+        if n <= limit:
+            lo, lo_n = probe, n
+        else:
+            hi, hi_n = probe, n
+        if lo == len(rest) or hi - lo <= max(1, lo // 64):
+            return lo, lo_n
+        step += 1
+        if hi_n < 0:  # no upper bound yet: extrapolate from the density seen so far
+            per_char = (lo_n - base) / lo if lo_n > base else 0.0
+            probe = lo + int((limit - lo_n) / per_char) + 1 if per_char else lo * 2
+        elif step % 3 == 0:  # plain bisection now and then keeps the worst case logarithmic
+            probe = (lo + hi) // 2
+        else:
+            probe = lo + int((limit - lo_n) * (hi - lo) / max(1, hi_n - lo_n))
+        probe = min(max(probe, lo + 1), hi - 1, len(rest))
 
 
 def _choose_cut(rest: str, lo: int, lo_n: int, measure: Callable[[str], int], limit: int) -> tuple[int, int]:

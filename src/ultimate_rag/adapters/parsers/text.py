@@ -48,5 +48,6 @@ def paragraph_blocks(text: str) -> list[Block]:
 
 
 def _block(text: str, line_start: int, line_end: int, char_start: int, char_end: int) -> Block:
-    locator = SourceLocator(line_start=line_start, line_end=line_end, char_start=char_start, char_end=char_end)
+    locator = SourceLocator(line_start=line_start, line_end=line_end,
+                            char_start=char_start, char_end=char_end)
     return Block(kind="paragraph", text=text[char_start:char_end], locator=locator)

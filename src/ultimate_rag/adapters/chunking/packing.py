@@ -1,0 +1,217 @@
+"""Units and greedy packing for the chunker.
+
+A unit is a whole block when it fits the budget, else a sentence, a hard-split piece of one, or a
+line-split part of a code block or table. Each unit is counted once; packing sums those counts
+as an estimate and every finished chunk is then counted exactly and shrunk if the estimate was
+optimistic, so a chunk's token count is the embedder's own and never exceeds the budget.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from ultimate_rag.domain.models import Block
+
+from .text_split import code_wrapper, hard_split, split_sentences, table_header
+
+_CHARS_PER_TOKEN_GUESS = 4
+_STRUCTURED = ("code", "table")
+
+Packed = tuple[list["Unit"], str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    text: str
+    cost: int  # tokens beyond the tokenizer's fixed overhead
+    block: int  # index of the source block
+    prose: bool  # sentences of it may be carried over as overlap
+    whole: bool  # the entire block, not a piece of it
+    gap: str = ""  # whitespace that followed this piece inside its block
+    overlap: bool = False
+    start: int = -1  # span of the unit in its block's text; -1: the whole block
+    end: int = -1
+
+
+def join(units: Sequence[Unit]) -> str:
+    """Pieces of one block keep their original spacing; blocks are separated by a blank line."""
+    parts: list[str] = []
+    for i, unit in enumerate(units):
+        if i:
+            prev = units[i - 1]
+            same = prev.block == unit.block and prev.prose and not prev.whole
+            parts.append(prev.gap if same else "\n\n")
+        parts.append(unit.text)
+    return "".join(parts)
+
+
+def fixed_overhead(count: Callable[[str], int]) -> int:
+    """Tokens a text costs before its own (special tokens, "passage: " prefix).
+
+    Starts from ``count("")``; some tokenizers encode empty text with a placeholder token, which
+    would make every piece look one token cheaper than it is, so the overhead implied by two
+    words and their join is taken when smaller (over-estimating piece costs is the safe side).
+    """
+    implied = count("alpha") + count("beta") - count("alpha beta")
+    return max(0, min(count(""), implied))
+
+
+class Packer:
+    """Per-call state: the tokenizer, its fixed overhead and the budgets."""
+
+    def __init__(self, count: Callable[[str], int], chunk_size: int, overlap: int) -> None:
+        self.count = count
+        self.overhead = fixed_overhead(count)
+        if chunk_size <= self.overhead:
+            raise ValueError(f"chunk_size {chunk_size} leaves no room beside the tokenizer's "
+                             f"{self.overhead} fixed tokens")
+        self.limit = chunk_size
+        self.budget = chunk_size - self.overhead
+        self.overlap = max(0, overlap)
+        self.guess = max(1, self.budget * _CHARS_PER_TOKEN_GUESS)
+
+    def cost(self, text: str) -> int:
+        return max(0, self.count(text) - self.overhead)
+
+    def measure(self, text: str) -> int:
+        """Exact count, or limit + 1 without counting for text far too long to fit (a 1 MB
+        paragraph would otherwise be tokenized whole just to learn that it must be split)."""
+        return self.count(text) if len(text) <= 4 * self.guess else self.limit + 1
+
+    # -- units -----------------------------------------------------------------------------
+
+    def units(self, index: int, block: Block) -> list[Unit]:
+        structured = block.kind in _STRUCTURED
+        text = block.text.rstrip().lstrip("\n") if structured else block.text.strip()
+        if not text:
+            return []
+        n = self.measure(text)
+        lead = len(block.text) - len(block.text.lstrip("\n" if structured else None))
+        if n <= self.limit:
+            return [Unit(text, max(0, n - self.overhead), index, prose=not structured, whole=True,
+                         start=lead, end=lead + len(text))]
+        if structured:
+            return self._structured_units(index, block.kind, text, lead)
+        units: list[Unit] = []
+        for sentence, gap, at in split_sentences(text):
+            n = self.measure(sentence)
+            pieces = [(sentence, gap, n, 0)] if n <= self.limit else hard_split(
+                sentence, self.count, self.limit, self.guess)
+            last = len(pieces) - 1
+            for k, (piece, piece_gap, m, offset) in enumerate(pieces):
+                start = lead + at + offset
+                units.append(Unit(piece, max(0, m - self.overhead), index, prose=True, whole=False,
+                                  gap=gap if k == last else piece_gap, start=start, end=start + len(piece)))
+        return units
+
+    def _structured_units(self, index: int, kind: str, text: str, lead: int) -> list[Unit]:
+        """Code split by lines, each part re-fenced; tables split by rows, header repeated."""
+        lines = text.split("\n")
+        if kind == "code":
+            head, body, tail = code_wrapper(text)
+        else:
+            head, tail = lines[:table_header(lines)], []
+            if self.count("\n".join(head)) > self.overhead + self.budget // 2:
+                head = []  # a header that big would leave parts with hardly any rows
+            body = lines[len(head):]
+        offsets = [0]
+        for line in lines:
+            offsets.append(offsets[-1] + len(line) + 1)
+        units = []
+        for part, n, first, last in self._split_lines(body, lambda rows: "\n".join(head + rows + tail)):
+            # The first part also spans the fence/header above it, the last the fence below it.
+            start = 0 if first == 0 else offsets[first + len(head)]
+            end = len(text) if last == len(body) - 1 else offsets[last + len(head) + 1] - 1
+            units.append(Unit(part, max(0, n - self.overhead), index, prose=False, whole=False,
+                              start=lead + start, end=lead + end))
+        return units
+
+    def _split_lines(self, lines: list[str],
+                     wrap: Callable[[list[str]], str]) -> list[tuple[str, int, int, int]]:
+        """Greedy line packing: (wrapped part, exact count, first line, last line) per part."""
+        base = self.count(wrap([]))
+        if base >= self.limit:
+            wrap, base = "\n".join, self.overhead
+        queue = deque((line, self.cost(line), i) for i, line in enumerate(lines))
+        parts: list[tuple[str, int, int, int]] = []
+        while queue:
+            part = [queue.popleft()]
+            estimate = base + part[0][1]
+            while queue and estimate + queue[0][1] <= self.limit:
+                estimate += queue[0][1]
+                part.append(queue.popleft())
+            while True:
+                text = wrap([line for line, _, _ in part])
+                n = self.count(text)
+                if n <= self.limit:
+                    parts.append((text, n, part[0][2], part[-1][2]))
+                    break
+                if len(part) > 1:
+                    queue.appendleft(part.pop())
+                    continue
+                line, _, origin = part[0]
+                indent = line[:len(line) - len(line.lstrip())]
+                pieces = hard_split(line, lambda s: self.count(wrap([indent + s])),  # noqa: B023
+                                    self.limit, self.guess)
+                queue.extendleft(reversed([(indent + p, max(0, m - base), origin) for p, _, m, _ in pieces]))
+                break
+        return parts
+
+    # -- packing ---------------------------------------------------------------------------
+
+    def pack(self, units: Sequence[Unit]) -> list[Packed]:
+        """Greedy packing of one section; each result is (units, content, exact token count)."""
+        out: list[Packed] = []
+        queue = deque(units)
+        current: list[Unit] = []
+        estimate = fresh = 0
+        while True:
+            if queue and (not fresh or estimate + queue[0].cost <= self.budget):
+                unit = queue.popleft()
+                if not fresh:  # only overlap so far: drop its oldest sentences until the unit fits
+                    while current and estimate + unit.cost > self.budget:
+                        estimate -= current.pop(0).cost
+                current.append(unit)
+                estimate += unit.cost
+                fresh += 1
+                continue
+            if not fresh:
+                return out
+            out.append(self._emit(current, queue))
+            current = self._overlap(out[-1][0]) if queue else []
+            estimate, fresh = sum(u.cost for u in current), 0
+
+    def _emit(self, current: list[Unit], queue: deque[Unit]) -> Packed:
+        """Count the chunk exactly; shed overlap, then trailing units, until it fits."""
+        units = list(current)
+        while True:
+            content = join(units)
+            n = self.count(content)
+            if n <= self.limit or len(units) == 1:
+                return units, content, n
+            if units[0].overlap:
+                units.pop(0)
+            else:
+                queue.appendleft(units.pop())
+
+    def _overlap(self, units: list[Unit]) -> list[Unit]:
+        """Trailing sentences of a chunk, up to ``overlap`` tokens, marked as overlap."""
+        picked: list[Unit] = []
+        total = 0
+        for unit in reversed(units):
+            if not unit.prose or self.overlap == 0:
+                break
+            if unit.whole:
+                pieces = [(s, g, None, unit.start + at) for s, g, at in split_sentences(unit.text)]
+            else:
+                pieces = [(unit.text, unit.gap, unit.cost, unit.start)]
+            for text, gap, cost, start in reversed(pieces):
+                cost = self.cost(text) if cost is None else cost
+                if total + cost > self.overlap:
+                    return picked
+                picked.insert(0, replace(unit, text=text, gap=gap, cost=cost, whole=False, overlap=True,
+                                         start=start, end=start + len(text)))
+                total += cost
+        return picked
