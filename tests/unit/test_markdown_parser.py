@@ -93,14 +93,14 @@ def test_code_keeps_fence_and_language() -> None:
     fenced, indented = by_kind(parse(SOURCE), "code")
     assert fenced.text == '```python\nprint("hi")\n```'
     assert indented.text == "```\nindented = True\n```"
-    assert (indented.locator.line_start, indented.locator.line_end) == (31, 31)
+    assert (indented.locator.line_start, indented.locator.line_end) == (29, 29)
 
 
 def test_table_is_one_pipe_table_block() -> None:
     (table,) = by_kind(parse(SOURCE), "table")
     assert table.text.split("\n")[0] == "| name | value |"
     assert table.text.count("\n") == 3
-    assert (table.locator.line_start, table.locator.line_end) == (23, 26)
+    assert (table.locator.line_start, table.locator.line_end) == (21, 24)
 
 
 def test_front_matter_goes_to_metadata_not_blocks() -> None:

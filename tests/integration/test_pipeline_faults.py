@@ -1,0 +1,168 @@
+"""The pipeline with injected faults: transient errors retry and then succeed, permanent ones fail
+at once with a readable reason, and a failed attempt leaves no partial index behind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ultimate_rag.domain.errors import RateLimitedError, TransientError
+from ultimate_rag.domain.status import DocumentStatus as D
+from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+
+from .helpers import job_row, new_kb, queue_document
+
+
+class FlakyEmbedder:
+    """Wraps the real model and fails the first ``failures`` calls (fault injection, not a fake)."""
+
+    def __init__(self, real, failures: int, error: Exception) -> None:  # type: ignore[no-untyped-def]
+        self.real = real
+        self.failures = failures
+        self.error = error
+        self.calls = 0
+        self.name, self.dimension, self.max_tokens = real.name, real.dimension, real.max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self.real.count_tokens(text)  # type: ignore[no-any-return]
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return await self.real.embed_documents(texts)  # type: ignore[no-any-return]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await self.real.embed_query(text)  # type: ignore[no-any-return]
+
+
+def worker_for(container) -> IngestionWorker:  # type: ignore[no-untyped-def]
+    return IngestionWorker(container.queue, container.processor,
+                           WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0.01))
+
+
+async def run_all(container) -> None:  # type: ignore[no-untyped-def]
+    """Run until nothing is due or scheduled (retries come due after their short backoff)."""
+    import asyncio
+
+    worker = worker_for(container)
+    for _ in range(50):
+        await worker.run_until_idle()
+        row = await container.db.fetchone("SELECT count(*) AS n FROM ingestion_jobs WHERE status = 'PENDING'")
+        if row["n"] == 0:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_transient_failure_is_retried_and_the_error_cleared_on_ready(container, embedder) -> None:  # type: ignore[no-untyped-def]
+    flaky = FlakyEmbedder(embedder, failures=1, error=TransientError("embedding service returned 503"))
+    container.processor._embedding.embedder = flaky
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "A short note about the harbour ferry timetable.")
+    worker = worker_for(container)
+    await worker.run_until_idle(max_jobs=1)
+
+    shown = await container.documents.get(doc)
+    assert shown.status == D.PENDING
+    assert shown.error_message == (
+        "attempt 1/3 failed temporarily, retrying automatically: embedding service returned 503")
+    assert await container.vectors.count_by_document(doc) == 0
+
+    await run_all(container)
+    final = await container.documents.get(doc)
+    assert final.status == D.READY and final.error_message is None and final.attempts == 2
+    job = await job_row(container, doc)
+    assert job["status"] == "SUCCEEDED"
+    assert [h["error"] for h in job["error_history"]] == ["embedding service returned 503"]
+
+
+async def test_attempts_exhausted_fails_the_document(container, embedder) -> None:  # type: ignore[no-untyped-def]
+    container.processor._embedding.embedder = FlakyEmbedder(embedder, failures=99, error=ConnectionError("refused"))
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "Some text that will never be embedded.")
+    await run_all(container)
+    final = await container.documents.get(doc)
+    assert final.status == D.FAILED and final.attempts == 3
+    assert final.error_message == "ConnectionError: refused"
+    assert len((await job_row(container, doc))["error_history"]) == 3
+
+
+async def test_rate_limits_wait_without_burning_attempts(container, embedder) -> None:  # type: ignore[no-untyped-def]
+    flaky = FlakyEmbedder(embedder, failures=3, error=RateLimitedError("429 Too Many Requests", retry_after=0.05))
+    container.processor._embedding.embedder = flaky
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "Rate limited but patient.")
+    await worker_for(container).run_until_idle()
+    final = await container.documents.get(doc)
+    assert final.status == D.READY and final.attempts == 1 and flaky.calls == 4
+
+
+async def test_empty_document_fails_without_calling_the_embedder(container, embedder) -> None:  # type: ignore[no-untyped-def]
+    spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
+    container.processor._embedding.embedder = spy
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "   \n\n \t \n")
+    await worker_for(container).run_until_idle()
+    final = await container.documents.get(doc)
+    assert final.status == D.FAILED and final.attempts == 1
+    assert final.error_message == "the document contains no text to index"
+    assert spy.calls == 0
+
+
+async def test_missing_source_object_is_a_permanent_failure(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "soon gone")
+    row = await container.db.fetchone("SELECT object_key FROM documents WHERE id = %s", (doc,))
+    await container.storage.delete(row["object_key"])
+    await worker_for(container).run_until_idle()
+    final = await container.documents.get(doc)
+    assert final.status == D.FAILED and "missing from storage" in (final.error_message or "")
+
+
+async def test_snapshot_failure_stops_before_embedding(container, embedder, settings) -> None:  # type: ignore[no-untyped-def]
+    spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
+    container.processor._embedding.embedder = spy
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "snapshot me")
+    blocker = settings.snapshots_dir / str(kb)
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("a file where the knowledge base's snapshot folder should be")
+    await worker_for(container).run_until_idle(max_jobs=1)
+    shown = await container.documents.get(doc)
+    assert shown.status == D.PENDING and "could not write the chunk snapshot" in (shown.error_message or "")
+    assert spy.calls == 0
+    blocker.unlink()
+    await run_all(container)
+    assert (await container.documents.get(doc)).status == D.READY
+
+
+async def test_reindex_of_unchanged_text_hits_the_embedding_cache(container, embedder) -> None:  # type: ignore[no-untyped-def]
+    spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
+    container.processor._embedding.embedder = spy
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "\n\n".join(f"Paragraph {i} about trains." for i in range(20)))
+    await worker_for(container).run_until_idle()
+    first_calls = spy.calls
+    assert first_calls > 0
+    ids_before = [c.id for c in await container.documents.chunks(doc)]
+    await container.documents.request_reindex(doc, max_attempts=3)
+    await worker_for(container).run_until_idle()
+    assert spy.calls == first_calls  # nothing embedded again
+    assert [c.id for c in await container.documents.chunks(doc)] == ids_before  # stable ids
+    assert (await container.documents.get(doc)).status == D.READY
+
+
+async def test_document_is_ready_only_when_chunks_vectors_and_snapshot_agree(container, settings) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "# Title\n\nOne.\n\n## Part\n\nTwo.", filename="x.md")
+    await worker_for(container).run_until_idle()
+    d = await container.documents.get(doc)
+    chunks = await container.documents.chunks(doc)
+    snap = json.loads((settings.snapshots_dir / str(kb) / str(doc) / "chunks.json").read_text())
+    assert d.status == D.READY and d.chunk_count == len(chunks) == len(snap["chunks"])
+    assert await container.vectors.count_by_document(doc) == len(chunks)
+    assert snap["format_version"] == 1 and snap["stage"] == "CHUNKING" and snap["parser"]["name"]
+    assert all("embedding" not in c for c in snap["chunks"])
+    assert [c["metadata"]["filename"] for c in snap["chunks"]] == ["x.md"] * len(chunks)
+    assert set(d.stage_timings) == {"PARSING", "CHUNKING", "EMBEDDING", "INDEXING", "READY"}
