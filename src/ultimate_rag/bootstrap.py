@@ -80,9 +80,11 @@ class Container:
 
     async def open(self) -> None:
         await self.db.open()
+        await self.queue.db.open()
         await self.vectors.ensure_ready()
 
     async def close(self) -> None:
+        await self.queue.db.close()
         await self.db.close()
 
 
@@ -94,7 +96,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     storage = storage or make_storage(settings)
     kbs = KnowledgeBaseRepository(db)
     documents = DocumentRepository(db)
-    queue = JobQueue(db, lease_seconds=settings.lease_seconds)
+    queue_db = Database(url, max_size=max(2, pool_size // 2), register_vector=False, generic_plans=True)
+    queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)
     vectors = make_vector_store(settings, db, embedder.dimension)
     parsers = default_registry()

@@ -67,11 +67,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _run_api(host: str, port: int) -> None:
+    """Serve until SIGINT/SIGTERM, then return normally so the caller can stop what it started
+    (uvicorn would otherwise re-raise the signal and end the process before that)."""
+    import contextlib
+
     import uvicorn
 
     from .api.app import create_app
 
-    uvicorn.run(create_app(Settings()), host=host, port=port, log_level="info", proxy_headers=False)
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):  # type: ignore[no-untyped-def]
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    config = uvicorn.Config(create_app(Settings()), host=host, port=port, log_level="info", proxy_headers=False)
+    Server(config).run()
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -181,12 +181,11 @@ async def test_claim_uses_the_partial_indexes_with_many_finished_jobs(container)
         " SELECT gen_random_uuid(), id, 'SUCCEEDED', 1, 3 FROM documents"
     )
     await container.db.execute("ANALYZE ingestion_jobs")
-    from ultimate_rag.adapters.postgres.queue import Q
+    from ultimate_rag.adapters.postgres.queue import EXHAUSTED_MESSAGE, Q
 
-    sql = Q["claim"].split("UPDATE ingestion_jobs j", 1)[0].replace("WITH candidates AS (", "").rstrip().rstrip(")")
     async with container.db.connection() as conn:
-        plan = await (await conn.execute(
-            "EXPLAIN " + sql, {"lease_seconds": 30, "limit": 4, "worker_id": "w"})).fetchall()
+        plan = await (await conn.execute("EXPLAIN " + Q["claim"], {
+            "lease_seconds": 30, "limit": 4, "worker_id": "w", "message": EXHAUSTED_MESSAGE})).fetchall()
     text = "\n".join(r["QUERY PLAN"] for r in plan)
     assert "ingestion_jobs_pending_idx" in text and "ingestion_jobs_running_idx" in text, text
-    assert "Seq Scan" not in text, text
+    assert "Seq Scan on ingestion_jobs" not in text, text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 import uuid
@@ -173,7 +174,7 @@ def test_overlap_repeats_trailing_sentences(count: Count) -> None:
     sentences = [f"Sentence number {i} carries fact {i * 7}." for i in range(40)]
     chunks = split(count, plain(" ".join(sentences)), size=70, overlap=20)
     assert_budget(chunks, count, 70)
-    for prev, nxt in zip(chunks, chunks[1:], strict=False):
+    for prev, nxt in itertools.pairwise(chunks):
         prev_sentences = [s for s, _, _ in split_sentences(prev.content)]
         nxt_sentences = [s for s, _, _ in split_sentences(nxt.content)]
         repeated = [s for s in nxt_sentences if s in prev_sentences]
@@ -188,7 +189,7 @@ def test_no_overlap_when_disabled_or_across_sections(count: Count) -> None:
     chunks = split(count, plain(" ".join(sentences)), size=70, overlap=0)
     assert " ".join(c.content for c in chunks) == " ".join(sentences)
     doc = markdown("# A\n\n" + " ".join(sentences[:3]) + "\n\n# B\n\nOther text.\n")
-    a, b = split(count, doc, size=512, overlap=50)
+    _a, b = split(count, doc, size=512, overlap=50)
     assert b.content == "Other text."
 
 

@@ -11,6 +11,8 @@ from ultimate_rag.adapters.parsers import (
     ParserRegistry,
     PlainTextParser,
     default_registry,
+)
+from ultimate_rag.adapters.parsers import (
     registry as registry_module,
 )
 from ultimate_rag.domain.errors import InvalidDocumentError, UnsupportedFormatError

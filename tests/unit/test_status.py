@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -94,6 +96,6 @@ def test_a_stable_document_reaches_ready_only_through_the_whole_pipeline(path: l
         except InvalidTransitionError:
             continue
         walk.append(current)
-    for before, after in zip(walk, walk[1:], strict=False):
+    for before, after in itertools.pairwise(walk):
         if after == D.READY and before != D.READY:
             assert before == D.INDEXING

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from enum import StrEnum
 
 from .errors import InvalidTransitionError
@@ -61,7 +62,7 @@ def _allowed() -> frozenset[tuple[DocumentStatus, DocumentStatus]]:
     edges |= {(D.FETCHING, D.PENDING), (D.FETCHING, D.FAILED), (D.UPLOADING, D.PENDING)}
     edges |= {(s, D.UPLOADING) for s in STABLE}
     # the pipeline, one stage after the other
-    edges |= set(zip(PIPELINE, PIPELINE[1:], strict=False))
+    edges |= set(itertools.pairwise(PIPELINE))
     for stage in RUNNING:
         edges |= {(stage, D.PENDING), (stage, D.FAILED), (stage, D.OUTDATED)}
     # reindex (restores a DELETED document) and delete, both queued through PENDING
@@ -73,6 +74,15 @@ def _allowed() -> frozenset[tuple[DocumentStatus, DocumentStatus]]:
 
 
 ALLOWED_TRANSITIONS = _allowed()
+
+
+def sources_of(target: DocumentStatus | str) -> frozenset[DocumentStatus]:
+    """Every status a document may be in to move to ``target`` (for checks done inside SQL)."""
+    tgt = DocumentStatus(target)
+    found = {cur for cur, t in ALLOWED_TRANSITIONS if t == tgt}
+    if tgt in RUNNING or tgt == D.PENDING:
+        found.add(tgt)
+    return frozenset(found)
 
 
 def check_transition(current: DocumentStatus | str, target: DocumentStatus | str) -> DocumentStatus:

@@ -18,7 +18,8 @@ class ApiKeyRepository:
     async def create(self, *, is_admin: bool, scopes: dict[UUID, Role], description: str = "") -> str:
         key, prefix = generate_key()
         await self._db.execute(
-            "INSERT INTO api_keys (id, prefix, key_hash, is_admin, scopes, description) VALUES (%s, %s, %s, %s, %s, %s)",
+            "INSERT INTO api_keys (id, prefix, key_hash, is_admin, scopes, description)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
             (uuid4(), prefix, hash_key(key), is_admin,
              Jsonb([{"knowledge_base_id": str(k), "role": r.value} for k, r in scopes.items()]), description),
         )

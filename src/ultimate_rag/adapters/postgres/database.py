@@ -15,14 +15,18 @@ Connection = psycopg.AsyncConnection[dict[str, Any]]
 
 
 class Database:
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True) -> None:
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True,
+                 generic_plans: bool = False) -> None:
+        """``generic_plans``: plan each prepared statement once for all parameters. The queue's
+        statements are the same on every call, and their planning costs more than running them."""
         self.url = url
         self._register_vector = register_vector
         self._pool = AsyncConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
-            kwargs={"row_factory": dict_row, "autocommit": True},
+            kwargs={"row_factory": dict_row, "autocommit": True, "prepare_threshold": 1 if generic_plans else 5,
+                    **({"options": "-c plan_cache_mode=force_generic_plan"} if generic_plans else {})},
             configure=self._configure,
             open=False,
             check=AsyncConnectionPool.check_connection,

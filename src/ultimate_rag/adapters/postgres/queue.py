@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
 from ...domain.models import Chunk, DocumentAsset, Lease
-from ...domain.status import DocumentStatus, JobOperation, check_transition
+from ...domain.status import DocumentStatus, JobOperation, check_transition, sources_of
 from .database import Connection, Database
 from .documents import NOTIFY_CHANNEL
 from .sql import load_queries
@@ -34,37 +34,20 @@ class JobQueue:
         self._db = db
         self.lease_seconds = lease_seconds
 
-    # -- claiming -----------------------------------------------------------------------------
-    async def converge_exhausted(self) -> int:
-        async with self._db.transaction() as conn:
-            cur = await conn.execute(
-                Q["converge_exhausted"], {"lease_seconds": self.lease_seconds, "message": EXHAUSTED_MESSAGE}
-            )
-            return len(await cur.fetchall())
+    @property
+    def db(self) -> Database:
+        return self._db
 
+    # -- claiming -----------------------------------------------------------------------------
     async def claim(self, worker_id: str, limit: int = 1) -> list[Lease]:
-        """Claim up to ``limit`` due jobs. A reclaimed job (expired lease) puts its document back to
-        PENDING in the same transaction, so the new attempt walks the stages from the start."""
+        """Claim up to ``limit`` due jobs in one statement (see ``claim`` in queue.sql), converging
+        exhausted expired leases first."""
         if limit <= 0:
             return []
-        await self.converge_exhausted()
-        async with self._db.transaction() as conn:
-            cur = await conn.execute(
-                Q["claim"], {"lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id}
-            )
-            claimed = await cur.fetchall()
-            if not claimed:
-                return []
-            await conn.execute(
-                "UPDATE documents SET status = 'PENDING', updated_at = now()"
-                " WHERE id = ANY(%s) AND status IN ('PARSING', 'CHUNKING', 'EMBEDDING', 'INDEXING')",
-                ([r["document_id"] for r in claimed if r["operation"] == "ingest"],),
-            )
-            await conn.execute(
-                "UPDATE documents SET status = 'PENDING', updated_at = now()"
-                " WHERE id = ANY(%s) AND status = 'DELETING'",
-                ([r["document_id"] for r in claimed if r["operation"] == "delete"],),
-            )
+        claimed = await self._db.fetchall(Q["claim"], {
+            "lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id,
+            "message": EXHAUSTED_MESSAGE,
+        })
         return [
             Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
                   max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"])
@@ -83,7 +66,7 @@ class JobQueue:
                 gen = conn.notifies(timeout=timeout, stop_after=1)
                 waiter = asyncio.ensure_future(_drain(gen))
                 stopper = asyncio.ensure_future(stop.wait())
-                done, pending = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                _done, pending = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
                 for task in pending:
                     task.cancel()
         except psycopg.Error as exc:  # the poll interval is the fallback
@@ -108,35 +91,42 @@ class JobQueue:
                 raise LeaseLostError("the document no longer exists")
             yield conn, DocumentStatus(doc["status"])
 
+    async def _fenced_update(self, lease: Lease, assignments: str, params: dict[str, Any],
+                             from_statuses: frozenset[DocumentStatus] | None = None) -> None:
+        """One round trip: the lease is checked (and renewed) and the document updated together.
+        ``assignments`` is a constant SQL fragment of this module, never user input."""
+        sql = Q["fenced_document_update"].replace("{assignments}", assignments)
+        allowed = sorted(from_statuses if from_statuses is not None else DocumentStatus)
+        row = await self._db.fetchone(sql, {**_lease_params(lease), **params, "document_id": lease.document_id,
+                                            "from_statuses": [s.value for s in allowed]})
+        if row is None:
+            await self._explain_refusal(lease, params.get("status"))
+
+    async def _explain_refusal(self, lease: Lease, target: str | None) -> None:
+        state = await self._db.fetchone(Q["fencing_state"], _lease_params(lease))
+        if state is None or not state["owned"]:
+            raise LeaseLostError()
+        if state["document_status"] is None:
+            raise LeaseLostError("the document no longer exists")
+        check_transition(state["document_status"], target or state["document_status"])
+        raise LeaseLostError(f"document is {state['document_status']}")  # pragma: no cover - defensive
+
     async def enter_stage(self, lease: Lease, status: DocumentStatus, progress: dict[str, Any] | None = None) -> None:
-        """Status before action: commit the stage before its work starts; clears a stale error."""
-        async with self.fenced(lease) as (conn, current):
-            check_transition(current, status)
-            reset = status == DocumentStatus.PARSING
-            await conn.execute(
-                "UPDATE documents SET status = %(status)s, error_message = NULL, progress = %(progress)s,"
-                " stage_timings = CASE WHEN %(reset)s THEN jsonb_build_object(%(status)s::text, now())"
-                "   ELSE stage_timings || jsonb_build_object(%(status)s::text, now()) END,"
-                " updated_at = now() WHERE id = %(id)s",
-                {"status": status.value, "progress": Jsonb(progress or {}), "reset": reset,
-                 "id": lease.document_id},
-            )
-            await conn.execute("UPDATE ingestion_jobs SET locked_at = now() WHERE id = %s", (lease.job_id,))
+        """Status before action: commit the stage before its work starts; clears a stale error.
+        Entering PARSING starts a new run, so the stage timings start over."""
+        timings = ("jsonb_build_object(%(status)s::text, now())" if status == DocumentStatus.PARSING
+                   else "d.stage_timings || jsonb_build_object(%(status)s::text, now())")
+        await self._fenced_update(
+            lease, f"status = %(status)s, error_message = NULL, progress = %(progress)s, stage_timings = {timings}",
+            {"status": status.value, "progress": Jsonb(progress or {})}, sources_of(status),
+        )
 
     async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None:
-        async with self.fenced(lease) as (conn, _):
-            await conn.execute(
-                "UPDATE documents SET progress = %s, updated_at = now() WHERE id = %s",
-                (Jsonb(progress), lease.document_id),
-            )
-            await conn.execute("UPDATE ingestion_jobs SET locked_at = now() WHERE id = %s", (lease.job_id,))
+        await self._fenced_update(lease, "progress = %(progress)s", {"progress": Jsonb(progress)})
 
     async def record_parser(self, lease: Lease, name: str, version: str) -> None:
-        async with self.fenced(lease) as (conn, _):
-            await conn.execute(
-                "UPDATE documents SET parser_name = %s, parser_version = %s WHERE id = %s",
-                (name, version, lease.document_id),
-            )
+        await self._fenced_update(lease, "parser_name = %(name)s, parser_version = %(version)s",
+                                  {"name": name, "version": version})
 
     async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
                              write_vectors: Callable[[], Awaitable[None]]) -> None:
@@ -167,10 +157,13 @@ class JobQueue:
 
     async def complete_already_ready(self, lease: Lease) -> None:
         """``complete`` for a document that is READY already: only the job changes."""
-        async with self.fenced(lease) as (conn, current):
-            if current != DocumentStatus.READY:
-                raise LeaseLostError(f"document is {current}, not READY")
-            await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+        row = await self._db.fetchone(Q["complete_ready_job"], {**_lease_params(lease),
+                                                               "document_id": lease.document_id})
+        if row is None:
+            state = await self._db.fetchone(Q["fencing_state"], _lease_params(lease))
+            if not state or not state["owned"]:
+                raise LeaseLostError()
+            raise LeaseLostError(f"document is {state['document_status']}, not READY")
 
     async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
                    document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -221,8 +214,10 @@ class JobQueue:
 
 
 async def _drain(gen: Any) -> None:
+    """Consume the generator to its end (``stop_after``/``timeout``): leaving it suspended would
+    keep the connection locked and hang its close."""
     async for _ in gen:
-        return
+        pass
 
 
 def _lease_params(lease: Lease) -> dict[str, Any]:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...domain.models import Chunk, Document, DocumentAsset, KnowledgeBase, KnowledgeBaseSettings, SourceLocator
+from ...domain.models import (
+    Chunk,
+    Document,
+    DocumentAsset,
+    KnowledgeBase,
+    KnowledgeBaseSettings,
+    SourceLocator,
+)
 from ...domain.status import DocumentStatus, JobStatus
 
 DOCUMENT_COLUMNS = """

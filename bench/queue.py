@@ -1,0 +1,108 @@
+"""Queue throughput: no-op jobs claimed and completed per second through the product's own queue
+(claim with lease and attempts, exhausted-lease convergence, fenced completion) on the embedded
+PostgreSQL, with 1, 4 and 16 concurrent claimers.
+
+    .venv/bin/python -m bench.queue [--jobs 20000] [--claimers 1,4,16] [--processes 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import time
+from uuid import uuid4
+
+from ultimate_rag.adapters.postgres.database import Database
+from ultimate_rag.adapters.postgres.queue import JobQueue
+
+from .common import fresh_database, machine
+
+
+async def seed(db: Database, jobs: int) -> None:
+    kb = uuid4()
+    await db.execute("TRUNCATE knowledge_bases CASCADE")
+    await db.execute("INSERT INTO knowledge_bases (id, name) VALUES (%s, 'bench')", (kb,))
+    # documents already READY: the no-op job only has to be claimed and completed
+    await db.execute(
+        "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status)"
+        " SELECT gen_random_uuid(), %s, 'f', 'text/plain', 1, 'x', 'k', 'READY' FROM generate_series(1, %s)",
+        (kb, jobs))
+    await db.execute(
+        "INSERT INTO ingestion_jobs (id, document_id, status, max_attempts, available_at)"
+        " SELECT gen_random_uuid(), id, 'PENDING', 3, now() - interval '1 minute' FROM documents")
+    await db.execute("VACUUM ANALYZE ingestion_jobs")
+    await db.execute("VACUUM ANALYZE documents")
+
+
+async def claim_loop(queue: JobQueue, worker_id: str, batch: int) -> int:
+    done = 0
+    while True:
+        leases = await queue.claim(worker_id, batch)
+        if not leases:
+            return done
+        for lease in leases:
+            await queue.complete_already_ready(lease)
+            done += 1
+
+
+async def run_claimers(url: str, claimers: int, batch: int, tag: str) -> int:
+    db = Database(url, min_size=claimers, max_size=claimers + 1, register_vector=False, generic_plans=True)
+    await db.open()
+    queue = JobQueue(db, lease_seconds=60)
+    try:
+        counts = await asyncio.gather(*(claim_loop(queue, f"{tag}-{i}", batch) for i in range(claimers)))
+    finally:
+        await db.close()
+    return sum(counts)
+
+
+def _process(url: str, claimers: int, batch: int, tag: str, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    out.put(asyncio.run(run_claimers(url, claimers, batch, tag)))
+
+
+def measure(url: str, jobs: int, claimers: int, processes: int, batch: int) -> float:
+    asyncio.run(_seed(url, jobs))
+    started = time.perf_counter()
+    if processes == 1:
+        done = asyncio.run(run_claimers(url, claimers, batch, "p0"))
+    else:
+        out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+        procs = [mp.Process(target=_process, args=(url, claimers, batch, f"p{i}", out)) for i in range(processes)]
+        for p in procs:
+            p.start()
+        done = sum(out.get() for _ in procs)
+        for p in procs:
+            p.join()
+    elapsed = time.perf_counter() - started
+    assert done == jobs, (done, jobs)
+    return jobs / elapsed
+
+
+async def _seed(url: str, jobs: int) -> None:
+    db = Database(url, max_size=2)
+    await db.open()
+    try:
+        await seed(db, jobs)
+    finally:
+        await db.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20000)
+    parser.add_argument("--claimers", default="1,4,16")
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=1, help="jobs fetched per claim")
+    args = parser.parse_args()
+    url, server, _ = fresh_database()
+    print(f"machine: {machine()}")
+    for n in (int(x) for x in args.claimers.split(",")):
+        rate = measure(url, args.jobs, n, args.processes, args.batch)
+        print(f"RESULT queue: {args.processes} process(es) x {n} claimers, batch {args.batch}: "
+              f"{rate:,.0f} jobs/s ({args.jobs} no-op jobs)", flush=True)
+    server.cleanup()  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Creates .venv (Python 3.11+) and installs ultimate-rag into it; with "test", the test tools too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ultimate-rag needs Python 3.11 or newer")'
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+if [ "${1:-}" = "test" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+else
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+fi

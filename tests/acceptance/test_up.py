@@ -1,0 +1,75 @@
+"""``ultimate-rag up`` on the embedded default, as a newcomer runs it: a real embedded PostgreSQL
+in the data dir, migrations, a worker process and the API; then Ctrl-C/SIGTERM stops everything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+pytestmark = pytest.mark.acceptance
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(check, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def test_up_runs_everything_and_stops_cleanly(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
+    env |= {"PYTHONUNBUFFERED": "1", "ULTIMATE_RAG_POLL_INTERVAL_SECONDS": "0.5"}
+    log = (tmp_path / "up.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "ultimate_rag.cli", "up", "--port", str(port), "--workers", "1",
+                             "--data-dir", str(data_dir)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=90)
+        key_file = data_dir / "admin.key"
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        key = key_file.read_text().strip()
+        output = (tmp_path / "up.log").read_text()
+        assert key in output and base in output
+        assert (data_dir / "pg" / "PG_VERSION").exists()
+
+        h = {"Authorization": f"Bearer {key}"}
+        kb = httpx.post(f"{base}/api/knowledge-bases", json={"name": "first"}, headers=h).json()["id"]
+        r = httpx.post(f"{base}/api/knowledge-bases/{kb}/documents", headers=h,
+                       files={"file": ("hello.md", "# Hello\n\n첫 번째 문서입니다. The first document.".encode())})
+        assert r.status_code == 202
+        doc = r.json()["id"]
+        wait_until(lambda: httpx.get(f"{base}/api/documents/{doc}", headers=h).json()["status"] == "READY", 90)
+        hits = httpx.post(f"{base}/api/knowledge-bases/{kb}/search", json={"query": "첫 번째 문서"}, headers=h)
+        assert hits.json()["results"][0]["document_id"] == doc
+        assert httpx.get(f"{base}/api/knowledge-bases", headers={"Authorization": "Bearer nope"}).status_code == 401
+        children = psutil.Process(proc.pid).children(recursive=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    assert code == 0, (tmp_path / "up.log").read_text()[-3000:]
+    _gone, alive = psutil.wait_procs(children, timeout=20)
+    assert not alive, alive
+    assert not (data_dir / "pg" / "postmaster.pid").exists()
