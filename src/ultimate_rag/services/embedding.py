@@ -24,7 +24,9 @@ class EmbeddingService:
         self._cache = cache
         self._batch_size = batch_size
         self._rate_limit_max_wait = rate_limit_max_wait
-        self.seconds_in_embedder = 0.0  # for benchmarks: time spent inside the model
+        self.seconds_in_embedder = 0.0  # wall time with at least one embedder call in flight
+        self._in_flight = 0
+        self._busy_since = 0.0
 
     async def embed_passages(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> list[list[float]]:
         total = len(texts)
@@ -59,26 +61,32 @@ class EmbeddingService:
             done += len(batch)
             if progress:
                 await progress(done, total, from_cache)
-        return [r for r in results if r is not None] if all(r is not None for r in results) else _missing()
+        if any(r is None for r in results):
+            raise TransientError("some chunks were left without an embedding")
+        return results  # type: ignore[return-value]
 
     async def _embed_with_rate_limit(self, batch: list[str]) -> list[list[float]]:
         waited = 0.0
         while True:
-            started = time.perf_counter()
+            self._enter()
             try:
                 return await self.embedder.embed_documents(batch)
             except RateLimitedError as exc:
                 delay = max(0.05, exc.retry_after)
                 if waited + delay > self._rate_limit_max_wait:
                     raise
-                log.info("embedding provider rate limited us; waiting %.1fs", delay)
-                waited += delay
-                await asyncio.sleep(delay)
             finally:
-                elapsed = time.perf_counter() - started
-                self.seconds_in_embedder += elapsed
-                log.debug("embedded %d passages in %.3fs", len(batch), elapsed)
+                self._leave()
+            log.info("embedding provider rate limited us; waiting %.1fs", delay)
+            waited += delay
+            await asyncio.sleep(delay)
 
+    def _enter(self) -> None:
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
 
-def _missing() -> list[list[float]]:
-    raise TransientError("some chunks were left without an embedding")
+    def _leave(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self.seconds_in_embedder += time.perf_counter() - self._busy_since
