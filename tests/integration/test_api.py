@@ -222,3 +222,19 @@ async def test_scoped_keys_see_only_their_knowledge_base(client: httpx.AsyncClie
     r = await client.post(f"/api/knowledge-bases/{a}/documents", files={"file": ("y.txt", b"y")}, headers=h)
     assert r.status_code == 403
     assert (await client.post("/api/knowledge-bases", json={"name": "c"}, headers=h)).status_code == 403
+
+
+async def test_oversized_streamed_upload_without_content_length_is_refused(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+    kb = await make_kb(client)
+    limit = container.settings.max_upload_bytes
+
+    async def body():  # type: ignore[no-untyped-def]
+        yield b'--XX\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n\r\n'
+        for _ in range(limit // 65536 + 4):
+            yield b"a" * 65536
+        yield b"\r\n--XX--\r\n"
+
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents", content=body(),
+                          headers={"Content-Type": "multipart/form-data; boundary=XX"})
+    assert r.status_code == 413 and "limit" in r.json()["detail"]
+    assert not [p for p in container.settings.objects_dir.rglob("*") if p.is_file()]

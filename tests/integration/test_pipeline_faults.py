@@ -166,3 +166,14 @@ async def test_document_is_ready_only_when_chunks_vectors_and_snapshot_agree(con
     assert all("embedding" not in c for c in snap["chunks"])
     assert [c["metadata"]["filename"] for c in snap["chunks"]] == ["x.md"] * len(chunks)
     assert set(d.stage_timings) == {"PARSING", "CHUNKING", "EMBEDDING", "INDEXING", "READY"}
+
+
+async def test_a_worker_with_another_embedding_model_refuses_instead_of_mixing_vectors(container) -> None:  # type: ignore[no-untyped-def]
+    from ultimate_rag.domain.models import KnowledgeBaseSettings
+
+    kb = await container.knowledge_bases.create(
+        "other-model", "", KnowledgeBaseSettings(embedding_model="text-embedding-v3", embedding_dimension=1024))
+    doc = await queue_document(container, kb.id, "text")
+    await worker_for(container).run_until_idle()
+    final = await container.documents.get(doc)
+    assert final.status == D.FAILED and "text-embedding-v3" in (final.error_message or "")

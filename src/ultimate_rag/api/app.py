@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from .. import __version__
 from ..bootstrap import Container, build
 from ..settings import Settings
 from .errors import install_error_handlers
+from .limits import BodySizeLimit
 from .routes import documents, health, knowledge_bases
 
 
@@ -37,15 +37,9 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     if container is not None:
         app.state.container = container
 
-    @app.middleware("http")
-    async def reject_oversized_bodies(request: Request, call_next):  # type: ignore[no-untyped-def]
-        """Refuse an upload whose declared size is over the limit before reading any of it."""
-        length = request.headers.get("content-length")
-        limit = settings.max_upload_bytes + 1024 * 1024  # room for the multipart envelope
-        if length and length.isdigit() and int(length) > limit:
-            return JSONResponse({"detail": f"the file is larger than the limit of {settings.max_upload_bytes}"
-                                           " bytes"}, status_code=413)
-        return await call_next(request)
+    # the multipart envelope around the file gets a fixed allowance on top of the upload limit
+    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_upload_bytes + 64 * 1024,
+                       upload_limit_bytes=settings.max_upload_bytes)
 
     app.include_router(health.router)
     app.include_router(knowledge_bases.router)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..adapters.postgres.queue import JobQueue
 from ..adapters.snapshots.filesystem import SNAPSHOT_FORMAT_VERSION
-from ..domain.errors import InvalidDocumentError, ResourceNotFoundError, TransientError
+from ..domain.errors import InvalidDocumentError, PermanentError, ResourceNotFoundError, TransientError
 from ..domain.ids import asset_id, asset_object_key
 from ..domain.models import (
     Chunk,
@@ -58,6 +58,8 @@ class DocumentProcessor:
             await self._queue.complete_already_ready(lease)
             return
 
+        kb_settings = KnowledgeBaseSettings.from_dict(row["kb_settings"])
+        self._check_model(kb_settings)
         await self._queue.enter_stage(lease, S.PARSING)
         try:
             content = await self._storage.get(row["object_key"])
@@ -71,7 +73,6 @@ class DocumentProcessor:
         parsed: ParsedDocument = await asyncio.to_thread(parser.parse, source)
 
         await self._queue.enter_stage(lease, S.CHUNKING)
-        kb_settings = KnowledgeBaseSettings.from_dict(row["kb_settings"])
         chunks = await asyncio.to_thread(
             self._chunker.split, parsed, document_id=row["id"], knowledge_base_id=row["knowledge_base_id"],
             revision=row["content_revision"], chunk_size=kb_settings.chunk_size_tokens or self._chunk_size,
@@ -96,6 +97,17 @@ class DocumentProcessor:
             await self._vectors.upsert(row["knowledge_base_id"], embedded)
 
         await self._queue.complete_ready(lease, chunks, write_vectors)
+
+    def _check_model(self, kb_settings: KnowledgeBaseSettings) -> None:
+        """A knowledge base keeps the embedding model it was created with: vectors of two models
+        are not comparable, so a worker running another one refuses instead of mixing them."""
+        embedder = self._embedding.embedder
+        if kb_settings.embedding_model and (kb_settings.embedding_model, kb_settings.embedding_dimension) != (
+                embedder.name, embedder.dimension):
+            raise PermanentError(
+                f"this knowledge base uses the embedding model {kb_settings.embedding_model} "
+                f"({kb_settings.embedding_dimension} dimensions) but the worker runs {embedder.name} "
+                f"({embedder.dimension} dimensions)")
 
     async def cleanup_partial_index(self, lease: Lease) -> None:
         await self._vectors.delete_by_document(lease.document_id)

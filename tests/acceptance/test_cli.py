@@ -1,0 +1,41 @@
+"""The CLI against a real database: migrate is idempotent, keys create prints the key alone on the
+last line, and the key it prints works."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.acceptance
+
+
+def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
+    env |= {"ULTIMATE_RAG_DATABASE_URL": settings.database_url, "ULTIMATE_RAG_DATA_DIR": str(settings.data_dir)}
+    return subprocess.run([sys.executable, "-m", "ultimate_rag.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_migrate_is_idempotent(settings) -> None:  # type: ignore[no-untyped-def]
+    first = cli(settings, "migrate")
+    assert first.returncode == 0 and "up to date" in first.stdout
+
+
+async def test_keys_create_prints_the_key_last_and_it_works(settings, client) -> None:  # type: ignore[no-untyped-def]
+    kb = (await client.post("/api/knowledge-bases", json={"name": "k"})).json()["id"]
+    reader = cli(settings, "keys", "create", "--kb", kb, "--role", "reader")
+    assert reader.returncode == 0, reader.stderr
+    key = reader.stdout.strip().splitlines()[-1]
+    assert key.startswith("urk_") and " " not in key
+    r = await client.get(f"/api/knowledge-bases/{kb}", headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200
+    r = await client.post("/api/knowledge-bases", json={"name": "x"}, headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 403
+
+    admin = cli(settings, "keys", "create", "--admin").stdout.strip().splitlines()[-1]
+    r = await client.post("/api/knowledge-bases", json={"name": "y"}, headers={"Authorization": f"Bearer {admin}"})
+    assert r.status_code == 201
+    assert cli(settings, "keys", "create").returncode == 2
