@@ -88,7 +88,7 @@ async def main_async(args: argparse.Namespace) -> None:
     settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2)
     container = build(settings, url=url)
     await container.open()
-    worker = IngestionWorker(container.queue, container.processor, WorkerConfig(
+    worker = container.worker(WorkerConfig(
         concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
     base = f"http://127.0.0.1:{port}/api"
     h = {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -15,16 +15,20 @@ from .adapters.postgres.database import Database
 from .adapters.postgres.documents import DocumentRepository
 from .adapters.postgres.embedded import start_embedded_postgres
 from .adapters.postgres.knowledge_bases import KnowledgeBaseRepository
+from .adapters.postgres.lifecycle import LifecycleRepository
 from .adapters.postgres.migrations import migrate
 from .adapters.postgres.queue import JobQueue
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.storage.local import LocalObjectStorage
 from .adapters.vectors.pgvector import PgVectorStore
 from .domain.ports import Embedder, ObjectStorage, VectorStore
+from .services.deletion import DocumentDeleter
 from .services.embedding import EmbeddingService
 from .services.ingestion import IngestionService
+from .services.lifecycle import DocumentLifecycle
 from .services.processing import DocumentProcessor
 from .services.search import SearchService
+from .services.worker import IngestionWorker, WorkerConfig
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -77,6 +81,11 @@ class Container:
     processor: DocumentProcessor
     ingestion: IngestionService
     search: SearchService
+    deleter: DocumentDeleter
+    lifecycle: DocumentLifecycle
+
+    def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
+        return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter)
 
     async def open(self) -> None:
         await self.db.open()
@@ -115,9 +124,16 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     )
     search = SearchService(embedder=embedder, vectors=vectors, documents=documents,
                            max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars)
+    deleter = DocumentDeleter(queue=queue, storage=storage, vectors=vectors, snapshots=snapshots)
+    lifecycle = DocumentLifecycle(
+        repository=LifecycleRepository(db, max_attempts=settings.max_attempts), documents=documents,
+        storage=storage, vectors=vectors, parsers=parsers, max_upload_bytes=settings.max_upload_bytes,
+        max_filename_length=settings.max_filename_length,
+    )
     return Container(settings=settings, db=db, knowledge_bases=kbs, documents=documents, queue=queue,
                      storage=storage, snapshots=snapshots, embedder=embedder, embedding=embedding,
-                     vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search)
+                     vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
+                     deleter=deleter, lifecycle=lifecycle)
 
 
 def run_migrations(settings: Settings, url: str | None = None) -> list[int]:

@@ -13,7 +13,7 @@ import signal
 
 from .bootstrap import build, database_url, run_migrations
 from .logs import setup_logging
-from .services.worker import IngestionWorker, WorkerConfig
+from .services.worker import WorkerConfig
 from .settings import Settings
 
 log = logging.getLogger("ultimate_rag.worker")
@@ -25,7 +25,7 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
     await asyncio.to_thread(run_migrations, settings, url)
     container = build(settings, url=url, pool_size=concurrency + 4)
     await container.open()
-    worker = IngestionWorker(container.queue, container.processor, WorkerConfig(
+    worker = container.worker(WorkerConfig(
         concurrency=concurrency, heartbeat_seconds=settings.effective_heartbeat_seconds,
         poll_interval_seconds=settings.poll_interval_seconds, retry_delay_seconds=settings.retry_delay_seconds,
         shutdown_grace_seconds=settings.shutdown_grace_seconds,

@@ -8,7 +8,7 @@ import hashlib
 import httpx
 import pytest
 
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+from ultimate_rag.services.worker import WorkerConfig
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
 
@@ -24,7 +24,7 @@ async def upload(client: httpx.AsyncClient, kb: str, name: str, data: bytes, cty
 
 
 async def process_all(container) -> None:  # type: ignore[no-untyped-def]
-    await IngestionWorker(container.queue, container.processor, WorkerConfig(heartbeat_seconds=5)).run_until_idle()
+    await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
 
 
 async def test_every_api_route_requires_a_key(client: httpx.AsyncClient) -> None:

@@ -36,8 +36,7 @@ class FlakyEmbedder:
 
 
 def worker_for(container) -> IngestionWorker:  # type: ignore[no-untyped-def]
-    return IngestionWorker(container.queue, container.processor,
-                           WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0.01))
+    return container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0.01))
 
 
 async def run_all(container) -> None:  # type: ignore[no-untyped-def]
@@ -144,7 +143,7 @@ async def test_reindex_of_unchanged_text_hits_the_embedding_cache(container, emb
     first_calls = spy.calls
     assert first_calls > 0
     ids_before = [c.id for c in await container.documents.chunks(doc)]
-    await container.documents.request_reindex(doc, max_attempts=3)
+    await container.lifecycle.reindex(doc)
     await worker_for(container).run_until_idle()
     assert spy.calls == first_calls  # nothing embedded again
     assert [c.id for c in await container.documents.chunks(doc)] == ids_before  # stable ids

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+from ultimate_rag.services.worker import WorkerConfig
 
 
 async def make_kb(client, name="kb"):  # type: ignore[no-untyped-def]
@@ -18,7 +18,7 @@ async def test_upload_process_search(client, container) -> None:  # type: ignore
     assert r.status_code == 202, r.text
     doc = r.json()
     assert doc["status"] == "PENDING"
-    worker = IngestionWorker(container.queue, container.processor, WorkerConfig(heartbeat_seconds=5))
+    worker = container.worker(WorkerConfig(heartbeat_seconds=5))
     assert await worker.run_until_idle() == 1
     r = await client.get(f"/api/documents/{doc['id']}")
     body = r.json()

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from ..domain.models import Chunk, Document, KnowledgeBase, SearchResult
 from ..domain.status import PIPELINE
+from ..services.lifecycle import BulkReindexFilter
 
 
 class KnowledgeBaseSettingsIn(BaseModel):
@@ -156,6 +157,10 @@ class SearchHit(BaseModel):
 
 class SearchOut(BaseModel):
     results: list[SearchHit]
+
+
+class ReindexIn(BaseModel):
+    filter: BulkReindexFilter = BulkReindexFilter.ALL
 
 
 class ReindexOut(BaseModel):

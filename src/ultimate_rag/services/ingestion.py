@@ -36,6 +36,11 @@ def safe_filename(raw: str | None, max_length: int) -> str:
     return name
 
 
+def mime_for(parser: object, source: DocumentSource) -> str:
+    """The stored type follows what the content is, not what the client said."""
+    return _MIME_BY_KIND.get(getattr(parser, "name", ""), source.mime_type)
+
+
 class IngestionService:
     def __init__(self, *, documents: DocumentRepository, knowledge_bases: KnowledgeBaseRepository,
                  storage: ObjectStorage, parsers: ParserResolver, max_upload_bytes: int,
@@ -59,7 +64,7 @@ class IngestionService:
         document_id = uuid4()
         source = DocumentSource(document_id, name, content_type or "application/octet-stream", content)
         parser = self._parsers.resolve(source)  # 415 before anything is stored
-        mime = _MIME_BY_KIND.get(getattr(parser, "name", ""), source.mime_type)
+        mime = mime_for(parser, source)
         key = source_object_key(knowledge_base_id, document_id, source.extension)
         await self._storage.put(key, content, mime)
         try:

@@ -19,6 +19,7 @@ from ..domain.errors import LeaseLostError, PermanentError, UltimateRagError
 from ..domain.models import Lease
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
+from .deletion import DocumentDeleter
 from .processing import DocumentProcessor
 
 log = logging.getLogger(__name__)
@@ -39,9 +40,10 @@ class WorkerConfig:
 
 class IngestionWorker:
     def __init__(self, queue: JobQueue, processor: DocumentProcessor, config: WorkerConfig,
-                 worker_id: str | None = None) -> None:
+                 worker_id: str | None = None, deleter: DocumentDeleter | None = None) -> None:
         self.queue = queue
         self.processor = processor
+        self.deleter = deleter
         self.config = config
         self.worker_id = worker_id or new_worker_id()
         self._tasks: dict[asyncio.Task[None], Lease] = {}
@@ -127,8 +129,10 @@ class IngestionWorker:
     async def _dispatch(self, lease: Lease) -> None:
         if lease.operation == JobOperation.INGEST:
             await self.processor.process(lease)
+        elif lease.operation == JobOperation.DELETE and self.deleter is not None:
+            await self.deleter.process(lease)
         else:
-            raise PermanentError(f"operation {lease.operation} is not supported by this worker version")
+            raise PermanentError(f"operation {lease.operation} is not supported by this worker")
 
     async def _heartbeat(self, lease: Lease, work: asyncio.Task[None], lost: asyncio.Event) -> None:
         while not work.done():

@@ -121,6 +121,8 @@ class Packer:
             offsets.append(offsets[-1] + len(line) + 1)
         units = []
         for part, n, first, last in self._split_lines(body, lambda rows: "\n".join(head + rows + tail)):
+            if not part.strip():
+                continue
             # The first part also spans the fence/header above it, the last the fence below it.
             start = 0 if first == 0 else offsets[first + len(head)]
             end = len(text) if last == len(body) - 1 else offsets[last + len(head) + 1] - 1

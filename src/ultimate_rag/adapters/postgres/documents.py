@@ -11,7 +11,7 @@ from psycopg.types.json import Jsonb
 
 from ...domain.errors import ConflictError, ResourceNotFoundError
 from ...domain.models import Chunk, Document, DocumentAsset
-from ...domain.status import DocumentStatus, check_transition, is_active
+from ...domain.status import DocumentStatus
 from . import rows
 from .database import Connection, Database
 
@@ -86,34 +86,6 @@ class DocumentRepository:
         items = [rows.document(r) for r in found[:limit]]
         next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if len(found) > limit else None
         return items, next_cursor
-
-    async def request_reindex(self, document_id: UUID, *, max_attempts: int) -> Document:
-        """Reset the document's single job under row locks; 409 while active (SPEC §6).
-
-        Lock order everywhere: the job row, then the document row.
-        """
-        async with self._db.transaction() as conn:
-            job = await (await conn.execute(
-                "SELECT id FROM ingestion_jobs WHERE document_id = %s FOR UPDATE", (document_id,)
-            )).fetchone()
-            doc = await (await conn.execute(
-                "SELECT status FROM documents WHERE id = %s FOR UPDATE", (document_id,)
-            )).fetchone()
-            if doc is None or job is None:
-                raise ResourceNotFoundError("document not found")
-            current = DocumentStatus(doc["status"])
-            if is_active(current):
-                raise ConflictError(f"document is active ({current}), try again later")
-            check_transition(current, DocumentStatus.PENDING)
-            await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts)
-            await conn.execute(
-                "UPDATE documents SET status = 'PENDING', error_message = NULL, progress = '{}'::jsonb,"
-                " duplicate_of = NULL, deleted_at = NULL, updated_at = now(),"
-                " stage_timings = jsonb_build_object('PENDING', now()) WHERE id = %s",
-                (document_id,),
-            )
-            await notify_workers(conn)
-        return await self.get(document_id)
 
     async def chunks(self, document_id: UUID) -> list[Chunk]:
         found = await self._db.fetchall(

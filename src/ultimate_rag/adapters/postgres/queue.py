@@ -165,6 +165,26 @@ class JobQueue:
                 raise LeaseLostError()
             raise LeaseLostError(f"document is {state['document_status']}, not READY")
 
+    async def complete_delete(self, lease: Lease, *, hard: bool,
+                              remove_outside: Callable[[Connection], Awaitable[None]]) -> None:
+        """DELETING -> DELETED (soft: the row stays, its derived data goes) or the row is gone (hard).
+        ``remove_outside`` removes vectors, objects and the snapshot while the job row is locked."""
+        async with self.fenced(lease) as (conn, current):
+            check_transition(current, DocumentStatus.DELETED)
+            await remove_outside(conn)
+            if hard:
+                await conn.execute("DELETE FROM documents WHERE id = %s", (lease.document_id,))
+                return
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
+            await conn.execute("DELETE FROM document_assets WHERE document_id = %s", (lease.document_id,))
+            await conn.execute(
+                "UPDATE documents SET status = 'DELETED', deleted_at = now(), chunk_count = 0, progress = '{}'::jsonb,"
+                " error_message = NULL, duplicate_of = NULL, updated_at = now(),"
+                " stage_timings = stage_timings || jsonb_build_object('DELETED', now()) WHERE id = %s",
+                (lease.document_id,),
+            )
+            await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+
     async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
                    document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
         """End this attempt: retry later (job and document PENDING) or FAILED. The partial index is

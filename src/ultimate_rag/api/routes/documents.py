@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter
+from fastapi import APIRouter, File, Query, UploadFile
 from fastapi.responses import Response, StreamingResponse
 
 from ...domain.errors import ResourceNotFoundError
@@ -55,5 +56,36 @@ async def get_asset(doc: ReadableDocument, asset_id: UUID, container: ContainerD
 
 @router.post("/{document_id}/reindex", status_code=202, response_model=DocumentOut)
 async def reindex_document(doc: EditableDocument, container: ContainerDep) -> DocumentOut:
-    return DocumentOut.of(await container.documents.request_reindex(doc.id,
-                                                                    max_attempts=container.settings.max_attempts))
+    """Parse, chunk, embed and index again (a soft-deleted document is restored). 409 while active."""
+    return DocumentOut.of(await container.lifecycle.reindex(doc.id))
+
+
+@router.delete("/{document_id}", status_code=202, response_model=DocumentOut)
+async def delete_document(doc: EditableDocument, container: ContainerDep,
+                          force: Annotated[bool, Query(description="also remove the source and the record")] = False,
+                          ) -> DocumentOut:
+    """Soft delete (``force=false``): chunks, vectors, assets and snapshot go, the source stays, the
+    document becomes DELETED and can be reindexed. Hard delete: nothing is left. 409 while active."""
+    return DocumentOut.of(await container.lifecycle.delete(doc.id, hard=force))
+
+
+@router.put("/{document_id}/content", status_code=202, response_model=DocumentOut)
+async def replace_content(doc: EditableDocument, container: ContainerDep,
+                          file: Annotated[UploadFile, File(description="the new content")]) -> DocumentOut:
+    """Re-upload: new bytes for a stable document (same limits and checks as an upload). 409 while active."""
+    content = await file.read(container.settings.max_upload_bytes + 1)
+    return DocumentOut.of(await container.lifecycle.replace_content(doc.id, file.filename, file.content_type,
+                                                                    content))
+
+
+@router.post("/{document_id}/fail", response_model=DocumentOut)
+async def fail_document(doc: EditableDocument, container: ContainerDep) -> DocumentOut:
+    """Cancel: the job ends, the document is FAILED ("cancelled by operator"), and a worker still on it
+    loses its lease and commits nothing more. 409 for stable documents and while a connector fetches."""
+    return DocumentOut.of(await container.lifecycle.fail(doc.id))
+
+
+@router.post("/{document_id}/recover", status_code=202, response_model=DocumentOut)
+async def recover_document(doc: EditableDocument, container: ContainerDep) -> DocumentOut:
+    """For a running document that seems stuck: fail it and queue a forced reindex, in one call."""
+    return DocumentOut.of(await container.lifecycle.recover(doc.id))

@@ -9,6 +9,7 @@ from fastapi import APIRouter, File, Query, Request, UploadFile
 from ...domain.errors import InvalidRequestError
 from ...domain.models import KnowledgeBaseSettings
 from ...domain.status import DocumentStatus
+from ...services.lifecycle import BulkReindexFilter
 from ..deps import AdminDep, ContainerDep, EditableKB, PrincipalDep, ReadableKB
 from ..schemas import (
     DocumentList,
@@ -16,6 +17,8 @@ from ..schemas import (
     KnowledgeBaseIn,
     KnowledgeBaseList,
     KnowledgeBaseOut,
+    ReindexIn,
+    ReindexOut,
     SearchHit,
     SearchIn,
     SearchOut,
@@ -71,6 +74,15 @@ async def list_documents(
     items, next_cursor = await container.documents.list(kb.id, status=status, limit=limit, cursor=cursor)
     counts = await container.knowledge_bases.status_counts(kb.id)
     return DocumentList(items=[DocumentOut.of(d) for d in items], next_cursor=next_cursor, counts=counts)
+
+
+@router.post("/{kb_id}/reindex", status_code=202, response_model=ReindexOut)
+async def reindex_knowledge_base(kb: EditableKB, container: ContainerDep,
+                                 body: ReindexIn | None = None) -> ReindexOut:
+    """Queue every matching stable document again; active documents are skipped and counted."""
+    which = body.filter if body else BulkReindexFilter.ALL
+    queued, skipped = await container.lifecycle.bulk_reindex(kb.id, which)
+    return ReindexOut(queued=queued, skipped_active=skipped)
 
 
 @router.post("/{kb_id}/search", response_model=SearchOut)

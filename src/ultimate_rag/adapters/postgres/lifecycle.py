@@ -1,0 +1,190 @@
+"""Operator and user operations on one document, decided under row locks (SPEC §6): reindex,
+delete, fail, recover, re-upload, and bulk reindex. Each locks the job row, then the document row
+(the lock order used everywhere), checks the 409 rule and the transition table, and changes the
+document and its single job in the same transaction, so of many concurrent calls exactly one wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from ...domain.errors import ConflictError, ResourceNotFoundError
+from ...domain.status import RUNNING, STABLE, DocumentStatus, check_transition, is_active
+from .database import Connection, Database
+from .documents import notify_workers, reset_job
+
+CANCELLED = "cancelled by operator"
+
+
+@dataclass(frozen=True)
+class Locked:
+    status: DocumentStatus
+    knowledge_base_id: UUID
+    object_key: str
+    content_revision: int
+
+
+async def lock_document(conn: Connection, document_id: UUID) -> Locked:
+    job = await (await conn.execute(
+        "SELECT id FROM ingestion_jobs WHERE document_id = %s FOR UPDATE", (document_id,))).fetchone()
+    doc = await (await conn.execute(
+        "SELECT status, knowledge_base_id, object_key, content_revision FROM documents WHERE id = %s FOR UPDATE",
+        (document_id,))).fetchone()
+    if job is None or doc is None:
+        raise ResourceNotFoundError("document not found")
+    return Locked(DocumentStatus(doc["status"]), doc["knowledge_base_id"], doc["object_key"], doc["content_revision"])
+
+
+def refuse_if_active(locked: Locked) -> None:
+    if is_active(locked.status):
+        raise ConflictError(f"document is active ({locked.status}), try again later")
+
+
+class LifecycleRepository:
+    def __init__(self, db: Database, *, max_attempts: int) -> None:
+        self._db = db
+        self._max_attempts = max_attempts
+
+    async def reindex(self, document_id: UUID) -> None:
+        async with self._db.transaction() as conn:
+            locked = await lock_document(conn, document_id)
+            refuse_if_active(locked)
+            await self._queue(conn, document_id, locked.status, operation="ingest", force=False)
+
+    async def delete(self, document_id: UUID, *, hard: bool) -> None:
+        async with self._db.transaction() as conn:
+            locked = await lock_document(conn, document_id)
+            refuse_if_active(locked)
+            if locked.status == DocumentStatus.DELETED and not hard:
+                raise ConflictError("document is already deleted")
+            await self._queue(conn, document_id, locked.status, operation="delete", force=hard)
+
+    async def fail(self, document_id: UUID, *, then_reindex: bool = False) -> DocumentStatus:
+        """End the job and fail the document; a worker still on it loses its lease (fencing).
+        With ``then_reindex`` (recover) the document is queued again in the same transaction."""
+        async with self._db.transaction() as conn:
+            locked = await lock_document(conn, document_id)
+            if locked.status == DocumentStatus.FETCHING:
+                raise ConflictError("document is being fetched by a connector: abort the connector's sync instead")
+            if then_reindex and locked.status not in RUNNING:
+                raise ConflictError(f"only a running document can be recovered; this one is {locked.status}")
+            if locked.status in STABLE:
+                raise ConflictError(f"document is not active ({locked.status}); there is nothing to cancel")
+            check_transition(locked.status, DocumentStatus.FAILED)
+            await conn.execute(
+                "UPDATE ingestion_jobs SET status = 'FAILED', locked_by = NULL, locked_at = NULL, finished_at = now(),"
+                " updated_at = now(), last_error = %(e)s, error_history = error_history || jsonb_build_array("
+                " jsonb_build_object('attempt', attempts, 'at', now(), 'error', %(e)s::text))"
+                " WHERE document_id = %(id)s", {"e": CANCELLED, "id": document_id})
+            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
+            await conn.execute(
+                "UPDATE documents SET status = 'FAILED', error_message = %s, progress = '{}'::jsonb, chunk_count = 0,"
+                " updated_at = now() WHERE id = %s", (CANCELLED, document_id))
+            if then_reindex:
+                await self._queue(conn, document_id, DocumentStatus.FAILED, operation="ingest", force=True)
+                return DocumentStatus.PENDING
+            return DocumentStatus.FAILED
+
+    async def begin_upload(self, document_id: UUID) -> Locked:
+        """Re-upload, step 1: a stable document becomes UPLOADING while its new bytes are stored."""
+        async with self._db.transaction() as conn:
+            locked = await lock_document(conn, document_id)
+            refuse_if_active(locked)
+            check_transition(locked.status, DocumentStatus.UPLOADING)
+            await conn.execute(
+                "UPDATE documents SET status = 'UPLOADING', error_message = NULL, progress = '{}'::jsonb,"
+                " updated_at = now() WHERE id = %s", (document_id,))
+            return locked
+
+    async def finish_upload(self, document_id: UUID, *, object_key: str, filename: str, mime_type: str,
+                            size_bytes: int, sha256: str, revision: int) -> None:
+        """Re-upload, step 2: record the new source and queue it (UPLOADING -> PENDING)."""
+        async with self._db.transaction() as conn:
+            locked = await lock_document(conn, document_id)
+            if locked.status != DocumentStatus.UPLOADING:
+                raise ConflictError(f"the re-upload was cancelled (document is {locked.status})")
+            await conn.execute(
+                "UPDATE documents SET object_key = %s, filename = %s, mime_type = %s, size_bytes = %s, sha256 = %s,"
+                " content_revision = %s WHERE id = %s",
+                (object_key, filename, mime_type, size_bytes, sha256, revision, document_id))
+            await self._queue(conn, document_id, locked.status, operation="ingest", force=False)
+
+    async def abort_upload(self, document_id: UUID, reason: str) -> None:
+        async with self._db.transaction() as conn:
+            locked = await lock_document(conn, document_id)
+            if locked.status != DocumentStatus.UPLOADING:
+                return
+            await conn.execute(
+                "UPDATE ingestion_jobs SET status = 'FAILED', last_error = %s, updated_at = now(),"
+                " finished_at = now() WHERE document_id = %s", (reason, document_id))
+            await conn.execute(
+                "UPDATE documents SET status = 'FAILED', error_message = %s, updated_at = now() WHERE id = %s",
+                (reason, document_id))
+
+    async def bulk_reindex(self, knowledge_base_id: UUID, *, statuses: list[str],
+                           current_parsers: list[str] | None, batch_size: int = 1000) -> tuple[int, int]:
+        """Queue every matching stable document of a knowledge base, in batches by id (one statement
+        and one short transaction per batch). Returns (queued, skipped because active)."""
+        queued = skipped = 0
+        after = UUID(int=0)
+        while True:
+            row: dict[str, Any] | None = await self._db.fetchone(BULK_REINDEX, {
+                "kb": knowledge_base_id, "after": after, "n": batch_size, "statuses": statuses,
+                "parsers": current_parsers, "max_attempts": self._max_attempts})
+            if row is None or row["last_id"] is None:
+                return queued, skipped
+            queued += row["queued"]
+            skipped += row["skipped"]
+            after = row["last_id"]
+
+    async def _queue(self, conn: Connection, document_id: UUID, current: DocumentStatus, *, operation: str,
+                     force: bool) -> None:
+        check_transition(current, DocumentStatus.PENDING)
+        await reset_job(conn, document_id, operation=operation, force=force, max_attempts=self._max_attempts)
+        await conn.execute(
+            "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, updated_at = now(),"
+            " error_message = NULL, duplicate_of = NULL, stage_timings = jsonb_build_object('PENDING', now())"
+            " WHERE id = %s", (document_id,))
+        await notify_workers(conn)
+
+
+BULK_REINDEX = """
+WITH batch AS (
+    SELECT id FROM documents
+    WHERE knowledge_base_id = %(kb)s AND id > %(after)s
+    ORDER BY id LIMIT %(n)s
+), jobs AS (
+    SELECT j.document_id FROM ingestion_jobs j JOIN batch b ON b.id = j.document_id
+    ORDER BY j.document_id FOR UPDATE OF j
+), docs AS (
+    SELECT d.id, d.status, d.parser_name, d.parser_version
+    FROM documents d JOIN jobs ON jobs.document_id = d.id
+    ORDER BY d.id FOR UPDATE OF d
+), eligible AS (
+    SELECT id FROM docs
+    WHERE status = ANY(%(statuses)s)
+      AND (%(parsers)s::text[] IS NULL
+           OR (parser_name IS NOT NULL AND parser_name || ':' || parser_version <> ALL(%(parsers)s::text[])))
+), reset AS (
+    UPDATE ingestion_jobs j
+    SET status = 'PENDING', operation = 'ingest', force = false, attempts = 0, max_attempts = %(max_attempts)s,
+        available_at = now(), locked_by = NULL, locked_at = NULL, last_error = NULL, finished_at = NULL,
+        updated_at = now()
+    FROM eligible e WHERE j.document_id = e.id
+    RETURNING j.document_id
+), queued AS (
+    UPDATE documents d
+    SET status = 'PENDING', error_message = NULL, progress = '{}'::jsonb, duplicate_of = NULL,
+        updated_at = now(), stage_timings = jsonb_build_object('PENDING', now())
+    FROM reset r WHERE d.id = r.document_id
+    RETURNING d.id
+), notified AS (
+    SELECT pg_notify('ultimate_rag_jobs', '') WHERE EXISTS (SELECT 1 FROM queued)
+)
+SELECT (SELECT max(id::text)::uuid FROM batch) AS last_id,
+       (SELECT count(*) FROM queued) AS queued,
+       (SELECT count(*) FROM docs WHERE status NOT IN ('READY', 'FAILED', 'DELETED', 'OUTDATED')) AS skipped,
+       (SELECT count(*) FROM notified) AS woke
+"""
