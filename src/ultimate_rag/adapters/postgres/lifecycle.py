@@ -145,8 +145,9 @@ class LifecycleRepository:
         await reset_job(conn, document_id, operation=operation, force=force, max_attempts=self._max_attempts)
         await conn.execute(
             "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, updated_at = now(),"
-            " error_message = NULL, duplicate_of = NULL, stage_timings = jsonb_build_object('PENDING', now())"
-            " WHERE id = %s", (document_id,))
+            " error_message = NULL, duplicate_of = NULL, stage_timings = jsonb_build_object('PENDING', now()),"
+            " deleted_at = CASE WHEN %s = 'ingest' THEN NULL ELSE deleted_at END"  # a reindex restores
+            " WHERE id = %s", (operation, document_id))
         await notify_workers(conn)
 
 
