@@ -15,7 +15,7 @@ from .adapters.postgres.database import Database
 from .adapters.postgres.documents import DocumentRepository
 from .adapters.postgres.embedded import start_embedded_postgres
 from .adapters.postgres.knowledge_bases import KnowledgeBaseRepository
-from .adapters.postgres.lifecycle import LifecycleRepository
+from .adapters.postgres.lifecycle import KnowledgeBaseDeletionRepository, LifecycleRepository
 from .adapters.postgres.migrations import migrate
 from .adapters.postgres.queue import JobQueue
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
@@ -25,6 +25,7 @@ from .domain.ports import Embedder, ObjectStorage, VectorStore
 from .services.deletion import DocumentDeleter
 from .services.embedding import EmbeddingService
 from .services.ingestion import IngestionService
+from .services.knowledge_base_removal import KnowledgeBaseRemoval
 from .services.lifecycle import DocumentLifecycle
 from .services.processing import DocumentProcessor
 from .services.search import SearchService
@@ -83,6 +84,7 @@ class Container:
     search: SearchService
     deleter: DocumentDeleter
     lifecycle: DocumentLifecycle
+    knowledge_base_removal: KnowledgeBaseRemoval
 
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter)
@@ -124,7 +126,11 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     )
     search = SearchService(embedder=embedder, vectors=vectors, documents=documents,
                            max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars)
-    deleter = DocumentDeleter(queue=queue, storage=storage, vectors=vectors, snapshots=snapshots)
+    kb_removal = KnowledgeBaseRemoval(
+        repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
+        vectors=vectors, snapshots=snapshots)
+    deleter = DocumentDeleter(queue=queue, storage=storage, vectors=vectors, snapshots=snapshots,
+                              knowledge_bases=kb_removal)
     lifecycle = DocumentLifecycle(
         repository=LifecycleRepository(db, max_attempts=settings.max_attempts), documents=documents,
         storage=storage, vectors=vectors, parsers=parsers, max_upload_bytes=settings.max_upload_bytes,
@@ -133,7 +139,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     return Container(settings=settings, db=db, knowledge_bases=kbs, documents=documents, queue=queue,
                      storage=storage, snapshots=snapshots, embedder=embedder, embedding=embedding,
                      vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
-                     deleter=deleter, lifecycle=lifecycle)
+                     deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal)
 
 
 def run_migrations(settings: Settings, url: str | None = None) -> list[int]:

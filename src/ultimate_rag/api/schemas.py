@@ -33,12 +33,13 @@ class KnowledgeBaseOut(BaseModel):
     description: str
     settings: dict[str, Any]
     created_at: datetime
+    deleting: bool = False
     document_counts: dict[str, int] | None = None
 
     @classmethod
     def of(cls, kb: KnowledgeBase, counts: dict[str, int] | None = None) -> KnowledgeBaseOut:
         return cls(id=kb.id, name=kb.name, description=kb.description, settings=kb.settings.to_dict(),
-                   created_at=kb.created_at, document_counts=counts)
+                   created_at=kb.created_at, deleting=kb.deleting, document_counts=counts)
 
 
 class KnowledgeBaseList(BaseModel):

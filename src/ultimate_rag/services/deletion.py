@@ -14,14 +14,16 @@ from ..domain.errors import ResourceNotFoundError
 from ..domain.models import Lease
 from ..domain.ports import ChunkSnapshotStore, ObjectStorage, VectorStore
 from ..domain.status import DocumentStatus as S
+from .knowledge_base_removal import KnowledgeBaseRemoval
 
 log = logging.getLogger(__name__)
 
 
 class DocumentDeleter:
     def __init__(self, *, queue: JobQueue, storage: ObjectStorage, vectors: VectorStore,
-                 snapshots: ChunkSnapshotStore) -> None:
+                 snapshots: ChunkSnapshotStore, knowledge_bases: KnowledgeBaseRemoval) -> None:
         self._queue = queue
+        self._knowledge_bases = knowledge_bases
         self._storage = storage
         self._vectors = vectors
         self._snapshots = snapshots
@@ -46,3 +48,5 @@ class DocumentDeleter:
 
         await self._queue.complete_delete(lease, hard=hard, remove_outside=remove_outside)
         log.info("document %s %s deleted", doc_id, "hard" if hard else "soft")
+        if hard and row["kb_deleting"]:
+            await self._knowledge_bases.finish_if_empty(kb_id)

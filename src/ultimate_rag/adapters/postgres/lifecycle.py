@@ -189,3 +189,84 @@ SELECT (SELECT max(id::text)::uuid FROM batch) AS last_id,
        (SELECT count(*) FROM docs WHERE status NOT IN ('READY', 'FAILED', 'DELETED', 'OUTDATED')) AS skipped,
        (SELECT count(*) FROM notified) AS woke
 """
+
+
+class KnowledgeBaseDeletionRepository:
+    """Deleting a knowledge base: flag it (uploads get 409 from then on), turn every one of its
+    documents into a hard-delete job in batches, and drop the knowledge base row once the workers
+    have removed the last document."""
+
+    def __init__(self, db: Database, *, max_attempts: int) -> None:
+        self._db = db
+        self._max_attempts = max_attempts
+
+    async def mark_deleting(self, knowledge_base_id: UUID) -> None:
+        row = await self._db.fetchone(
+            "UPDATE knowledge_bases SET deleting = true, updated_at = now() WHERE id = %s RETURNING id",
+            (knowledge_base_id,))
+        if row is None:
+            raise ResourceNotFoundError("knowledge base not found")
+
+    async def queue_document_deletes(self, knowledge_base_id: UUID, batch_size: int = 1000) -> int:
+        """Every document, whatever its status, goes to PENDING with a hard-delete job (each status
+        may move to PENDING, SPEC §4); a worker still on one loses its lease. Idempotent: calling it
+        again (after a crash half-way) finishes the work."""
+        total = 0
+        after = UUID(int=0)
+        while True:
+            row = await self._db.fetchone(QUEUE_KB_DELETES, {
+                "kb": knowledge_base_id, "after": after, "n": batch_size, "max_attempts": self._max_attempts})
+            if row is None or row["last_id"] is None:
+                return total
+            total += row["queued"]
+            after = row["last_id"]
+
+    async def drop_if_empty(self, knowledge_base_id: UUID, remove_leftovers: Any) -> bool:
+        """Delete the knowledge base row once it owns no document; ``remove_leftovers`` (vectors,
+        objects, snapshots of the whole knowledge base) runs first, under the row lock."""
+        async with self._db.transaction() as conn:
+            kb = await (await conn.execute(
+                "SELECT id FROM knowledge_bases WHERE id = %s AND deleting FOR UPDATE", (knowledge_base_id,)
+            )).fetchone()
+            if kb is None:
+                return False
+            left = await (await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM documents WHERE knowledge_base_id = %s) AS any", (knowledge_base_id,)
+            )).fetchone()
+            if left and left["any"]:
+                return False
+            await remove_leftovers()
+            await conn.execute("DELETE FROM knowledge_bases WHERE id = %s", (knowledge_base_id,))
+            return True
+
+
+QUEUE_KB_DELETES = """
+WITH batch AS (
+    SELECT id FROM documents
+    WHERE knowledge_base_id = %(kb)s AND id > %(after)s
+    ORDER BY id LIMIT %(n)s
+), jobs AS (
+    SELECT j.document_id FROM ingestion_jobs j JOIN batch b ON b.id = j.document_id
+    ORDER BY j.document_id FOR UPDATE OF j
+), docs AS (
+    SELECT d.id FROM documents d JOIN jobs ON jobs.document_id = d.id ORDER BY d.id FOR UPDATE OF d
+), reset AS (
+    UPDATE ingestion_jobs j
+    SET status = 'PENDING', operation = 'delete', force = true, attempts = 0, max_attempts = %(max_attempts)s,
+        available_at = now(), locked_by = NULL, locked_at = NULL, last_error = NULL, finished_at = NULL,
+        updated_at = now()
+    FROM docs WHERE j.document_id = docs.id
+    RETURNING j.document_id
+), queued AS (
+    UPDATE documents d
+    SET status = 'PENDING', progress = '{}'::jsonb, error_message = NULL, updated_at = now(),
+        stage_timings = jsonb_build_object('PENDING', now())
+    FROM reset r WHERE d.id = r.document_id
+    RETURNING d.id
+), notified AS (
+    SELECT pg_notify('ultimate_rag_jobs', '') WHERE EXISTS (SELECT 1 FROM queued)
+)
+SELECT (SELECT max(id::text)::uuid FROM batch) AS last_id,
+       (SELECT count(*) FROM queued) AS queued,
+       (SELECT count(*) FROM notified) AS woke
+"""

@@ -227,7 +227,7 @@ class JobQueue:
 
     async def load_document_row(self, document_id: UUID) -> dict[str, Any] | None:
         return await self._db.fetchone(
-            "SELECT d.*, kb.settings AS kb_settings FROM documents d"
+            "SELECT d.*, kb.settings AS kb_settings, kb.deleting AS kb_deleting FROM documents d"
             " JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id WHERE d.id = %s",
             (document_id,),
         )

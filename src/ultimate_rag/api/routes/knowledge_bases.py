@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, File, Query, Request, UploadFile
 
-from ...domain.errors import InvalidRequestError
+from ...domain.errors import ConflictError, InvalidRequestError, ResourceNotFoundError
 from ...domain.models import KnowledgeBaseSettings
 from ...domain.status import DocumentStatus
 from ...services.lifecycle import BulkReindexFilter
@@ -55,6 +56,18 @@ async def get_knowledge_base(kb: ReadableKB, container: ContainerDep) -> Knowled
     return KnowledgeBaseOut.of(kb, await container.knowledge_bases.status_counts(kb.id))
 
 
+@router.delete("/{kb_id}", status_code=202, response_model=KnowledgeBaseOut)
+async def delete_knowledge_base(kb: ReadableKB, container: ContainerDep, _: AdminDep) -> KnowledgeBaseOut:
+    """Everything the knowledge base owns is removed through the queue; it stops being searchable at
+    once, refuses uploads (409), and disappears when its last document is gone."""
+    await container.knowledge_base_removal.request(kb.id)
+    try:
+        kb = await container.knowledge_bases.get(kb.id)
+    except ResourceNotFoundError:  # it owned nothing: already gone
+        return KnowledgeBaseOut.of(replace(kb, deleting=True), {})
+    return KnowledgeBaseOut.of(kb, await container.knowledge_bases.status_counts(kb.id))
+
+
 @router.post("/{kb_id}/documents", status_code=202, response_model=DocumentOut)
 async def upload_document(kb: EditableKB, container: ContainerDep, request: Request,
                           file: Annotated[UploadFile, File(description="the document")]) -> DocumentOut:
@@ -81,11 +94,15 @@ async def reindex_knowledge_base(kb: EditableKB, container: ContainerDep,
                                  body: ReindexIn | None = None) -> ReindexOut:
     """Queue every matching stable document again; active documents are skipped and counted."""
     which = body.filter if body else BulkReindexFilter.ALL
+    if kb.deleting:
+        raise ConflictError("knowledge base is being deleted")
     queued, skipped = await container.lifecycle.bulk_reindex(kb.id, which)
     return ReindexOut(queued=queued, skipped_active=skipped)
 
 
 @router.post("/{kb_id}/search", response_model=SearchOut)
 async def search(kb: ReadableKB, body: SearchIn, container: ContainerDep) -> SearchOut:
+    if kb.deleting:  # its documents stop being searchable the moment the delete is accepted
+        return SearchOut(results=[])
     results = await container.search.search(kb.id, body.query, body.top_k)
     return SearchOut(results=[SearchHit.of(r) for r in results])
