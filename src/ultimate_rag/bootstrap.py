@@ -95,6 +95,7 @@ class Container:
         await self.vectors.ensure_ready()
 
     async def close(self) -> None:
+        await self.queue.close()
         await self.queue.db.close()
         await self.db.close()
 

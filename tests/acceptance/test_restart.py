@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -81,6 +80,9 @@ def test_everything_killed_mid_batch_recovers_by_itself(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=60)
+            assert proc.wait(timeout=60) == 0
         except subprocess.TimeoutExpired:
             kill_group(proc)
+            raise
+    # the restarted `up` was the only live holder of the embedded database: it stopped it
+    wait_until(lambda: not (data_dir / "pg" / "postmaster.pid").exists(), timeout=30)

@@ -17,7 +17,7 @@ from ultimate_rag.adapters.chunking import StructuredChunker
 from ultimate_rag.adapters.chunking.text_split import hard_split, split_sentences
 from ultimate_rag.adapters.parsers import MarkdownParser, PlainTextParser
 from ultimate_rag.domain.ids import chunk_id
-from ultimate_rag.domain.models import Block, Chunk, DocumentSource, ParsedDocument
+from ultimate_rag.domain.models import Block, Chunk, DocumentSource, ParsedDocument, SourceLocator
 
 DOC = uuid.UUID("00000000-0000-0000-0000-00000000d0c1")
 KB = uuid.UUID("00000000-0000-0000-0000-0000000000cb")
@@ -210,9 +210,7 @@ def test_locators_match_the_source(count: Count) -> None:
             assert lines[loc.line_start - 1].endswith(c.content.split("\n")[0])
 
 
-def test_locator_union_keeps_shared_page(count: Count) -> None:
-    from ultimate_rag.domain.models import SourceLocator
-
+def test_locator_union_keeps_shared_page() -> None:
     blocks = (
         Block("paragraph", "alpha", SourceLocator(page=3, line_start=1, line_end=1)),
         Block("paragraph", "beta", SourceLocator(page=3, line_start=4, line_end=6)),
@@ -302,7 +300,7 @@ def test_every_chunk_fits_the_budget(count: Count, blocks: list[Block], size: in
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=_TEXT, size=st.integers(8, 120))
+@given(text=_TEXT, size=st.integers(12, 120))
 def test_plain_text_loses_nothing_without_overlap(count: Count, text: str, size: int) -> None:
     chunks = split(count, plain(text), size=size, overlap=0)
     assert_budget(chunks, count, size)

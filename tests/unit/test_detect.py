@@ -102,6 +102,7 @@ def test_utf8_with_bom() -> None:
 def test_utf8_fast_path_and_newlines() -> None:
     assert decode_text(b"a\r\nb\rc\n") == ("a\nb\nc\n", "utf-8")
     assert decode_text(b"") == ("", "utf-8")
+    assert decode_text(b"a\x00b") == ("a\ufffdb", "utf-8")
 
 
 @pytest.mark.parametrize(("sample", "encoding"), [

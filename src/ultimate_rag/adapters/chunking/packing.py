@@ -17,6 +17,7 @@ from ultimate_rag.domain.models import Block
 from .text_split import code_wrapper, hard_split, split_sentences, table_header
 
 _CHARS_PER_TOKEN_GUESS = 4
+_MIN_ROOM = 8  # tokens beside the fixed overhead; any single character must fit
 _STRUCTURED = ("code", "table")
 
 Packed = tuple[list["Unit"], str, int]
@@ -64,9 +65,9 @@ class Packer:
     def __init__(self, count: Callable[[str], int], chunk_size: int, overlap: int) -> None:
         self.count = count
         self.overhead = fixed_overhead(count)
-        if chunk_size <= self.overhead:
-            raise ValueError(f"chunk_size {chunk_size} leaves no room beside the tokenizer's "
-                             f"{self.overhead} fixed tokens")
+        if chunk_size < self.overhead + _MIN_ROOM:
+            raise ValueError(f"chunk_size {chunk_size} is too small: the tokenizer itself takes "
+                             f"{self.overhead} tokens and at least {_MIN_ROOM} more are needed")
         self.limit = chunk_size
         self.budget = chunk_size - self.overhead
         self.overlap = max(0, overlap)

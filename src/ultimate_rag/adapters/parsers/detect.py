@@ -68,7 +68,7 @@ def mime_for_kind(kind: str) -> str:
 
 
 def decode_text(content: bytes) -> tuple[str, str]:
-    """Decode text bytes to (text with "\\n" newlines, encoding name).
+    """Decode text bytes to (text with "\\n" newlines and no NUL characters, encoding name).
 
     Order: byte-order mark, strict UTF-8 (the common case, no guessing), then charset-normalizer.
     """
@@ -86,7 +86,8 @@ def decode_text(content: bytes) -> tuple[str, str]:
             name = _guess_encoding(content)
             text = _strict_decode(content, name)
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    return text, name
+    # PostgreSQL text cannot hold NUL; a stray one past the sampled head becomes U+FFFD.
+    return text.replace("\x00", "\ufffd"), name
 
 
 def _strict_decode(content: bytes, encoding: str) -> str:

@@ -16,7 +16,7 @@ Connection = psycopg.AsyncConnection[dict[str, Any]]
 
 class Database:
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True,
-                 generic_plans: bool = False) -> None:
+                 generic_plans: bool = False, acquire_timeout: float = 10.0) -> None:
         """``generic_plans``: plan each prepared statement once for all parameters. The queue's
         statements are the same on every call, and their planning costs more than running them."""
         self.url = url
@@ -29,6 +29,9 @@ class Database:
                     **({"options": "-c plan_cache_mode=force_generic_plan"} if generic_plans else {})},
             configure=self._configure,
             open=False,
+            # waiting longer for a connection only delays the caller's own error handling (a worker
+            # told to stop while the database is down must not hang for the default 30 s)
+            timeout=acquire_timeout,
             check=AsyncConnectionPool.check_connection,
         )
 
@@ -44,7 +47,7 @@ class Database:
         await self._pool.open(wait=True, timeout=30)
 
     async def close(self) -> None:
-        await self._pool.close()
+        await self._pool.close(timeout=2.0)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:

@@ -8,6 +8,7 @@ before anything is written: a worker that lost its job commits nothing more.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -33,6 +34,7 @@ class JobQueue:
     def __init__(self, db: Database, *, lease_seconds: float) -> None:
         self._db = db
         self.lease_seconds = lease_seconds
+        self._listener: psycopg.AsyncConnection[Any] | None = None
 
     @property
     def db(self) -> Database:
@@ -59,22 +61,36 @@ class JobQueue:
         return row is not None
 
     async def wait_for_work(self, timeout: float, stop: asyncio.Event) -> None:
-        """Block until a job is announced (LISTEN/NOTIFY), ``timeout`` passes, or ``stop`` is set."""
+        """Block until a job is announced (LISTEN/NOTIFY), ``timeout`` passes, or ``stop`` is set.
+        One listening connection is kept open across waits; when it breaks, the poll interval is
+        the fallback and the next wait reconnects."""
         try:
-            async with await psycopg.AsyncConnection.connect(self._db.url, autocommit=True) as conn:
-                await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                gen = conn.notifies(timeout=timeout, stop_after=1)
-                waiter = asyncio.ensure_future(_drain(gen))
-                stopper = asyncio.ensure_future(stop.wait())
-                _done, pending = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                for task in pending:
-                    task.cancel()
-        except psycopg.Error as exc:  # the poll interval is the fallback
-            log.warning("LISTEN failed, polling instead: %s", exc)
-            try:
+            conn = await self._listening_connection()
+            waiter = asyncio.ensure_future(_drain(conn.notifies(timeout=timeout, stop_after=1)))
+            stopper = asyncio.ensure_future(stop.wait())
+            done, pending = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            if waiter in done:
+                waiter.result()
+        except (psycopg.Error, OSError) as exc:
+            log.warning("waiting for jobs through LISTEN failed, polling instead: %s", exc)
+            await self.close()
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout)
-            except TimeoutError:
-                pass
+
+    async def _listening_connection(self) -> psycopg.AsyncConnection[Any]:
+        if self._listener is None or self._listener.closed:
+            self._listener = await psycopg.AsyncConnection.connect(self._db.url, autocommit=True, connect_timeout=10)
+            await self._listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        return self._listener
+
+    async def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(Exception):
+                await listener.close()
 
     # -- fenced writes --------------------------------------------------------------------------
     @asynccontextmanager
