@@ -2,7 +2,11 @@
 (claim with lease and attempts, exhausted-lease convergence, fenced completion) on the embedded
 PostgreSQL, with 1, 4 and 16 concurrent claimers.
 
-    .venv/bin/python -m bench.queue [--jobs 20000] [--claimers 1,4,16] [--processes 1]
+    .venv/bin/python -m bench.queue [--jobs 20000] [--claimers 1,4,16] [--processes 1] [--batch 1]
+                                    [--finished 1000000]
+
+``--finished N`` first fills the jobs table with N finished jobs (SUCCEEDED, their documents
+READY), to show the claim does not slow down as history accumulates.
 """
 
 from __future__ import annotations
@@ -19,9 +23,24 @@ from ultimate_rag.adapters.postgres.queue import JobQueue
 from .common import fresh_database, machine
 
 
+async def seed_history(db: Database, finished: int) -> None:
+    kb = uuid4()
+    await db.execute("INSERT INTO knowledge_bases (id, name) VALUES (%s, 'history')", (kb,))
+    for start in range(0, finished, 100_000):
+        n = min(100_000, finished - start)
+        await db.execute(
+            "WITH d AS (INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256,"
+            " object_key, status, created_at) SELECT gen_random_uuid(), %s, 'old', 'text/plain', 1, 'x', 'k',"
+            " 'READY', now() - interval '30 days' FROM generate_series(1, %s) RETURNING id)"
+            " INSERT INTO ingestion_jobs (id, document_id, status, attempts, max_attempts, available_at, created_at,"
+            " finished_at) SELECT gen_random_uuid(), id, 'SUCCEEDED', 1, 3, now() - interval '30 days',"
+            " now() - interval '30 days', now() - interval '30 days' FROM d", (kb, n))
+    await db.execute("VACUUM ANALYZE ingestion_jobs")
+
+
 async def seed(db: Database, jobs: int) -> None:
     kb = uuid4()
-    await db.execute("TRUNCATE knowledge_bases CASCADE")
+    await db.execute("DELETE FROM knowledge_bases WHERE name = 'bench'")
     await db.execute("INSERT INTO knowledge_bases (id, name) VALUES (%s, 'bench')", (kb,))
     # documents already READY: the no-op job only has to be claimed and completed
     await db.execute(
@@ -30,7 +49,8 @@ async def seed(db: Database, jobs: int) -> None:
         (kb, jobs))
     await db.execute(
         "INSERT INTO ingestion_jobs (id, document_id, status, max_attempts, available_at)"
-        " SELECT gen_random_uuid(), id, 'PENDING', 3, now() - interval '1 minute' FROM documents")
+        " SELECT gen_random_uuid(), id, 'PENDING', 3, now() - interval '1 minute' FROM documents"
+        " WHERE knowledge_base_id = %s", (kb,))
     await db.execute("VACUUM ANALYZE ingestion_jobs")
     await db.execute("VACUUM ANALYZE documents")
 
@@ -80,10 +100,14 @@ def measure(url: str, jobs: int, claimers: int, processes: int, batch: int) -> f
 
 
 async def _seed(url: str, jobs: int) -> None:
+    await _with_db(url, lambda db: seed(db, jobs))
+
+
+async def _with_db(url: str, action) -> None:  # type: ignore[no-untyped-def]
     db = Database(url, max_size=2)
     await db.open()
     try:
-        await seed(db, jobs)
+        await action(db)
     finally:
         await db.close()
 
@@ -94,13 +118,19 @@ def main() -> None:
     parser.add_argument("--claimers", default="1,4,16")
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--batch", type=int, default=1, help="jobs fetched per claim")
+    parser.add_argument("--finished", type=int, default=0, help="finished jobs already in the table")
     args = parser.parse_args()
     url, server, _ = fresh_database()
     print(f"machine: {machine()}")
+    if args.finished:
+        started = time.perf_counter()
+        asyncio.run(_with_db(url, lambda db: seed_history(db, args.finished)))
+        print(f"seeded {args.finished:,} finished jobs in {time.perf_counter() - started:.0f} s", flush=True)
     for n in (int(x) for x in args.claimers.split(",")):
         rate = measure(url, args.jobs, n, args.processes, args.batch)
         print(f"RESULT queue: {args.processes} process(es) x {n} claimers, batch {args.batch}: "
-              f"{rate:,.0f} jobs/s ({args.jobs} no-op jobs)", flush=True)
+              f"{rate:,.0f} jobs/s ({args.jobs} no-op jobs, {args.finished:,} finished jobs in the table)",
+              flush=True)
     server.cleanup()  # type: ignore[attr-defined]
 
 
