@@ -176,3 +176,22 @@ async def test_a_worker_with_another_embedding_model_refuses_instead_of_mixing_v
     await worker_for(container).run_until_idle()
     final = await container.documents.get(doc)
     assert final.status == D.FAILED and "text-embedding-v3" in (final.error_message or "")
+
+
+async def test_a_parser_crash_fails_the_document_at_once(container) -> None:  # type: ignore[no-untyped-def]
+    class Exploding:
+        name, version = "text", "9.9"
+
+        def accepts(self, source, kind) -> bool:  # type: ignore[no-untyped-def]
+            return True
+
+        def parse(self, source):  # type: ignore[no-untyped-def]
+            raise KeyError("table 7")
+
+    container.processor._parsers = type("R", (), {"resolve": lambda self, s: Exploding()})()
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "whatever")
+    await worker_for(container).run_until_idle()
+    final = await container.documents.get(doc)
+    assert final.status == D.FAILED and final.attempts == 1
+    assert final.error_message == "could not parse the file: KeyError: 'table 7'"

@@ -7,13 +7,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import mimetypes
+from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..adapters.postgres.queue import JobQueue
 from ..adapters.snapshots.filesystem import SNAPSHOT_FORMAT_VERSION
-from ..domain.errors import InvalidDocumentError, PermanentError, ResourceNotFoundError, TransientError
+from ..domain.errors import (
+    InvalidDocumentError,
+    PermanentError,
+    ResourceNotFoundError,
+    TransientError,
+    UltimateRagError,
+)
 from ..domain.ids import asset_id, asset_object_key
 from ..domain.models import (
     Chunk,
@@ -29,6 +36,20 @@ from ..domain.status import DocumentStatus as S
 from .embedding import EmbeddingService
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+async def _deterministic(work: Awaitable[T], what: str) -> T:
+    """Parsing and chunking depend only on the bytes: an unexpected error there will happen again
+    on every retry, so it fails the document at once with a readable reason."""
+    try:
+        return await work
+    except UltimateRagError:
+        raise
+    except MemoryError as exc:
+        raise InvalidDocumentError(f"could not {what}: it needs too much memory") from exc
+    except Exception as exc:
+        raise InvalidDocumentError(f"could not {what}: {exc.__class__.__name__}: {exc}"[:500]) from exc
 
 
 class ParserResolver:  # the registry's shape, as the pipeline needs it
@@ -70,14 +91,14 @@ class DocumentProcessor:
         source = DocumentSource(row["id"], row["filename"], row["mime_type"], content)
         parser = self._parsers.resolve(source)
         await self._queue.record_parser(lease, parser.name, parser.version)
-        parsed: ParsedDocument = await asyncio.to_thread(parser.parse, source)
+        parsed: ParsedDocument = await _deterministic(asyncio.to_thread(parser.parse, source), "parse the file")
 
         await self._queue.enter_stage(lease, S.CHUNKING)
-        chunks = await asyncio.to_thread(
+        chunks = await _deterministic(asyncio.to_thread(
             self._chunker.split, parsed, document_id=row["id"], knowledge_base_id=row["knowledge_base_id"],
             revision=row["content_revision"], chunk_size=kb_settings.chunk_size_tokens or self._chunk_size,
             overlap=kb_settings.chunk_overlap_tokens if kb_settings.chunk_size_tokens else self._overlap,
-        )
+        ), "split the file into chunks")
         if not chunks:
             raise InvalidDocumentError("the document contains no text to index")
         await self._persist_assets(lease, row, parsed)
