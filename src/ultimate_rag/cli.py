@@ -1,4 +1,4 @@
-"""The ``ultimate-rag`` command (SPEC §11): up, serve, worker, migrate, keys create."""
+"""The ``ultimate-rag`` command (SPEC §11): up, serve, worker, migrate, keys create, janitor."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from uuid import UUID
 
-from .logs import setup_logging
+from .logs import setup_logging_from
 from .settings import Settings
 
 
@@ -20,7 +20,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     if getattr(args, "data_dir", None):
         os.environ["ULTIMATE_RAG_DATA_DIR"] = str(Path(args.data_dir).resolve())
     settings = Settings()
-    setup_logging(settings.log_level)
+    setup_logging_from(settings)
     return settings
 
 
@@ -85,7 +85,11 @@ def _run_api(host: str, port: int) -> None:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
-    config = uvicorn.Config(create_app(Settings()), host=host, port=port, log_level="info", proxy_headers=False)
+    settings = Settings()
+    # JSON logs: uvicorn's records go through the root handler instead of its own text handlers
+    logging_config = {} if settings.log_format == "text" else {"log_config": None}
+    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="info", proxy_headers=False,
+                            **logging_config)
     Server(config).run()
 
 
@@ -98,8 +102,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     run_migrations(settings, url)
     key, created = ensure_admin_key(settings)
     os.environ["ULTIMATE_RAG_ADMIN_KEY"] = key
-    workers = [subprocess.Popen([sys.executable, "-m", "ultimate_rag.worker"], env=os.environ.copy())
-               for _ in range(args.workers)]
+    workers = [subprocess.Popen([sys.executable, "-m", "ultimate_rag.worker"], env=_worker_env(settings, i))
+               for i in range(args.workers)]
     base = f"http://{args.host}:{args.port}"
     print(f"\nultimate-rag is up: {base}  (API docs: {base}/docs)", flush=True)
     print(f"admin key{' (new, saved to ' + str(settings.data_dir / 'admin.key') + ')' if created else ''}: {key}",
@@ -116,6 +120,44 @@ def cmd_up(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
     return 0
+
+
+def _worker_env(settings: Settings, index: int) -> dict[str, str]:
+    """Workers on one machine cannot share a metrics port: worker ``index`` gets the base port + index."""
+    env = os.environ.copy()
+    if settings.worker_metrics_port:
+        env["ULTIMATE_RAG_WORKER_METRICS_PORT"] = str(settings.worker_metrics_port + index)
+    return env
+
+
+def cmd_janitor(args: argparse.Namespace) -> int:
+    """One sweep of orphaned objects, snapshots and vectors; prints what it removed."""
+    settings = _settings(args)
+    if args.grace_seconds is not None and args.grace_seconds < 0:
+        print("--grace-seconds must be 0 or more", file=sys.stderr)
+        return 2
+    from .bootstrap import build, database_url, run_migrations
+    from .services.janitor import Janitor
+
+    async def sweep() -> int:
+        url = database_url(settings)
+        run_migrations(settings, url)
+        container = build(settings, url=url, pool_size=3)
+        await container.open()
+        try:
+            report = await Janitor.from_container(container, grace_seconds=args.grace_seconds).sweep()
+        finally:
+            await container.close()
+        for key in report.objects:
+            print(f"removed object {key}")
+        for path in report.snapshots:
+            print(f"removed chunk snapshots {path}")
+        for document_id, count in report.vectors.items():
+            print(f"removed {count} vector(s) of document {document_id}")
+        print(report.summary())
+        return 1 if report.errors else 0
+
+    return asyncio.run(sweep())
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
@@ -173,6 +215,12 @@ def parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="apply database migrations")
     mig.add_argument("--data-dir")
     mig.set_defaults(func=cmd_migrate)
+
+    janitor = sub.add_parser("janitor", help="remove orphaned objects, snapshots and vectors (one pass)")
+    janitor.add_argument("--grace-seconds", type=float,
+                         help="leave files younger than this (default: ULTIMATE_RAG_ORPHAN_GRACE_SECONDS)")
+    janitor.add_argument("--data-dir")
+    janitor.set_defaults(func=cmd_janitor)
 
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,13 +16,19 @@ class Settings(BaseSettings):
     database_url: str | None = None
     data_dir: Path = Path("./data")
     storage_url: str | None = None
-    admin_key: str | None = None
+    admin_key: str | None = Field(default=None, repr=False)  # secrets stay out of reprs and logs
 
     # limits
     max_upload_bytes: int = Field(default=100 * 1024 * 1024, gt=0)
     max_filename_length: int = Field(default=255, gt=0)
     max_search_top_k: int = Field(default=100, gt=0)
     max_query_chars: int = Field(default=4000, gt=0)
+    max_json_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    max_multipart_fields: int = Field(default=4, ge=1)
+
+    # HTTP surface
+    cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser; empty: CORS off
+    metrics_token: str | None = Field(default=None, repr=False)  # when set, /metrics wants this bearer token
 
     # the queue
     lease_seconds: float = Field(default=60.0, gt=0)
@@ -41,7 +48,7 @@ class Settings(BaseSettings):
     embedder: str = "local"
     embedding_base_url: str | None = None
     embedding_model: str | None = None
-    embedding_api_key: str | None = None
+    embedding_api_key: str | None = Field(default=None, repr=False)
     embedding_dimensions: int | None = None
 
     # production backends (later issues use these; named here so the surface is fixed)
@@ -49,16 +56,39 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = None
     s3_region: str | None = None
     s3_access_key_id: str | None = None
-    s3_secret_access_key: str | None = None
+    s3_secret_access_key: str | None = Field(default=None, repr=False)
     milvus_uri: str | None = None
-    milvus_token: str | None = None
+    milvus_token: str | None = Field(default=None, repr=False)
     qdrant_url: str | None = None
-    qdrant_api_key: str | None = None
+    qdrant_api_key: str | None = Field(default=None, repr=False)
     qdrant_path: str | None = None
     outbound_allow_networks: str = ""
 
+    # parsing (PDF, DOCX, HTML, CSV) and image descriptions
+    parse_isolation: bool = True  # parse in a child process with the time and memory limits below
+    parse_timeout_seconds: float = Field(default=300.0, gt=0)
+    parse_memory_limit_mb: int = Field(default=2048, ge=0)  # address-space cap of a parse process; 0: none
+    parse_max_pages: int = Field(default=5000, ge=1)
+    parse_max_image_pixels: int = Field(default=100_000_000, ge=1)
+    parse_max_archive_bytes: int = Field(default=512 * 1024 * 1024, ge=1)  # DOCX uncompressed total
+    parse_max_archive_entries: int = Field(default=10_000, ge=1)
+    parse_max_html_depth: int = Field(default=200, ge=1)
+    parse_max_text_chars: int = Field(default=20_000_000, ge=1)
+    vision_base_url: str | None = None  # OpenAI-compatible endpoint; unset: alt text / captions are used
+    vision_model: str | None = None
+    vision_api_key: str | None = Field(default=None, repr=False)
+    vision_timeout_seconds: float = Field(default=60.0, gt=0)
+
+    # maintenance and observability
+    janitor_interval_seconds: float = Field(default=300.0, ge=0)  # 0: workers never sweep
+    orphan_grace_seconds: float = Field(default=3600.0, ge=0)
+    stuck_after_seconds: float = Field(default=1800.0, gt=0)
+    worker_metrics_port: int | None = Field(default=None, ge=0, le=65535)  # unset: workers serve no metrics
+    worker_metrics_host: str = "127.0.0.1"
+
     # logging
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
 
     @property
     def objects_dir(self) -> Path:

@@ -3,6 +3,9 @@
 SIGTERM/SIGINT stop claiming; in-flight jobs get ``ULTIMATE_RAG_SHUTDOWN_GRACE_SECONDS`` to finish
 and are then handed back without burning an attempt. A second signal stops at once (the leases
 then expire and other workers take the jobs over).
+
+Every ``ULTIMATE_RAG_JANITOR_INTERVAL_SECONDS`` the process offers to sweep orphans (one process
+at a time wins the lock). With ``ULTIMATE_RAG_WORKER_METRICS_PORT`` set it serves its own /metrics.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ import asyncio
 import logging
 import signal
 
-from .bootstrap import build, database_url, run_migrations
-from .logs import setup_logging
-from .services.worker import WorkerConfig
+from .bootstrap import Container, build, database_url, run_migrations
+from .logs import setup_logging_from
+from .observability import WorkerMetrics
+from .services.janitor import Janitor
+from .services.worker import IngestionWorker, WorkerConfig
 from .settings import Settings
 
 log = logging.getLogger("ultimate_rag.worker")
@@ -29,7 +34,10 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
         concurrency=concurrency, heartbeat_seconds=settings.effective_heartbeat_seconds,
         poll_interval_seconds=settings.poll_interval_seconds, retry_delay_seconds=settings.retry_delay_seconds,
         shutdown_grace_seconds=settings.shutdown_grace_seconds,
+        janitor_interval_seconds=settings.janitor_interval_seconds,
     ))
+    worker.janitor = Janitor.from_container(container)
+    metrics = _serve_metrics(settings, container, worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
@@ -48,12 +56,30 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
     try:
         await worker.run(stop)
     finally:
+        if metrics is not None:
+            metrics.stop()
         await container.close()
+
+
+def _serve_metrics(settings: Settings, container: Container, worker: IngestionWorker) -> WorkerMetrics | None:
+    """The worker's own /metrics, when a port is configured. A port that cannot be bound is
+    reported and the worker runs on: metrics never stop ingestion."""
+    worker.metrics.watch_embedding(container.embedding)
+    if settings.worker_metrics_port is None:
+        return None
+    try:
+        port = worker.metrics.serve(settings.worker_metrics_port, settings.worker_metrics_host)
+    except OSError as exc:
+        log.error("cannot serve worker metrics on %s:%s: %s", settings.worker_metrics_host,
+                  settings.worker_metrics_port, exc)
+        return None
+    log.info("worker metrics on http://%s:%d/metrics", settings.worker_metrics_host, port)
+    return worker.metrics
 
 
 def main(concurrency: int | None = None) -> None:
     settings = Settings()
-    setup_logging(settings.log_level)
+    setup_logging_from(settings)
     try:
         asyncio.run(run_worker(settings, concurrency))
     except asyncio.CancelledError:

@@ -69,7 +69,7 @@ async def test_upload_to_ready_then_search_cites_the_source(client: httpx.AsyncC
     md = ("# 여행 안내\n\n섬 축제는 매년 여름에 열리며 많은 관광객이 찾아온다.\n\n"
           "## Ferry\n\nThe ferry timetable changes in winter; the last boat leaves at six.\n").encode()
     r = await upload(client, kb, "guide.md", md, "application/octet-stream")
-    assert r.status_code == 202
+    assert r.status_code == 202, r.text
     doc = r.json()
     assert doc["status"] == "PENDING" and doc["filename"] == "guide.md" and doc["mime_type"] == "text/markdown"
     assert doc["sha256"] == hashlib.sha256(md).hexdigest() and doc["size_bytes"] == len(md)
@@ -113,7 +113,14 @@ async def test_upload_limits_and_bad_input(client: httpx.AsyncClient, container)
     r = await upload(client, kb, "", b"hello")
     assert r.status_code in (400, 422)
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", data={"nofile": "x"})
-    assert r.status_code == 422
+    assert r.status_code == 400 and "field named 'file'" in r.json()["detail"]
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents", files=[("file", ("a.txt", b"a")), ("file", ("b.txt", b"b"))])
+    assert r.status_code == 400 and "Too many files" in r.json()["detail"]
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("a.txt", b"a")},
+                          data={f"f{i}": "x" for i in range(50)})
+    assert r.status_code == 400 and "Too many fields" in r.json()["detail"]
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents", json={"file": "x"})
+    assert r.status_code == 400
     # nothing at all was stored for the refused uploads
     objects = list((container.settings.objects_dir).rglob("*"))
     assert [p for p in objects if p.is_file()] == []

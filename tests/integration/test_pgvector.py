@@ -45,7 +45,7 @@ async def test_small_knowledge_base_inside_a_big_index_still_finds_its_vectors(c
     only, which may all belong to other knowledge bases: the small one would get nothing back."""
     store, rng = container.vectors, random.Random(11)
     big, small = uuid4(), uuid4()
-    for batch in range(4):
+    for _ in range(4):
         await store.upsert(big, [item(big, uuid4(), unit(rng)) for _ in range(500)])
     mine = [item(small, uuid4(), unit(rng)) for _ in range(5)]
     await store.upsert(small, mine)

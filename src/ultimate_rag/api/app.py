@@ -6,13 +6,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from ..bootstrap import Container, build
 from ..settings import Settings
 from .errors import install_error_handlers
-from .limits import BodySizeLimit
-from .routes import documents, health, knowledge_bases
+from .limits import BodySizeLimit, SecurityHeaders
+from .routes import admin, documents, health, knowledge_bases, operations
 
 
 def create_app(settings: Settings | None = None, container: Container | None = None) -> FastAPI:
@@ -39,9 +40,16 @@ def create_app(settings: Settings | None = None, container: Container | None = N
 
     # the multipart envelope around the file gets a fixed allowance on top of the upload limit
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_upload_bytes + 64 * 1024,
-                       upload_limit_bytes=settings.max_upload_bytes)
+                       upload_limit_bytes=settings.max_upload_bytes, max_json_bytes=settings.max_json_body_bytes)
+    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+    if origins:  # off unless configured
+        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"],
+                           allow_headers=["Authorization", "Content-Type"], allow_credentials=False)
+    app.add_middleware(SecurityHeaders)
 
     app.include_router(health.router)
     app.include_router(knowledge_bases.router)
+    app.include_router(operations.router)  # before documents: /api/documents/{document_id} would take /stuck
     app.include_router(documents.router)
+    app.include_router(admin.router)
     return app

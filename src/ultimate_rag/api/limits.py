@@ -1,5 +1,6 @@
-"""Request body limit enforced while the body streams in, so an upload over the limit is refused
-before it is spooled anywhere — with or without a Content-Length header."""
+"""Request body limits enforced while the body streams in, so an upload over the limit is refused
+before it is spooled anywhere — with or without a Content-Length header. Multipart bodies (uploads)
+get the upload limit; every other body (JSON) a much smaller one."""
 
 from __future__ import annotations
 
@@ -14,18 +15,24 @@ class BodyTooLarge(Exception):
 
 
 class BodySizeLimit:
-    def __init__(self, app: Any, max_body_bytes: int, upload_limit_bytes: int) -> None:
+    def __init__(self, app: Any, max_body_bytes: int, upload_limit_bytes: int, max_json_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.upload_limit_bytes = upload_limit_bytes
+        self.max_json_bytes = max_json_bytes
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            await self._refuse(send)
+        headers = dict(scope.get("headers") or [])
+        multipart = headers.get(b"content-type", b"").lower().startswith(b"multipart/")
+        limit = self.max_body_bytes if multipart else self.max_json_bytes
+        refusal = (f"the file is larger than the limit of {self.upload_limit_bytes} bytes" if multipart
+                   else f"the request body is larger than the limit of {self.max_json_bytes} bytes")
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(send, refusal)
             return
         seen = 0
         started = False
@@ -36,7 +43,7 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
+                if seen > limit:
                     exceeded = True
                     raise BodyTooLarge()
             return message  # type: ignore[no-any-return]
@@ -47,7 +54,7 @@ class BodySizeLimit:
             if exceeded:
                 if not started:
                     started = True
-                    await self._refuse(send)
+                    await self._refuse(send, refusal)
                 return
             if message["type"] == "http.response.start":
                 started = True
@@ -57,10 +64,45 @@ class BodySizeLimit:
             await self.app(scope, counting_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(send, refusal)
 
-    async def _refuse(self, send: Any) -> None:
-        body = json.dumps({"detail": f"the file is larger than the limit of {self.upload_limit_bytes} bytes"})
+    @staticmethod
+    async def _refuse(send: Any, message: str) -> None:
+        body = json.dumps({"detail": message})
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body.encode()})
+
+
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"content-security-policy",
+     b"default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
+     b"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
+]
+
+
+class SecurityHeaders:
+    """Headers that make the browser refuse to sniff, frame or leak: on every response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        docs = scope.get("path", "") in ("/docs", "/redoc")  # the API docs page loads its own assets
+
+        async def with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in SECURITY_HEADERS
+                         if k not in present and not (docs and k == b"content-security-policy")]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
@@ -17,6 +18,8 @@ class ObjectStorage(Protocol):
     async def delete(self, key: str) -> None: ...
     async def delete_prefix(self, prefix: str) -> int: ...
     def stream(self, key: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]: ...
+    # every key under the prefix with its last modification time: what the orphan sweeper sees
+    def list_keys(self, prefix: str = "") -> AsyncIterator[tuple[str, datetime]]: ...
 
 
 @runtime_checkable

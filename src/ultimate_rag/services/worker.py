@@ -1,6 +1,8 @@
 """The worker loop: claim jobs as slots free up, heartbeat each one, cancel it the moment its lease
 is lost, classify failures (permanent -> FAILED, transient -> retry with backoff), and on shutdown
-finish or hand back in-flight jobs without burning an attempt."""
+finish or hand back in-flight jobs without burning an attempt. Every log line of a job carries its
+document, job and worker ids; claims, outcomes and stage durations go to the worker's metrics; and,
+when configured, the orphan sweeper runs here between jobs (one process at a time)."""
 
 from __future__ import annotations
 
@@ -9,17 +11,22 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass
 
 import psycopg
 
+from ..adapters.postgres.maintenance import OperationsQueries
 from ..adapters.postgres.queue import JobQueue
 from ..domain.errors import LeaseLostError, PermanentError, UltimateRagError
 from ..domain.models import Lease
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
+from ..logs import log_context
+from ..observability import WorkerMetrics
 from .deletion import DocumentDeleter
+from .janitor import Janitor, SweepReport
 from .processing import DocumentProcessor
 
 log = logging.getLogger(__name__)
@@ -36,21 +43,45 @@ class WorkerConfig:
     poll_interval_seconds: float = 2.0
     retry_delay_seconds: float = 5.0
     shutdown_grace_seconds: float = 10.0
+    janitor_interval_seconds: float = 0.0  # 0: this worker never sweeps orphans
 
 
 class IngestionWorker:
     def __init__(self, queue: JobQueue, processor: DocumentProcessor, config: WorkerConfig,
-                 worker_id: str | None = None, deleter: DocumentDeleter | None = None) -> None:
+                 worker_id: str | None = None, deleter: DocumentDeleter | None = None,
+                 metrics: WorkerMetrics | None = None, janitor: Janitor | None = None) -> None:
         self.queue = queue
         self.processor = processor
         self.deleter = deleter
         self.config = config
         self.worker_id = worker_id or new_worker_id()
+        self.metrics = metrics or WorkerMetrics()
+        self.janitor = janitor
+        self._operations = OperationsQueries(queue.db)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
         self._shutting_down = False
         self.processed = 0
 
     async def run(self, stop: asyncio.Event) -> None:
+        with log_context(worker_id=self.worker_id):
+            sweeper = self._start_janitor(stop)
+            try:
+                await self._loop(stop)
+            finally:
+                if sweeper is not None:
+                    sweeper.cancel()
+                    await asyncio.gather(sweeper, return_exceptions=True)
+
+    def _start_janitor(self, stop: asyncio.Event) -> asyncio.Task[None] | None:
+        interval = self.config.janitor_interval_seconds
+        if self.janitor is None or interval <= 0:
+            return None
+        return asyncio.create_task(self.janitor.run_periodically(interval, stop, self._observe_sweep), name="janitor")
+
+    def _observe_sweep(self, report: SweepReport) -> None:
+        self.metrics.record_sweep(len(report.objects), len(report.snapshots), sum(report.vectors.values()))
+
+    async def _loop(self, stop: asyncio.Event) -> None:
         log.info("worker %s started (concurrency %d)", self.worker_id, self.config.concurrency)
         slot_freed = asyncio.Event()
         while not stop.is_set():
@@ -63,6 +94,7 @@ class IngestionWorker:
                     log.warning("claim failed (database unavailable?): %s", exc)
                     await _sleep_or_stop(stop, self.config.poll_interval_seconds)
                     continue
+            self.metrics.claimed.inc(len(claimed))
             for lease in claimed:
                 task = asyncio.create_task(self._run_job(lease), name=f"job-{lease.job_id}")
                 self._tasks[task] = lease
@@ -83,6 +115,7 @@ class IngestionWorker:
             leases = await self.queue.claim(self.worker_id, 1)
             if not leases:
                 return done
+            self.metrics.claimed.inc()
             await self._run_job(leases[0])
             done += 1
         return done
@@ -101,6 +134,11 @@ class IngestionWorker:
         log.info("worker %s stopped", self.worker_id)
 
     async def _run_job(self, lease: Lease) -> None:
+        with log_context(document_id=lease.document_id, job_id=lease.job_id, worker_id=self.worker_id):
+            await self._run_job_in_context(lease)
+
+    async def _run_job_in_context(self, lease: Lease) -> None:
+        started = time.monotonic()
         work = asyncio.create_task(self._dispatch(lease))
         lost = asyncio.Event()
         beat = asyncio.create_task(self._heartbeat(lease, work, lost))
@@ -115,16 +153,36 @@ class IngestionWorker:
             if not lost.is_set():
                 await self._release(lease)
         except LeaseLostError as exc:
+            self.metrics.lease_losses.inc()
             log.warning("job %s: lease lost, stopping without further writes (%s)", lease.job_id, exc)
         except Exception as exc:
             if work.cancelled() or lost.is_set():
+                self.metrics.lease_losses.inc()
                 log.warning("job %s: lease lost, processing cancelled", lease.job_id)
             else:
                 await self._handle_failure(lease, exc)
+        else:
+            await self._record_success(lease, time.monotonic() - started)
         finally:
             beat.cancel()
             with contextlib.suppress(BaseException):
                 await beat
+
+    async def _record_success(self, lease: Lease, seconds: float) -> None:
+        """Count the job and observe its stage durations: a delete is one stage (timed here, as a
+        hard delete leaves no row to read); an ingest run's stages are read from the document's
+        ``stage_timings``, stamped by the database as each stage began."""
+        self.metrics.succeeded.labels(operation=lease.operation.value).inc()
+        if lease.operation == JobOperation.DELETE:
+            self.metrics.stage_seconds.labels(stage="DELETING").observe(seconds)
+            return
+        try:
+            timings = await self._operations.finished_stage_timings(lease.document_id)
+        except Exception as exc:  # metrics never turn a finished job into a failure
+            log.debug("job %s: stage timings unavailable: %s", lease.job_id, exc)
+            return
+        if timings:
+            self.metrics.record_stages(timings)
 
     async def _dispatch(self, lease: Lease) -> None:
         if lease.operation == JobOperation.INGEST:
@@ -154,6 +212,7 @@ class IngestionWorker:
         will_retry = not permanent and lease.attempt < lease.max_attempts
         delay = backoff_seconds(lease.attempt, self.config.retry_delay_seconds) if will_retry else 0.0
         message = retry_message(lease.attempt, lease.max_attempts, error) if will_retry else error
+        self.metrics.record_failure(exc, will_retry)
         (log.info if permanent else log.warning)(
             "job %s (document %s) attempt %d/%d failed: %s%s", lease.job_id, lease.document_id,
             lease.attempt, lease.max_attempts, error, f"; retry in {delay:.1f}s" if will_retry else "",
@@ -163,6 +222,7 @@ class IngestionWorker:
                                   document_message=message,
                                   cleanup=lambda: self.processor.cleanup_partial_index(lease))
         except LeaseLostError:
+            self.metrics.lease_losses.inc()
             log.warning("job %s: lease lost before the failure could be recorded", lease.job_id)
         except Exception:
             log.exception("job %s: could not record the failure; the lease will expire and retry", lease.job_id)
@@ -170,6 +230,7 @@ class IngestionWorker:
     async def _release(self, lease: Lease) -> None:
         try:
             await self.queue.release(lease)
+            self.metrics.released.inc()
             log.info("job %s handed back for another worker", lease.job_id)
         except LeaseLostError:
             pass

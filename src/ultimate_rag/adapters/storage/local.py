@@ -4,10 +4,12 @@ in the same directory, fsynced, then renamed, so a reader never sees half an obj
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ...domain.errors import ResourceNotFoundError
@@ -73,3 +75,26 @@ class LocalObjectStorage:
                 if not block:
                     return
                 yield block
+
+    async def list_keys(self, prefix: str = "", batch: int = 1000) -> AsyncIterator[tuple[str, datetime]]:
+        """Every stored key under ``prefix`` with its modification time (for the orphan sweeper).
+        The tree is walked in a thread, ``batch`` entries at a time, so a large store never blocks
+        the event loop nor sits in memory at once. Temp files of interrupted writes are listed too."""
+        start = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        walker = self._walk(start)
+        while True:
+            found = await asyncio.to_thread(lambda: list(itertools.islice(walker, batch)))
+            for item in found:
+                yield item
+            if len(found) < batch:
+                return
+
+    def _walk(self, start: Path) -> Iterator[tuple[str, datetime]]:
+        for folder, _dirs, files in os.walk(start):
+            for name in files:
+                path = Path(folder) / name
+                try:
+                    modified = path.stat().st_mtime
+                except FileNotFoundError:  # removed while we walked
+                    continue
+                yield path.relative_to(self.root).as_posix(), datetime.fromtimestamp(modified, UTC)

@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, File, Query, UploadFile
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
 
 from ...domain.errors import ResourceNotFoundError
-from ..deps import ContainerDep, EditableDocument, ReadableDocument
+from ..audit import AuditDep
+from ..deps import ContainerDep, EditableDocument, ReadableDocument, principal
 from ..schemas import ChunkList, ChunkOut, DocumentOut
+from ..uploads import UPLOAD_BODY, UploadedFile
 
-router = APIRouter(prefix="/api/documents", tags=["documents"])
+router = APIRouter(prefix="/api/documents", tags=["documents"], dependencies=[Depends(principal)])
 
 
 @router.get("/{document_id}", response_model=DocumentOut)
@@ -55,37 +57,49 @@ async def get_asset(doc: ReadableDocument, asset_id: UUID, container: ContainerD
 
 
 @router.post("/{document_id}/reindex", status_code=202, response_model=DocumentOut)
-async def reindex_document(doc: EditableDocument, container: ContainerDep) -> DocumentOut:
+async def reindex_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep) -> DocumentOut:
     """Parse, chunk, embed and index again (a soft-deleted document is restored). 409 while active."""
-    return DocumentOut.of(await container.lifecycle.reindex(doc.id))
+    result = await container.lifecycle.reindex(doc.id)
+    await audit.record("document.reindex", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id)
+    return DocumentOut.of(result)
 
 
 @router.delete("/{document_id}", status_code=202, response_model=DocumentOut)
-async def delete_document(doc: EditableDocument, container: ContainerDep,
+async def delete_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep,
                           force: Annotated[bool, Query(description="also remove the source and the record")] = False,
                           ) -> DocumentOut:
     """Soft delete (``force=false``): chunks, vectors, assets and snapshot go, the source stays, the
     document becomes DELETED and can be reindexed. Hard delete: nothing is left. 409 while active."""
-    return DocumentOut.of(await container.lifecycle.delete(doc.id, hard=force))
+    result = await container.lifecycle.delete(doc.id, hard=force)
+    await audit.record("document.delete", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id, force=force)
+    return DocumentOut.of(result)
 
 
-@router.put("/{document_id}/content", status_code=202, response_model=DocumentOut)
-async def replace_content(doc: EditableDocument, container: ContainerDep,
-                          file: Annotated[UploadFile, File(description="the new content")]) -> DocumentOut:
+@router.put("/{document_id}/content", status_code=202, response_model=DocumentOut, openapi_extra=UPLOAD_BODY)
+async def replace_content(doc: EditableDocument, container: ContainerDep, audit: AuditDep,
+                          file: UploadedFile) -> DocumentOut:
     """Re-upload: new bytes for a stable document (same limits and checks as an upload). 409 while active."""
     content = await file.read(container.settings.max_upload_bytes + 1)
-    return DocumentOut.of(await container.lifecycle.replace_content(doc.id, file.filename, file.content_type,
-                                                                    content))
+    result = await container.lifecycle.replace_content(doc.id, file.filename, file.content_type, content)
+    await audit.record("document.reupload", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
+                       size_bytes=result.size_bytes, sha256=result.sha256)
+    return DocumentOut.of(result)
 
 
 @router.post("/{document_id}/fail", response_model=DocumentOut)
-async def fail_document(doc: EditableDocument, container: ContainerDep) -> DocumentOut:
+async def fail_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep) -> DocumentOut:
     """Cancel: the job ends, the document is FAILED ("cancelled by operator"), and a worker still on it
     loses its lease and commits nothing more. 409 for stable documents and while a connector fetches."""
-    return DocumentOut.of(await container.lifecycle.fail(doc.id))
+    result = await container.lifecycle.fail(doc.id)
+    await audit.record("document.fail", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
+                       previous_status=doc.status)
+    return DocumentOut.of(result)
 
 
 @router.post("/{document_id}/recover", status_code=202, response_model=DocumentOut)
-async def recover_document(doc: EditableDocument, container: ContainerDep) -> DocumentOut:
+async def recover_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep) -> DocumentOut:
     """For a running document that seems stuck: fail it and queue a forced reindex, in one call."""
-    return DocumentOut.of(await container.lifecycle.recover(doc.id))
+    result = await container.lifecycle.recover(doc.id)
+    await audit.record("document.recover", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
+                       previous_status=doc.status)
+    return DocumentOut.of(result)

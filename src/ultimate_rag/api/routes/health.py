@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
 
+from ...adapters.postgres.maintenance import OperationsQueries
+from ...observability import DatabaseGauges
 from ..deps import ContainerDep
 
 router = APIRouter(tags=["health"])
@@ -29,28 +30,12 @@ async def readyz(container: ContainerDep) -> JSONResponse:
 
 @router.get("/metrics")
 async def metrics(container: ContainerDep) -> Response:
-    """Queue and document gauges read from PostgreSQL at scrape time, so they cover every process."""
-    docs = await container.db.fetchall("SELECT status, count(*) AS n FROM documents GROUP BY status")
-    jobs = await container.db.fetchall(
-        "SELECT status, count(*) AS n, coalesce(max(extract(epoch FROM now() - available_at)), 0) AS oldest"
-        " FROM ingestion_jobs WHERE status IN ('PENDING', 'RUNNING') GROUP BY status"
-    )
+    """Gauges read from PostgreSQL at scrape time, so they cover every API and worker process:
+    documents per status, stuck documents, jobs, queue depth and the age of the oldest due job.
+    Each worker serves its own counters and histograms (``ULTIMATE_RAG_WORKER_METRICS_PORT``)."""
+    queries = OperationsQueries(container.db)
+    stuck_after = container.settings.stuck_after_seconds
     registry = CollectorRegistry()
-
-    class _Snapshot:
-        def collect(self):  # type: ignore[no-untyped-def]
-            d = GaugeMetricFamily("ultimate_rag_documents", "Documents by status", labels=["status"])
-            for row in docs:
-                d.add_metric([row["status"]], row["n"])
-            yield d
-            j = GaugeMetricFamily("ultimate_rag_jobs", "Queued and running ingestion jobs", labels=["status"])
-            age = GaugeMetricFamily("ultimate_rag_job_oldest_seconds", "Age of the oldest due job",
-                                    labels=["status"])
-            for row in jobs:
-                j.add_metric([row["status"]], row["n"])
-                age.add_metric([row["status"]], float(row["oldest"]))
-            yield j
-            yield age
-
-    registry.register(_Snapshot())
+    registry.register(DatabaseGauges(await queries.document_metrics(stuck_after), await queries.job_metrics(),
+                                     stuck_after))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

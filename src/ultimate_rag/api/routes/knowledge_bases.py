@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, File, Query, Request, UploadFile
+from fastapi import APIRouter, Depends, Query
 
 from ...domain.errors import ConflictError, InvalidRequestError, ResourceNotFoundError
 from ...domain.models import KnowledgeBaseSettings
 from ...domain.status import DocumentStatus
 from ...services.lifecycle import BulkReindexFilter
-from ..deps import AdminDep, ContainerDep, EditableKB, PrincipalDep, ReadableKB
+from ..audit import AuditDep
+from ..deps import AdminDep, ContainerDep, EditableKB, PrincipalDep, ReadableKB, principal
 from ..schemas import (
     DocumentList,
     DocumentOut,
@@ -24,12 +25,14 @@ from ..schemas import (
     SearchIn,
     SearchOut,
 )
+from ..uploads import UPLOAD_BODY, UploadedFile
 
-router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"])
+router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)])
 
 
 @router.post("", status_code=201, response_model=KnowledgeBaseOut)
-async def create_knowledge_base(body: KnowledgeBaseIn, container: ContainerDep, _: AdminDep) -> KnowledgeBaseOut:
+async def create_knowledge_base(body: KnowledgeBaseIn, container: ContainerDep, _: AdminDep,
+                                audit: AuditDep) -> KnowledgeBaseOut:
     s = container.settings
     given = body.settings.model_dump(exclude_none=True) if body.settings else {}
     settings = KnowledgeBaseSettings(
@@ -42,6 +45,7 @@ async def create_knowledge_base(body: KnowledgeBaseIn, container: ContainerDep, 
     if settings.chunk_overlap_tokens >= settings.chunk_size_tokens:
         raise InvalidRequestError("chunk_overlap_tokens must be smaller than chunk_size_tokens")
     kb = await container.knowledge_bases.create(body.name.strip(), body.description, settings)
+    await audit.record("knowledge_base.create", knowledge_base_id=kb.id, name=kb.name)
     return KnowledgeBaseOut.of(kb, {})
 
 
@@ -57,10 +61,12 @@ async def get_knowledge_base(kb: ReadableKB, container: ContainerDep) -> Knowled
 
 
 @router.delete("/{kb_id}", status_code=202, response_model=KnowledgeBaseOut)
-async def delete_knowledge_base(kb: ReadableKB, container: ContainerDep, _: AdminDep) -> KnowledgeBaseOut:
+async def delete_knowledge_base(kb: ReadableKB, container: ContainerDep, _: AdminDep,
+                                audit: AuditDep) -> KnowledgeBaseOut:
     """Everything the knowledge base owns is removed through the queue; it stops being searchable at
     once, refuses uploads (409), and disappears when its last document is gone."""
-    await container.knowledge_base_removal.request(kb.id)
+    queued = await container.knowledge_base_removal.request(kb.id)
+    await audit.record("knowledge_base.delete", knowledge_base_id=kb.id, name=kb.name, documents=queued)
     try:
         kb = await container.knowledge_bases.get(kb.id)
     except ResourceNotFoundError:  # it owned nothing: already gone
@@ -68,12 +74,13 @@ async def delete_knowledge_base(kb: ReadableKB, container: ContainerDep, _: Admi
     return KnowledgeBaseOut.of(kb, await container.knowledge_bases.status_counts(kb.id))
 
 
-@router.post("/{kb_id}/documents", status_code=202, response_model=DocumentOut)
-async def upload_document(kb: EditableKB, container: ContainerDep, request: Request,
-                          file: Annotated[UploadFile, File(description="the document")]) -> DocumentOut:
+@router.post("/{kb_id}/documents", status_code=202, response_model=DocumentOut, openapi_extra=UPLOAD_BODY)
+async def upload_document(kb: EditableKB, container: ContainerDep, audit: AuditDep, file: UploadedFile) -> DocumentOut:
     limit = container.ingestion.max_upload_bytes
     content = await file.read(limit + 1)  # bounded read: one byte over the limit is enough to know
     doc = await container.ingestion.submit(kb.id, file.filename, file.content_type, content)
+    await audit.record("document.upload", knowledge_base_id=kb.id, document_id=doc.id, filename=doc.filename,
+                       size_bytes=doc.size_bytes, sha256=doc.sha256)
     return DocumentOut.of(doc)
 
 
@@ -90,13 +97,15 @@ async def list_documents(
 
 
 @router.post("/{kb_id}/reindex", status_code=202, response_model=ReindexOut)
-async def reindex_knowledge_base(kb: EditableKB, container: ContainerDep,
+async def reindex_knowledge_base(kb: EditableKB, container: ContainerDep, audit: AuditDep,
                                  body: ReindexIn | None = None) -> ReindexOut:
     """Queue every matching stable document again; active documents are skipped and counted."""
     which = body.filter if body else BulkReindexFilter.ALL
     if kb.deleting:
         raise ConflictError("knowledge base is being deleted")
     queued, skipped = await container.lifecycle.bulk_reindex(kb.id, which)
+    await audit.record("knowledge_base.reindex", knowledge_base_id=kb.id, filter=which, queued=queued,
+                       skipped_active=skipped)
     return ReindexOut(queued=queued, skipped_active=skipped)
 
 

@@ -1,0 +1,106 @@
+-- Maintenance and operations SQL: the orphan sweeper, the /metrics gauges, stuck documents and the
+-- stage timings a worker reports after a job. Loaded by name ("-- name --" headers).
+
+-- try_sweep_lock --
+-- One sweeper at a time across every process and machine; a session lock, so it is released when
+-- the pass ends or, should the process die, when its connection goes.
+SELECT pg_try_advisory_lock(hashtext('ultimate_rag.janitor')) AS locked;
+
+-- release_sweep_lock --
+SELECT pg_advisory_unlock(hashtext('ultimate_rag.janitor')) AS released;
+
+-- share_lock_documents --
+-- Held while the objects these documents do not own are removed: a stage, a re-upload or a delete
+-- must update the document row before it writes an object, so none can start meanwhile. Rows that
+-- another transaction is changing right now are skipped (and their objects left to the next pass).
+SELECT id FROM documents WHERE id = ANY(%(ids)s) ORDER BY id FOR SHARE SKIP LOCKED;
+
+-- object_owners --
+-- What each document owns: its current source object and its asset objects; plus whether a job is
+-- working on it. Read after share_lock_documents, in the same transaction.
+SELECT d.id, d.object_key, d.status, j.status AS job_status,
+       ARRAY(SELECT a.object_key FROM document_assets a WHERE a.document_id = d.id) AS asset_keys
+FROM documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id
+WHERE d.id = ANY(%(ids)s);
+
+-- existing_documents --
+SELECT id FROM documents WHERE id = ANY(%(ids)s);
+
+-- existing_knowledge_bases --
+SELECT id FROM knowledge_bases WHERE id = ANY(%(ids)s);
+
+-- vector_table_exists --
+SELECT to_regclass(%(table)s) IS NOT NULL AS present;
+
+-- vector_documents_after --
+-- The distinct document ids of a vector table after %(after)s, in order: a loose index scan that
+-- costs one index probe per document however many vectors each one has. {table} is the vector
+-- table's name, built from the embedding dimension, never from input.
+WITH RECURSIVE ids AS (
+    (SELECT document_id FROM {table} WHERE document_id > %(after)s ORDER BY document_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT v.document_id FROM {table} v WHERE v.document_id > ids.document_id
+            ORDER BY v.document_id LIMIT 1)
+    FROM ids WHERE ids.document_id IS NOT NULL
+)
+SELECT document_id FROM ids WHERE document_id IS NOT NULL LIMIT %(limit)s;
+
+-- vector_candidates --
+-- Of these documents holding vectors, those that are not READY (or no longer exist).
+SELECT i.id AS document_id, d.id IS NULL AS gone
+FROM unnest(%(ids)s::uuid[]) AS i(id) LEFT JOIN documents d ON d.id = i.id
+WHERE d.id IS NULL OR d.status <> 'READY';
+
+-- lock_idle_jobs --
+-- The jobs of these documents that no worker runs, locked: while the lock is held no worker can
+-- claim them, and only a running job can make a document READY or write its vectors.
+SELECT document_id FROM ingestion_jobs
+WHERE document_id = ANY(%(ids)s) AND status <> 'RUNNING'
+ORDER BY document_id
+FOR UPDATE SKIP LOCKED;
+
+-- delete_orphan_vectors --
+-- Run after lock_idle_jobs in the same transaction (a new snapshot: the READY check is current).
+-- %(idle)s: documents whose job we hold; %(gone)s: documents whose row is gone (ids never return).
+DELETE FROM {table} v
+WHERE (v.document_id = ANY(%(idle)s)
+       AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = v.document_id AND d.status = 'READY'))
+   OR (v.document_id = ANY(%(gone)s)
+       AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = v.document_id))
+RETURNING v.document_id;
+
+-- document_metrics --
+-- Documents per status, and how many have not changed for longer than %(stuck_after)s seconds.
+SELECT status, count(*) AS n,
+       count(*) FILTER (WHERE updated_at <= now() - make_interval(secs => %(stuck_after)s)) AS stale
+FROM documents GROUP BY status;
+
+-- job_metrics --
+-- Queued and running jobs; "due" jobs are PENDING ones a worker may claim now, and the age of the
+-- oldest of them is how long the queue makes work wait. Reads the partial indexes only.
+SELECT status, count(*) AS n,
+       count(*) FILTER (WHERE status = 'PENDING' AND available_at <= now()) AS due,
+       coalesce(extract(epoch FROM now() - min(available_at)
+                        FILTER (WHERE status = 'PENDING' AND available_at <= now())), 0)::float8 AS oldest_due,
+       coalesce(max(extract(epoch FROM now() - available_at)), 0)::float8 AS oldest
+FROM ingestion_jobs WHERE status IN ('PENDING', 'RUNNING') GROUP BY status;
+
+-- stuck_documents --
+-- Documents in an active status that have not changed for longer than %(older_than)s seconds,
+-- the longest-waiting first.
+SELECT d.id, d.knowledge_base_id, d.filename, d.status, d.updated_at,
+       extract(epoch FROM now() - d.updated_at)::float8 AS seconds_in_status,
+       coalesce(j.attempts, 0) AS attempts, j.locked_by
+FROM documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id
+WHERE d.status = ANY(%(active)s) AND d.updated_at <= now() - make_interval(secs => %(older_than)s)
+ORDER BY d.updated_at, d.id
+LIMIT %(limit)s;
+
+-- finished_stage_timings --
+-- The stage timestamps of the run that just made this document READY. READY and the job's end are
+-- stamped by one transaction (the same now()); a document that was READY already completes its job
+-- later, so its older timings are not reported a second time.
+SELECT d.stage_timings
+FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id
+WHERE d.id = %(document_id)s AND j.status = 'SUCCEEDED'
+  AND (d.stage_timings ->> 'READY')::timestamptz = j.finished_at;

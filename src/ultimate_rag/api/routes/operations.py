@@ -1,0 +1,49 @@
+"""Operator views across knowledge bases (admin only): documents that have sat in an active
+status for too long. Registered before the documents router, whose ``/{document_id}`` would
+otherwise take ``/stuck`` for an id."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+
+from ...adapters.postgres.maintenance import OperationsQueries
+from ..deps import AdminDep, ContainerDep
+
+router = APIRouter(prefix="/api/documents", tags=["operations"])
+MAX_LIMIT = 500
+
+
+class StuckDocument(BaseModel):
+    id: UUID
+    knowledge_base_id: UUID
+    filename: str
+    status: str
+    updated_at: datetime
+    seconds_in_status: float  # since the document last changed (a stage, progress, a retry)
+    attempts: int
+    locked_by: str | None
+
+
+class StuckDocumentList(BaseModel):
+    items: list[StuckDocument]
+
+
+@router.get("/stuck", response_model=StuckDocumentList)
+async def stuck_documents(
+    _admin: AdminDep, container: ContainerDep,
+    older_than_seconds: Annotated[float | None, Query(ge=0, description="default: ULTIMATE_RAG_STUCK_AFTER_SECONDS")]
+    = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
+) -> StuckDocumentList:
+    """Documents in an active status (UPLOADING, FETCHING, PENDING, a running stage, DELETING) that
+    have not changed for longer than ``older_than_seconds``, the longest-waiting first. A worker
+    that died is reclaimed automatically after its lease; this list is for what is still waiting,
+    and ``/fail`` or ``/recover`` act on it."""
+    threshold = container.settings.stuck_after_seconds if older_than_seconds is None else older_than_seconds
+    rows = await OperationsQueries(container.db).stuck_documents(threshold, limit)
+    return StuckDocumentList(items=[StuckDocument(**row) for row in rows])

@@ -1,0 +1,183 @@
+"""The orphan sweeper against a real database, real files and real vectors: exactly the orphans go
+(objects no row owns, old revisions, stale assets, snapshots of deleted documents and knowledge
+bases, vectors of documents that are not READY), while current objects, young files and everything
+of a document whose job is running stay; and only one sweeper runs at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import psycopg
+
+from ultimate_rag.services.janitor import Janitor
+from ultimate_rag.services.worker import WorkerConfig
+
+from .helpers import new_kb, queue_document
+
+OLD = time.time() - 2 * 3600  # older than the default grace of an hour
+
+
+def age(path: Path, when: float = OLD) -> None:
+    """Push a file, or a directory and everything under it, into the past."""
+    for p in [path, *path.rglob("*")] if path.is_dir() else [path]:
+        os.utime(p, (when, when))
+
+
+async def put_old(container, key: str, data: bytes = b"x") -> Path:  # type: ignore[no-untyped-def]
+    await container.storage.put(key, data, "application/octet-stream")
+    path = container.settings.objects_dir / key
+    age(path)
+    return path
+
+
+async def process(container) -> None:  # type: ignore[no-untyped-def]
+    await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
+
+
+async def add_vectors(container, document_id: UUID, kb_id: UUID, n: int = 2) -> None:  # type: ignore[no-untyped-def]
+    table = container.vectors.table
+    for _ in range(n):
+        await container.db.execute(
+            f"INSERT INTO {table} (chunk_id, document_id, knowledge_base_id, embedding)"
+            f" VALUES (%s, %s, %s, array_fill(0.1::real, ARRAY[{container.vectors.dimension}])::vector)",
+            (uuid4(), document_id, kb_id))
+
+
+def object_files(container) -> set[str]:  # type: ignore[no-untyped-def]
+    root = container.settings.objects_dir
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+async def test_sweep_removes_exactly_the_orphans(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    ready = await queue_document(container, kb, "The ferry leaves the harbour at nine.")
+    failed = await queue_document(container, kb, "A document whose processing failed for good.")
+    busy = await queue_document(container, kb, "A document a worker is working on right now.")
+    await process(container)
+    snapshots = container.settings.snapshots_dir
+    ready_doc = await container.documents.get(ready)
+    age(container.settings.objects_dir / ready_doc.object_key)
+    age(snapshots / str(kb) / str(ready))
+
+    # a re-upload whose removal of the previous revision never ran: the row points at r2
+    new_key = f"{kb}/{ready}/source.r2.txt"
+    await put_old(container, new_key, b"The ferry leaves the harbour at ten.")
+    await container.db.execute("UPDATE documents SET object_key = %s, content_revision = 2 WHERE id = %s",
+                               (new_key, ready))
+    old_revision = ready_doc.object_key
+    # an asset with a row (kept) and one left behind by an earlier run (removed)
+    owned_asset = f"{kb}/{ready}/assets/{uuid4()}.png"
+    stale_asset = f"{kb}/{ready}/assets/{uuid4()}.png"
+    await put_old(container, owned_asset)
+    await put_old(container, stale_asset)
+    await container.db.execute(
+        "INSERT INTO document_assets (id, document_id, knowledge_base_id, object_key, mime_type, size_bytes,"
+        " locator_key) VALUES (%s, %s, %s, %s, 'image/png', 1, 'p1')", (uuid4(), ready, kb, owned_asset))
+    # stored, then the process died before the row was committed; and the temp file of a torn write
+    never_committed = f"{kb}/{uuid4()}/source.txt"
+    await put_old(container, never_committed)
+    torn_write = f"{kb}/{ready}/.tmp-abc123"
+    await put_old(container, torn_write)
+    # young files are left alone, whoever owns them; so are keys that are not the product's layout
+    young = f"{kb}/{uuid4()}/source.txt"
+    await container.storage.put(young, b"just uploaded", "text/plain")
+    foreign = "README/notes.txt"
+    await put_old(container, foreign)
+
+    # the failed document keeps its source but its vectors go
+    await container.db.execute("UPDATE documents SET status = 'FAILED' WHERE id = %s", (failed,))
+    await container.db.execute("UPDATE ingestion_jobs SET status = 'FAILED' WHERE document_id = %s", (failed,))
+    assert await container.vectors.count_by_document(failed) > 0
+    # vectors of a document that no longer exists
+    gone = uuid4()
+    await add_vectors(container, gone, kb)
+
+    # a reindex a worker has claimed: not READY, but nothing of it may be touched
+    await container.lifecycle.reindex(busy)
+    [lease] = await container.queue.claim("some-worker")
+    assert lease.document_id == busy
+    busy_extra = f"{kb}/{busy}/assets/{uuid4()}.png"
+    await put_old(container, busy_extra)
+    busy_vectors = await container.vectors.count_by_document(busy)
+    assert busy_vectors > 0
+
+    # snapshots of a hard-deleted document, of a deleted knowledge base, and a young orphan
+    gone_doc_snapshot = snapshots / str(kb) / str(uuid4())
+    gone_kb_snapshot = snapshots / str(uuid4())
+    young_snapshot = snapshots / str(kb) / str(uuid4())
+    for d in (gone_doc_snapshot, gone_kb_snapshot / str(uuid4()), young_snapshot):
+        d.mkdir(parents=True)
+        (d / "chunks.json").write_text("{}")
+    age(gone_doc_snapshot)
+    age(gone_kb_snapshot)
+
+    before = object_files(container)
+    report = await Janitor.from_container(container).sweep()
+
+    assert report.ran and not report.errors
+    assert sorted(report.objects) == sorted([old_revision, stale_asset, never_committed, torn_write])
+    assert object_files(container) == before - set(report.objects)
+    assert {new_key, owned_asset, young, foreign, busy_extra} <= object_files(container)
+    assert sorted(report.snapshots) == sorted([f"{kb}/{gone_doc_snapshot.name}", gone_kb_snapshot.name])
+    assert not gone_doc_snapshot.exists() and not gone_kb_snapshot.exists()
+    assert young_snapshot.exists() and (snapshots / str(kb) / str(ready) / "chunks.json").exists()
+    assert set(report.vectors) == {failed, gone} and report.vectors[gone] == 2
+    assert await container.vectors.count_by_document(failed) == 0
+    assert await container.vectors.count_by_document(busy) == busy_vectors
+    assert await container.vectors.count_by_document(ready) > 0
+
+    again = await Janitor.from_container(container).sweep()
+    assert again.ran and not again.removed_anything
+
+
+async def test_a_second_sweeper_does_nothing_while_the_lock_is_held(container, db_url) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    orphan = f"{kb}/{uuid4()}/source.txt"
+    path = await put_old(container, orphan)
+    janitor = Janitor.from_container(container)
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as other:
+        await other.execute("SELECT pg_advisory_lock(hashtext('ultimate_rag.janitor'))")
+        report = await janitor.sweep()
+        assert not report.ran and report.objects == [] and path.exists()
+        assert "holds the lock" in report.summary()
+    assert (await janitor.sweep()).objects == [orphan]
+    assert not path.exists()
+
+
+async def test_concurrent_sweeps_never_both_run(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    for _ in range(30):
+        await put_old(container, f"{kb}/{uuid4()}/source.txt")
+    reports = await asyncio.gather(*(Janitor.from_container(container).sweep() for _ in range(4)))
+    removed = [key for r in reports for key in r.objects]
+    assert len(removed) == len(set(removed)) == 30
+    assert sum(1 for r in reports if r.ran and r.objects) == 1
+
+
+async def test_grace_period_protects_young_files(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    key = f"{kb}/{uuid4()}/source.txt"
+    await container.storage.put(key, b"x", "text/plain")
+    assert (await Janitor.from_container(container).sweep()).objects == []
+    assert (await Janitor.from_container(container, grace_seconds=0).sweep()).objects == [key]
+
+
+async def test_workers_sweep_periodically(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    path = await put_old(container, f"{kb}/{uuid4()}/source.txt")
+    worker = container.worker(WorkerConfig(poll_interval_seconds=0.1, janitor_interval_seconds=0.2))
+    worker.janitor = Janitor.from_container(container)
+    stop = asyncio.Event()
+    run = asyncio.create_task(worker.run(stop))
+    for _ in range(100):
+        if not path.exists():
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await run
+    assert not path.exists()
+    assert worker.metrics.registry.get_sample_value("ultimate_rag_janitor_removed_total", {"kind": "objects"}) == 1
