@@ -125,6 +125,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _worker_env(settings: Settings, index: int) -> dict[str, str]:
     """Workers on one machine cannot share a metrics port: worker ``index`` gets the base port + index."""
     env = os.environ.copy()
+    env["ULTIMATE_RAG_PARENT_PID"] = str(os.getpid())  # workers stop when `up` is gone, even after a SIGKILL
     if settings.worker_metrics_port:
         env["ULTIMATE_RAG_WORKER_METRICS_PORT"] = str(settings.worker_metrics_port + index)
     return env

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 
 from .bootstrap import Container, build, database_url, run_migrations
@@ -53,12 +54,28 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    orphan_watch = asyncio.create_task(_stop_when_parent_dies(stop))
     try:
         await worker.run(stop)
     finally:
+        orphan_watch.cancel()
         if metrics is not None:
             metrics.stop()
         await container.close()
+
+
+async def _stop_when_parent_dies(stop: asyncio.Event) -> None:
+    """A worker started by ``ultimate-rag up`` shuts down gracefully once ``up`` is gone, however it
+    went (a SIGKILL gives it no chance to stop its children): no worker is left running unowned."""
+    parent = os.environ.get("ULTIMATE_RAG_PARENT_PID")
+    if not parent or not parent.isdigit():
+        return
+    while not stop.is_set():
+        if os.getppid() != int(parent):
+            log.warning("the process that started this worker is gone: stopping")
+            stop.set()
+            return
+        await asyncio.sleep(1.0)
 
 
 def _serve_metrics(settings: Settings, container: Container, worker: IngestionWorker) -> WorkerMetrics | None:

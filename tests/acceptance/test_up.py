@@ -73,3 +73,28 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path) -> None:
     _gone, alive = psutil.wait_procs(children, timeout=20)
     assert not alive, alive
     assert not (data_dir / "pg" / "postmaster.pid").exists()
+
+
+def test_workers_stop_when_up_is_killed(tmp_path: Path) -> None:
+    """SIGKILL gives `up` no chance to stop its workers: they notice and stop by themselves."""
+    data_dir = tmp_path / "data"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")} | {"PYTHONUNBUFFERED": "1"}
+    log = (tmp_path / "up.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "ultimate_rag.cli", "up", "--port", str(port), "--workers", "2",
+                             "--data-dir", str(data_dir)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200, timeout=90)
+        workers = [p for p in psutil.Process(proc.pid).children() if "ultimate_rag.worker" in " ".join(p.cmdline())]
+        assert len(workers) == 2
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    gone, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, (tmp_path / "up.log").read_text()[-2000:]
+    # the database the killed `up` held is stopped by the next start's owner; here we stop it ourselves
+    from ultimate_rag.adapters.postgres.embedded import start_embedded_postgres
+
+    _, server = start_embedded_postgres(data_dir)
+    server.cleanup()
+    wait_until(lambda: not (data_dir / "pg" / "postmaster.pid").exists(), timeout=30)
