@@ -10,8 +10,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from uuid import UUID
 
+from .cli_keys import add_key_commands
 from .logs import setup_logging_from
 from .settings import Settings
 
@@ -161,36 +161,6 @@ def cmd_janitor(args: argparse.Namespace) -> int:
     return asyncio.run(sweep())
 
 
-def cmd_keys_create(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    if args.admin == bool(args.kb):
-        print("give either --admin or --kb KB --role reader|editor", file=sys.stderr)
-        return 2
-    from .adapters.postgres.api_keys import ApiKeyRepository
-    from .adapters.postgres.database import Database
-    from .bootstrap import database_url, run_migrations
-    from .domain.auth import Role
-
-    async def create() -> str:
-        url = database_url(settings)
-        run_migrations(settings, url)
-        db = Database(url, max_size=2)
-        await db.open()
-        try:
-            repo = ApiKeyRepository(db)
-            if args.admin:
-                return await repo.create(is_admin=True, scopes={})
-            kb_ids = [UUID(k) for k in args.kb]
-            return await repo.create(is_admin=False, scopes={k: Role(args.role) for k in kb_ids})
-        finally:
-            await db.close()
-
-    key = asyncio.run(create())
-    print("created API key (shown once; store it now):", file=sys.stderr)
-    print(key)
-    return 0
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ultimate-rag", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -223,14 +193,7 @@ def parser() -> argparse.ArgumentParser:
     janitor.add_argument("--data-dir")
     janitor.set_defaults(func=cmd_janitor)
 
-    keys = sub.add_parser("keys", help="manage API keys")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="create an API key; prints it alone on the last line")
-    create.add_argument("--admin", action="store_true")
-    create.add_argument("--kb", action="append", default=[], help="knowledge base id (repeatable)")
-    create.add_argument("--role", choices=["reader", "editor"], default="reader")
-    create.add_argument("--data-dir")
-    create.set_defaults(func=cmd_keys_create)
+    add_key_commands(sub, _settings)
     return p
 
 

@@ -39,3 +39,23 @@ async def test_keys_create_prints_the_key_last_and_it_works(settings, client) ->
     r = await client.post("/api/knowledge-bases", json={"name": "y"}, headers={"Authorization": f"Bearer {admin}"})
     assert r.status_code == 201
     assert cli(settings, "keys", "create").returncode == 2
+
+
+async def test_keys_list_and_revoke(settings, client) -> None:  # type: ignore[no-untyped-def]
+    kb = (await client.post("/api/knowledge-bases", json={"name": "k"})).json()["id"]
+    created = cli(settings, "keys", "create", "--kb", kb, "--role", "editor", "--name", "ci bot",
+                  "--expires-in-days", "30")
+    key = created.stdout.strip().splitlines()[-1]
+    prefix = key.split("_")[1]
+    listing = cli(settings, "keys", "list")
+    assert listing.returncode == 0
+    line = next(ln for ln in listing.stdout.splitlines() if ln.startswith(prefix))
+    assert "editor" in line and "active" in line and "ci bot" in line
+    assert key not in listing.stdout and key.split("_", 2)[2] not in listing.stdout  # never the secret
+    h = {"Authorization": f"Bearer {key}"}
+    assert (await client.get(f"/api/knowledge-bases/{kb}", headers=h)).status_code == 200
+    revoked = cli(settings, "keys", "revoke", prefix)
+    assert revoked.returncode == 0 and prefix in revoked.stdout
+    assert (await client.get(f"/api/knowledge-bases/{kb}", headers=h)).status_code == 401  # the next request
+    assert "revoked" in next(ln for ln in cli(settings, "keys", "list").stdout.splitlines() if ln.startswith(prefix))
+    assert cli(settings, "keys", "revoke", "nosuchkey").returncode == 1
