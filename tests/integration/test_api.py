@@ -245,3 +245,33 @@ async def test_oversized_streamed_upload_without_content_length_is_refused(clien
                           headers={"Content-Type": "multipart/form-data; boundary=XX"})
     assert r.status_code == 413 and "limit" in r.json()["detail"]
     assert not [p for p in container.settings.objects_dir.rglob("*") if p.is_file()]
+
+
+async def test_metrics_token_when_configured(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+    container.settings.metrics_token = "scrape-me"
+    assert (await client.get("/metrics", headers={"Authorization": ""})).status_code == 401
+    assert (await client.get("/metrics", headers={"Authorization": "Bearer wrong"})).status_code == 401
+    r = await client.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
+    assert r.status_code == 200 and "ultimate_rag_documents" in r.text
+
+
+async def test_security_headers_and_no_cors_by_default(client: httpx.AsyncClient) -> None:
+    r = await client.get("/healthz", headers={"Origin": "https://evil.example"})
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+    assert "access-control-allow-origin" not in r.headers
+    r = await client.options("/api/knowledge-bases", headers={"Origin": "https://evil.example",
+                                                              "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in r.headers
+
+
+async def test_json_bodies_are_small(client: httpx.AsyncClient) -> None:
+    r = await client.post("/api/knowledge-bases", content=b'{"name": "' + b"x" * 2_000_000 + b'"}',
+                          headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and "request body" in r.json()["detail"]
+
+
+async def test_settings_never_show_secrets(container) -> None:  # type: ignore[no-untyped-def]
+    from ultimate_rag.settings import Settings
+
+    s = Settings(admin_key="top-secret-admin", s3_secret_access_key="s3-secret", embedding_api_key="emb-secret")
+    assert not any(secret in repr(s) or secret in str(s) for secret in ("top-secret-admin", "s3-secret", "emb-secret"))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from ...adapters.postgres.maintenance import OperationsQueries
+from ...domain.auth import same_secret
+from ...domain.errors import AuthenticationError
 from ...observability import DatabaseGauges
 from ..deps import ContainerDep
 
@@ -28,7 +30,18 @@ async def readyz(container: ContainerDep) -> JSONResponse:
                         status_code=200 if ok else 503)
 
 
-@router.get("/metrics")
+async def metrics_access(container: ContainerDep, request: Request) -> None:
+    """With ``ULTIMATE_RAG_METRICS_TOKEN`` set, a scraper must send it as a bearer token. The
+    metrics hold counts only (no names, ids or content), so they are open when it is unset."""
+    token = container.settings.metrics_token
+    if not token:
+        return
+    given = request.headers.get("authorization", "")
+    if not (given.lower().startswith("bearer ") and same_secret(given[7:].strip(), token)):
+        raise AuthenticationError("the metrics endpoint needs the metrics token")
+
+
+@router.get("/metrics", dependencies=[Depends(metrics_access)])
 async def metrics(container: ContainerDep) -> Response:
     """Gauges read from PostgreSQL at scrape time, so they cover every API and worker process:
     documents per status, stuck documents, jobs, queue depth and the age of the oldest due job.
