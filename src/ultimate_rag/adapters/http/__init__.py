@@ -1,0 +1,1 @@
+"""Outbound HTTP made on a user's behalf."""
