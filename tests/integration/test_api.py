@@ -275,3 +275,10 @@ async def test_settings_never_show_secrets(container) -> None:  # type: ignore[n
 
     s = Settings(admin_key="top-secret-admin", s3_secret_access_key="s3-secret", embedding_api_key="emb-secret")
     assert not any(secret in repr(s) or secret in str(s) for secret in ("top-secret-admin", "s3-secret", "emb-secret"))
+
+
+async def test_control_characters_and_nul_are_refused_not_500(client: httpx.AsyncClient) -> None:
+    r = await client.post("/api/knowledge-bases", json={"name": "bad\u0000name"})
+    assert r.status_code == 422 and "control characters" in r.json()["detail"]
+    r = await client.post("/api/knowledge-bases", json={"name": "ok", "description": "line one\nline\u0000two"})
+    assert r.status_code == 422

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -53,6 +54,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"detail": str(exc.detail)}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(psycopg.DataError)
+    async def unstorable_value(_: Request, exc: psycopg.DataError) -> JSONResponse:
+        # a value the database refuses (a NUL byte, an out-of-range number) is the client's to fix
+        log.warning("refused a value the database cannot store: %s", exc.__class__.__name__)
+        return JSONResponse({"detail": "the request holds a value that cannot be stored"}, status_code=400)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

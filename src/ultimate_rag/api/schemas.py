@@ -3,15 +3,55 @@ are never returned directly."""
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from ..domain.models import Chunk, Document, KnowledgeBase, SearchResult
 from ..domain.status import PIPELINE
 from ..services.lifecycle import BulkReindexFilter
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+# every /api route may answer these; documented so clients (and schema fuzzers) know their shape
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("invalid request"), 401: _error("missing, invalid, revoked or expired API key"),
+    403: _error("this key may not do that"), 404: _error("not found (or not visible to this key)"),
+    409: _error("conflict: the document or knowledge base is busy or in the wrong state"),
+    413: _error("body too large"), 415: _error("unsupported file format"), 422: _error("invalid input"),
+}
+
+
+def body_of(media_type: str, description: str, schema: dict[str, Any] | None = None) -> dict[int | str, Any]:
+    """The documented 200 of a route that answers something other than JSON models."""
+    return {200: {"description": description,
+                  "content": {media_type: {"schema": schema or {"type": "string", "format": "binary"}}}}}
+
+
+def _no_control_characters(value: str) -> str:
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def _printable_text(value: str) -> str:
+    if any(unicodedata.category(ch) == "Cc" and ch not in "\n\r\t" for ch in value):
+        raise ValueError("must not contain control characters other than line breaks and tabs")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_no_control_characters)]
+Text = Annotated[str, AfterValidator(_printable_text)]
 
 
 class KnowledgeBaseSettingsIn(BaseModel):
@@ -22,8 +62,8 @@ class KnowledgeBaseSettingsIn(BaseModel):
 
 
 class KnowledgeBaseIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
-    description: str = Field(default="", max_length=5000)
+    name: Name = Field(min_length=1, max_length=200)
+    description: Text = Field(default="", max_length=5000)
     settings: KnowledgeBaseSettingsIn | None = None
 
 
@@ -134,7 +174,7 @@ class ChunkList(BaseModel):
 
 
 class SearchIn(BaseModel):
-    query: str = Field(min_length=1)
+    query: Text = Field(min_length=1)
     top_k: int = Field(default=10, ge=1)
     filters: dict[str, Any] | None = None
 

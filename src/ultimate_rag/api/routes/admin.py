@@ -15,8 +15,10 @@ from ...domain.auth import Role
 from ...domain.errors import InvalidRequestError
 from ..audit import AuditDep
 from ..deps import AdminDep, ContainerDep, principal
+from ..schemas import ERROR_RESPONSES, Name
 
-router = APIRouter(prefix="/api", tags=["admin"], dependencies=[Depends(principal)])
+router = APIRouter(prefix="/api", tags=["admin"], dependencies=[Depends(principal)],
+                   responses=ERROR_RESPONSES)
 
 
 class ScopeIn(BaseModel):
@@ -25,7 +27,7 @@ class ScopeIn(BaseModel):
 
 
 class KeyIn(BaseModel):
-    name: str = Field(default="", max_length=200)
+    name: Name = Field(default="", max_length=200)
     admin: bool = False
     scopes: list[ScopeIn] = Field(default_factory=list, max_length=1000)
     expires_at: datetime | None = None

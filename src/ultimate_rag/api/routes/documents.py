@@ -11,10 +11,11 @@ from fastapi.responses import Response, StreamingResponse
 from ...domain.errors import ResourceNotFoundError
 from ..audit import AuditDep
 from ..deps import ContainerDep, EditableDocument, ReadableDocument, principal
-from ..schemas import ChunkList, ChunkOut, DocumentOut
+from ..schemas import ERROR_RESPONSES, ChunkList, ChunkOut, DocumentOut, body_of
 from ..uploads import UPLOAD_BODY, UploadedFile
 
-router = APIRouter(prefix="/api/documents", tags=["documents"], dependencies=[Depends(principal)])
+router = APIRouter(prefix="/api/documents", tags=["documents"], dependencies=[Depends(principal)],
+                   responses=ERROR_RESPONSES)
 
 
 @router.get("/{document_id}", response_model=DocumentOut)
@@ -27,7 +28,8 @@ async def get_chunks(doc: ReadableDocument, container: ContainerDep) -> ChunkLis
     return ChunkList(items=[ChunkOut.of(c) for c in await container.documents.chunks(doc.id)])
 
 
-@router.get("/{document_id}/snapshot")
+@router.get("/{document_id}/snapshot", responses=body_of("application/json", "the chunk snapshot (chunks.json)",
+                                                            {"type": "object"}))
 async def get_snapshot(doc: ReadableDocument, container: ContainerDep) -> Response:
     data = await container.snapshots.load(doc.knowledge_base_id, doc.id)
     if data is None:
@@ -35,7 +37,8 @@ async def get_snapshot(doc: ReadableDocument, container: ContainerDep) -> Respon
     return Response(data, media_type="application/json; charset=utf-8")
 
 
-@router.get("/{document_id}/source")
+@router.get("/{document_id}/source", response_class=StreamingResponse,
+            responses=body_of("*/*", "the original bytes, with their media type"))
 async def get_source(doc: ReadableDocument, container: ContainerDep) -> StreamingResponse:
     if not await container.storage.exists(doc.object_key):
         raise ResourceNotFoundError("the source file is no longer stored")
@@ -48,7 +51,7 @@ async def get_source(doc: ReadableDocument, container: ContainerDep) -> Streamin
                              headers={"Content-Disposition": disposition, "Content-Length": str(doc.size_bytes)})
 
 
-@router.get("/{document_id}/assets/{asset_id}")
+@router.get("/{document_id}/assets/{asset_id}", responses=body_of("image/*", "the image bytes"))
 async def get_asset(doc: ReadableDocument, asset_id: UUID, container: ContainerDep) -> Response:
     for asset in await container.documents.assets(doc.id):
         if asset.id == asset_id:

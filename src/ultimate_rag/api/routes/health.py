@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from ...adapters.postgres.maintenance import OperationsQueries
@@ -11,6 +11,7 @@ from ...domain.auth import same_secret
 from ...domain.errors import AuthenticationError
 from ...observability import DatabaseGauges
 from ..deps import ContainerDep
+from ..schemas import body_of
 
 router = APIRouter(tags=["health"])
 
@@ -22,12 +23,10 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(container: ContainerDep) -> JSONResponse:
-    try:
-        ok = await container.db.ping()
-    except Exception:
-        ok = False
-    return JSONResponse({"status": "ready" if ok else "unavailable", "database": ok},
-                        status_code=200 if ok else 503)
+    """Every configured backend: the database, and S3 / Milvus / Qdrant / the HTTP embedder when set."""
+    checks = await container.readiness()
+    ok = all(checks.values())
+    return JSONResponse({"status": "ready" if ok else "unavailable", **checks}, status_code=200 if ok else 503)
 
 
 async def metrics_access(container: ContainerDep, request: Request) -> None:
@@ -41,7 +40,9 @@ async def metrics_access(container: ContainerDep, request: Request) -> None:
         raise AuthenticationError("the metrics endpoint needs the metrics token")
 
 
-@router.get("/metrics", dependencies=[Depends(metrics_access)])
+@router.get("/metrics", dependencies=[Depends(metrics_access)], response_class=PlainTextResponse,
+            responses={**body_of("text/plain", "Prometheus text format", {"type": "string"}),
+                       401: {"description": "the metrics token is required"}})
 async def metrics(container: ContainerDep) -> Response:
     """Gauges read from PostgreSQL at scrape time, so they cover every API and worker process:
     documents per status, stuck documents, jobs, queue depth and the age of the oldest due job.

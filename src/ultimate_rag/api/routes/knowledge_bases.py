@@ -14,6 +14,7 @@ from ...services.lifecycle import BulkReindexFilter
 from ..audit import AuditDep
 from ..deps import AdminDep, ContainerDep, EditableKB, PrincipalDep, ReadableKB, principal
 from ..schemas import (
+    ERROR_RESPONSES,
     DocumentList,
     DocumentOut,
     KnowledgeBaseIn,
@@ -27,7 +28,8 @@ from ..schemas import (
 )
 from ..uploads import UPLOAD_BODY, UploadedFile
 
-router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)])
+router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)],
+                   responses=ERROR_RESPONSES)
 
 
 @router.post("", status_code=201, response_model=KnowledgeBaseOut)

@@ -13,8 +13,9 @@ from pydantic import BaseModel
 
 from ...adapters.postgres.maintenance import OperationsQueries
 from ..deps import AdminDep, ContainerDep
+from ..schemas import ERROR_RESPONSES
 
-router = APIRouter(prefix="/api/documents", tags=["operations"])
+router = APIRouter(prefix="/api/documents", tags=["operations"], responses=ERROR_RESPONSES)
 MAX_LIMIT = 500
 
 
@@ -36,7 +37,8 @@ class StuckDocumentList(BaseModel):
 @router.get("/stuck", response_model=StuckDocumentList)
 async def stuck_documents(
     _admin: AdminDep, container: ContainerDep,
-    older_than_seconds: Annotated[float | None, Query(ge=0, description="default: ULTIMATE_RAG_STUCK_AFTER_SECONDS")]
+    older_than_seconds: Annotated[float | None, Query(ge=0, le=10 * 365 * 86400,
+                                                      description="default: ULTIMATE_RAG_STUCK_AFTER_SECONDS")]
     = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
 ) -> StuckDocumentList:
