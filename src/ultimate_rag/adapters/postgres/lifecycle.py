@@ -151,7 +151,8 @@ class LifecycleRepository:
         await notify_workers(conn)
 
 
-BULK_REINDEX = """
+# The next batch of a knowledge base's documents by id, each locked job row first, then document row.
+LOCKED_BATCH = """
 WITH batch AS (
     SELECT id FROM documents
     WHERE knowledge_base_id = %(kb)s AND id > %(after)s
@@ -163,7 +164,9 @@ WITH batch AS (
     SELECT d.id, d.status, d.parser_name, d.parser_version
     FROM documents d JOIN jobs ON jobs.document_id = d.id
     ORDER BY d.id FOR UPDATE OF d
-), eligible AS (
+)"""
+
+BULK_REINDEX = LOCKED_BATCH + """, eligible AS (
     SELECT id FROM docs
     WHERE status = ANY(%(statuses)s)
       AND (%(parsers)s::text[] IS NULL
@@ -240,17 +243,7 @@ class KnowledgeBaseDeletionRepository:
             return True
 
 
-QUEUE_KB_DELETES = """
-WITH batch AS (
-    SELECT id FROM documents
-    WHERE knowledge_base_id = %(kb)s AND id > %(after)s
-    ORDER BY id LIMIT %(n)s
-), jobs AS (
-    SELECT j.document_id FROM ingestion_jobs j JOIN batch b ON b.id = j.document_id
-    ORDER BY j.document_id FOR UPDATE OF j
-), docs AS (
-    SELECT d.id FROM documents d JOIN jobs ON jobs.document_id = d.id ORDER BY d.id FOR UPDATE OF d
-), reset AS (
+QUEUE_KB_DELETES = LOCKED_BATCH + """, reset AS (
     UPDATE ingestion_jobs j
     SET status = 'PENDING', operation = 'delete', force = true, attempts = 0, max_attempts = %(max_attempts)s,
         available_at = now(), locked_by = NULL, locked_at = NULL, last_error = NULL, finished_at = NULL,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 from uuid import UUID
+
+from ..files import write_atomically
 
 SNAPSHOT_FORMAT_VERSION = 1
 
@@ -24,26 +24,8 @@ class FilesystemChunkSnapshotStore:
 
     async def save(self, *, knowledge_base_id: UUID, document_id: UUID, snapshot: dict[str, Any]) -> None:
         data = json.dumps(snapshot, ensure_ascii=False, indent=1, default=str).encode("utf-8")
-        await asyncio.to_thread(self._write, self.path(knowledge_base_id, document_id), data)
-
-    @staticmethod
-    def _write(path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".chunks-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        await asyncio.to_thread(write_atomically, self.path(knowledge_base_id, document_id), data,
+                                temp_prefix=".chunks-")
 
     async def load(self, knowledge_base_id: UUID, document_id: UUID) -> bytes | None:
         path = self.path(knowledge_base_id, document_id)

@@ -7,12 +7,12 @@ import asyncio
 import itertools
 import os
 import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ...domain.errors import ResourceNotFoundError
+from ..files import write_atomically
 
 
 class LocalObjectStorage:
@@ -28,21 +28,7 @@ class LocalObjectStorage:
         return path
 
     async def put(self, key: str, data: bytes, content_type: str) -> None:
-        await asyncio.to_thread(self._put, self._path(key), data)
-
-    @staticmethod
-    def _put(path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        await asyncio.to_thread(write_atomically, self._path(key), data, temp_prefix=".tmp-")
 
     async def get(self, key: str) -> bytes:
         path = self._path(key)
