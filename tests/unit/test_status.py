@@ -56,14 +56,16 @@ def test_every_spec_transition_is_allowed(current: D, target: D) -> None:
 
 
 def test_the_table_holds_nothing_beyond_the_spec() -> None:
-    # the only extra edge: a failed delete goes back to PENDING for its retry
-    assert ALLOWED_TRANSITIONS - SPEC_TRANSITIONS == {(D.DELETING, D.PENDING)}
+    # the extra edges: a failed delete goes back to PENDING for its retry, and (SPEC §8) an indexed
+    # document becomes OUTDATED when a newer duplicate of it is indexed
+    assert ALLOWED_TRANSITIONS - SPEC_TRANSITIONS == {(D.DELETING, D.PENDING), (D.READY, D.OUTDATED)}
 
 
 @pytest.mark.parametrize(("current", "target"), [
     (D.PENDING, D.READY), (D.PARSING, D.EMBEDDING), (D.READY, D.PARSING), (D.FAILED, D.READY),
     (D.DELETED, D.READY), (D.UPLOADING, D.PARSING), (D.FETCHING, D.PARSING), (D.READY, D.DELETED),
     (D.INDEXING, D.DELETING), (D.OUTDATED, D.READY), (D.READY, D.READY), (D.FAILED, D.FAILED),
+    (D.PENDING, D.OUTDATED), (D.FAILED, D.OUTDATED),
 ])
 def test_refused_transitions_raise(current: D, target: D) -> None:
     with pytest.raises(InvalidTransitionError):

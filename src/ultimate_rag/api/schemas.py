@@ -109,6 +109,7 @@ class DocumentOut(BaseModel):
     progress: dict[str, Any]
     parser: dict[str, str | None] | None
     duplicate_of: UUID | None
+    dedup: dict[str, Any] = Field(default_factory=dict, description="the duplicate verdict, when there is one")
     content_revision: int
     source: dict[str, Any]
     timings: list[StageTiming]
@@ -127,7 +128,7 @@ class DocumentOut(BaseModel):
             job_status=doc.job_status.value if doc.job_status else None, chunk_count=doc.chunk_count,
             progress=doc.progress,
             parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
-            duplicate_of=doc.duplicate_of, content_revision=doc.content_revision, source=doc.source,
+            duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision, source=doc.source,
             timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,
             indexed_at=doc.indexed_at, deleted_at=doc.deleted_at, error_history=error_history,
         )

@@ -72,6 +72,7 @@ class Document:
     attempts: int = 0
     max_attempts: int = 0
     job_status: JobStatus | None = None
+    dedup: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

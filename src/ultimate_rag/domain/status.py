@@ -65,6 +65,8 @@ def _allowed() -> frozenset[tuple[DocumentStatus, DocumentStatus]]:
     edges |= set(itertools.pairwise(PIPELINE))
     for stage in RUNNING:
         edges |= {(stage, D.PENDING), (stage, D.FAILED), (stage, D.OUTDATED)}
+    # deduplication (SPEC §8): an indexed document is outdated when a newer duplicate is indexed
+    edges.add((D.READY, D.OUTDATED))
     # reindex (restores a DELETED document) and delete, both queued through PENDING
     edges |= {(s, D.PENDING) for s in STABLE}
     edges |= {(D.PENDING, D.DELETING), (D.DELETING, D.DELETED), (D.DELETING, D.PENDING)}

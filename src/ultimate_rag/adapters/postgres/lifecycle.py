@@ -145,6 +145,9 @@ class LifecycleRepository:
         await reset_job(conn, document_id, operation=operation, force=force, max_attempts=self._max_attempts)
         await conn.execute(
             "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, updated_at = now(),"
+            # a reindexed OUTDATED document is not outdated again against the same twin (SPEC §8)
+            " dedup_exempt = CASE WHEN status = 'OUTDATED' AND duplicate_of IS NOT NULL"
+            "   THEN array_append(dedup_exempt, duplicate_of) ELSE dedup_exempt END,"
             " error_message = NULL, duplicate_of = NULL, stage_timings = jsonb_build_object('PENDING', now()),"
             " deleted_at = CASE WHEN %s = 'ingest' THEN NULL ELSE deleted_at END"  # a reindex restores
             " WHERE id = %s", (operation, document_id))
@@ -181,6 +184,8 @@ BULK_REINDEX = LOCKED_BATCH + """, eligible AS (
 ), queued AS (
     UPDATE documents d
     SET status = 'PENDING', error_message = NULL, progress = '{}'::jsonb, duplicate_of = NULL,
+        dedup_exempt = CASE WHEN d.status = 'OUTDATED' AND d.duplicate_of IS NOT NULL
+            THEN array_append(d.dedup_exempt, d.duplicate_of) ELSE d.dedup_exempt END,
         updated_at = now(), stage_timings = jsonb_build_object('PENDING', now())
     FROM reset r WHERE d.id = r.document_id
     RETURNING d.id

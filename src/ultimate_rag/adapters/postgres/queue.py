@@ -27,6 +27,7 @@ from .sql import load_queries
 
 log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
+ConnHook = Callable[[Connection], Awaitable[None]]
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
 
 
@@ -94,9 +95,13 @@ class JobQueue:
 
     # -- fenced writes --------------------------------------------------------------------------
     @asynccontextmanager
-    async def fenced(self, lease: Lease) -> AsyncIterator[tuple[Connection, DocumentStatus]]:
-        """A transaction that holds the job (still ours) and the document row, locked in that order."""
+    async def fenced(self, lease: Lease, lock_first: ConnHook | None = None,
+                     ) -> AsyncIterator[tuple[Connection, DocumentStatus]]:
+        """A transaction that holds the job (still ours) and the document row, locked in that order
+        (after whatever ``lock_first`` takes, e.g. a knowledge base's deduplication lock)."""
         async with self._db.transaction() as conn:
+            if lock_first is not None:
+                await lock_first(conn)
             owned = await (await conn.execute(Q["lock_owned_job"], _lease_params(lease))).fetchone()
             if owned is None:
                 raise LeaseLostError()
@@ -145,16 +150,19 @@ class JobQueue:
                                   {"name": name, "version": version})
 
     async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
-                             write_vectors: Callable[[], Awaitable[None]]) -> None:
+                             write_vectors: Callable[[], Awaitable[None]], *, lock_first: ConnHook | None = None,
+                             alongside: ConnHook | None = None) -> None:
         """INDEXING -> READY: replace the chunks, set READY and end the job, all in one transaction.
 
         READY is the commit flag (SPEC §4 rule 2): it is written last, together with the facts it
         vouches for, and only while the job is still ours. ``write_vectors`` runs while the job row
         is locked by this transaction, so no other worker can own the job while vectors are written.
         """
-        async with self.fenced(lease) as (conn, current):
+        async with self.fenced(lease, lock_first) as (conn, current):
             check_transition(current, DocumentStatus.READY)
             await write_vectors()
+            if alongside is not None:  # e.g. the older duplicate becomes OUTDATED in the same commit
+                await alongside(conn)
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
             async with conn.cursor() as cur:
                 await cur.executemany(
@@ -193,9 +201,10 @@ class JobQueue:
                 return
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
             await conn.execute("DELETE FROM document_assets WHERE document_id = %s", (lease.document_id,))
+            await conn.execute("DELETE FROM document_hash_bands WHERE document_id = %s", (lease.document_id,))
             await conn.execute(
                 "UPDATE documents SET status = 'DELETED', deleted_at = now(), chunk_count = 0, progress = '{}'::jsonb,"
-                " error_message = NULL, duplicate_of = NULL, updated_at = now(),"
+                " error_message = NULL, duplicate_of = NULL, content_hash = NULL, minhash = NULL, updated_at = now(),"
                 " stage_timings = stage_timings || jsonb_build_object('DELETED', now()) WHERE id = %s",
                 (lease.document_id,),
             )

@@ -1,0 +1,121 @@
+"""Deduplication during processing (SPEC §8, seed 004 "dedup"), after parsing and before embedding
+so that a duplicate costs no embeddings.
+
+The verdict is taken under the knowledge base's deduplication lock, against documents that are
+READY or on their way with a recorded signature: two near-duplicates judged at the same moment are
+judged one after the other, so exactly one of them ends READY. The older of a pair (by source
+modification time when known, else upload time) becomes OUTDATED with ``duplicate_of`` = the
+newer: at once when the document being processed is the older, or in the same commit that makes
+the newer READY (so a newer document that then fails never leaves its older twin hidden)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from ..adapters.postgres import dedup as repo
+from ..adapters.postgres.database import Connection
+from ..adapters.postgres.queue import JobQueue
+from ..domain import dedup as rules
+from ..domain.errors import LeaseLostError
+from ..domain.models import KnowledgeBaseSettings, Lease
+from ..domain.ports import VectorStore
+from ..domain.status import DocumentStatus, check_transition
+
+
+@dataclass(frozen=True)
+class Signature:
+    text_hash: str
+    hashvalues: list[int] | None
+    bands: list[tuple[int, int]] | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    outdated_self: bool = False  # this document is the older twin: it is OUTDATED already
+    older: UUID | None = None  # the older twin to outdate when this document becomes READY
+    verdict: dict[str, Any] | None = None
+
+
+def compute_signature(text: str, mode: rules.DedupMode) -> Signature:
+    text_hash = rules.content_hash(text)
+    if mode != rules.DedupMode.NEAR:
+        return Signature(text_hash, None, None)
+    from datasketch import MinHash
+
+    minhash = MinHash(num_perm=rules.NUM_PERM, seed=1)
+    minhash.update_batch([s.encode("utf-8") for s in rules.shingles(text)])
+    values = [int(v) for v in minhash.hashvalues]
+    return Signature(text_hash, values, rules.bands(values))
+
+
+class Deduplicator:
+    def __init__(self, queue: JobQueue, vectors: VectorStore) -> None:
+        self._queue = queue
+        self._vectors = vectors
+
+    async def judge(self, lease: Lease, row: dict[str, Any], text: str,
+                    settings: KnowledgeBaseSettings) -> Decision:
+        mode = rules.DedupMode(settings.dedup_mode)
+        if mode == rules.DedupMode.OFF:
+            return Decision()
+        signature = await asyncio.to_thread(compute_signature, text, mode)
+        kb_id, doc_id = row["knowledge_base_id"], row["id"]
+
+        async def kb_lock(conn: Connection) -> None:
+            await repo.lock_knowledge_base(conn, kb_id)
+
+        async with self._queue.fenced(lease, kb_lock) as (conn, current):
+            found = await repo.candidates(conn, knowledge_base_id=kb_id, document_id=doc_id,
+                                          text_hash=signature.text_hash, bands=signature.bands,
+                                          exempt=list(row.get("dedup_exempt") or []))
+            match = rules.judge(filename=row["filename"], text_hash=signature.text_hash,
+                                hashvalues=signature.hashvalues, candidates=found, mode=mode,
+                                threshold=settings.near_duplicate_threshold)
+            if match is None:
+                await repo.record_signature(conn, knowledge_base_id=kb_id, document_id=doc_id,
+                                            text_hash=signature.text_hash, hashvalues=signature.hashvalues,
+                                            bands=signature.bands)
+                await repo.record_verdict(conn, doc_id, {})
+                return Decision()
+            other = next(c for c in found if c.document_id == match.document_id)
+            self_newer = rules.is_newer((row["created_at"], row["source"] or {}, doc_id),
+                                        (other.created_at, other.source, other.document_id))
+            verdict = {"verdict": match.verdict.value, "score": match.score, "method": match.method,
+                       "compared_document_id": str(match.document_id), "mode": mode.value,
+                       "decided_at": datetime.now(UTC).isoformat()}
+            if self_newer:
+                await repo.record_signature(conn, knowledge_base_id=kb_id, document_id=doc_id,
+                                            text_hash=signature.text_hash, hashvalues=signature.hashvalues,
+                                            bands=signature.bands)
+                await repo.record_verdict(conn, doc_id, {**verdict, "role": "newer"})
+                return Decision(older=match.document_id, verdict=verdict)
+            check_transition(current, DocumentStatus.OUTDATED)
+            await conn.execute("UPDATE documents SET content_hash = %s WHERE id = %s", (signature.text_hash, doc_id))
+            outdated = await repo.outdate(conn, older=doc_id, newer=match.document_id,
+                                          verdict={**verdict, "role": "older"})
+            if not outdated:
+                raise LeaseLostError("the document changed while it was judged")
+        await self._vectors.delete_by_document(doc_id)
+        return Decision(outdated_self=True, verdict=verdict)
+
+    def completion_hooks(self, knowledge_base_id: UUID, document_id: UUID, decision: Decision) -> dict[str, Any]:
+        """Hooks for the READY commit: outdate the older twin in the same transaction, under the
+        knowledge base's deduplication lock (taken before any row lock)."""
+        if decision.older is None:
+            return {}
+        older = decision.older
+
+        async def kb_lock(conn: Connection) -> None:
+            await repo.lock_knowledge_base(conn, knowledge_base_id)
+
+        async def outdate_older(conn: Connection) -> None:
+            if await repo.outdate(conn, older=older, newer=document_id,
+                                  verdict={**(decision.verdict or {}), "compared_document_id": str(document_id),
+                                           "role": "older"}):
+                await self._vectors.delete_by_document(older)
+
+        return {"lock_first": kb_lock, "alongside": outdate_older}
