@@ -24,20 +24,22 @@ async def lock_knowledge_base(conn: Connection, knowledge_base_id: UUID) -> None
 async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                      bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]:
     """Documents with the same normalized text, and (near mode) those sharing an LSH band."""
-    band_filter = ""
+    # two index lookups (same hash; a shared band), never a scan of the knowledge base's documents
+    band_ids = ""
     params: dict[str, Any] = {"kb": knowledge_base_id, "doc": document_id, "hash": text_hash,
                               "exempt": exempt or []}
     if bands:
-        band_filter = (" OR d.id IN (SELECT b.document_id FROM document_hash_bands b"
-                       " JOIN unnest(%(band_idx)s::smallint[], %(band_hash)s::bigint[]) AS q(band, hash)"
-                       " ON b.band = q.band AND b.hash = q.hash WHERE b.knowledge_base_id = %(kb)s)")
+        band_ids = (" UNION SELECT b.document_id FROM document_hash_bands b"
+                    " JOIN unnest(%(band_idx)s::smallint[], %(band_hash)s::bigint[]) AS q(band, hash)"
+                    " ON b.band = q.band AND b.hash = q.hash WHERE b.knowledge_base_id = %(kb)s")
         params |= {"band_idx": [b for b, _ in bands], "band_hash": [h for _, h in bands]}
     rows = await (await conn.execute(
-        "SELECT d.id, d.filename, d.content_hash, d.minhash, d.created_at, d.source FROM documents d"
-        f" WHERE d.knowledge_base_id = %(kb)s AND d.id <> %(doc)s AND d.status IN {_MATCHABLE}"
-        " AND d.id <> ALL(%(exempt)s::uuid[]) AND d.content_hash IS NOT NULL"
-        f" AND (d.content_hash = %(hash)s{band_filter})"
-        " ORDER BY d.created_at, d.id LIMIT 200", params)).fetchall()
+        "WITH ids AS (SELECT id AS document_id FROM documents"
+        f" WHERE knowledge_base_id = %(kb)s AND content_hash = %(hash)s{band_ids})"
+        " SELECT d.id, d.filename, d.content_hash, d.minhash, d.created_at, d.source"
+        " FROM ids JOIN documents d ON d.id = ids.document_id"
+        f" WHERE d.id <> %(doc)s AND d.status IN {_MATCHABLE} AND d.id <> ALL(%(exempt)s::uuid[])"
+        " AND d.content_hash IS NOT NULL ORDER BY d.created_at, d.id LIMIT 200", params)).fetchall()
     return [Candidate(r["id"], r["filename"], r["content_hash"], list(r["minhash"]) if r["minhash"] else None,
                       r["created_at"], r["source"] or {}) for r in rows]
 
