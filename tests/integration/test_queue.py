@@ -189,3 +189,23 @@ async def test_claim_uses_the_partial_indexes_with_many_finished_jobs(container)
     text = "\n".join(r["QUERY PLAN"] for r in plan)
     assert "ingestion_jobs_pending_idx" in text and "ingestion_jobs_running_idx" in text, text
     assert "Seq Scan on ingestion_jobs" not in text, text
+
+
+async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(container) -> None:  # type: ignore[no-untyped-def]
+    """With a 60 s poll interval, only LISTEN/NOTIFY can explain a job claimed within seconds."""
+    import time
+
+    from ultimate_rag.services.worker import WorkerConfig
+
+    kb = await new_kb(container)
+    worker = container.worker(WorkerConfig(poll_interval_seconds=60, heartbeat_seconds=5))
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    await asyncio.sleep(1.0)  # the worker found nothing and is now waiting
+    doc = await queue_document(container, kb, "wake up")
+    started = time.monotonic()
+    while (await container.documents.get(doc)).status != D.READY:
+        assert time.monotonic() - started < 20, "the worker was not woken"
+        await asyncio.sleep(0.05)
+    stop.set()
+    await running
