@@ -90,7 +90,7 @@ def test_workers_stop_when_up_is_killed(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait(timeout=30)
-    gone, alive = psutil.wait_procs(workers, timeout=30)
+    _, alive = psutil.wait_procs(workers, timeout=30)
     assert not alive, (tmp_path / "up.log").read_text()[-2000:]
     # the database the killed `up` held is stopped by the next start's owner; here we stop it ourselves
     from ultimate_rag.adapters.postgres.embedded import start_embedded_postgres
