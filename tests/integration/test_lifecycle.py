@@ -172,7 +172,7 @@ async def test_fail_or_recover_during_embedding_stops_the_worker_for_good(client
     kb = await make_kb(client)
     text = "\n\n".join(f"## Part {i}\n\nThe ferry number {i} leaves the harbour at dawn." for i in range(12))
     doc = (await upload(client, kb, "ferries.md", text.encode())).json()["id"]
-    worker = container.worker(WorkerConfig(heartbeat_seconds=0.1, concurrency=1))
+    worker = container.worker(WorkerConfig(heartbeat_seconds=0.1, concurrency=1, shutdown_grace_seconds=0))
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     await wait_status(container, doc, "EMBEDDING")
