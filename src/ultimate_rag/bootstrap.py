@@ -3,6 +3,7 @@ at import time; ``build`` is called by the API lifespan, the worker and the CLI.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from typing import Any
 
 from .adapters.chunking.chunker import StructuredChunker
 from .adapters.embedders.cache import EmbeddingCache
+from .adapters.parsers.isolation import ParseRunner
+from .adapters.parsers.limits import ParseLimits
 from .adapters.parsers.registry import ParserRegistry, default_registry
 from .adapters.postgres.database import Database
 from .adapters.postgres.documents import DocumentRepository
@@ -22,6 +25,8 @@ from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.storage.local import LocalObjectStorage
 from .adapters.vectors.pgvector import PgVectorStore
 from .domain.ports import Embedder, ObjectStorage, VectorStore
+from .services.connectors.wiring import ConnectorServices, build_connectors
+from .services.dedup import Deduplicator
 from .services.deletion import DocumentDeleter
 from .services.embedding import EmbeddingService
 from .services.ingestion import IngestionService
@@ -47,23 +52,74 @@ def database_url(settings: Settings) -> str:
 
 
 def make_storage(settings: Settings) -> ObjectStorage:
+    if settings.storage_url and settings.storage_url.startswith("s3://"):
+        from .adapters.storage.s3 import S3ObjectStorage
+
+        return S3ObjectStorage.from_url(
+            settings.storage_url, endpoint_url=settings.s3_endpoint_url, region=settings.s3_region,
+            access_key_id=settings.s3_access_key_id, secret_access_key=settings.s3_secret_access_key,
+            max_attempts=settings.s3_max_attempts, connect_timeout=settings.s3_connect_timeout_seconds,
+            read_timeout=settings.s3_read_timeout_seconds, multipart_threshold=settings.s3_multipart_threshold_bytes,
+            part_size=settings.s3_part_size_bytes)
     if settings.storage_url and not settings.storage_url.startswith("file://"):
-        raise ValueError(f"unsupported storage URL {settings.storage_url!r}: only file:// is available")
+        raise ValueError(f"unsupported storage URL {settings.storage_url!r}: use file:///path or s3://bucket/prefix")
     return LocalObjectStorage(settings.objects_dir)
 
 
 def make_embedder(settings: Settings) -> Embedder:
+    if settings.embedder == "openai":
+        from .adapters.embedders.openai import OpenAICompatibleEmbedder
+
+        return OpenAICompatibleEmbedder(
+            base_url=settings.embedding_base_url or "", model=settings.embedding_model or "",
+            dimension=settings.embedding_dimensions or 0, api_key=settings.embedding_api_key,
+            send_dimensions=settings.embedding_send_dimensions, max_tokens=settings.embedding_max_tokens,
+            batch_size=settings.embedding_request_batch_size, max_concurrency=settings.embedding_max_concurrency,
+            connect_timeout=settings.embedding_connect_timeout_seconds, timeout=settings.embedding_timeout_seconds,
+            max_retries=settings.embedding_max_retries, input_type_field=settings.embedding_input_type_field)
     if settings.embedder != "local":
-        raise ValueError(f"unsupported embedder {settings.embedder!r}: only 'local' is available")
+        raise ValueError(f"unsupported embedder {settings.embedder!r}: 'local' or 'openai'")
     from .adapters.embedders.local import LocalE5Embedder
 
     return LocalE5Embedder(batch_size=settings.local_embed_micro_batch)
 
 
-def make_vector_store(settings: Settings, db: Database, dimension: int) -> VectorStore:
+def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default") -> VectorStore:
+    if settings.vector_store == "milvus":
+        from .adapters.vectors.milvus import MilvusVectorStore
+
+        if not settings.milvus_uri:
+            raise ValueError("ULTIMATE_RAG_VECTOR_STORE=milvus needs ULTIMATE_RAG_MILVUS_URI")
+        return MilvusVectorStore(uri=settings.milvus_uri, token=settings.milvus_token, dimension=dimension,
+                                 model=model, consistency_level=settings.milvus_consistency_level,
+                                 batch_size=settings.milvus_batch_size, num_partitions=settings.milvus_num_partitions,
+                                 timeout=settings.milvus_timeout_seconds)
+    if settings.vector_store == "qdrant":
+        from .adapters.vectors.qdrant import QdrantVectorStore
+
+        return QdrantVectorStore(url=settings.qdrant_url, api_key=settings.qdrant_api_key, path=settings.qdrant_path,
+                                 dimension=dimension, model=model, batch_size=settings.qdrant_batch_size,
+                                 timeout=settings.qdrant_timeout_seconds)
     if settings.vector_store != "pgvector":
-        raise ValueError(f"unsupported vector store {settings.vector_store!r}: only 'pgvector' is available")
+        raise ValueError(f"unsupported vector store {settings.vector_store!r}: 'pgvector', 'milvus' or 'qdrant'")
     return PgVectorStore(db, dimension)
+
+
+def parse_limits(settings: Settings) -> ParseLimits:
+    return ParseLimits(max_pages=settings.parse_max_pages, max_image_pixels=settings.parse_max_image_pixels,
+                       max_archive_bytes=settings.parse_max_archive_bytes,
+                       max_archive_entries=settings.parse_max_archive_entries,
+                       max_html_depth=settings.parse_max_html_depth, max_text_chars=settings.parse_max_text_chars)
+
+
+def make_vision(settings: Settings) -> Any:
+    """The image describer, or None: then alt text, captions and figure labels describe images."""
+    if not settings.vision_base_url or not settings.vision_model:
+        return None
+    from .adapters.vision import OpenAICompatibleVision
+
+    return OpenAICompatibleVision(settings.vision_base_url, settings.vision_model, settings.vision_api_key,
+                                  timeout=settings.vision_timeout_seconds)
 
 
 @dataclass
@@ -85,9 +141,11 @@ class Container:
     deleter: DocumentDeleter
     lifecycle: DocumentLifecycle
     knowledge_base_removal: KnowledgeBaseRemoval
+    connectors: ConnectorServices | None = None
 
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
-        return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter)
+        return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
+                               connector_runner=self.connectors.runner if self.connectors else None)
 
     async def open(self) -> None:
         await self.db.open()
@@ -98,6 +156,28 @@ class Container:
         await self.queue.close()
         await self.queue.db.close()
         await self.db.close()
+        for client in (self.vectors, self.embedder):  # HTTP/gRPC clients of the production backends
+            aclose = getattr(client, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def readiness(self) -> dict[str, bool]:
+        """Every configured backend answers: PostgreSQL, and the object storage, vector store and
+        embedder when they are remote (those with a ``ping``). Checked concurrently, each bounded."""
+        checks: dict[str, Any] = {"database": self.db.ping}
+        for name, component in (("storage", self.storage), ("vectors", self.vectors), ("embedder", self.embedder)):
+            ping = getattr(component, "ping", None)
+            if ping is not None:
+                checks[name] = ping
+
+        async def run(check: Any) -> bool:
+            try:
+                return bool(await asyncio.wait_for(check(), timeout=5.0))
+            except Exception:
+                return False
+
+        results = await asyncio.gather(*(run(c) for c in checks.values()))
+        return dict(zip(checks, results, strict=True))
 
 
 def build(settings: Settings, *, url: str | None = None, embedder: Embedder | None = None,
@@ -111,14 +191,18 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     queue_db = Database(url, max_size=max(2, pool_size // 2), register_vector=False, generic_plans=True)
     queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)
-    vectors = make_vector_store(settings, db, embedder.dimension)
-    parsers = default_registry()
+    vectors = make_vector_store(settings, db, embedder.dimension, embedder.name)
+    limits = parse_limits(settings)
+    parsers = default_registry(limits)
     embedding = EmbeddingService(embedder, EmbeddingCache(db), batch_size=settings.embed_batch_size,
                                  rate_limit_max_wait=settings.rate_limit_max_wait_seconds)
     processor = DocumentProcessor(
         queue=queue, storage=storage, parsers=parsers, chunker=StructuredChunker(embedder.count_tokens),
         embedding=embedding, vectors=vectors, snapshots=snapshots,
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
+        parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
+                                 memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
+        vision=make_vision(settings), dedup=Deduplicator(queue, vectors),
     )
     ingestion = IngestionService(
         documents=documents, knowledge_bases=kbs, storage=storage, parsers=parsers,
@@ -140,8 +224,19 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     return Container(settings=settings, db=db, knowledge_bases=kbs, documents=documents, queue=queue,
                      storage=storage, snapshots=snapshots, embedder=embedder, embedding=embedding,
                      vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
-                     deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal)
+                     deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal,
+                     connectors=build_connectors(settings, db, storage, parsers))
 
 
 def run_migrations(settings: Settings, url: str | None = None) -> list[int]:
-    return migrate(url or database_url(settings))
+    applied = migrate(url or database_url(settings))
+    prepare_storage(settings)
+    return applied
+
+
+def prepare_storage(settings: Settings) -> None:
+    """S3: check the bucket, and create it when ``ULTIMATE_RAG_S3_CREATE_BUCKET`` allows."""
+    if settings.storage_url and settings.storage_url.startswith("s3://"):
+        storage = make_storage(settings)
+        if storage.ensure_bucket(create=settings.s3_create_bucket):  # type: ignore[attr-defined]
+            log.info("created the S3 bucket for %s", settings.storage_url)

@@ -108,6 +108,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"\nultimate-rag is up: {base}  (API docs: {base}/docs)", flush=True)
     print(f"admin key{' (new, saved to ' + str(settings.data_dir / 'admin.key') + ')' if created else ''}: {key}",
           flush=True)
+    # the key rides in the URL fragment, which browsers never send to the server (docs/workbench.md)
+    from urllib.parse import quote
+
+    print(f"workbench (logs straight in): {base}/#key={quote(key, safe='')}", flush=True)
     try:
         _run_api(args.host, args.port)
     finally:

@@ -62,6 +62,27 @@ class Settings(BaseSettings):
     qdrant_url: str | None = None
     qdrant_api_key: str | None = Field(default=None, repr=False)
     qdrant_path: str | None = None
+    # production backends: tuning (issue 5)
+    s3_create_bucket: bool = False  # migrate creates a missing bucket
+    s3_max_attempts: int = Field(default=5, ge=1)  # per request, 5xx/timeouts retried with backoff
+    s3_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    s3_read_timeout_seconds: float = Field(default=60.0, gt=0)
+    s3_multipart_threshold_bytes: int = Field(default=16 * 1024 * 1024, ge=5 * 1024 * 1024)
+    s3_part_size_bytes: int = Field(default=8 * 1024 * 1024, ge=5 * 1024 * 1024)
+    milvus_consistency_level: Literal["Strong", "Session", "Bounded", "Eventually"] = "Bounded"
+    milvus_batch_size: int = Field(default=500, ge=1)
+    milvus_num_partitions: int = Field(default=16, ge=1)
+    milvus_timeout_seconds: float = Field(default=30.0, gt=0)
+    qdrant_batch_size: int = Field(default=256, ge=1)
+    qdrant_timeout_seconds: float = Field(default=30.0, gt=0)
+    embedding_send_dimensions: bool = False  # send "dimensions" (models that can shorten their vectors)
+    embedding_max_tokens: int = Field(default=512, ge=16)  # longer inputs are truncated (and noted)
+    embedding_request_batch_size: int = Field(default=16, ge=1)  # inputs per HTTP request
+    embedding_max_concurrency: int = Field(default=4, ge=1)  # HTTP requests in flight per process
+    embedding_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    embedding_timeout_seconds: float = Field(default=60.0, gt=0)
+    embedding_max_retries: int = Field(default=3, ge=0)  # 5xx/timeouts, inside one attempt
+    embedding_input_type_field: str | None = None  # e.g. "input_type": sends "query"/"passage"
     outbound_allow_networks: str = ""
 
     # parsing (PDF, DOCX, HTML, CSV) and image descriptions
@@ -78,6 +99,15 @@ class Settings(BaseSettings):
     vision_model: str | None = None
     vision_api_key: str | None = Field(default=None, repr=False)
     vision_timeout_seconds: float = Field(default=60.0, gt=0)
+
+    # connectors (SPEC §9)
+    connector_directory_roots: str = ""  # comma-separated directories that directory connectors may read
+    connector_max_item_bytes: int | None = Field(default=None, gt=0)  # per remote item; default: max_upload_bytes
+    connector_fetch_timeout_seconds: float = Field(default=30.0, gt=0)  # per HTTP fetch, redirects included
+    connector_max_items: int = Field(default=10_000, ge=1)  # items per sync (URLs, sitemap pages, files, keys)
+    connector_sitemap_max_depth: int = Field(default=3, ge=0)  # sitemap index levels followed
+    connector_min_schedule_seconds: int = Field(default=60, ge=1)  # shortest allowed sync interval
+    connector_sync_max_attempts: int = Field(default=3, ge=1)  # tries of a sync that fails as a whole
 
     # maintenance and observability
     janitor_interval_seconds: float = Field(default=300.0, ge=0)  # 0: workers never sweep

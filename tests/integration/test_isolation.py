@@ -28,6 +28,14 @@ RULES = {
     ("GET", "/api/knowledge-bases/{kb_id}/documents"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/reindex"): KB_EDIT,
     ("POST", "/api/knowledge-bases/{kb_id}/search"): KB_READ,
+    ("POST", "/api/knowledge-bases/{kb_id}/connectors"): KB_EDIT,
+    ("GET", "/api/knowledge-bases/{kb_id}/connectors"): KB_READ,
+    ("GET", "/api/knowledge-bases/{kb_id}/connectors/{connector_id}"): KB_READ,
+    ("PATCH", "/api/knowledge-bases/{kb_id}/connectors/{connector_id}"): KB_EDIT,
+    ("DELETE", "/api/knowledge-bases/{kb_id}/connectors/{connector_id}"): KB_EDIT,
+    ("POST", "/api/knowledge-bases/{kb_id}/connectors/{connector_id}/sync"): KB_EDIT,
+    ("POST", "/api/knowledge-bases/{kb_id}/connectors/{connector_id}/abort"): KB_EDIT,
+    ("GET", "/api/knowledge-bases/{kb_id}/connectors/{connector_id}/syncs"): KB_READ,
     ("GET", "/api/documents/stuck"): ADMIN,
     ("GET", "/api/documents/{document_id}"): DOC_READ,
     ("DELETE", "/api/documents/{document_id}"): DOC_EDIT,
@@ -41,6 +49,7 @@ RULES = {
     ("POST", "/api/documents/{document_id}/recover"): DOC_EDIT,
     ("GET", "/api/keys"): ADMIN, ("POST", "/api/keys"): ADMIN, ("DELETE", "/api/keys/{key_id}"): ADMIN,
     ("GET", "/api/audit"): ADMIN,
+    ("GET", "/api/knowledge-bases/{kb_id}/events"): KB_READ,
 }
 PRINCIPALS = ["admin", "reader A", "editor A", "editor B", "revoked", "expired", "none"]
 
@@ -112,7 +121,10 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
             else await new_kb(container)  # the admin really deletes: give it its own
         doc, asset = await document_with_asset(container, world["a"])
         victim = await ApiKeyRepository(container.db).create(is_admin=False, scopes={world["a"]: Role.READER})
-        params = {"kb_id": kb, "document_id": doc, "asset_id": asset, "key_id": victim.split("_")[1]}
+        connector = await container.connectors.repository.create(  # a fresh one: an admin really deletes
+            world["a"], kind="urls", name="", config={"urls": ["https://example.com/a.md"]}, schedule_seconds=None)
+        params = {"kb_id": kb, "document_id": doc, "asset_id": asset, "key_id": victim.split("_")[1],
+                  "connector_id": connector.id}
         url = path.format(**params)
         token = world["tokens"].get(who)
         headers = {"Authorization": f"Bearer {token}" if token else ""}
@@ -123,8 +135,14 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
             kwargs["json"] = {"name": f"kb-{uuid4().hex[:8]}"}
         elif path.endswith("/search"):
             kwargs["json"] = {"query": "text"}
+        elif path.endswith("/connectors") and method == "POST":
+            kwargs["json"] = {"kind": "urls", "config": {"urls": ["https://example.com/b.md"]}}
+        elif "{connector_id}" in path and method == "PATCH":
+            kwargs["json"] = {"name": "renamed"}
         elif path == "/api/keys" and method == "POST":
             kwargs["json"] = {"admin": True}
+        elif path.endswith("/events"):
+            kwargs["params"] = {"max_seconds": 1}  # the stream ends by itself; the test transport waits for it
         r = await client.request(method, url, headers=headers, **kwargs)
         want = expected(rule, who)
         if want == "ok":

@@ -13,7 +13,9 @@ from ..bootstrap import Container, build
 from ..settings import Settings
 from .errors import install_error_handlers
 from .limits import BodySizeLimit, SecurityHeaders
-from .routes import admin, documents, health, knowledge_bases, operations
+from .routes import admin, connectors, documents, health, knowledge_bases, operations
+from .routes import events as events_routes
+from .routes import web as web_routes
 
 
 def create_app(settings: Settings | None = None, container: Container | None = None) -> FastAPI:
@@ -30,6 +32,9 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         try:
             yield
         finally:
+            hub = getattr(app.state, "document_events", None)
+            if hub is not None:
+                await hub.close()
             await built.close()
 
     app = FastAPI(title="ultimate-rag", version=__version__, lifespan=lifespan,
@@ -49,7 +54,11 @@ def create_app(settings: Settings | None = None, container: Container | None = N
 
     app.include_router(health.router)
     app.include_router(knowledge_bases.router)
+    app.include_router(connectors.router)
     app.include_router(operations.router)  # before documents: /api/documents/{document_id} would take /stuck
     app.include_router(documents.router)
     app.include_router(admin.router)
+    app.include_router(events_routes.router)
+    app.include_router(web_routes.router)  # the workbench: `/` and `/web/...`
+    app.mount("/web", web_routes.static_files(), name="web")
     return app

@@ -12,6 +12,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from ..adapters.parsers.isolation import ParseRunner
+from ..adapters.parsers.pdf import figure_text
 from ..adapters.postgres.queue import JobQueue
 from ..adapters.snapshots.filesystem import SNAPSHOT_FORMAT_VERSION
 from ..domain.errors import (
@@ -29,6 +31,7 @@ from ..domain.models import (
     EmbeddedChunk,
     KnowledgeBaseSettings,
     Lease,
+    ParsedAsset,
     ParsedDocument,
 )
 from ..domain.ports import Chunker, ChunkSnapshotStore, ObjectStorage, VectorStore
@@ -59,7 +62,8 @@ class ParserResolver:  # the registry's shape, as the pipeline needs it
 class DocumentProcessor:
     def __init__(self, *, queue: JobQueue, storage: ObjectStorage, parsers: ParserResolver, chunker: Chunker,
                  embedding: EmbeddingService, vectors: VectorStore, snapshots: ChunkSnapshotStore,
-                 default_chunk_size: int, default_overlap: int, progress_interval: float = 1.0) -> None:
+                 default_chunk_size: int, default_overlap: int, progress_interval: float = 1.0,
+                 parse_runner: ParseRunner | None = None, vision: Any = None, dedup: Any = None) -> None:
         self._queue = queue
         self._storage = storage
         self._parsers = parsers
@@ -70,6 +74,9 @@ class DocumentProcessor:
         self._chunk_size = default_chunk_size
         self._overlap = default_overlap
         self._progress_interval = progress_interval
+        self._parse_runner = parse_runner or ParseRunner(isolate=False)
+        self._vision = vision  # an image describer (adapters/vision) or None
+        self._dedup = dedup  # a Deduplicator (services/dedup.py) or None
 
     async def process(self, lease: Lease) -> None:
         row = await self._queue.load_document_row(lease.document_id)
@@ -91,7 +98,8 @@ class DocumentProcessor:
         source = DocumentSource(row["id"], row["filename"], row["mime_type"], content)
         parser = self._parsers.resolve(source)
         await self._queue.record_parser(lease, parser.name, parser.version)
-        parsed: ParsedDocument = await _deterministic(asyncio.to_thread(parser.parse, source), "parse the file")
+        parsed: ParsedDocument = await _deterministic(self._parse_runner.parse(parser, source), "parse the file")
+        parsed = await self._describe_images(parsed)
 
         await self._queue.enter_stage(lease, S.CHUNKING)
         chunks = await _deterministic(asyncio.to_thread(
@@ -101,10 +109,14 @@ class DocumentProcessor:
         ), "split the file into chunks")
         if not chunks:
             raise InvalidDocumentError("the document contains no text to index")
-        await self._persist_assets(lease, row, parsed)
-        chunks = [replace(c, metadata={**c.metadata, "filename": row["filename"],
-                                       "source_locator": c.locator.to_metadata()}) for c in chunks]
+        stored = await self._persist_assets(lease, row, parsed)
+        chunks = [replace(c, metadata=_with_assets(c.metadata, stored, row["id"]) | {
+            "filename": row["filename"], "source_locator": c.locator.to_metadata()}) for c in chunks]
+        chunks = _note_truncation(chunks, self._embedding.embedder)
         await self._write_snapshot(row, parser, parsed, chunks)
+        decision = await self._dedup.judge(lease, row, parsed.text, kb_settings) if self._dedup else None
+        if decision is not None and decision.outdated_self:
+            return  # the older of two duplicates: OUTDATED, nothing embedded
 
         total = len(chunks)
         await self._queue.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
@@ -117,7 +129,8 @@ class DocumentProcessor:
             await self._vectors.delete_by_document(lease.document_id)
             await self._vectors.upsert(row["knowledge_base_id"], embedded)
 
-        await self._queue.complete_ready(lease, chunks, write_vectors)
+        hooks = self._dedup.completion_hooks(row["knowledge_base_id"], row["id"], decision) if decision else {}
+        await self._queue.complete_ready(lease, chunks, write_vectors, **hooks)
 
     def _check_model(self, kb_settings: KnowledgeBaseSettings) -> None:
         """A knowledge base keeps the embedding model it was created with: vectors of two models
@@ -148,7 +161,28 @@ class DocumentProcessor:
 
         return report
 
-    async def _persist_assets(self, lease: Lease, row: dict[str, Any], parsed: ParsedDocument) -> None:
+    async def _describe_images(self, parsed: ParsedDocument) -> ParsedDocument:
+        """The optional vision step: each image's description comes from the vision model and
+        replaces the alt text / caption in the asset and in the text of the block that shows it.
+        A failed call raises TransientError (the job retries); without a model nothing changes."""
+        if self._vision is None or not parsed.assets:
+            return parsed
+        described: dict[str, ParsedAsset] = {}
+        for asset in parsed.assets:
+            if not asset.mime_type.startswith("image/"):
+                continue
+            text = await self._vision.describe(asset.data, asset.mime_type, asset.description)
+            described[asset.locator_key] = replace(asset, description=text)
+        blocks = tuple(
+            replace(b, text=figure_text(described[b.asset_ids[0]]))
+            if b.kind == "figure" and len(b.asset_ids) == 1 and b.asset_ids[0] in described else b
+            for b in parsed.blocks)
+        assets = tuple(described.get(a.locator_key, a) for a in parsed.assets)
+        return replace(parsed, blocks=blocks, assets=assets,
+                       metadata={**parsed.metadata, "image_descriptions": "vision"})
+
+    async def _persist_assets(self, lease: Lease, row: dict[str, Any],
+                              parsed: ParsedDocument) -> dict[str, DocumentAsset]:
         """Assets get stable keys; they are stored before their rows, and the rows before READY."""
         kb_id, doc_id = row["knowledge_base_id"], row["id"]
         assets: list[DocumentAsset] = []
@@ -164,6 +198,7 @@ class DocumentProcessor:
             ))
         for stale_key in await self._queue.replace_assets(lease, assets):
             await self._storage.delete(stale_key)
+        return {a.locator_key: a for a in assets}
 
     async def _write_snapshot(self, row: dict[str, Any], parser: Any, parsed: ParsedDocument,
                               chunks: list[Chunk]) -> None:
@@ -185,3 +220,25 @@ class DocumentProcessor:
                                        snapshot=snapshot)
         except OSError as exc:
             raise TransientError(f"could not write the chunk snapshot: {exc.strerror or exc}") from exc
+
+
+def _with_assets(metadata: dict[str, Any], stored: dict[str, DocumentAsset], document_id: Any) -> dict[str, Any]:
+    """Swap the chunker's asset locator keys for what a search result links: id, URL, page, type."""
+    meta = dict(metadata)
+    keys = meta.pop("asset_keys", ())
+    links = [{"id": str(a.id), "url": f"/api/documents/{document_id}/assets/{a.id}", "mime_type": a.mime_type,
+              "page": a.page, "description": a.description}
+             for a in (stored.get(k) for k in keys) if a is not None]
+    if links:
+        meta["assets"] = links
+    return meta
+
+
+def _note_truncation(chunks: list[Chunk], embedder: object) -> list[Chunk]:
+    """An embedder that truncates inputs over its token limit (the HTTP one: providers reject
+    them) embeds only the start of a longer chunk: say so in that chunk's metadata."""
+    limit = getattr(embedder, "max_tokens", 0)
+    if getattr(embedder, "truncate", None) is None or not limit:
+        return chunks
+    return [replace(c, metadata={**c.metadata, "embedding_truncated": {"tokens": c.token_count, "max_tokens": limit}})
+            if c.token_count > limit else c for c in chunks]

@@ -25,6 +25,8 @@ from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
+from .connectors.runner import SyncRunner
+from .connectors.wiring import start_syncs, stop_syncs
 from .deletion import DocumentDeleter
 from .janitor import Janitor, SweepReport
 from .processing import DocumentProcessor
@@ -49,7 +51,8 @@ class WorkerConfig:
 class IngestionWorker:
     def __init__(self, queue: JobQueue, processor: DocumentProcessor, config: WorkerConfig,
                  worker_id: str | None = None, deleter: DocumentDeleter | None = None,
-                 metrics: WorkerMetrics | None = None, janitor: Janitor | None = None) -> None:
+                 metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
+                 connector_runner: SyncRunner | None = None) -> None:
         self.queue = queue
         self.processor = processor
         self.deleter = deleter
@@ -57,6 +60,7 @@ class IngestionWorker:
         self.worker_id = worker_id or new_worker_id()
         self.metrics = metrics or WorkerMetrics()
         self.janitor = janitor
+        self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
         self._operations = OperationsQueries(queue.db)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
         self._shutting_down = False
@@ -65,9 +69,11 @@ class IngestionWorker:
     async def run(self, stop: asyncio.Event) -> None:
         with log_context(worker_id=self.worker_id):
             sweeper = self._start_janitor(stop)
+            syncs = start_syncs(self.connector_runner, self.worker_id, stop)
             try:
                 await self._loop(stop)
             finally:
+                await stop_syncs(syncs, self.config.shutdown_grace_seconds)
                 if sweeper is not None:
                     sweeper.cancel()
                     await asyncio.gather(sweeper, return_exceptions=True)

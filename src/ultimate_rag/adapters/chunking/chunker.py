@@ -43,9 +43,17 @@ class StructuredChunker:
                     token_count=tokens,
                     heading_path=path,
                     locator=_union([locate(u) for u in chosen]),
-                    metadata={},
+                    metadata=_asset_metadata(parsed.blocks, chosen),
                 ))
         return chunks
+
+
+def _asset_metadata(blocks: Sequence[Block], units: Sequence[Unit]) -> dict[str, list[str]]:
+    """The locator keys of the assets (images) that sit in the chunk's blocks, in order."""
+    keys: list[str] = []
+    for index in dict.fromkeys(u.block for u in units):
+        keys.extend(k for k in blocks[index].asset_ids if k not in keys)
+    return {"asset_keys": keys} if keys else {}
 
 
 def _sections(blocks: Sequence[Block]) -> list[tuple[tuple[str, ...], list[tuple[int, Block]]]]:

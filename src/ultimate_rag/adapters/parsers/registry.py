@@ -9,6 +9,7 @@ from ultimate_rag.domain.models import DocumentSource
 from ultimate_rag.domain.ports import Parser
 
 from .detect import OCTET_STREAM, detect_kind
+from .limits import ParseLimits
 from .markdown import MarkdownParser
 from .text import PlainTextParser
 
@@ -44,5 +45,13 @@ def unsupported_reason(kind: str, extension: str) -> str:
     return f"unsupported file format: {kind} content (extension {ext})"
 
 
-def default_registry() -> ParserRegistry:
-    return ParserRegistry([MarkdownParser(), PlainTextParser()])
+def default_registry(limits: ParseLimits | None = None) -> ParserRegistry:
+    """Every built-in parser. PDF, DOCX and HTML load their libraries on first use."""
+    from .docx import DocxParser
+    from .html import HtmlParser
+    from .pdf import PdfParser
+    from .tabular import CsvParser
+
+    limits = limits or ParseLimits()
+    return ParserRegistry([MarkdownParser(), PlainTextParser(), PdfParser(limits), DocxParser(limits),
+                           HtmlParser(limits), CsvParser(limits)])

@@ -67,6 +67,7 @@ class DocumentRepository:
 
     async def list(
         self, knowledge_base_id: UUID, *, status: DocumentStatus | None, limit: int, cursor: str | None,
+        filename_contains: str | None = None,
     ) -> tuple[list[Document], str | None]:
         """Newest first; keyset pagination on (created_at, id) so deep pages stay fast."""
         where = ["d.knowledge_base_id = %(kb)s"]
@@ -74,6 +75,10 @@ class DocumentRepository:
         if status is not None:
             where.append("d.status = %(status)s")
             params["status"] = status.value
+        if filename_contains:  # case-insensitive substring; LIKE wildcards in the text are literal
+            escaped = filename_contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("d.filename ILIKE %(q)s")
+            params["q"] = f"%{escaped}%"
         if cursor:
             created_at, last_id = decode_cursor(cursor)
             where.append("(d.created_at, d.id) < (%(c_at)s, %(c_id)s)")

@@ -92,8 +92,12 @@ async def list_documents(
     status: Annotated[DocumentStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
+    q: Annotated[str | None, Query(max_length=200, description="only filenames containing this text")] = None,
 ) -> DocumentList:
-    items, next_cursor = await container.documents.list(kb.id, status=status, limit=limit, cursor=cursor)
+    if q and "\x00" in q:
+        raise InvalidRequestError("q must not contain NUL characters")
+    items, next_cursor = await container.documents.list(kb.id, status=status, limit=limit, cursor=cursor,
+                                                        filename_contains=q)
     counts = await container.knowledge_bases.status_counts(kb.id)
     return DocumentList(items=[DocumentOut.of(d) for d in items], next_cursor=next_cursor, counts=counts)
 

@@ -1,0 +1,169 @@
+"""Parsing in a child process with a time limit and a memory bound.
+
+One parse = one short-lived process forked from a ``forkserver`` that has the parser libraries
+imported already (a fork costs milliseconds, not an interpreter start). The child caps its own
+address space (``RLIMIT_AS``) and CPU time (``RLIMIT_CPU``), parses, and sends the ParsedDocument
+back through a pipe. The parent waits off the event loop; past the time limit, or when the job is
+cancelled, it kills the child. A child that runs out of memory, crashes (a segfault in a native
+library) or is killed leaves the worker and its other jobs untouched: the document fails with a
+readable reason instead.
+
+Parsers that are not built in (tests inject their own) run in a thread as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ultimate_rag.domain.errors import InvalidDocumentError, UltimateRagError
+from ultimate_rag.domain.models import DocumentSource, ParsedDocument
+
+from .limits import ParseLimits
+
+_BUILTIN_PREFIX = "ultimate_rag.adapters.parsers."
+_context: Any = None
+_context_lock = threading.Lock()
+
+
+def check_parsed(parsed: ParsedDocument, limits: ParseLimits) -> ParsedDocument:
+    """Limits that apply to every format once its text is known."""
+    chars = sum(len(block.text) for block in parsed.blocks)
+    if chars > limits.max_text_chars:
+        raise InvalidDocumentError(
+            f"the document's text has {chars} characters, more than the limit of {limits.max_text_chars}")
+    return parsed
+
+
+class ParseRunner:
+    """Runs ``parser.parse(source)`` isolated (default) or in a thread (``isolate=False``)."""
+
+    def __init__(self, limits: ParseLimits | None = None, *, timeout_seconds: float = 300.0,
+                 memory_limit_mb: int = 2048, isolate: bool = True) -> None:
+        self.limits = limits or ParseLimits()
+        self.timeout = timeout_seconds
+        self.memory_bytes = memory_limit_mb * 1024 * 1024 if memory_limit_mb > 0 else 0
+        self.isolate = isolate
+
+    async def parse(self, parser: Any, source: DocumentSource) -> ParsedDocument:
+        if not self.isolate or not type(parser).__module__.startswith(_BUILTIN_PREFIX):
+            parsed = await asyncio.to_thread(parser.parse, source)
+        else:
+            parsed = await self._isolated(parser.name, source)
+        return check_parsed(parsed, self.limits)
+
+    async def _isolated(self, name: str, source: DocumentSource) -> ParsedDocument:
+        ctx = _mp_context()
+        receive, send = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=_child, name=f"ultimate-rag-parse-{name}", daemon=True,
+                              args=(send, name, source, self.limits, self.memory_bytes, self.timeout))
+        stop = threading.Event()
+        # Starting writes the source to the child, so it runs off the event loop; a cancellation
+        # meanwhile waits for the start to finish, or the child would be started and never killed.
+        starting = asyncio.ensure_future(asyncio.to_thread(process.start))
+        try:
+            await asyncio.shield(starting)
+            send.close()
+            outcome = await asyncio.to_thread(_wait, receive, process, time.monotonic() + self.timeout, stop)
+        finally:
+            stop.set()
+            if not starting.done():
+                await asyncio.wait({starting})
+            send.close()
+            if process.pid is not None:
+                if process.is_alive():
+                    process.kill()
+                await asyncio.to_thread(process.join, 5)
+            receive.close()
+        return self._result(outcome, process.exitcode)
+
+    def _result(self, outcome: tuple[str, Any] | None, exitcode: int | None) -> ParsedDocument:
+        if outcome is None:
+            raise InvalidDocumentError(f"parsing took longer than the limit of {self.timeout:g} seconds")
+        kind, value = outcome
+        if kind == "ok":
+            return value  # type: ignore[no-any-return]
+        if kind == "memory":
+            raise InvalidDocumentError(
+                f"parsing needs more memory than the limit of {self.memory_bytes // (1024 * 1024)} MB")
+        if kind == "error":
+            raise value
+        if kind == "died":
+            if exitcode == -signal.SIGXCPU:
+                raise InvalidDocumentError(f"parsing took longer than the limit of {self.timeout:g} seconds")
+            what = f"signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
+            raise InvalidDocumentError(f"the parser process crashed on this file ({what})")
+        raise InvalidDocumentError("the parser process ended without a result")
+
+
+def _wait(conn: Connection, process: Any, deadline: float,
+          stop: threading.Event) -> tuple[str, Any] | None:
+    """The child's message, ("died", None) when it ended without one, None past the deadline."""
+    while not stop.is_set():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            if conn.poll(min(0.1, remaining)):
+                return conn.recv()  # type: ignore[no-any-return]
+        except (EOFError, OSError):
+            return ("died", None)
+        if not process.is_alive():
+            try:
+                if conn.poll(0):
+                    return conn.recv()  # type: ignore[no-any-return]
+            except (EOFError, OSError):
+                pass
+            return ("died", None)
+    return None
+
+
+def _mp_context() -> Any:
+    global _context
+    with _context_lock:
+        if _context is None:
+            method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+            ctx = multiprocessing.get_context(method)
+            if method == "forkserver":
+                ctx.set_forkserver_preload([__name__, "ultimate_rag.adapters.parsers.pdf",
+                                            "ultimate_rag.adapters.parsers.docx",
+                                            "ultimate_rag.adapters.parsers.html"])
+            _context = ctx
+        return _context
+
+
+def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLimits, memory_bytes: int,
+           timeout: float) -> None:
+    import resource
+
+    try:
+        os.nice(5)  # parsing yields to the worker's own event loop
+    except OSError:
+        pass
+    if memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    cpu = max(1, int(timeout) + 5)  # a backstop; the parent's wall-clock limit normally acts first
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    try:
+        from .registry import default_registry
+
+        parser = next(p for p in default_registry(limits).parsers if p.name == name)
+        message: tuple[str, Any] = ("ok", check_parsed(parser.parse(source), limits))
+    except MemoryError:
+        message = ("memory", None)
+    except UltimateRagError as exc:
+        message = ("error", exc)
+    except Exception as exc:
+        message = ("error", InvalidDocumentError(f"could not parse the file: {exc.__class__.__name__}: {exc}"[:500]))
+    try:
+        conn.send(message)
+    except MemoryError:
+        conn.send(("memory", None))
+    finally:
+        conn.close()

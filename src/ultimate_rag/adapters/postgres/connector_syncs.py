@@ -1,0 +1,242 @@
+"""The worker side of connector syncs (SPEC §9): the claim, the heartbeat, and every fenced write a
+sync makes. A fenced write first renews the sync row *only if* it is still ours (RUNNING,
+locked_by = me, attempts = my attempt) and holds that row lock for the rest of its transaction;
+when the condition fails, ``LeaseLostError`` is raised before anything is written. Lock order: the
+sync row, then a document's job row, then the document row."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from uuid import UUID, uuid4
+
+from psycopg.types.json import Jsonb
+
+from ...domain.errors import ConflictError, LeaseLostError
+from ...domain.status import DocumentStatus, check_transition, is_active
+from .connectors import ENDED, EXHAUSTED, ItemState, Q, SyncLease, end_sync
+from .database import Connection, Database
+from .documents import notify_workers, reset_job
+from .lifecycle import lock_document
+
+
+class KnowledgeBaseDeletingError(ConflictError):
+    """The knowledge base is being deleted: its connectors' syncs stop."""
+
+
+class SyncQueue:
+    """The worker side of connector syncs: claim, heartbeat, fenced writes, and ending a sync."""
+
+    def __init__(self, db: Database, *, lease_seconds: float, max_attempts: int) -> None:
+        self._db = db
+        self.lease_seconds = lease_seconds
+        self._max_attempts = max_attempts
+
+    @property
+    def db(self) -> Database:
+        return self._db
+
+    async def enqueue_scheduled(self) -> int:
+        row = await self._db.fetchone(Q["enqueue_scheduled"], {"max_attempts": self._max_attempts})
+        return int(row["queued"]) if row else 0
+
+    async def converge_expired(self) -> int:
+        """Syncs past their last attempt whose lease expired end FAILED, with their documents."""
+        async with self._db.transaction() as conn:
+            rows = await (await conn.execute(Q["expired_exhausted"], {"lease_seconds": self.lease_seconds})).fetchall()
+            for row in rows:
+                await end_sync(conn, row["id"], "FAILED", error=EXHAUSTED, document_message=EXHAUSTED)
+            return len(rows)
+
+    async def claim(self, worker_id: str) -> SyncLease | None:
+        await self.converge_expired()
+        row = await self._db.fetchone(Q["claim"], {"lease_seconds": self.lease_seconds, "worker_id": worker_id})
+        if row is None:
+            return None
+        return SyncLease(sync_id=row["id"], connector_id=row["connector_id"],
+                         knowledge_base_id=row["knowledge_base_id"], worker_id=worker_id,
+                         attempt=row["attempts"], max_attempts=row["max_attempts"])
+
+    async def heartbeat(self, lease: SyncLease) -> bool:
+        return await self._db.fetchone(Q["lock_owned_sync"], _params(lease)) is not None
+
+    @asynccontextmanager
+    async def fenced(self, lease: SyncLease) -> AsyncIterator[Connection]:
+        """A transaction that holds the sync row, still ours, for its whole length."""
+        async with self._db.transaction() as conn:
+            if await (await conn.execute(Q["lock_owned_sync"], _params(lease))).fetchone() is None:
+                raise LeaseLostError("this worker no longer owns the connector sync")
+            yield conn
+
+    # -- items ------------------------------------------------------------------------------
+    async def find_item(self, lease: SyncLease, external_id: str) -> ItemState | None:
+        row = await self._db.fetchone(Q["find_item"], {"kb": lease.knowledge_base_id,
+                                                       "connector_id": lease.connector_id, "external_id": external_id})
+        if row is None:
+            return None
+        return ItemState(id=row["id"], status=DocumentStatus(row["status"]), sha256=row["sha256"],
+                         object_key=row["object_key"], content_revision=row["content_revision"],
+                         remote_etag=row["remote_etag"], remote_last_modified=row["remote_last_modified"],
+                         connector_sync_id=row["connector_sync_id"], filename=row["filename"])
+
+    async def start_new_item(self, lease: SyncLease, external_id: str, filename: str, max_attempts: int) -> UUID:
+        """A new remote item: its document is created FETCHING (with an idle job: nothing may claim
+        it until its bytes are stored). Raises ConflictError when the knowledge base is being deleted
+        or the item's document appeared meanwhile."""
+        document_id = uuid4()
+        async with self.fenced(lease) as conn:
+            kb = await (await conn.execute("SELECT deleting FROM knowledge_bases WHERE id = %s FOR SHARE",
+                                           (lease.knowledge_base_id,))).fetchone()
+            if kb is None or kb["deleting"]:
+                raise KnowledgeBaseDeletingError("knowledge base is being deleted")
+            source = {"kind": "connector", "connector_id": str(lease.connector_id), "external_id": external_id}
+            row = await (await conn.execute(
+                "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key,"
+                " status, source, stage_timings, connector_id, external_id, connector_sync_id)"
+                " VALUES (%s, %s, %s, 'application/octet-stream', 0, '', '', 'FETCHING', %s,"
+                " jsonb_build_object('FETCHING', now()), %s, %s, %s)"
+                " ON CONFLICT (knowledge_base_id, connector_id, external_id) WHERE connector_id IS NOT NULL"
+                " DO NOTHING RETURNING id",
+                (document_id, lease.knowledge_base_id, filename, Jsonb(source), lease.connector_id, external_id,
+                 lease.sync_id))).fetchone()
+            if row is None:
+                raise ConflictError("the item's document was created by someone else meanwhile")
+            await conn.execute(
+                "INSERT INTO ingestion_jobs (id, document_id, status, max_attempts, finished_at)"
+                " VALUES (%s, %s, 'FAILED', %s, NULL)", (uuid4(), document_id, max_attempts))
+        return document_id
+
+    async def begin_refetch(self, lease: SyncLease, document_id: UUID) -> ItemState:
+        """New bytes for an existing, stable document: it becomes UPLOADING (the re-upload edge).
+        ConflictError when it is active (left alone: never raced)."""
+        async with self.fenced(lease) as conn:
+            locked = await lock_document(conn, document_id)
+            if is_active(locked.status):
+                raise ConflictError(f"document is active ({locked.status})")
+            check_transition(locked.status, DocumentStatus.UPLOADING)
+            await conn.execute(
+                "UPDATE documents SET status = 'UPLOADING', error_message = NULL, progress = '{}'::jsonb,"
+                " connector_sync_id = %s, updated_at = now() WHERE id = %s", (lease.sync_id, document_id))
+        found = await self.find_item_by_id(document_id)
+        assert found is not None
+        return found
+
+    async def find_item_by_id(self, document_id: UUID) -> ItemState | None:
+        row = await self._db.fetchone(
+            "SELECT id, status, sha256, object_key, content_revision, remote_etag, remote_last_modified,"
+            " connector_sync_id, filename FROM documents WHERE id = %s", (document_id,))
+        if row is None:
+            return None
+        return ItemState(id=row["id"], status=DocumentStatus(row["status"]), sha256=row["sha256"],
+                         object_key=row["object_key"], content_revision=row["content_revision"],
+                         remote_etag=row["remote_etag"], remote_last_modified=row["remote_last_modified"],
+                         connector_sync_id=row["connector_sync_id"], filename=row["filename"])
+
+    async def finish_item(self, lease: SyncLease, document_id: UUID, *, object_key: str, filename: str,
+                          mime_type: str, size_bytes: int, sha256: str, revision: int, etag: str | None,
+                          last_modified: str | None, max_attempts: int) -> None:
+        """FETCHING | UPLOADING -> PENDING with the bytes recorded and the single job queued, in one
+        transaction. ConflictError when the document left intake meanwhile (the caller then removes
+        the object it stored)."""
+        async with self.fenced(lease) as conn:
+            locked = await lock_document(conn, document_id)
+            await self._require_ours(conn, lease, document_id, locked.status)
+            await conn.execute(
+                "UPDATE documents SET object_key = %s, filename = %s, mime_type = %s, size_bytes = %s, sha256 = %s,"
+                " content_revision = %s, remote_etag = %s, remote_last_modified = %s, status = 'PENDING',"
+                " error_message = NULL, progress = '{}'::jsonb, duplicate_of = NULL, deleted_at = NULL,"
+                " stage_timings = jsonb_build_object('PENDING', now()), updated_at = now() WHERE id = %s",
+                (object_key, filename, mime_type, size_bytes, sha256, revision, etag, last_modified, document_id))
+            await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts)
+            await notify_workers(conn)
+
+    async def fail_item(self, lease: SyncLease, document_id: UUID, reason: str) -> bool:
+        """FETCHING | UPLOADING (ours) -> FAILED with the reason, job and document together."""
+        async with self.fenced(lease) as conn:
+            locked = await lock_document(conn, document_id)
+            try:
+                await self._require_ours(conn, lease, document_id, locked.status)
+            except ConflictError:
+                return False
+            check_transition(locked.status, DocumentStatus.FAILED)
+            if locked.status == DocumentStatus.UPLOADING:  # its previous source object is still in place
+                reason = f"{reason} (the previous content is kept: reindex to use it)"
+            await conn.execute(
+                "UPDATE ingestion_jobs SET status = 'FAILED', locked_by = NULL, locked_at = NULL, finished_at = now(),"
+                " updated_at = now(), last_error = %(e)s, error_history = error_history || jsonb_build_array("
+                " jsonb_build_object('attempt', attempts, 'at', now(), 'error', %(e)s::text))"
+                " WHERE document_id = %(id)s", {"e": reason, "id": document_id})
+            await conn.execute(
+                "UPDATE documents SET status = 'FAILED', error_message = %s, progress = '{}'::jsonb, updated_at = now()"
+                " WHERE id = %s", (reason, document_id))
+            return True
+
+    async def mark_seen(self, lease: SyncLease, document_id: UUID, *, etag: str | None = None,
+                        last_modified: str | None = None) -> None:
+        """An unchanged item: remember what the remote said and that this sync handled it."""
+        async with self.fenced(lease) as conn:
+            await conn.execute(
+                "UPDATE documents SET connector_sync_id = %s, remote_etag = coalesce(%s, remote_etag),"
+                " remote_last_modified = coalesce(%s, remote_last_modified) WHERE id = %s",
+                (lease.sync_id, etag, last_modified, document_id))
+
+    async def queue_document(self, lease: SyncLease, document_id: UUID, *, operation: str, max_attempts: int) -> None:
+        """A stable document queued through its single job: ``ingest`` restores a soft-deleted one
+        whose bytes came back unchanged; ``delete`` soft-deletes one whose remote item disappeared.
+        ConflictError when it is active."""
+        async with self.fenced(lease) as conn:
+            locked = await lock_document(conn, document_id)
+            if is_active(locked.status):
+                raise ConflictError(f"document is active ({locked.status})")
+            check_transition(locked.status, DocumentStatus.PENDING)
+            await reset_job(conn, document_id, operation=operation, force=False, max_attempts=max_attempts)
+            await conn.execute(
+                "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, error_message = NULL,"
+                " duplicate_of = NULL, connector_sync_id = %s, stage_timings = jsonb_build_object('PENDING', now()),"
+                " deleted_at = CASE WHEN %s = 'ingest' THEN NULL ELSE deleted_at END, updated_at = now()"
+                " WHERE id = %s", (lease.sync_id, operation, document_id))
+            await notify_workers(conn)
+
+    async def items_not_in(self, lease: SyncLease, seen: list[str]) -> list[dict[str, Any]]:
+        return await self._db.fetchall(Q["connector_items_not_in"], {
+            "kb": lease.knowledge_base_id, "connector_id": lease.connector_id, "seen": seen})
+
+    async def _require_ours(self, conn: Connection, lease: SyncLease, document_id: UUID,
+                            status: DocumentStatus) -> None:
+        row = await (await conn.execute("SELECT connector_sync_id FROM documents WHERE id = %s",
+                                        (document_id,))).fetchone()
+        if status not in (DocumentStatus.FETCHING, DocumentStatus.UPLOADING) or row is None \
+                or row["connector_sync_id"] != lease.sync_id:
+            raise ConflictError(f"the document left intake meanwhile (it is {status})")
+
+    # -- the sync itself ---------------------------------------------------------------------
+    async def record(self, lease: SyncLease, outcome: str, external_id: str | None = None,
+                     error: str | None = None) -> None:
+        async with self.fenced(lease) as conn:
+            await conn.execute(Q["record_item"], {"sync_id": lease.sync_id, "outcome": outcome,
+                                                  "external_id": external_id, "error": error})
+
+    async def set_count(self, lease: SyncLease, name: str, value: int) -> None:
+        async with self.fenced(lease) as conn:
+            await conn.execute(Q["set_count"], {"sync_id": lease.sync_id, "name": name, "value": value})
+
+    async def complete(self, lease: SyncLease) -> None:
+        async with self.fenced(lease) as conn:
+            await end_sync(conn, lease.sync_id, "SUCCEEDED", error=None, document_message=ENDED)
+
+    async def fail(self, lease: SyncLease, error: str, *, will_retry: bool, delay_seconds: float) -> None:
+        async with self.fenced(lease) as conn:
+            if will_retry:
+                await conn.execute(Q["retry_sync"], {"sync_id": lease.sync_id, "error": error, "delay": delay_seconds})
+            else:
+                await end_sync(conn, lease.sync_id, "FAILED", error=error,
+                               document_message=f"connector sync failed: {error}")
+
+    async def release(self, lease: SyncLease) -> None:
+        async with self.fenced(lease) as conn:
+            await conn.execute(Q["release_sync"], {"sync_id": lease.sync_id})
+
+
+def _params(lease: SyncLease) -> dict[str, Any]:
+    return {"sync_id": lease.sync_id, "worker_id": lease.worker_id, "attempt": lease.attempt}

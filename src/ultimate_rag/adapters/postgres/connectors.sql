@@ -1,0 +1,142 @@
+-- Connectors and their syncs (SPEC §9). Loaded by name ("-- name --" headers). Lock order, as
+-- everywhere: the sync row, then a document's job row, then the document row.
+
+-- enqueue_scheduled --
+-- Connectors whose schedule is due get a queued sync (none when one is queued or running already:
+-- the partial unique index refuses it) and their next due time moves on by their interval.
+WITH due AS (
+    SELECT c.id, c.knowledge_base_id, c.schedule_seconds
+    FROM connectors c JOIN knowledge_bases kb ON kb.id = c.knowledge_base_id
+    WHERE c.next_sync_at <= now() AND c.schedule_seconds IS NOT NULL AND NOT kb.deleting
+    ORDER BY c.next_sync_at
+    LIMIT 50
+    FOR UPDATE OF c SKIP LOCKED
+), bumped AS (
+    UPDATE connectors c SET next_sync_at = now() + make_interval(secs => due.schedule_seconds)
+    FROM due WHERE c.id = due.id
+    RETURNING c.id
+), inserted AS (
+    INSERT INTO connector_syncs (id, connector_id, knowledge_base_id, trigger, status, max_attempts)
+    SELECT gen_random_uuid(), due.id, due.knowledge_base_id, 'schedule', 'PENDING', %(max_attempts)s FROM due
+    ON CONFLICT DO NOTHING
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM inserted) AS queued, (SELECT count(*) FROM bumped) AS due;
+
+-- expired_exhausted --
+-- Syncs whose worker stopped heartbeating with no attempt left: they end FAILED (with their
+-- documents still being fetched), never stay RUNNING.
+SELECT id FROM connector_syncs
+WHERE status = 'RUNNING' AND attempts >= max_attempts
+  AND locked_at <= now() - make_interval(secs => %(lease_seconds)s)
+ORDER BY locked_at
+LIMIT 20
+FOR UPDATE SKIP LOCKED;
+
+-- claim --
+-- One sync: a due queued one, or a running one whose lease expired (its worker died or hung; the
+-- new attempt resumes it). Attempts are counted here.
+WITH due AS (
+    SELECT id, available_at, created_at FROM connector_syncs
+    WHERE status = 'PENDING' AND available_at <= now() AND attempts < max_attempts
+    ORDER BY available_at, created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), abandoned AS (
+    SELECT id, available_at, created_at FROM connector_syncs
+    WHERE status = 'RUNNING' AND locked_at <= now() - make_interval(secs => %(lease_seconds)s)
+      AND attempts < max_attempts
+    ORDER BY locked_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+), candidate AS (
+    SELECT id FROM (SELECT * FROM due UNION ALL SELECT * FROM abandoned) both_sources
+    ORDER BY available_at, created_at
+    LIMIT 1
+)
+UPDATE connector_syncs s
+SET status = 'RUNNING', attempts = s.attempts + 1, locked_by = %(worker_id)s, locked_at = now(),
+    started_at = coalesce(s.started_at, now()), updated_at = now()
+FROM candidate c
+WHERE s.id = c.id
+RETURNING s.id, s.connector_id, s.knowledge_base_id, s.attempts, s.max_attempts;
+
+-- lock_owned_sync --
+-- Fencing: the sync is still ours (RUNNING, locked by us, at the attempt we claimed); renewed.
+UPDATE connector_syncs SET locked_at = now()
+WHERE id = %(sync_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
+RETURNING id;
+
+-- record_item --
+-- One item's outcome: its counter goes up, its error (if any) is kept (the first 200).
+UPDATE connector_syncs
+SET counts = counts || jsonb_build_object(%(outcome)s::text, coalesce((counts ->> %(outcome)s::text)::int, 0) + 1),
+    errors = CASE WHEN %(error)s::text IS NULL OR jsonb_array_length(errors) >= 200 THEN errors
+                  ELSE errors || jsonb_build_array(jsonb_build_object(
+                      'external_id', %(external_id)s::text, 'error', %(error)s::text, 'at', now())) END,
+    updated_at = now()
+WHERE id = %(sync_id)s;
+
+-- set_count --
+UPDATE connector_syncs SET counts = counts || jsonb_build_object(%(name)s::text, %(value)s::int), updated_at = now()
+WHERE id = %(sync_id)s;
+
+-- end_sync --
+UPDATE connector_syncs
+SET status = %(status)s, error = %(error)s, locked_by = NULL, locked_at = NULL, finished_at = now(), updated_at = now()
+WHERE id = %(sync_id)s;
+
+-- retry_sync --
+UPDATE connector_syncs
+SET status = 'PENDING', error = %(error)s, locked_by = NULL, locked_at = NULL, updated_at = now(),
+    available_at = now() + make_interval(secs => %(delay)s)
+WHERE id = %(sync_id)s;
+
+-- release_sync --
+-- Graceful shutdown: hand the sync back without burning the attempt (its next run resumes it).
+UPDATE connector_syncs
+SET status = 'PENDING', attempts = greatest(attempts - 1, 0), available_at = now(),
+    locked_by = NULL, locked_at = NULL, updated_at = now()
+WHERE id = %(sync_id)s;
+
+-- lock_left_in_intake_jobs --
+-- The jobs of documents a sync left FETCHING (new items) or UPLOADING (new bytes for an existing
+-- one), locked before their documents (the lock order).
+SELECT j.document_id FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id
+WHERE d.connector_sync_id = %(sync_id)s AND d.status IN ('FETCHING', 'UPLOADING')
+ORDER BY j.document_id
+FOR UPDATE OF j;
+
+-- fail_left_in_intake --
+WITH docs AS (
+    SELECT id FROM documents
+    WHERE id = ANY(%(ids)s) AND connector_sync_id = %(sync_id)s AND status IN ('FETCHING', 'UPLOADING')
+    ORDER BY id FOR UPDATE
+), jobs AS (
+    UPDATE ingestion_jobs j
+    SET status = 'FAILED', locked_by = NULL, locked_at = NULL, finished_at = now(), updated_at = now(),
+        last_error = %(message)s, error_history = j.error_history || jsonb_build_array(jsonb_build_object(
+            'attempt', j.attempts, 'at', now(), 'error', %(message)s::text))
+    FROM docs WHERE j.document_id = docs.id
+    RETURNING j.document_id
+)
+UPDATE documents d
+SET status = 'FAILED', error_message = %(message)s, progress = '{}'::jsonb, updated_at = now()
+FROM docs WHERE d.id = docs.id
+RETURNING d.id;
+
+-- find_item --
+SELECT d.id, d.status, d.sha256, d.object_key, d.content_revision, d.remote_etag, d.remote_last_modified,
+       d.connector_sync_id, d.filename
+FROM documents d
+WHERE d.knowledge_base_id = %(kb)s AND d.connector_id = %(connector_id)s AND d.external_id = %(external_id)s;
+
+-- connector_items_not_in --
+-- Documents of this connector whose remote item was not discovered by this sync (an anti-join on
+-- the discovered ids, which the planner can hash: tens of thousands of items stay cheap).
+SELECT d.id, d.external_id, d.status, d.connector_sync_id
+FROM documents d
+LEFT JOIN unnest(%(seen)s::text[]) AS seen(external_id) ON seen.external_id = d.external_id
+WHERE d.knowledge_base_id = %(kb)s AND d.connector_id = %(connector_id)s AND d.status <> 'DELETED'
+  AND seen.external_id IS NULL
+ORDER BY d.id;

@@ -1,0 +1,193 @@
+"""Connectors of a knowledge base (SPEC §9): create, list, read (with the last syncs), change,
+delete, request a sync (202) and abort the running one. Reading needs a reader of the knowledge
+base, changing an editor; ``directory`` and ``s3`` connectors read with the server's own access and
+need an admin key."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, Field
+
+from ...adapters.postgres.connectors import Connector, Sync
+from ...domain.auth import Principal
+from ...domain.errors import ConflictError, InvalidRequestError
+from ...services.connectors.base import ADMIN_KINDS
+from ...services.connectors.sources import validate_config
+from ...services.connectors.wiring import ConnectorServices
+from ..audit import AuditDep
+from ..deps import ContainerDep, EditableKB, PrincipalDep, ReadableKB, principal
+from ..schemas import ERROR_RESPONSES, Name
+
+router = APIRouter(prefix="/api/knowledge-bases/{kb_id}/connectors", tags=["connectors"],
+                   dependencies=[Depends(principal)], responses=ERROR_RESPONSES)
+Kind = Literal["urls", "sitemap", "s3", "directory"]
+MAX_SCHEDULE = 366 * 86400
+
+
+class ConnectorIn(BaseModel):
+    kind: Kind
+    name: Name = Field(default="", max_length=200)
+    config: dict[str, Any]
+    schedule_seconds: int | None = Field(default=None, ge=1, le=MAX_SCHEDULE)
+
+
+class ConnectorPatch(BaseModel):
+    name: Name | None = Field(default=None, max_length=200)
+    config: dict[str, Any] | None = None
+    schedule_seconds: int | None = Field(default=None, ge=1, le=MAX_SCHEDULE)
+
+
+class SyncOut(BaseModel):
+    id: UUID
+    connector_id: UUID
+    trigger: str
+    status: str
+    attempts: int
+    max_attempts: int
+    counts: dict[str, int]
+    errors: list[dict[str, Any]]
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, s: Sync) -> SyncOut:
+        counts = {k: 0 for k in ("discovered", "new", "updated", "unchanged", "removed", "failed", "skipped_active")}
+        return cls(id=s.id, connector_id=s.connector_id, trigger=s.trigger, status=s.status, attempts=s.attempts,
+                   max_attempts=s.max_attempts, counts=counts | {k: int(v) for k, v in s.counts.items()},
+                   errors=s.errors, error=s.error, created_at=s.created_at, started_at=s.started_at,
+                   finished_at=s.finished_at)
+
+
+class SyncList(BaseModel):
+    items: list[SyncOut]
+
+
+class ConnectorOut(BaseModel):
+    id: UUID
+    knowledge_base_id: UUID
+    kind: str
+    name: str
+    config: dict[str, Any]
+    schedule_seconds: int | None
+    next_sync_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    syncs: list[SyncOut] | None = None  # the latest first (GET one)
+
+    @classmethod
+    def of(cls, c: Connector, syncs: list[Sync] | None = None) -> ConnectorOut:
+        return cls(id=c.id, knowledge_base_id=c.knowledge_base_id, kind=c.kind, name=c.name, config=c.config,
+                   schedule_seconds=c.schedule_seconds, next_sync_at=c.next_sync_at, created_at=c.created_at,
+                   updated_at=c.updated_at, syncs=None if syncs is None else [SyncOut.of(s) for s in syncs])
+
+
+class ConnectorList(BaseModel):
+    items: list[ConnectorOut]
+
+
+def _services(container: ContainerDep) -> ConnectorServices:
+    if container.connectors is None:  # pragma: no cover - always built by bootstrap
+        raise ConflictError("connectors are not configured in this process")
+    return container.connectors
+
+
+Services = Annotated[ConnectorServices, Depends(_services)]
+
+
+def _may_use(kind: str, who: Principal) -> None:
+    if kind in ADMIN_KINDS and not who.is_admin:
+        from fastapi import HTTPException
+
+        raise HTTPException(status_code=403, detail=f"{kind} connectors read with the server's access: admin only")
+
+
+def _schedule(value: int | None, services: ConnectorServices) -> int | None:
+    if value is not None and value < services.min_schedule_seconds:
+        raise InvalidRequestError(f"schedule_seconds must be at least {services.min_schedule_seconds}")
+    return value
+
+
+@router.post("", status_code=201, response_model=ConnectorOut)
+async def create_connector(kb: EditableKB, body: ConnectorIn, services: Services, who: PrincipalDep,
+                           audit: AuditDep) -> ConnectorOut:
+    _may_use(body.kind, who)
+    if kb.deleting:
+        raise ConflictError("knowledge base is being deleted")
+    config = validate_config(body.kind, body.config, services.limits)
+    connector = await services.repository.create(kb.id, kind=body.kind, name=body.name, config=config,
+                                                 schedule_seconds=_schedule(body.schedule_seconds, services))
+    await audit.record("connector.create", knowledge_base_id=kb.id, connector_id=connector.id, kind=connector.kind,
+                       schedule_seconds=connector.schedule_seconds)
+    return ConnectorOut.of(connector)
+
+
+@router.get("", response_model=ConnectorList)
+async def list_connectors(kb: ReadableKB, services: Services) -> ConnectorList:
+    return ConnectorList(items=[ConnectorOut.of(c) for c in await services.repository.list(kb.id)])
+
+
+@router.get("/{connector_id}", response_model=ConnectorOut)
+async def get_connector(kb: ReadableKB, connector_id: UUID, services: Services) -> ConnectorOut:
+    connector = await services.repository.get(kb.id, connector_id)
+    return ConnectorOut.of(connector, await services.repository.syncs(connector.id, limit=10))
+
+
+@router.patch("/{connector_id}", response_model=ConnectorOut)
+async def update_connector(kb: EditableKB, connector_id: UUID, body: ConnectorPatch, services: Services,
+                           who: PrincipalDep, audit: AuditDep) -> ConnectorOut:
+    connector = await services.repository.get(kb.id, connector_id)
+    _may_use(connector.kind, who)
+    config = validate_config(connector.kind, body.config, services.limits) if body.config is not None else None
+    given = "schedule_seconds" in body.model_fields_set
+    updated = await services.repository.update(
+        kb.id, connector_id, name=body.name, config=config,
+        schedule_seconds=_schedule(body.schedule_seconds, services) if given else None, schedule_given=given)
+    await audit.record("connector.update", knowledge_base_id=kb.id, connector_id=connector_id,
+                       fields=",".join(sorted(body.model_fields_set)))
+    return ConnectorOut.of(updated)
+
+
+@router.delete("/{connector_id}", status_code=204, response_class=Response)
+async def delete_connector(kb: EditableKB, connector_id: UUID, services: Services, who: PrincipalDep,
+                           audit: AuditDep) -> Response:
+    """Aborts its sync (documents still being fetched become FAILED) and removes the connector and its
+    history; the documents it brought in stay in the knowledge base."""
+    connector = await services.repository.get(kb.id, connector_id)
+    _may_use(connector.kind, who)
+    aborted = await services.repository.delete(kb.id, connector_id)
+    await audit.record("connector.delete", knowledge_base_id=kb.id, connector_id=connector_id,
+                       aborted_sync=aborted.id if aborted else None)
+    return Response(status_code=204)
+
+
+@router.post("/{connector_id}/sync", status_code=202, response_model=SyncOut)
+async def sync_connector(kb: EditableKB, connector_id: UUID, services: Services, who: PrincipalDep,
+                         audit: AuditDep) -> SyncOut:
+    """Queue a sync; a worker runs it. 409 while one is queued or running."""
+    connector = await services.repository.get(kb.id, connector_id)
+    _may_use(connector.kind, who)
+    sync = await services.repository.request_sync(kb.id, connector_id)
+    await audit.record("connector.sync", knowledge_base_id=kb.id, connector_id=connector_id, sync_id=sync.id)
+    return SyncOut.of(sync)
+
+
+@router.post("/{connector_id}/abort", response_model=SyncOut)
+async def abort_connector(kb: EditableKB, connector_id: UUID, services: Services, audit: AuditDep) -> SyncOut:
+    """Abort the queued or running sync: the worker running it stops at its next write, and every
+    document it was fetching becomes FAILED ("connector sync aborted"). 409 when none is active."""
+    sync = await services.repository.abort(kb.id, connector_id)
+    await audit.record("connector.abort", knowledge_base_id=kb.id, connector_id=connector_id, sync_id=sync.id)
+    return SyncOut.of(sync)
+
+
+@router.get("/{connector_id}/syncs", response_model=SyncList)
+async def list_syncs(kb: ReadableKB, connector_id: UUID, services: Services,
+                     limit: Annotated[int, Query(ge=1, le=200)] = 20) -> SyncList:
+    connector = await services.repository.get(kb.id, connector_id)
+    return SyncList(items=[SyncOut.of(s) for s in await services.repository.syncs(connector.id, limit=limit)])

@@ -1,0 +1,68 @@
+"""Builds a connector's source from its kind and configuration, and validates configurations (the
+API calls ``validate_config`` before anything is stored; a sync builds the source again, so a
+configuration that became invalid — a root removed from the settings — fails the sync clearly)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...adapters.http.outbound import OutboundPolicy, SafeHttpClient
+from .base import KINDS, ConnectorConfigError, Source
+from .directory import DirectorySource, allowed_roots, confine
+from .http import HttpFetcher, SitemapSource, UrlListSource, check_url
+from .s3 import S3Source, check_s3_config
+
+
+@dataclass(frozen=True)
+class ConnectorLimits:
+    max_item_bytes: int
+    fetch_timeout_seconds: float
+    max_items: int
+    sitemap_max_depth: int
+    directory_roots: str
+    outbound_allow_networks: str
+    s3: dict[str, Any]  # endpoint_url, region, access_key_id, secret_access_key, ...
+
+
+def validate_config(kind: str, config: dict[str, Any], limits: ConnectorLimits) -> dict[str, Any]:
+    """The normalised configuration, or ConnectorConfigError (400) saying what is wrong."""
+    if kind not in KINDS:
+        raise ConnectorConfigError(f"unknown connector kind {kind!r}: one of {', '.join(KINDS)}")
+    if not isinstance(config, dict):
+        raise ConnectorConfigError("config must be an object")
+    if kind == "urls":
+        urls = config.get("urls")
+        if not isinstance(urls, list) or not urls:
+            raise ConnectorConfigError('a urls connector needs {"urls": ["https://...", ...]}')
+        if len(urls) > limits.max_items:
+            raise ConnectorConfigError(f"at most {limits.max_items} URLs per connector")
+        return {"urls": list(dict.fromkeys(check_url(u) for u in urls))}
+    if kind == "sitemap":
+        return {"url": check_url(config.get("url"))}
+    if kind == "directory":
+        confine(config.get("path"), allowed_roots(limits.directory_roots))
+        return {"path": str(config["path"]).strip()}
+    bucket, prefix = check_s3_config(config)
+    return {"bucket": bucket, "prefix": prefix}
+
+
+def build_source(kind: str, config: dict[str, Any], limits: ConnectorLimits,
+                 client: SafeHttpClient | None = None) -> Source:
+    if kind in ("urls", "sitemap"):
+        fetcher = HttpFetcher(client or SafeHttpClient(OutboundPolicy(limits.outbound_allow_networks)),
+                              max_bytes=limits.max_item_bytes, timeout=limits.fetch_timeout_seconds)
+        if kind == "urls":
+            return UrlListSource(config.get("urls") or [], fetcher, max_items=limits.max_items)
+        return SitemapSource(config.get("url", ""), fetcher, max_depth=limits.sitemap_max_depth,
+                             max_items=limits.max_items)
+    if kind == "directory":
+        return DirectorySource(config.get("path", ""), allowed_roots(limits.directory_roots),
+                               max_bytes=limits.max_item_bytes, max_items=limits.max_items)
+    if kind == "s3":
+        bucket, prefix = check_s3_config(config)
+        from ...adapters.storage.s3 import S3ObjectStorage
+
+        storage = S3ObjectStorage(bucket, prefix, **limits.s3)
+        return S3Source(storage, max_bytes=limits.max_item_bytes, max_items=limits.max_items)
+    raise ConnectorConfigError(f"unknown connector kind {kind!r}")

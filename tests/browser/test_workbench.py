@@ -1,0 +1,383 @@
+"""The workbench in a real headless Chromium (Debian's ``chromium``, driven by Playwright for Python)
+against a real ``ultimate-rag up`` and a real worker process: log in with the printed URL, create a
+knowledge base, upload (drop and pick) files, watch them turn READY / FAILED live, see a 415 next to
+its file and a 409 as the busy message, open a document, re-parse it, search, switch languages.
+Screenshots of the main screens are saved in the test's tmp dir (``screenshots/``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from ..acceptance.test_up import free_port, wait_until
+from ..conftest import TEMPLATE
+
+pytestmark = pytest.mark.acceptance
+
+CHROMIUM = os.environ.get("ULTIMATE_RAG_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+GOOD_MD = """# Harbour operations
+
+## Tide tables
+
+The harbour master publishes the tide tables every Monday. Pilots must check the
+lowest astronomical tide before moving a deep-draught vessel through the channel.
+
+## Night berthing
+
+Night berthing of tankers is allowed only with two tugs and a pilot on board.
+"""
+CORRUPT_PDF = b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog" + bytes(range(256)) * 16
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(64)
+
+
+def _chromium_or_fail() -> str:
+    path = shutil.which(CHROMIUM) or (CHROMIUM if Path(CHROMIUM).exists() else None)
+    if path is None:
+        message = f"Chromium not found at {CHROMIUM} (scripts/test.sh installs Debian's chromium)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.geteuid() == 0:
+            # in CI (and as root, where scripts/test.sh installs it) a missing browser is a failure
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(pg_url: str, template_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:  # type: ignore[type-arg]
+    """`ultimate-rag up --workers 0` (API + printed login URL); the test starts the worker itself."""
+    name = f"web_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    data_dir: Path = tmp_path_factory.mktemp("workbench")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
+    env |= {"ULTIMATE_RAG_DATABASE_URL": make_conninfo(pg_url, dbname=name), "ULTIMATE_RAG_DATA_DIR": str(data_dir),
+            "ULTIMATE_RAG_MAX_UPLOAD_BYTES": "200000", "ULTIMATE_RAG_LOG_LEVEL": "WARNING",
+            "ULTIMATE_RAG_POLL_INTERVAL_SECONDS": "0.2", "ULTIMATE_RAG_RETRY_DELAY_SECONDS": "0.1",
+            "ULTIMATE_RAG_SHUTDOWN_GRACE_SECONDS": "0", "PYTHONUNBUFFERED": "1"}
+    log_path = data_dir / "up.log"
+    proc = subprocess.Popen([sys.executable, "-m", "ultimate_rag.cli", "up", "--workers", "0", "--port", str(port)],
+                            env=env, stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
+    workers: list[subprocess.Popen[bytes]] = []
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=90)
+        found = wait_until(lambda: re.search(r"workbench \(logs straight in\): (\S+)", log_path.read_text()), 10)
+        yield {"base": base, "login_url": found[1], "env": env, "workers": workers, "data_dir": data_dir}
+    finally:
+        for p in [*workers, proc]:
+            if p.poll() is None:
+                p.terminate()
+        for p in [*workers, proc]:
+            try:
+                p.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        log = log_path.read_text(errors="replace")
+        assert "Traceback" not in log, log[-3000:]
+
+
+def start_worker(server: dict) -> None:  # type: ignore[type-arg]
+    log = (server["data_dir"] / f"worker-{len(server['workers'])}.log").open("wb")
+    server["workers"].append(subprocess.Popen([sys.executable, "-m", "ultimate_rag.cli", "worker"],
+                                              env=server["env"], stdout=log, stderr=subprocess.STDOUT))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    path = _chromium_or_fail()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        # Playwright gives every launch a fresh, empty --user-data-dir of its own
+        b = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def row(page, filename: str):  # type: ignore[no-untyped-def]
+    return page.locator("#doc-rows tr", has=page.locator("td.filename", has_text=filename))
+
+
+def wait_status(page, filename: str, status: str, timeout: float = 90_000) -> None:  # type: ignore[no-untyped-def]
+    row(page, filename).and_(page.locator(f'tr[data-status="{status}"]')).wait_for(timeout=timeout)
+
+
+def until(page, expression: str, arg: object = None, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll a JS function in the page (page.wait_for_function evaluates strings, which the CSP forbids)."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expression, arg):
+        assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+        time.sleep(0.05)
+
+
+def drop_files(page, files: list[tuple[str, str, bytes]]) -> None:  # type: ignore[no-untyped-def]
+    """A real drop event on the drop zone, carrying File objects in its DataTransfer."""
+    page.evaluate("""(files) => {
+        const dt = new DataTransfer();
+        for (const [name, type, bytes] of files) dt.items.add(new File([new Uint8Array(bytes)], name, { type }));
+        const zone = document.getElementById("dropzone");
+        zone.dispatchEvent(new DragEvent("dragover", { dataTransfer: dt, bubbles: true, cancelable: true }));
+        zone.dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+    }""", [[n, t, list(b)] for n, t, b in files])
+
+
+def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def, type-arg]
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "409" not in m.text
+            and "415" not in m.text and "Failed to load resource" not in m.text else None)
+
+    # log in with the URL `up` printed: the key is taken from the fragment and leaves the address bar
+    assert "#key=" in server["login_url"]
+    page.goto(server["login_url"])
+    page.wait_for_selector("body[data-ready=true]")
+    assert "key=" not in page.url
+    assert page.evaluate("sessionStorage.getItem('ultimate-rag.key')").startswith("urk_admin_")
+    assert page.locator("#main").is_visible() and page.locator("#login").is_hidden()
+
+    # create a knowledge base with chunking and dedup settings
+    page.click("#kb-create-box summary")
+    page.fill("#kb-name", "Harbour manuals")
+    page.fill("#kb-description", "Port operations")
+    page.fill("#kb-chunk-size", "128")
+    page.fill("#kb-chunk-overlap", "16")
+    page.select_option("#kb-dedup", "exact")
+    page.click("#kb-create button[type=submit]")
+    page.wait_for_selector("#kb-title:has-text('Harbour manuals')")
+    page.evaluate("window.__noReload = true")  # gone if the page reloads
+
+    # record every status a row is rendered with (rows are re-rendered on each event)
+    page.evaluate("""() => {
+        window.__seen = {};
+        new MutationObserver((records) => { for (const r of records) for (const n of r.addedNodes)
+            if (n.dataset && n.dataset.id) (window.__seen[n.dataset.id] ||= []).push(n.dataset.status);
+        }).observe(document.getElementById("doc-rows"), { childList: true });
+    }""")
+
+    # upload: one file dropped, two picked; no worker runs yet, so they wait in PENDING
+    drop_files(page, [("harbour.md", "text/markdown", GOOD_MD.encode())])
+    page.set_input_files("#file-input", [
+        {"name": "broken.pdf", "mimeType": "application/pdf", "buffer": CORRUPT_PDF},
+        {"name": "picture.txt", "mimeType": "text/plain", "buffer": PNG},
+    ])
+    rejected = page.locator('li.upload[data-name="picture.txt"]')
+    rejected.locator(".upload-msg:has-text('415')").wait_for()
+    assert "failed" in (rejected.get_attribute("class") or "")
+    page.locator('li.upload.ok[data-name="harbour.md"]').wait_for()
+    page.locator('li.upload.ok[data-name="broken.pdf"]').wait_for()
+    assert page.locator('li.upload[data-name="harbour.md"] progress').get_attribute("value") == "100"
+    wait_status(page, "harbour.md", "PENDING")
+    assert row(page, "picture.txt").count() == 0
+    page.screenshot(path=str(shots / "01-uploads.png"), full_page=True)
+
+    # a 409: deleting a document that is still active shows the busy message, not a crash
+    row(page, "harbour.md").locator("[data-action=delete]").click()
+    page.locator("#confirm-dialog").wait_for()
+    page.click("#confirm-ok")
+    notice = page.locator("#notice")
+    notice.wait_for()
+    assert "busy (Pending)" in notice.inner_text() and "try again when it finishes" in notice.inner_text()
+    page.screenshot(path=str(shots / "02-busy-409.png"), full_page=True)
+
+    # a worker starts: the statuses change live, without a reload
+    start_worker(server)
+    wait_status(page, "harbour.md", "READY")
+    wait_status(page, "broken.pdf", "FAILED")
+    assert page.evaluate("window.__noReload") is True
+    assert "corrupt" in row(page, "broken.pdf").locator("td.error-cell").inner_text()
+    assert page.locator("#live").inner_text() == "Live"
+    good_id = row(page, "harbour.md").get_attribute("data-id")
+    seen = page.evaluate("window.__seen")[good_id]
+    assert seen[0] == "PENDING" and seen[-1] == "READY"
+    assert {"PARSING", "CHUNKING", "EMBEDDING", "INDEXING"} & set(seen), seen
+    page.screenshot(path=str(shots / "03-documents-live.png"), full_page=True)
+
+    # the document view: timeline, attempts, chunk preview from the snapshot
+    row(page, "harbour.md").locator("td.filename button").click()
+    dialog = page.locator("#doc-dialog")
+    dialog.locator(".chunk").first.wait_for()
+    stages = dialog.locator(".timeline li").all_inner_texts()
+    assert len(stages) >= 5 and "Ready" in stages[-1], stages
+    assert "Tide tables" in dialog.locator(".chunk-list").inner_text()
+    assert "tokens" in dialog.locator(".chunk-meta").first.inner_text()
+    page.screenshot(path=str(shots / "04-document-view.png"), full_page=True)
+    page.click("#doc-close")
+
+    # the failed one shows its error history
+    row(page, "broken.pdf").locator("td.filename button").click()
+    dialog.locator(".history li").first.wait_for()
+    assert "corrupt" in dialog.locator(".history").inner_text()
+    page.click("#doc-close")
+
+    # re-parse: the document goes through the stages again, live
+    page.evaluate("(id) => { window.__seen[id] = []; }", good_id)
+    row(page, "harbour.md").locator("[data-action=reindex]").click()
+    until(page, "(id) => (window.__seen[id] || []).includes('PENDING')", good_id)
+    wait_status(page, "harbour.md", "READY")
+    until(page, "(id) => window.__seen[id].at(-1) === 'READY'", good_id)
+    again = page.evaluate("window.__seen")[good_id]
+    assert {"PARSING", "CHUNKING", "EMBEDDING", "INDEXING"} & set(again), again
+
+    # filters: by status and by file name
+    names = "() => [...document.querySelectorAll('#doc-rows td.filename')].map((td) => td.textContent).join(',')"
+    page.select_option("#status-filter", "FAILED")
+    until(page, f"() => ({names})() === 'broken.pdf'")
+    page.select_option("#status-filter", "")
+    until(page, f"() => ({names})() === 'broken.pdf,harbour.md'")
+    page.fill("#name-filter", "HARB")
+    until(page, f"() => ({names})() === 'harbour.md'")
+    page.fill("#name-filter", "")
+    until(page, f"() => ({names})() === 'broken.pdf,harbour.md'")
+
+    # search: a ranked, cited result
+    page.click("#tab-search")
+    page.fill("#search-query", "when may tankers berth at night?")
+    page.click("#search-form button[type=submit]")
+    first = page.locator("#search-results li.result").first
+    first.wait_for()
+    assert first.locator(".cite-file").inner_text() == "harbour.md"
+    assert "Harbour operations" in first.locator(".cite-heading").inner_text()
+    assert "lines" in first.locator(".cite-loc").inner_text()
+    page.screenshot(path=str(shots / "05-search.png"), full_page=True)
+
+    # languages: 中文 and 한국어, switchable, and every visible string changes
+    page.select_option("#lang", "zh")
+    until(page, "() => document.documentElement.lang === 'zh-CN'")
+    assert page.locator("#tab-documents").inner_text() == "文档"
+    assert page.locator("#tab-search").inner_text() == "检索"
+    assert page.locator("#kbs-title").inner_text() == "知识库"
+    page.click("#tab-documents")
+    assert row(page, "harbour.md").locator(".badge").inner_text() == "已就绪"
+    assert row(page, "harbour.md").locator("[data-action=reindex]").inner_text() == "重新解析"
+    assert "不支持的文件格式" in rejected.locator(".upload-msg").inner_text()  # messages already shown change too
+    assert page.locator('li.upload[data-name="harbour.md"] .upload-msg').inner_text() == "已上传"
+    page.screenshot(path=str(shots / "06-zh.png"), full_page=True)
+    page.select_option("#lang", "ko")
+    until(page, "() => document.documentElement.lang === 'ko'")
+    assert page.locator("#tab-documents").inner_text() == "문서"
+    assert row(page, "harbour.md").locator(".badge").inner_text() == "준비 완료"
+    assert page.locator("#live").inner_text() == "실시간"
+    page.screenshot(path=str(shots / "07-ko.png"), full_page=True)
+    page.reload()  # the choice is remembered
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#kbs-title").inner_text() == "지식 베이스"
+    page.select_option("#lang", "en")
+
+    # a phone-width screen
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator(".kb-item").first.click()
+    wait_status(page, "harbour.md", "READY")
+    page.screenshot(path=str(shots / "08-phone.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1  # no sideways scrolling page
+
+    assert not errors, errors
+    context.close()
+    print(f"screenshots: {shots}")
+
+
+def test_a_wrong_key_is_refused_and_the_login_form_is_shown(server: dict, browser) -> None:  # type: ignore[no-untyped-def, type-arg]
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(server["base"] + "/#key=not-a-real-key")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.locator("#login").is_visible()
+    assert "rejected" in page.locator("#login-error").inner_text()
+    assert page.evaluate("sessionStorage.getItem('ultimate-rag.key')") is None
+    key = (server["data_dir"] / "admin.key").read_text().strip()
+    page.fill("#login-key", key)
+    page.press("#login-key", "Enter")
+    page.locator("#main").wait_for()
+    assert page.locator(".kb-item").count() >= 0
+    context.close()
+
+
+def test_the_page_is_served_with_a_strict_policy_and_no_key_in_requests(server: dict) -> None:  # type: ignore[type-arg]
+    r = httpx.get(server["base"] + "/")
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert "<script>" not in r.text and "style=" not in r.text  # no inline code: the CSP would block it
+    for path in ("/web/app.js", "/web/style.css", "/web/i18n/en.json", "/web/i18n/zh.json", "/web/i18n/ko.json"):
+        assert httpx.get(server["base"] + path).status_code == 200, path
+    assert httpx.get(server["base"] + "/web/../cli.py").status_code == 404
+    assert httpx.get(server["base"] + "/docs").status_code == 200  # the API docs are still where they were
+    started = time.monotonic()
+    assert httpx.get(server["base"] + "/healthz").status_code == 200 and time.monotonic() - started < 5
+
+
+def test_bulk_actions_keyboard_and_labels(server: dict, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """A selection deleted in one go (soft, chosen in the confirmation), driven from the keyboard;
+    every form control has an accessible name."""
+    key = (server["data_dir"] / "admin.key").read_text().strip()
+    h = {"Authorization": f"Bearer {key}"}
+    kb = httpx.post(f"{server['base']}/api/knowledge-bases", json={"name": "Bulk"}, headers=h).json()["id"]
+    for name in ("one.md", "two.md"):
+        httpx.post(f"{server['base']}/api/knowledge-bases/{kb}/documents", headers=h,
+                   files={"file": (name, f"# {name}\n\nSome text about {name}.\n".encode())})
+    if not server["workers"]:
+        start_worker(server)
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(server["base"] + "/#key=" + key)
+    page.wait_for_selector("body[data-ready=true]")
+    page.locator(".kb-item", has_text="Bulk").click()
+    wait_status(page, "one.md", "READY")
+    wait_status(page, "two.md", "READY")
+
+    unnamed = page.evaluate("""() => [...document.querySelectorAll("input, select, textarea, button")]
+        .filter((el) => !el.closest("[hidden], dialog:not([open])") && el.type !== "hidden")
+        .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute("aria-label") && !el.textContent.trim())
+        .map((el) => el.outerHTML)""")
+    assert unnamed == []
+
+    # keyboard only: select all, then the bulk delete, the soft choice, confirm
+    page.focus("#select-all")
+    page.keyboard.press("Space")
+    assert page.locator("#bulk-count").inner_text() == "2 selected"
+    page.focus("[data-bulk=delete]")
+    page.keyboard.press("Enter")
+    page.locator("#confirm-dialog").wait_for()
+    assert page.locator("#confirm-title").inner_text() == "Delete 2 document(s)?"
+    assert page.locator("input[value=soft]").is_checked()
+    page.keyboard.press("Escape")  # cancelled: nothing happens
+    page.locator("#confirm-dialog").wait_for(state="hidden")
+    until(page, "() => document.querySelectorAll('#doc-rows tr[data-status=READY]').length === 2")
+    page.focus("[data-bulk=delete]")
+    page.keyboard.press("Enter")
+    page.focus("#confirm-ok")
+    page.keyboard.press("Enter")
+    wait_status(page, "one.md", "DELETED")
+    wait_status(page, "two.md", "DELETED")
+    assert "2 done, 0 busy" in page.locator("#notice").inner_text()
+    until(page, "() => document.getElementById('kb-counts').textContent.startsWith('2 documents · 0 ready')")
+
+    # arrow keys move between the tabs
+    page.focus("#tab-documents")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.id") == "tab-search"
+    assert page.locator("#panel-search").is_visible() and page.locator("#panel-documents").is_hidden()
+    page.screenshot(path=str(tmp_path / "bulk-deleted.png"), full_page=True)
+    context.close()

@@ -1,0 +1,92 @@
+"""Connector sources without a database: sitemap parsing (gzip, refused DTDs), filenames, the
+directory confinement, and configuration validation."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from ultimate_rag.domain.errors import PermanentError
+from ultimate_rag.services.connectors.base import ConnectorConfigError, name_from_url, with_extension
+from ultimate_rag.services.connectors.directory import DirectorySource, confine
+from ultimate_rag.services.connectors.http import parse_sitemap
+from ultimate_rag.services.connectors.sources import ConnectorLimits, validate_config
+
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+LIMITS = ConnectorLimits(max_item_bytes=10_000, fetch_timeout_seconds=5, max_items=3, sitemap_max_depth=1,
+                         directory_roots="", outbound_allow_networks="", s3={})
+
+
+def test_sitemaps_plain_and_gzipped() -> None:
+    xml = f"<urlset {NS}><url><loc> https://a.example/x </loc></url><url><loc>https://a.example/y</loc></url></urlset>"
+    assert parse_sitemap(xml.encode(), 10_000) == ("urlset", ["https://a.example/x", "https://a.example/y"])
+    assert parse_sitemap(gzip.compress(xml.encode()), 10_000)[1] == ["https://a.example/x", "https://a.example/y"]
+    with pytest.raises(PermanentError, match="inflates"):
+        parse_sitemap(gzip.compress(b" " * 50_000), 10_000)
+
+
+@pytest.mark.parametrize("data", [
+    b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">]><urlset><url><loc>&lol;</loc></url></urlset>',
+    b"<html><body>not a sitemap</body></html>", b"<urlset><url>", b"",
+])
+def test_bad_sitemaps_are_refused(data: bytes) -> None:
+    with pytest.raises(PermanentError):
+        parse_sitemap(data, 10_000)
+
+
+def test_filenames_follow_the_url_and_the_content_type() -> None:
+    assert name_from_url("https://a.example/docs/guide%20one.md?x=1") == "guide one.md"
+    assert name_from_url("https://a.example/") == "index"
+    assert with_extension("index", "text/html; charset=utf-8") == "index.html"
+    assert with_extension("notes.md", "text/html") == "notes.md"
+    assert with_extension("blob", None) == "blob"
+
+
+def test_directory_confinement(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "docs").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (root / "out").symlink_to(tmp_path / "outside")
+    roots = [root.resolve()]
+    assert confine(str(root / "docs"), roots) == (root / "docs").resolve()
+    for bad in (str(tmp_path / "outside"), str(root / "out"), str(root / "docs" / ".." / ".."), "docs", "", 5):
+        with pytest.raises(ConnectorConfigError):
+            confine(bad, roots)
+    with pytest.raises(ConnectorConfigError, match="disabled"):
+        confine(str(root), [])
+
+
+async def test_directory_source_lists_regular_files_only_and_caps_size(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / ".git").mkdir(parents=True)
+    (root / ".git" / "config").write_text("hidden")
+    (root / "a.txt").write_text("a")
+    (root / "big.txt").write_bytes(b"b" * 101)
+    (tmp_path / "secret").write_text("s")
+    (root / "link.txt").symlink_to(tmp_path / "secret")
+    source = DirectorySource(str(root), [root.resolve()], max_bytes=100, max_items=10)
+    items = await source.discover()
+    assert [i.external_id for i in items] == ["a.txt", "big.txt"]
+    fetched = await source.fetch(items[0], None)
+    assert fetched.content == b"a" and fetched.etag == items[0].version
+    from ultimate_rag.services.connectors.base import Known
+
+    assert (await source.fetch(items[0], Known(etag=items[0].version))).content is None  # not even read
+    with pytest.raises(PermanentError, match="limit"):
+        await source.fetch(items[1], None)
+
+
+def test_config_validation() -> None:
+    assert validate_config("urls", {"urls": ["https://a.example/x", "https://a.example/x"], "extra": 1}, LIMITS) \
+        == {"urls": ["https://a.example/x"]}
+    assert validate_config("s3", {"bucket": "my-bucket", "prefix": "/docs/"}, LIMITS) == \
+        {"bucket": "my-bucket", "prefix": "docs"}
+    for kind, config in (("urls", {"urls": ["https://a.example/"] * 2 + ["https://b.example/", "https://c.example/",
+                                                                        "https://d.example/"]}),
+                         ("urls", {"urls": ["https://a.example/\x00"]}), ("sitemap", {"url": "ftp://x/"}),
+                         ("s3", {"bucket": "UPPER"}), ("s3", {"bucket": "ok-bucket", "prefix": "a/../b"}),
+                         ("directory", {"path": "/tmp"}), ("nope", {})):
+        with pytest.raises(ConnectorConfigError):
+            validate_config(kind, config, LIMITS)
