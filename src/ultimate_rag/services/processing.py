@@ -91,7 +91,7 @@ class DocumentProcessor:
         await self._queue.enter_stage(lease, S.PARSING)
         try:
             content = await self._storage.get(row["object_key"])
-        except ResourceNotFoundError:
+        except UltimateRagError:  # the storage adapter already said permanent or transient
             raise
         except Exception as exc:
             raise TransientError(f"could not read the source file from storage: {exc}") from exc

@@ -69,11 +69,13 @@ class JobQueue:
             conn = await self._listening_connection()
             waiter = asyncio.ensure_future(_drain(conn.notifies(timeout=timeout, stop_after=1)))
             stopper = asyncio.ensure_future(stop.wait())
-            done, pending = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            if waiter in done:
+            try:
+                done, _ = await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            finally:  # also when this wait is itself cancelled: no task is left behind
+                for task in (waiter, stopper):
+                    task.cancel()
+                await asyncio.gather(waiter, stopper, return_exceptions=True)
+            if waiter in done and not waiter.cancelled():
                 waiter.result()
         except (psycopg.Error, OSError) as exc:
             log.warning("waiting for jobs through LISTEN failed, polling instead: %s", exc)
