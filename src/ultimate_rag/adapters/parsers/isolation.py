@@ -61,7 +61,7 @@ class ParseRunner:
     async def _isolated(self, name: str, source: DocumentSource) -> ParsedDocument:
         ctx = _mp_context()
         receive, send = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=_child, name=f"ultimate-rag-parse-{name}", daemon=True,
+        process = ctx.Process(target=_child, name=f"{_CHILD_PREFIX}{name}", daemon=True,
                               args=(send, name, source, self.limits, self.memory_bytes, self.timeout))
         stop = threading.Event()
         # Starting writes the source to the child, so it runs off the event loop; a cancellation
@@ -124,10 +124,32 @@ def _wait(conn: Connection, process: Any, deadline: float,
     return None
 
 
+_CHILD_PREFIX = "ultimate-rag-parse-"
+
+
+def _without_main(original: Any) -> Any:
+    """multiprocessing re-imports the parent's ``__main__`` in every child it starts (for a worker:
+    the whole application, seconds per parse; for a script without a main guard: a crash). A parse
+    child needs only this module, so its preparation leaves the main module out."""
+    def prepare(name: str) -> dict[str, Any]:
+        data = original(name)
+        if name.startswith(_CHILD_PREFIX):
+            data.pop("init_main_from_name", None)
+            data.pop("init_main_from_path", None)
+        return data  # type: ignore[no-any-return]
+
+    prepare.wrapped = original  # type: ignore[attr-defined]
+    return prepare
+
+
 def _mp_context() -> Any:
     global _context
     with _context_lock:
         if _context is None:
+            from multiprocessing import spawn
+
+            if not hasattr(spawn.get_preparation_data, "wrapped"):
+                spawn.get_preparation_data = _without_main(spawn.get_preparation_data)
             method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
             ctx = multiprocessing.get_context(method)
             if method == "forkserver":
