@@ -246,11 +246,11 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     page.select_option("#status-filter", "FAILED")
     until(page, f"() => ({names})() === 'broken.pdf'")
     page.select_option("#status-filter", "")
-    until(page, f"() => ({names})() === 'broken.pdf,harbour.md'")
+    until(page, f"() => ({names})() === 'broken.pdf,harbour.md'", timeout=90.0)
     page.fill("#name-filter", "HARB")
     until(page, f"() => ({names})() === 'harbour.md'")
     page.fill("#name-filter", "")
-    until(page, f"() => ({names})() === 'broken.pdf,harbour.md'")
+    until(page, f"() => ({names})() === 'broken.pdf,harbour.md'", timeout=90.0)
 
     # search: a ranked, cited result
     page.click("#tab-search")
