@@ -8,6 +8,7 @@ const LANGS = ["en", "zh", "ko"];
 const STATUSES = ["UPLOADING", "FETCHING", "PENDING", "PARSING", "CHUNKING", "EMBEDDING", "INDEXING",
   "DELETING", "READY", "FAILED", "DELETED", "OUTDATED"];
 const STABLE = new Set(["READY", "FAILED", "DELETED", "OUTDATED"]);
+const RUNNING = new Set(["PARSING", "CHUNKING", "EMBEDDING", "INDEXING", "DELETING"]);
 const PAGE_SIZE = 50;
 const POLL_MS = 5000;
 
@@ -663,7 +664,11 @@ function onDocumentEvent(ev) {
   }
   state.eventSeq.set(ev.id, (state.eventSeq.get(ev.id) || 0) + 1);
   const known = state.rows.get(ev.id);
-  if (known && ev.status && known.status !== ev.status) updateRow({ ...known, status: ev.status });  // at once
+  // A running stage is painted at once (entering it clears any stale error); a stable or queued
+  // status waits for the fetch below, so FAILED never shows without its reason.
+  if (known && ev.status && known.status !== ev.status && RUNNING.has(ev.status)) {
+    updateRow({ ...known, status: ev.status, error_message: null });
+  }
   if (known || (ev.op === "I" && state.cursors.length === 1)) {
     state.pending.add(ev.id);
     if (!state.pendingTimer) state.pendingTimer = setTimeout(flushPending, 250);
