@@ -99,7 +99,7 @@ def main() -> None:
     args.add_argument("pages", type=Path)
     args.add_argument("--libraries", action="store_true")
     ns = args.parse_args()
-    extractors: dict[str, Callable[[bytes], str]] = {"full page (html 1.0.0)": full_page,
+    extractors: dict[str, Callable[[bytes], str]] = {"full page (fallback)": full_page,
                                                      f"html {parser.HtmlParser.version}": current}
     if ns.libraries:
         extractors |= {"trafilatura (plain)": trafilatura_text, "readability-lxml (plain)": readability_text}

@@ -89,6 +89,12 @@ def test_title_from_the_title_element_when_the_article_has_no_h1() -> None:
     assert parsed.blocks[0].text == ARTICLES["en"][0]  # "| Port Media" removed
 
 
+def test_an_alt_text_that_is_a_file_name_is_not_indexed() -> None:
+    photo = '<p><img src="/photos/30-IMG_4228.jpg" alt="30-IMG_4228.jpg"><img src="/m.png" alt="Pier map"></p>'
+    parsed = parse("photos.html", page("en").replace(b"<h2>", photo.encode() + b"<h2>", 1))
+    assert "IMG_4228" not in parsed.text and "[Image: Pier map]" in parsed.text
+
+
 def test_short_page_keeps_all_its_text() -> None:
     short = b"<html><body><nav><a href='/'>Home</a></nav><p>Closed today.</p><div>Back tomorrow at nine.</div></body></html>"
     parsed = parse("short.html", short)

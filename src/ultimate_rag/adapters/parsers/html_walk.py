@@ -17,6 +17,7 @@ from .pdf import figure_text
 HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _LEAF = {"p": "paragraph", "pre": "code", "blockquote": "quote", "figcaption": "paragraph", "dt": "paragraph",
          "dd": "paragraph", "address": "paragraph", "caption": "paragraph"}
+_FILE_NAME = re.compile(r"^[^\s/]+\.(jpe?g|png|gif|webp|avif|svg|bmp|tiff?)$", re.IGNORECASE)  # "IMG_4228.jpg"
 _DATA_URI = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.IGNORECASE | re.DOTALL)
 
 
@@ -104,6 +105,7 @@ class Walker:
 
     def _image(self, element) -> None:  # type: ignore[no-untyped-def]
         alt = " ".join((element.get("alt") or element.get("title") or "").split())
+        alt = "" if _FILE_NAME.match(alt) else alt  # a file name says nothing about the image
         src = (element.get("src") or "").strip()
         match = _DATA_URI.match(src)
         if match:
