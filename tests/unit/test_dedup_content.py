@@ -37,3 +37,15 @@ def test_without_assets_the_fingerprint_is_the_text_hash_recorded_before() -> No
 def test_amount_counts_non_space_characters_of_the_normalized_text() -> None:
     assert Content("TEST").amount == 4 and Content("  Te st \n").amount == 4
     assert Content("港口渡轮 每二十分钟").amount == 9
+
+
+def test_near_mode_signatures_count_images_too() -> None:
+    from ultimate_rag.domain.dedup import DedupMode, estimated_jaccard
+    from ultimate_rag.services.dedup import compute_signature
+
+    text = " ".join(f"Pier {i}: the harbour ferry leaves every twenty minutes." for i in range(30))
+    one, two = Content(text, ("a" * 64,)), Content(text, ("b" * 64,))
+    a, b = compute_signature(one, DedupMode.NEAR), compute_signature(two, DedupMode.NEAR)
+    assert a.text_hash != b.text_hash
+    assert a.hashvalues and b.hashvalues and 0.9 < estimated_jaccard(a.hashvalues, b.hashvalues) < 1.0
+    assert compute_signature(Content(text, ("a" * 64,)), DedupMode.NEAR) == a
