@@ -202,7 +202,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
         parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
-        vision=make_vision(settings), dedup=Deduplicator(queue, vectors),
+        vision=make_vision(settings), dedup=Deduplicator(queue, vectors, settings.dedup_min_chars),
     )
     ingestion = IngestionService(
         documents=documents, knowledge_bases=kbs, storage=storage, parsers=parsers,

@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     # chunking and embedding
     chunk_size_tokens: int = Field(default=256, ge=16)
     chunk_overlap_tokens: int = Field(default=32, ge=0)
+    dedup_min_chars: int = Field(default=50, ge=1)  # less text of its own: a document is never deduplicated
     embed_batch_size: int = Field(default=16, ge=1)
     local_embed_micro_batch: int = Field(default=1, ge=1)
     embedder: str = "local"

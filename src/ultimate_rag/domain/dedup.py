@@ -13,6 +13,8 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
+from .models import ParsedDocument
+
 NUM_PERM = 128
 BANDS = 32  # 32 bands x 4 rows: a pair at Jaccard 0.5 shares a band with ~87 % chance, at 0.8 ~100 %
 ROWS = NUM_PERM // BANDS
@@ -37,8 +39,39 @@ def normalize(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-def content_hash(text: str) -> str:
-    return hashlib.sha256(normalize(text).encode("utf-8")).hexdigest()
+def content_hash(text: str, asset_hashes: tuple[str, ...] = ()) -> str:
+    """The exact fingerprint: the normalized text and, when there are any, the assets' own hashes
+    (so two documents with the same words and different images are not identical). Without assets
+    it is the text's hash alone, as recorded before assets counted."""
+    base = normalize(text)
+    if asset_hashes:
+        base += "\n\x00assets:" + ",".join(asset_hashes)
+    return hashlib.sha256(base.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Content:
+    """What deduplication compares: the document's own text and its assets' bytes (as sha256)."""
+
+    text: str
+    asset_hashes: tuple[str, ...] = ()
+
+    @property
+    def amount(self) -> int:
+        """Non-space characters of the normalized text: what "enough content to compare" counts."""
+        return sum(1 for ch in normalize(self.text) if not ch.isspace())
+
+    def fingerprint(self) -> str:
+        return content_hash(self.text, self.asset_hashes)
+
+
+def document_content(parsed: ParsedDocument) -> Content:
+    """The parsed document as dedup sees it. Figure blocks are left out of the text: their text is
+    a placeholder the parsers write (``[Image on page 1]``, or an alt text / caption / generated
+    description around it), the same for unrelated images; the images count by their bytes instead.
+    Assets are taken in document order."""
+    text = "\n\n".join(b.text for b in parsed.blocks if b.kind != "figure")
+    return Content(text, tuple(hashlib.sha256(a.data).hexdigest() for a in parsed.assets))
 
 
 def shingles(text: str, *, word_n: int = 3, char_n: int = 3) -> set[str]:

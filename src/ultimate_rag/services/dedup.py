@@ -6,7 +6,11 @@ READY or on their way with a recorded signature: two near-duplicates judged at t
 judged one after the other, so exactly one of them ends READY. The older of a pair (by source
 modification time when known, else upload time) becomes OUTDATED with ``duplicate_of`` = the
 newer: at once when the document being processed is the older, or in the same commit that makes
-the newer READY (so a newer document that then fails never leaves its older twin hidden)."""
+the newer READY (so a newer document that then fails never leaves its older twin hidden).
+
+What is compared is the document's own text (parser-made figure placeholders left out) and its
+assets' bytes; a document with less than ``min_chars`` non-space characters of its own text is
+never judged a duplicate nor matched by another (an image-only PDF, a page that says "Test")."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from ..adapters.postgres.database import Connection
 from ..adapters.postgres.queue import JobQueue
 from ..domain import dedup as rules
 from ..domain.errors import LeaseLostError
-from ..domain.models import KnowledgeBaseSettings, Lease
+from ..domain.models import KnowledgeBaseSettings, Lease, ParsedDocument
 from ..domain.ports import VectorStore
 from ..domain.status import DocumentStatus, check_transition
 
@@ -40,34 +44,48 @@ class Decision:
     verdict: dict[str, Any] | None = None
 
 
-def compute_signature(text: str, mode: rules.DedupMode) -> Signature:
-    text_hash = rules.content_hash(text)
+DEFAULT_MIN_CHARS = 50
+
+
+def compute_signature(content: rules.Content, mode: rules.DedupMode) -> Signature:
+    text_hash = content.fingerprint()
     if mode != rules.DedupMode.NEAR:
         return Signature(text_hash, None, None)
     from datasketch import MinHash
 
     minhash = MinHash(num_perm=rules.NUM_PERM, seed=1)
-    minhash.update_batch([s.encode("utf-8") for s in rules.shingles(text)])
+    units = rules.shingles(content.text) | {f"asset:{h}" for h in content.asset_hashes}
+    minhash.update_batch([s.encode("utf-8") for s in units])
     values = [int(v) for v in minhash.hashvalues]
     return Signature(text_hash, values, rules.bands(values))
 
 
 class Deduplicator:
-    def __init__(self, queue: JobQueue, vectors: VectorStore) -> None:
+    def __init__(self, queue: JobQueue, vectors: VectorStore, min_chars: int = DEFAULT_MIN_CHARS) -> None:
         self._queue = queue
         self._vectors = vectors
+        self._min_chars = min_chars
 
-    async def judge(self, lease: Lease, row: dict[str, Any], text: str,
+    async def judge(self, lease: Lease, row: dict[str, Any], parsed: ParsedDocument,
                     settings: KnowledgeBaseSettings) -> Decision:
         mode = rules.DedupMode(settings.dedup_mode)
         if mode == rules.DedupMode.OFF:
             return Decision()
-        signature = await asyncio.to_thread(compute_signature, text, mode)
+        content = rules.document_content(parsed)
         kb_id, doc_id = row["knowledge_base_id"], row["id"]
 
         async def kb_lock(conn: Connection) -> None:
             await repo.lock_knowledge_base(conn, kb_id)
 
+        if content.amount < self._min_chars:
+            async with self._queue.fenced(lease, kb_lock) as (conn, _current):
+                await repo.record_signature(conn, knowledge_base_id=kb_id, document_id=doc_id, text_hash=None,
+                                            hashvalues=None, bands=None)  # never a candidate either
+                await repo.record_verdict(conn, doc_id, {
+                    "skipped": f"too little text to compare ({content.amount} characters of its own, "
+                               f"the minimum is {self._min_chars})", "mode": mode.value})
+            return Decision()
+        signature = await asyncio.to_thread(compute_signature, content, mode)
         async with self._queue.fenced(lease, kb_lock) as (conn, current):
             found = await repo.candidates(conn, knowledge_base_id=kb_id, document_id=doc_id,
                                           text_hash=signature.text_hash, bands=signature.bands,

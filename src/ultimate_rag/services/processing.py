@@ -114,7 +114,7 @@ class DocumentProcessor:
             "filename": row["filename"], "source_locator": c.locator.to_metadata()}) for c in chunks]
         chunks = _note_truncation(chunks, self._embedding.embedder)
         await self._write_snapshot(row, parser, parsed, chunks)
-        decision = await self._dedup.judge(lease, row, parsed.text, kb_settings) if self._dedup else None
+        decision = await self._dedup.judge(lease, row, parsed, kb_settings) if self._dedup else None
         if decision is not None and decision.outdated_self:
             return  # the older of two duplicates: OUTDATED, nothing embedded
 

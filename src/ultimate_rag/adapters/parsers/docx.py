@@ -17,6 +17,7 @@ import zipfile
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument
 
+from .docx_notes import Notes, header_footer_blocks
 from .limits import ParseLimits
 from .pdf import CAPTION, figure_text
 
@@ -30,11 +31,12 @@ _NS = {
 }
 _EMBED = f"{{{_NS['r']}}}embed"
 _RID = f"{{{_NS['r']}}}id"
+_MAX_TABLE_DEPTH = 16  # tables nested deeper are indexed as flattened text
 
 
 class DocxParser:
     name = "docx"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -50,44 +52,107 @@ class DocxParser:
             document = docx.Document(io.BytesIO(source.content))
         except Exception as exc:
             raise InvalidDocumentError(f"the file is not a readable DOCX document ({exc})"[:300]) from exc
-        blocks: list[Block] = []
-        assets: dict[str, ParsedAsset] = {}
-        pending: list[int] = []  # figure blocks still without a description, waiting for a caption
-        for item in document.iter_inner_content():
-            if item.__class__.__name__ == "Table":
-                text = table_markdown([[_cell_text(c) for c in row.cells] for row in item.rows])
-                if text:
-                    blocks.append(Block(kind="table", text=text))
-                continue
-            text = item.text.strip()
-            style = (item.style.name if item.style is not None else "") or ""
-            for key, asset in _paragraph_images(document, item, len(assets)):
-                if key not in assets:
-                    assets[key] = asset
-                    blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))
-                    if not asset.description:
-                        pending.append(len(blocks) - 1)
-            if not text:
-                continue
-            if pending and (style.lower() == "caption" or CAPTION.match(text)):
-                for index in pending:
-                    key = blocks[index].asset_ids[0]
-                    assets[key] = ParsedAsset(key, assets[key].data, assets[key].mime_type, description=text)
-                    blocks[index] = Block(kind="figure", text=figure_text(assets[key]), asset_ids=(key,))
-            pending = []
-            match = _HEADING_STYLE.match(style)
-            if match or style.lower() == "title":
-                level = int(match.group(1)) if match else 1
-                blocks.append(Block(kind="heading", text=" ".join(text.split()), level=max(1, min(level, 6))))
-            elif style.lower().startswith("list"):
-                blocks.append(Block(kind="list", text=f"- {text}"))
-            else:
-                blocks.append(Block(kind="paragraph", text=text))
+        notes = Notes.load(document)
+        title = document.core_properties.title or ""
+        body = _Body(document, notes)
+        body.items(document.iter_inner_content(), depth=0)
+        headers, footers = header_footer_blocks(document, title)
+        blocks = headers + _merge_lists(body.blocks) + notes.leftovers() + footers
         metadata: dict[str, object] = {}
-        title = document.core_properties.title
         if title:
             metadata["title"] = title
-        return ParsedDocument(blocks=tuple(_merge_lists(blocks)), metadata=metadata, assets=tuple(assets.values()))
+        return ParsedDocument(blocks=tuple(blocks), metadata=metadata, assets=tuple(body.assets.values()))
+
+
+class _Body:
+    """The body (or a layout table's cell) read in order: paragraphs, headings, lists, images with
+    their captions, tables — with the tables nested in their cells after them — and the notes and
+    comments each paragraph references."""
+
+    def __init__(self, document, notes: Notes) -> None:  # type: ignore[no-untyped-def]
+        self.document = document
+        self.notes = notes
+        self.blocks: list[Block] = []
+        self.assets: dict[str, ParsedAsset] = {}
+        self.pending: list[int] = []  # figure blocks still without a description, waiting for a caption
+
+    def items(self, items, depth: int) -> None:  # type: ignore[no-untyped-def]
+        for item in items:
+            if item.__class__.__name__ == "Table":
+                self.table(item, depth)
+            else:
+                self.paragraph(item)
+
+    def paragraph(self, item) -> None:  # type: ignore[no-untyped-def]
+        text, refs = self.notes.paragraph_text(item)
+        text = text.strip()
+        style = (item.style.name if item.style is not None else "") or ""
+        self.images(item)
+        if text:
+            self.text(text, style)
+        self.blocks.extend(self.notes.blocks_for(refs))
+
+    def images(self, paragraph) -> None:  # type: ignore[no-untyped-def]
+        for key, asset in _paragraph_images(self.document, paragraph, len(self.assets)):
+            if key not in self.assets:
+                self.assets[key] = asset
+                self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))
+                if not asset.description:
+                    self.pending.append(len(self.blocks) - 1)
+
+    def text(self, text: str, style: str) -> None:
+        if self.pending and (style.lower() == "caption" or CAPTION.match(text)):
+            for index in self.pending:
+                key = self.blocks[index].asset_ids[0]
+                asset = self.assets[key]
+                self.assets[key] = ParsedAsset(key, asset.data, asset.mime_type, description=text)
+                self.blocks[index] = Block(kind="figure", text=figure_text(self.assets[key]), asset_ids=(key,))
+        self.pending = []
+        match = _HEADING_STYLE.match(style)
+        if match or style.lower() == "title":
+            level = int(match.group(1)) if match else 1
+            self.blocks.append(Block(kind="heading", text=" ".join(text.split()), level=max(1, min(level, 6))))
+        elif style.lower().startswith("list"):
+            self.blocks.append(Block(kind="list", text=f"- {text}"))
+        else:
+            self.blocks.append(Block(kind="paragraph", text=text))
+
+    def table(self, table, depth: int) -> None:  # type: ignore[no-untyped-def]
+        """A Markdown table; a table nested in a cell is marked there (``[nested table]``) and
+        follows as its own table. A one-cell table is a layout frame: its content is read as body."""
+        grid = [list(row.cells) for row in table.rows]
+        cells = {}  # merged cells repeat in python-docx's rows: each cell's content is read once
+        for cell in (c for row in grid for c in row):
+            cells.setdefault(cell._tc, cell)
+        if len(cells) == 1 and depth < _MAX_TABLE_DEPTH:
+            self.items(next(iter(cells.values())).iter_inner_content(), depth + 1)
+            return
+        texts: dict = {}
+        nested, paragraphs, refs = [], [], []
+        for tc, cell in cells.items():
+            parts = []
+            for inner in cell.iter_inner_content():
+                if inner.__class__.__name__ != "Table":
+                    text, found = self.notes.paragraph_text(inner)
+                    parts.append(text)
+                    refs.extend(found)
+                    paragraphs.append(inner)
+                elif depth >= _MAX_TABLE_DEPTH:  # hostile nesting: the text, flattened
+                    parts.append("".join(inner._tbl.itertext()))
+                else:
+                    nested.append(inner)
+                    parts.append("[nested table]")
+            texts[tc] = " ".join(" ".join(parts).split())
+        text = table_markdown([[texts[cell._tc] for cell in row] for row in grid])
+        if text:
+            self.blocks.append(Block(kind="table", text=text))
+        waiting = self.pending  # images in cells take no caption from the paragraphs after the table
+        for paragraph in paragraphs:
+            self.images(paragraph)
+        self.pending = waiting
+        self.blocks.extend(self.notes.blocks_for(refs))
+        for inner in nested:
+            self.table(inner, depth + 1)
 
 
 def check_archive(content: bytes, limits: ParseLimits) -> None:
@@ -135,10 +200,6 @@ def table_markdown(rows: list[list[str]]) -> str:
         if i == 0:
             lines.append("|" + "---|" * width)
     return "\n".join(lines)
-
-
-def _cell_text(cell) -> str:  # type: ignore[no-untyped-def]
-    return " ".join(cell.text.split())
 
 
 def _paragraph_images(document, paragraph, count: int) -> list[tuple[str, ParsedAsset]]:  # type: ignore[no-untyped-def]

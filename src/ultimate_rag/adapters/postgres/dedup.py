@@ -44,7 +44,7 @@ async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: 
                       r["created_at"], r["source"] or {}) for r in rows]
 
 
-async def record_signature(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
+async def record_signature(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
                            hashvalues: list[int] | None, bands: list[tuple[int, int]] | None) -> None:
     """Replace the document's hash, signature and bands (a reindex starts over)."""
     await conn.execute("DELETE FROM document_hash_bands WHERE document_id = %s", (document_id,))

@@ -1,0 +1,124 @@
+"""Turns an lxml HTML tree into Blocks: headings with levels, paragraphs, lists, Markdown pipe
+tables, code, quotes, and images (``data:`` images as assets, remote ones by their alt text only;
+nothing is ever fetched). Shared by the main-content path and the full-page fallback of
+``html.py``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from ultimate_rag.domain.models import Block, ParsedAsset
+
+from .docx import table_markdown
+from .pdf import figure_text
+
+HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_LEAF = {"p": "paragraph", "pre": "code", "blockquote": "quote", "figcaption": "paragraph", "dt": "paragraph",
+         "dd": "paragraph", "address": "paragraph", "caption": "paragraph"}
+_FILE_NAME = re.compile(r"^[^\s/]+\.(jpe?g|png|gif|webp|avif|svg|bmp|tiff?)$", re.IGNORECASE)  # "IMG_4228.jpg"
+_DATA_URI = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+class Walker:
+    """Iterative walk (a stack, no recursion) that turns elements into blocks in document order."""
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self.assets: list[ParsedAsset] = []
+        self._loose: list[str] = []
+
+    def walk(self, top) -> None:  # type: ignore[no-untyped-def]
+        stack: list[tuple[object, bool]] = [(top, False)]
+        while stack:
+            element, tail_only = stack.pop()
+            if tail_only:
+                self._text(getattr(element, "tail", None))
+                continue
+            tag = element.tag if isinstance(element.tag, str) else ""  # type: ignore[attr-defined]
+            if element is not top:
+                stack.append((element, True))  # the tail is read after the element itself
+            if tag in HEADINGS:
+                self._heading(element, HEADINGS[tag])
+            elif tag in _LEAF:
+                self._leaf(element, _LEAF[tag])
+            elif tag in ("ul", "ol"):
+                self._list(element)
+            elif tag == "table":
+                self._table(element)
+            elif tag == "img":
+                self._image(element)
+            elif tag == "br":
+                self._text("\n")
+            else:
+                self._text(element.text)  # type: ignore[attr-defined]
+                stack.extend((child, False) for child in reversed(list(element)))  # type: ignore[call-overload]
+        self._flush()
+
+    def _text(self, text: str | None) -> None:
+        if text:
+            self._loose.append(text)
+
+    def _flush(self) -> None:
+        text = " ".join("".join(self._loose).split())
+        self._loose = []
+        if text:
+            self.blocks.append(Block(kind="paragraph", text=text))
+
+    def _add(self, kind: str, text: str, level: int = 0) -> None:
+        self._flush()
+        if text:
+            self.blocks.append(Block(kind=kind, text=text, level=level))
+
+    def _heading(self, element, level: int) -> None:  # type: ignore[no-untyped-def]
+        self._add("heading", " ".join(element.text_content().split()), level)
+
+    def _leaf(self, element, kind: str) -> None:  # type: ignore[no-untyped-def]
+        images = element.findall(".//img")
+        if kind == "code":
+            self._add("code", "```\n" + element.text_content().strip("\n") + "\n```")
+        else:
+            self._add(kind, " ".join(element.text_content().split()))
+        for image in images:
+            self._image(image)
+
+    def _list(self, element) -> None:  # type: ignore[no-untyped-def]
+        ordered = element.tag == "ol"
+        lines = []
+        for n, item in enumerate(element.iter("li"), start=1):
+            own = [item.text or ""]
+            for child in item:
+                if child.tag not in ("ul", "ol"):
+                    own.append(child.text_content())
+                own.append(child.tail or "")
+            text = " ".join("".join(own).split())
+            if text:
+                lines.append(f"{n}. {text}" if ordered else f"- {text}")
+        self._add("list", "\n".join(lines))
+
+    def _table(self, element) -> None:  # type: ignore[no-untyped-def]
+        rows = []
+        for row in element.iter("tr"):
+            rows.append([" ".join(cell.text_content().split()) for cell in row if cell.tag in ("td", "th")])
+        self._add("table", table_markdown(rows))
+
+    def _image(self, element) -> None:  # type: ignore[no-untyped-def]
+        alt = " ".join((element.get("alt") or element.get("title") or "").split())
+        alt = "" if _FILE_NAME.match(alt) else alt  # a file name says nothing about the image
+        src = (element.get("src") or "").strip()
+        match = _DATA_URI.match(src)
+        if match:
+            try:
+                data = base64.b64decode(match.group(2), validate=False)
+            except (binascii.Error, ValueError):
+                data = b""
+            if data:
+                key = f"img-{len(self.assets) + 1}"
+                asset = ParsedAsset(locator_key=key, data=data, mime_type=match.group(1).lower(), description=alt)
+                self.assets.append(asset)
+                self._flush()
+                self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))
+                return
+        if alt:
+            self._add("figure", f"[Image: {alt}]")
