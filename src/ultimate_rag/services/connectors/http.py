@@ -10,6 +10,7 @@ from xml.etree import ElementTree
 
 from ...adapters.http.outbound import SafeHttpClient
 from ...domain.errors import PermanentError, TransientError
+from ...domain.redact import redact_url
 from .base import ConnectorConfigError, Fetched, Known, RemoteItem, name_from_url
 
 MAX_URL_LENGTH = 2048
@@ -41,14 +42,15 @@ class HttpFetcher:
             headers["If-Modified-Since"] = known.last_modified
         result = await self._client.fetch(url, max_bytes=self.max_bytes, timeout=self.timeout, headers=headers)
         status = result.status_code
+        shown = redact_url(url)
         if status == 304 and headers:
             return Fetched(None, known.etag if known else None, known.last_modified if known else None)
         if status in (404, 410):
-            raise PermanentError(f"{url} answered {status} {'Not Found' if status == 404 else 'Gone'}")
+            raise PermanentError(f"{shown} answered {status} {'Not Found' if status == 404 else 'Gone'}")
         if status == 429 or status >= 500:
-            raise TransientError(f"{url} answered {status}")
+            raise TransientError(f"{shown} answered {status}")
         if status != 200:
-            raise PermanentError(f"{url} answered {status}")
+            raise PermanentError(f"{shown} answered {status}")
         return Fetched(result.content, result.headers.get("etag"), result.headers.get("last-modified"),
                        result.headers.get("content-type"), name_from_url(result.url))
 
