@@ -11,7 +11,7 @@ import pytest
 from ultimate_rag.domain.errors import PermanentError
 from ultimate_rag.services.connectors.base import ConnectorConfigError, name_from_url, with_extension
 from ultimate_rag.services.connectors.directory import DirectorySource, confine
-from ultimate_rag.services.connectors.http import parse_sitemap
+from ultimate_rag.services.connectors.sitemap import parse_sitemap
 from ultimate_rag.services.connectors.sources import ConnectorLimits, validate_config
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
@@ -23,13 +23,21 @@ def test_sitemaps_plain_and_gzipped() -> None:
     xml = f"<urlset {NS}><url><loc> https://a.example/x </loc></url><url><loc>https://a.example/y</loc></url></urlset>"
     assert parse_sitemap(xml.encode(), 10_000) == ("urlset", ["https://a.example/x", "https://a.example/y"])
     assert parse_sitemap(gzip.compress(xml.encode()), 10_000)[1] == ["https://a.example/x", "https://a.example/y"]
-    with pytest.raises(PermanentError, match="inflates"):
+    with pytest.raises(PermanentError, match="larger than the limit of 10000 bytes"):
         parse_sitemap(gzip.compress(b" " * 50_000), 10_000)
+    many = f"<urlset {NS}>" + "".join(f"<url><loc>https://a.example/{i}</loc></url>" for i in range(100)) + "</urlset>"
+    assert parse_sitemap(many.encode(), 10_000, max_items=3) == \
+        ("urlset", ["https://a.example/0", "https://a.example/1", "https://a.example/2"])
 
 
 @pytest.mark.parametrize("data", [
     b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">]><urlset><url><loc>&lol;</loc></url></urlset>',
     b"<html><body>not a sitemap</body></html>", b"<urlset><url>", b"",
+    # the same DTD in UTF-16: no "<!DOCTYPE" bytes to find, refused by the parser itself
+    '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE u [<!ENTITY a "x">]><urlset><url><loc>&a;</loc></url></urlset>'
+    .encode("utf-16"),
+    b'<!DOCTYPE urlset SYSTEM "http://127.0.0.1:9/evil.dtd"><urlset/>',
+    gzip.compress(b"<urlset><url><loc>https://a.example/</loc></url></urlset>")[:-12],  # truncated gzip
 ])
 def test_bad_sitemaps_are_refused(data: bytes) -> None:
     with pytest.raises(PermanentError):

@@ -89,15 +89,18 @@ class SafeHttpClient:
         self._headers = {"User-Agent": user_agent}
 
     async def fetch(self, url: str, *, max_bytes: int, timeout: float, headers: dict[str, str] | None = None,
-                    ) -> FetchResult:
+                    sink: Callable[[bytes], None] | None = None) -> FetchResult:
         """GET ``url`` (following checked redirects); raises OutboundRefusedError,
-        ResponseTooLargeError, or TransientError for timeouts and network failures."""
+        ResponseTooLargeError, or TransientError for timeouts and network failures. With ``sink``,
+        the body of a 200 answer is not kept: its raw bytes (not decoded: only ``identity`` and
+        ``gzip`` content encodings are accepted) go to ``sink`` as they arrive, and ``content`` is
+        empty; whatever ``sink`` raises stops the download."""
         redirects: list[str] = []
         try:
             async with asyncio.timeout(timeout), httpx.AsyncClient(follow_redirects=False, trust_env=False,
                                                                     timeout=timeout) as client:
                 while True:
-                    response, content = await self._one(client, url, max_bytes, headers or {})
+                    response, content = await self._one(client, url, max_bytes, headers or {}, sink)
                     location = response.headers.get("location")
                     if response.status_code in (301, 302, 303, 307, 308) and location:
                         if len(redirects) >= self._max_redirects:
@@ -111,8 +114,8 @@ class SafeHttpClient:
         except httpx.TransportError as exc:
             raise TransientError(f"fetching {redact_url(url)} failed: {exc.__class__.__name__}") from exc
 
-    async def _one(self, client: httpx.AsyncClient, url: str, max_bytes: int,
-                   headers: dict[str, str]) -> tuple[httpx.Response, bytes]:
+    async def _one(self, client: httpx.AsyncClient, url: str, max_bytes: int, headers: dict[str, str],
+                   sink: Callable[[bytes], None] | None = None) -> tuple[httpx.Response, bytes]:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise OutboundRefusedError(f"refusing to fetch {redact_url(url)}: only http and https URLs are fetched")
@@ -142,6 +145,9 @@ class SafeHttpClient:
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > max_bytes:
                 raise ResponseTooLargeError(f"{redact_url(url)} is {declared} bytes, over the limit of {max_bytes}")
+            if sink is not None and response.status_code == 200:
+                await _stream_raw(response, url, max_bytes, sink)
+                return response, b""
             body = bytearray()
             async for block in response.aiter_bytes():
                 body += block
@@ -150,6 +156,19 @@ class SafeHttpClient:
             return response, bytes(body)
         finally:
             await response.aclose()
+
+
+async def _stream_raw(response: httpx.Response, url: str, max_bytes: int, sink: Callable[[bytes], None]) -> None:
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity", "gzip", "x-gzip"):
+        raise PermanentError(f"{redact_url(url)} was sent with the content encoding {encoding[:40]!r}, "
+                             "which is not accepted here")
+    received = 0
+    async for block in response.aiter_raw():
+        received += len(block)
+        if received > max_bytes:
+            raise ResponseTooLargeError(f"{redact_url(url)} is larger than the limit of {max_bytes} bytes")
+        sink(block)
 
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
