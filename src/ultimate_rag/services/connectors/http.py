@@ -10,7 +10,7 @@ from ...adapters.http.outbound import SafeHttpClient
 from ...domain.errors import PermanentError, TransientError
 from ...domain.redact import redact_url
 from .base import ConnectorConfigError, Fetched, Known, RemoteItem, name_from_url
-from .sitemap import Enough, SitemapReader
+from .sitemap import Enough, SitemapError, SitemapReader
 
 MAX_URL_LENGTH = 2048
 
@@ -118,6 +118,8 @@ class SitemapSource:
                 reader.close()
             except Enough:
                 pass  # the item limit is reached: the rest is not even downloaded
+            except SitemapError as exc:
+                raise SitemapError(f"{redact_url(url)}: {exc.message}") from exc
         return [RemoteItem(u, name_from_url(u)) for u in pages]
 
     async def fetch(self, item: RemoteItem, known: Known | None) -> Fetched:

@@ -22,6 +22,10 @@ _PIECE = 64 * 1024  # inflated bytes handed to the parser at a time
 _MAX_LOC = 4096
 
 
+class SitemapError(PermanentError):
+    """The sitemap is refused (too large, a DTD, not XML, not a sitemap)."""
+
+
 class Enough(Exception):  # not an error: the caller has all the items it wants
     """Raised by the reader once ``on_loc`` says no more are wanted; the download stops."""
 
@@ -36,13 +40,13 @@ class _Target:
         self._size = 0
 
     def doctype(self, name: str, pubid: str | None, system: str | None) -> None:
-        raise PermanentError("the sitemap declares a DOCTYPE or entities, which are not accepted")
+        raise SitemapError("the sitemap declares a DOCTYPE or entities, which are not accepted")
 
     def start(self, tag: str, attrib: object) -> None:
         local = tag.rsplit("}", 1)[-1]
         if not self.kind:
             if local not in KINDS:
-                raise PermanentError(f"not a sitemap (root element {local[:100]!r})")
+                raise SitemapError(f"not a sitemap (root element {local[:100]!r})")
             self.kind = local
         elif local == "loc":
             self._loc, self._size = [], 0
@@ -93,7 +97,7 @@ class _Inflate:
             while self._inflater.unconsumed_tail:
                 self._out(self._inflater.decompress(self._inflater.unconsumed_tail, _PIECE))
         except zlib.error as exc:
-            raise PermanentError("the sitemap is not valid gzip") from exc
+            raise SitemapError("the sitemap is not valid gzip") from exc
 
     def close(self) -> None:
         if not self._decided:
@@ -101,7 +105,7 @@ class _Inflate:
             self._out(self._head)
         elif self._inflater is not None:
             if not self._inflater.eof:
-                raise PermanentError("the sitemap is not valid gzip (truncated)")
+                raise SitemapError("the sitemap is not valid gzip (truncated)")
 
 
 class SitemapReader:
@@ -130,23 +134,23 @@ class SitemapReader:
             return
         self.size += len(data)
         if self.size > self.max_bytes:
-            raise PermanentError(f"the sitemap is larger than the limit of {self.max_bytes} bytes "
+            raise SitemapError(f"the sitemap is larger than the limit of {self.max_bytes} bytes "
                                  "(decompressed; ULTIMATE_RAG_CONNECTOR_SITEMAP_MAX_BYTES)")
         try:
             self._parser.feed(data)
         except etree.XMLSyntaxError as exc:
-            raise PermanentError(f"the sitemap is not valid XML: {exc}"[:500]) from exc
+            raise SitemapError(f"the sitemap is not valid XML: {exc}"[:500]) from exc
 
     def close(self) -> str:
         """The sitemap's kind ("urlset" | "sitemapindex")."""
         self._outer.close()
         self._inner.close()
         if self.size == 0:
-            raise PermanentError("the sitemap is empty")
+            raise SitemapError("the sitemap is empty")
         try:
             self._parser.close()
         except etree.XMLSyntaxError as exc:
-            raise PermanentError(f"the sitemap is not valid XML: {exc}"[:500]) from exc
+            raise SitemapError(f"the sitemap is not valid XML: {exc}"[:500]) from exc
         return self._target.kind
 
 
