@@ -107,6 +107,7 @@ class Settings(BaseSettings):
     connector_fetch_timeout_seconds: float = Field(default=30.0, gt=0)  # per HTTP fetch, redirects included
     connector_max_items: int = Field(default=10_000, ge=1)  # items per sync (URLs, sitemap pages, files, keys)
     connector_sitemap_max_depth: int = Field(default=3, ge=0)  # sitemap index levels followed
+    connector_sitemap_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)  # one sitemap, decompressed
     connector_min_schedule_seconds: int = Field(default=60, ge=1)  # shortest allowed sync interval
     connector_sync_max_attempts: int = Field(default=3, ge=1)  # tries of a sync that fails as a whole
 

@@ -11,6 +11,7 @@ from uuid import UUID
 from pydantic import AfterValidator, BaseModel, Field
 
 from ..domain.models import Chunk, Document, KnowledgeBase, SearchResult
+from ..domain.redact import redact_config
 from ..domain.status import PIPELINE
 from ..services.lifecycle import BulkReindexFilter
 
@@ -128,7 +129,8 @@ class DocumentOut(BaseModel):
             job_status=doc.job_status.value if doc.job_status else None, chunk_count=doc.chunk_count,
             progress=doc.progress,
             parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
-            duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision, source=doc.source,
+            duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision,
+            source=redact_config(doc.source),
             timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,
             indexed_at=doc.indexed_at, deleted_at=doc.deleted_at, error_history=error_history,
         )

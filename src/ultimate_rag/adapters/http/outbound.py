@@ -8,6 +8,10 @@ equivalents, IPv4-mapped ones too — unless an operator allowed its network
 resolves to is checked, and the connection goes to the checked address (the Host header and TLS
 name stay the host name), so a DNS answer cannot change between check and use. Redirects are
 followed by hand and each one is checked the same way. Responses are capped in size and time.
+
+Error messages reach the keys that read the knowledge base: they name the URL without its
+credentials (``redact_url``) and never say what a host name resolved to (an attacker would learn
+the internal network's addresses).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 
 from ...domain.errors import PermanentError, TransientError
+from ...domain.redact import redact_url
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -84,47 +89,51 @@ class SafeHttpClient:
         self._headers = {"User-Agent": user_agent}
 
     async def fetch(self, url: str, *, max_bytes: int, timeout: float, headers: dict[str, str] | None = None,
-                    ) -> FetchResult:
+                    sink: Callable[[bytes], None] | None = None) -> FetchResult:
         """GET ``url`` (following checked redirects); raises OutboundRefusedError,
-        ResponseTooLargeError, or TransientError for timeouts and network failures."""
+        ResponseTooLargeError, or TransientError for timeouts and network failures. With ``sink``,
+        the body of a 200 answer is not kept: its raw bytes (not decoded: only ``identity`` and
+        ``gzip`` content encodings are accepted) go to ``sink`` as they arrive, and ``content`` is
+        empty; whatever ``sink`` raises stops the download."""
         redirects: list[str] = []
         try:
             async with asyncio.timeout(timeout), httpx.AsyncClient(follow_redirects=False, trust_env=False,
                                                                     timeout=timeout) as client:
                 while True:
-                    response, content = await self._one(client, url, max_bytes, headers or {})
+                    response, content = await self._one(client, url, max_bytes, headers or {}, sink)
                     location = response.headers.get("location")
                     if response.status_code in (301, 302, 303, 307, 308) and location:
                         if len(redirects) >= self._max_redirects:
-                            raise PermanentError(f"too many redirects fetching {redirects[0]}")
+                            raise PermanentError(f"too many redirects fetching {redact_url(redirects[0])}")
                         redirects.append(url)
                         url = urljoin(url, location)
                         continue
                     return FetchResult(url, response.status_code, response.headers, content, tuple(redirects))
         except TimeoutError as exc:
-            raise TransientError(f"fetching {url} took longer than {timeout:g} s") from exc
+            raise TransientError(f"fetching {redact_url(url)} took longer than {timeout:g} s") from exc
         except httpx.TransportError as exc:
-            raise TransientError(f"fetching {url} failed: {exc.__class__.__name__}") from exc
+            raise TransientError(f"fetching {redact_url(url)} failed: {exc.__class__.__name__}") from exc
 
-    async def _one(self, client: httpx.AsyncClient, url: str, max_bytes: int,
-                   headers: dict[str, str]) -> tuple[httpx.Response, bytes]:
+    async def _one(self, client: httpx.AsyncClient, url: str, max_bytes: int, headers: dict[str, str],
+                   sink: Callable[[bytes], None] | None = None) -> tuple[httpx.Response, bytes]:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise OutboundRefusedError(f"refusing to fetch {url}: only http and https URLs are fetched")
+            raise OutboundRefusedError(f"refusing to fetch {redact_url(url)}: only http and https URLs are fetched")
         host = parts.hostname
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
             addresses = [host] if _is_ip(host) else await self._resolve(host, port)
         except OSError as exc:
-            raise TransientError(f"cannot resolve {host}: {exc}") from exc
+            raise TransientError(f"cannot resolve {host}: {exc.strerror or exc.__class__.__name__}") from exc
         if not addresses:
             raise TransientError(f"cannot resolve {host}")
         for address in addresses:  # one bad answer refuses the host: no picking the safe one by luck
             reason = self._policy.refusal(address)
             if reason:
-                raise OutboundRefusedError(
-                    f"refusing to fetch {url}: {host} is {address}, which is {reason} "
-                    "(ULTIMATE_RAG_OUTBOUND_ALLOW_NETWORKS can allow it)")
+                what = f"the address {host}" if _is_ip(host) else f"the address of host {host}"
+                raise OutboundRefusedError(  # the resolved address is never named: it maps the inside
+                    f"refusing to fetch {redact_url(url)}: {what} is not allowed ({reason}; "
+                    "ULTIMATE_RAG_OUTBOUND_ALLOW_NETWORKS can allow it)")
         pinned = addresses[0]
         netloc = f"[{pinned}]" if ":" in pinned else pinned
         target = urlunsplit((parts.scheme, f"{netloc}:{port}", parts.path or "/", parts.query, ""))
@@ -135,15 +144,31 @@ class SafeHttpClient:
         try:
             declared = response.headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > max_bytes:
-                raise ResponseTooLargeError(f"{url} is {declared} bytes, over the limit of {max_bytes}")
+                raise ResponseTooLargeError(f"{redact_url(url)} is {declared} bytes, over the limit of {max_bytes}")
+            if sink is not None and response.status_code == 200:
+                await _stream_raw(response, url, max_bytes, sink)
+                return response, b""
             body = bytearray()
             async for block in response.aiter_bytes():
                 body += block
                 if len(body) > max_bytes:
-                    raise ResponseTooLargeError(f"{url} is larger than the limit of {max_bytes} bytes")
+                    raise ResponseTooLargeError(f"{redact_url(url)} is larger than the limit of {max_bytes} bytes")
             return response, bytes(body)
         finally:
             await response.aclose()
+
+
+async def _stream_raw(response: httpx.Response, url: str, max_bytes: int, sink: Callable[[bytes], None]) -> None:
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity", "gzip", "x-gzip"):
+        raise PermanentError(f"{redact_url(url)} was sent with the content encoding {encoding[:40]!r}, "
+                             "which is not accepted here")
+    received = 0
+    async for block in response.aiter_raw():
+        received += len(block)
+        if received > max_bytes:
+            raise ResponseTooLargeError(f"{redact_url(url)} is larger than the limit of {max_bytes} bytes")
+        sink(block)
 
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")

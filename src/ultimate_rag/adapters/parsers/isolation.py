@@ -6,7 +6,8 @@ address space (``RLIMIT_AS``) and CPU time (``RLIMIT_CPU``), parses, and sends t
 back through a pipe. The parent waits off the event loop; past the time limit, or when the job is
 cancelled, it kills the child. A child that runs out of memory, crashes (a segfault in a native
 library) or is killed leaves the worker and its other jobs untouched: the document fails with a
-readable reason instead.
+readable reason instead. The forkserver and its children never see a secret: they run with
+an allow-listed environment (``child_env``), not the worker's.
 
 Parsers that are not built in (tests inject their own) run in a thread as before.
 """
@@ -25,6 +26,7 @@ from typing import Any
 from ultimate_rag.domain.errors import InvalidDocumentError, UltimateRagError
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 
+from . import child_env
 from .limits import ParseLimits
 
 _BUILTIN_PREFIX = "ultimate_rag.adapters.parsers."
@@ -82,6 +84,26 @@ class ParseRunner:
                 await asyncio.to_thread(process.join, 5)
             receive.close()
         return self._result(outcome, process.exitcode)
+
+    async def probe_environment(self) -> dict[str, Any]:
+        """What a parse child sees of the environment: ``os.environ`` and ``/proc/self/environ``
+        (for diagnostics and the test that no secret reaches it)."""
+        ctx = _mp_context()
+        receive, send = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=_report_environment, name=f"{_CHILD_PREFIX}probe", daemon=True, args=(send,))
+        await asyncio.to_thread(process.start)
+        send.close()
+        try:
+            outcome = await asyncio.to_thread(_wait, receive, process, time.monotonic() + self.timeout,
+                                              threading.Event())
+        finally:
+            if process.is_alive():
+                process.kill()
+            await asyncio.to_thread(process.join, 5)
+            receive.close()
+        if outcome is None or outcome[0] != "ok":
+            raise InvalidDocumentError("the environment probe gave no answer")
+        return outcome[1]  # type: ignore[no-any-return]
 
     def _result(self, outcome: tuple[str, Any] | None, exitcode: int | None) -> ParsedDocument:
         if outcome is None:
@@ -148,6 +170,7 @@ def _mp_context() -> Any:
         if _context is None:
             from multiprocessing import spawn
 
+            child_env.install()  # the forkserver is started with an environment without secrets
             if not hasattr(spawn.get_preparation_data, "wrapped"):
                 spawn.get_preparation_data = _without_main(spawn.get_preparation_data)
             method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
@@ -164,6 +187,7 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
            timeout: float) -> None:
     import resource
 
+    child_env.scrub()  # also when the forkserver was started by someone else, with everything
     try:
         os.nice(5)  # parsing yields to the worker's own event loop
     except OSError:
@@ -189,3 +213,14 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
         conn.send(("memory", None))
     finally:
         conn.close()
+
+
+def _report_environment(conn: Connection) -> None:
+    child_env.scrub()
+    try:
+        with open("/proc/self/environ", "rb") as fh:
+            raw = fh.read().decode("utf-8", "replace")
+    except OSError:
+        raw = ""
+    conn.send(("ok", {"os.environ": dict(os.environ), "proc": raw}))
+    conn.close()

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from ...adapters.postgres.connectors import Connector, Sync
 from ...domain.auth import Principal
 from ...domain.errors import ConflictError, InvalidRequestError
+from ...domain.redact import redact_config, redact_text, restore_secrets
 from ...services.connectors.base import ADMIN_KINDS
 from ...services.connectors.sources import validate_config
 from ...services.connectors.wiring import ConnectorServices
@@ -60,8 +61,8 @@ class SyncOut(BaseModel):
         counts = {k: 0 for k in ("discovered", "new", "updated", "unchanged", "removed", "failed", "skipped_active")}
         return cls(id=s.id, connector_id=s.connector_id, trigger=s.trigger, status=s.status, attempts=s.attempts,
                    max_attempts=s.max_attempts, counts=counts | {k: int(v) for k, v in s.counts.items()},
-                   errors=s.errors, error=s.error, created_at=s.created_at, started_at=s.started_at,
-                   finished_at=s.finished_at)
+                   errors=redact_config(s.errors), error=redact_text(s.error), created_at=s.created_at,
+                   started_at=s.started_at, finished_at=s.finished_at)
 
 
 class SyncList(BaseModel):
@@ -81,8 +82,11 @@ class ConnectorOut(BaseModel):
     syncs: list[SyncOut] | None = None  # the latest first (GET one)
 
     @classmethod
-    def of(cls, c: Connector, syncs: list[Sync] | None = None) -> ConnectorOut:
-        return cls(id=c.id, knowledge_base_id=c.knowledge_base_id, kind=c.kind, name=c.name, config=c.config,
+    def of(cls, c: Connector, who: Principal, syncs: list[Sync] | None = None) -> ConnectorOut:
+        """The configuration as stored for an admin; for every other key without credentials (URL
+        userinfo, secret query parameters and fields): sending it back keeps the stored ones."""
+        config = c.config if who.is_admin else redact_config(c.config)
+        return cls(id=c.id, knowledge_base_id=c.knowledge_base_id, kind=c.kind, name=c.name, config=config,
                    schedule_seconds=c.schedule_seconds, next_sync_at=c.next_sync_at, created_at=c.created_at,
                    updated_at=c.updated_at, syncs=None if syncs is None else [SyncOut.of(s) for s in syncs])
 
@@ -124,18 +128,18 @@ async def create_connector(kb: EditableKB, body: ConnectorIn, services: Services
                                                  schedule_seconds=_schedule(body.schedule_seconds, services))
     await audit.record("connector.create", knowledge_base_id=kb.id, connector_id=connector.id, kind=connector.kind,
                        schedule_seconds=connector.schedule_seconds)
-    return ConnectorOut.of(connector)
+    return ConnectorOut.of(connector, who)
 
 
 @router.get("", response_model=ConnectorList)
-async def list_connectors(kb: ReadableKB, services: Services) -> ConnectorList:
-    return ConnectorList(items=[ConnectorOut.of(c) for c in await services.repository.list(kb.id)])
+async def list_connectors(kb: ReadableKB, services: Services, who: PrincipalDep) -> ConnectorList:
+    return ConnectorList(items=[ConnectorOut.of(c, who) for c in await services.repository.list(kb.id)])
 
 
 @router.get("/{connector_id}", response_model=ConnectorOut)
-async def get_connector(kb: ReadableKB, connector_id: UUID, services: Services) -> ConnectorOut:
+async def get_connector(kb: ReadableKB, connector_id: UUID, services: Services, who: PrincipalDep) -> ConnectorOut:
     connector = await services.repository.get(kb.id, connector_id)
-    return ConnectorOut.of(connector, await services.repository.syncs(connector.id, limit=10))
+    return ConnectorOut.of(connector, who, await services.repository.syncs(connector.id, limit=10))
 
 
 @router.patch("/{connector_id}", response_model=ConnectorOut)
@@ -143,14 +147,16 @@ async def update_connector(kb: EditableKB, connector_id: UUID, body: ConnectorPa
                            who: PrincipalDep, audit: AuditDep) -> ConnectorOut:
     connector = await services.repository.get(kb.id, connector_id)
     _may_use(connector.kind, who)
-    config = validate_config(connector.kind, body.config, services.limits) if body.config is not None else None
+    config = None
+    if body.config is not None:  # a redacted configuration sent back keeps the stored credentials
+        config = validate_config(connector.kind, restore_secrets(body.config, connector.config), services.limits)
     given = "schedule_seconds" in body.model_fields_set
     updated = await services.repository.update(
         kb.id, connector_id, name=body.name, config=config,
         schedule_seconds=_schedule(body.schedule_seconds, services) if given else None, schedule_given=given)
     await audit.record("connector.update", knowledge_base_id=kb.id, connector_id=connector_id,
                        fields=",".join(sorted(body.model_fields_set)))
-    return ConnectorOut.of(updated)
+    return ConnectorOut.of(updated, who)
 
 
 @router.delete("/{connector_id}", status_code=204, response_class=Response)
@@ -178,9 +184,13 @@ async def sync_connector(kb: EditableKB, connector_id: UUID, services: Services,
 
 
 @router.post("/{connector_id}/abort", response_model=SyncOut)
-async def abort_connector(kb: EditableKB, connector_id: UUID, services: Services, audit: AuditDep) -> SyncOut:
+async def abort_connector(kb: EditableKB, connector_id: UUID, services: Services, who: PrincipalDep,
+                          audit: AuditDep) -> SyncOut:
     """Abort the queued or running sync: the worker running it stops at its next write, and every
-    document it was fetching becomes FAILED ("connector sync aborted"). 409 when none is active."""
+    document it was fetching becomes FAILED ("connector sync aborted"). 409 when none is active.
+    ``directory`` and ``s3`` connectors are admin only, as for every other change."""
+    connector = await services.repository.get(kb.id, connector_id)
+    _may_use(connector.kind, who)
     sync = await services.repository.abort(kb.id, connector_id)
     await audit.record("connector.abort", knowledge_base_id=kb.id, connector_id=connector_id, sync_id=sync.id)
     return SyncOut.of(sync)

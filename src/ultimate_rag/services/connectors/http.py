@@ -3,14 +3,14 @@ count). Every request goes through ``SafeHttpClient``: SSRF rules on every hop, 
 
 from __future__ import annotations
 
-import gzip
-import zlib
+from collections.abc import Callable
 from urllib.parse import urlsplit
-from xml.etree import ElementTree
 
 from ...adapters.http.outbound import SafeHttpClient
 from ...domain.errors import PermanentError, TransientError
+from ...domain.redact import redact_url
 from .base import ConnectorConfigError, Fetched, Known, RemoteItem, name_from_url
+from .sitemap import Enough, SitemapError, SitemapReader
 
 MAX_URL_LENGTH = 2048
 
@@ -43,14 +43,26 @@ class HttpFetcher:
         status = result.status_code
         if status == 304 and headers:
             return Fetched(None, known.etag if known else None, known.last_modified if known else None)
-        if status in (404, 410):
-            raise PermanentError(f"{url} answered {status} {'Not Found' if status == 404 else 'Gone'}")
-        if status == 429 or status >= 500:
-            raise TransientError(f"{url} answered {status}")
-        if status != 200:
-            raise PermanentError(f"{url} answered {status}")
+        _check_status(url, status)
         return Fetched(result.content, result.headers.get("etag"), result.headers.get("last-modified"),
                        result.headers.get("content-type"), name_from_url(result.url))
+
+    async def stream(self, url: str, sink: Callable[[bytes], None], *, max_bytes: int) -> None:
+        """GET ``url`` and hand the body of its 200 answer to ``sink`` block by block, as it arrives
+        (gzip only as a content encoding: the sink inflates it, in bounded pieces)."""
+        result = await self._client.fetch(url, max_bytes=max_bytes, timeout=self.timeout, sink=sink,
+                                          headers={"Accept-Encoding": "gzip"})
+        _check_status(url, result.status_code)
+
+
+def _check_status(url: str, status: int) -> None:
+    shown = redact_url(url)
+    if status in (404, 410):
+        raise PermanentError(f"{shown} answered {status} {'Not Found' if status == 404 else 'Gone'}")
+    if status == 429 or status >= 500:
+        raise TransientError(f"{shown} answered {status}")
+    if status != 200:
+        raise PermanentError(f"{shown} answered {status}")
 
 
 class UrlListSource:
@@ -67,13 +79,15 @@ class UrlListSource:
 
 class SitemapSource:
     """Pages listed by a sitemap; a sitemap index is followed ``max_depth`` levels deep, and at most
-    ``max_items`` pages (and as many sitemaps) are read."""
+    ``max_items`` pages (and as many sitemaps) are read, each one streamed through ``SitemapReader``
+    (at most ``max_bytes`` once decompressed; reading stops as soon as enough items are known)."""
 
-    def __init__(self, url: str, fetcher: HttpFetcher, *, max_depth: int, max_items: int) -> None:
+    def __init__(self, url: str, fetcher: HttpFetcher, *, max_depth: int, max_items: int, max_bytes: int) -> None:
         self._url = check_url(url)
         self._fetcher = fetcher
         self._max_depth = max_depth
         self._max_items = max_items
+        self._max_bytes = max_bytes
 
     async def discover(self) -> list[RemoteItem]:
         pages: dict[str, None] = {}
@@ -84,43 +98,29 @@ class SitemapSource:
             if url in seen or len(seen) >= self._max_items:
                 continue
             seen.add(url)
-            fetched = await self._fetcher.get(url)
-            kind, locs = parse_sitemap(fetched.content or b"", self._fetcher.max_bytes)
-            for loc in locs:
+
+            def on_loc(kind: str, loc: str, depth: int = depth) -> bool:
                 try:
                     loc = check_url(loc)
                 except ConnectorConfigError:
-                    continue
+                    return True
                 if kind == "sitemapindex":
-                    if depth + 1 <= self._max_depth:
-                        queue.append((loc, depth + 1))
-                elif len(pages) < self._max_items:
-                    pages.setdefault(loc)
+                    if depth + 1 > self._max_depth:
+                        return False  # nothing in this index will be read
+                    queue.append((loc, depth + 1))
+                    return len(queue) < self._max_items
+                pages.setdefault(loc)
+                return len(pages) < self._max_items
+
+            reader = SitemapReader(self._max_bytes, on_loc)
+            try:
+                await self._fetcher.stream(url, reader.feed, max_bytes=self._max_bytes)
+                reader.close()
+            except Enough:
+                pass  # the item limit is reached: the rest is not even downloaded
+            except SitemapError as exc:
+                raise SitemapError(f"{redact_url(url)}: {exc.message}") from exc
         return [RemoteItem(u, name_from_url(u)) for u in pages]
 
     async def fetch(self, item: RemoteItem, known: Known | None) -> Fetched:
         return await self._fetcher.get(item.external_id, known)
-
-
-def parse_sitemap(data: bytes, max_bytes: int) -> tuple[str, list[str]]:
-    """("urlset" | "sitemapindex", the <loc> values). Gzipped sitemaps are inflated up to ``max_bytes``.
-    No DTDs or entities are resolved (expat refuses external entities; a DOCTYPE is refused here)."""
-    if data[:2] == b"\x1f\x8b":
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            data = inflater.decompress(data, max_bytes + 1)
-        except (zlib.error, gzip.BadGzipFile) as exc:
-            raise PermanentError("the sitemap is not valid gzip") from exc
-        if len(data) > max_bytes:
-            raise PermanentError(f"the sitemap inflates to more than {max_bytes} bytes")
-    if b"<!DOCTYPE" in data[:4096].upper() or b"<!ENTITY" in data.upper():
-        raise PermanentError("the sitemap declares a DOCTYPE or entities, which are not accepted")
-    try:
-        root = ElementTree.fromstring(data)
-    except ElementTree.ParseError as exc:
-        raise PermanentError(f"the sitemap is not valid XML: {exc}") from exc
-    kind = root.tag.rsplit("}", 1)[-1]
-    if kind not in ("urlset", "sitemapindex"):
-        raise PermanentError(f"not a sitemap (root element {kind!r})")
-    locs = [el.text.strip() for el in root.iter() if el.tag.rsplit("}", 1)[-1] == "loc" and el.text]
-    return kind, locs

@@ -23,6 +23,7 @@ class ConnectorLimits:
     directory_roots: str
     outbound_allow_networks: str
     s3: dict[str, Any]  # endpoint_url, region, access_key_id, secret_access_key, ...
+    sitemap_max_bytes: int = 10 * 1024 * 1024  # one sitemap once decompressed
 
 
 def validate_config(kind: str, config: dict[str, Any], limits: ConnectorLimits) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def build_source(kind: str, config: dict[str, Any], limits: ConnectorLimits,
         if kind == "urls":
             return UrlListSource(config.get("urls") or [], fetcher, max_items=limits.max_items)
         return SitemapSource(config.get("url", ""), fetcher, max_depth=limits.sitemap_max_depth,
-                             max_items=limits.max_items)
+                             max_items=limits.max_items, max_bytes=limits.sitemap_max_bytes)
     if kind == "directory":
         return DirectorySource(config.get("path", ""), allowed_roots(limits.directory_roots),
                                max_bytes=limits.max_item_bytes, max_items=limits.max_items)

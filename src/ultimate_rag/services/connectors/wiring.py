@@ -39,7 +39,8 @@ def limits_from(settings: Settings) -> ConnectorLimits:
         max_item_bytes=settings.connector_max_item_bytes or settings.max_upload_bytes,
         fetch_timeout_seconds=settings.connector_fetch_timeout_seconds, max_items=settings.connector_max_items,
         sitemap_max_depth=settings.connector_sitemap_max_depth, directory_roots=settings.connector_directory_roots,
-        outbound_allow_networks=settings.outbound_allow_networks, s3=s3)
+        outbound_allow_networks=settings.outbound_allow_networks, s3=s3,
+        sitemap_max_bytes=settings.connector_sitemap_max_bytes)
 
 
 def build_connectors(settings: Settings, db: Database, storage: ObjectStorage, parsers: ParserResolver,
