@@ -1,4 +1,4 @@
-"""PDFs that reproduce the structure of public files whose licence does not allow committing them
+"""PDFs and MDX pages that reproduce the structure of public files whose licence does not allow committing them
 (see README.md): each function returns the bytes of one file, the same bytes on every run.
 
     python -m tests.corpus.generate OUT_DIR      # writes every file into OUT_DIR
@@ -141,6 +141,105 @@ def letter_shifted() -> bytes:
     return _finish(stripped)
 
 
+MDX_TEXT = {
+    "ko": ("항구 페리 시간표 컴포넌트", (
+        "*컴포넌트*는 시간표 화면을 만드는 기본 단위입니다. 페리 시간표 앱은 작은 컴포넌트 여러 개로 이루어져 있습니다.",
+        "이 장에서는 출발 시각을 보여 주는 컴포넌트를 만들고, 그것을 다른 컴포넌트 안에서 사용하는 방법을 배웁니다.",
+        "컴포넌트 이름은 항상 대문자로 시작해야 하며, 그렇지 않으면 브라우저가 일반 태그로 해석합니다.",
+        "컴포넌트 안에서 다른 컴포넌트를 정의하면 렌더링할 때마다 새로 만들어져 상태가 초기화됩니다.",
+        "큰 앱에서도 버튼 하나부터 전체 페이지까지 모든 부분이 컴포넌트로 구성됩니다.",
+    )),
+    "zh": ("港口渡轮时刻表组件", (
+        "*组件*是构建时刻表界面的基本单位。一个渡轮时刻表应用由许多小组件组成。",
+        "本章将创建一个显示出发时间的组件，并学习如何在另一个组件中使用它。",
+        "组件名称必须始终以大写字母开头，否则浏览器会把它当作普通标签。",
+        "如果在组件内部定义另一个组件，每次渲染都会重新创建它，状态也会被重置。",
+        "即使在大型应用中，从一个按钮到整个页面，所有部分都是由组件构成的。",
+    )),
+}
+
+
+def mdx_page(language: str) -> bytes:
+    """Like the MDX pages of reactjs/ko.react.dev and zh-hans.react.dev (src/content/learn/*.md):
+    front matter, JSX blocks (<Intro>, <Sandpack>, <Pitfall>, <DeepDive>, <Solution>) on lines of
+    their own, and headings with ``{/*anchor*/}`` ids. The tags and anchors are syntax, not text."""
+    title, p = MDX_TEXT[language]
+    code = ("```js\nexport default function Departure() {\n  return <p>Pier four, 07:40</p>;\n}\n```\n\n"
+            "```css\np { font-weight: bold; }\n```")
+    page = f"""---
+title: {title}
+---
+
+<Intro>
+
+{p[0]}
+
+</Intro>
+
+<YouWillLearn>
+
+* {p[1]}
+
+</YouWillLearn>
+
+## {title} {{/*defining-a-component*/}}
+
+{p[1]}
+
+<Sandpack>
+
+{code}
+
+</Sandpack>
+
+### 1. {title} {{/*step-1-export*/}}
+
+<Pitfall>
+
+{p[2]}
+
+</Pitfall>
+
+### 2. {title} {{/*step-2-nesting*/}}
+
+{p[3]}
+
+<DeepDive>
+
+#### {title} {{/*components-all-the-way-down*/}}
+
+{p[4]}
+
+</DeepDive>
+
+<Recap>
+
+* {p[0]}
+* {p[2]}
+
+</Recap>
+
+<Challenges>
+
+#### {title} {{/*export-the-component*/}}
+
+{p[3]}
+
+<Solution>
+
+<Sandpack>
+
+{code}
+
+</Sandpack>
+
+</Solution>
+
+</Challenges>
+"""
+    return page.encode()
+
+
 GENERATORS: dict[str, Callable[[], bytes]] = {
     "three-line-title.pdf": three_line_title,
     "title-page.pdf": title_page,
@@ -148,6 +247,8 @@ GENERATORS: dict[str, Callable[[], bytes]] = {
     "control-characters.pdf": control_characters,
     "image-only.pdf": image_only,
     "letter-shifted.pdf": letter_shifted,
+    "mdx-page-ko.md": lambda: mdx_page("ko"),
+    "mdx-page-zh.md": lambda: mdx_page("zh"),
 }
 
 

@@ -5,7 +5,7 @@ A case goes through what the worker runs: the parser registry picks the parser, 
 runner (in-process) applies the checks every parse result passes, and the structured chunker
 splits it with the embedder's tokenizer. Reference texts come from other extractors: pypdf for
 PDF (PyMuPDF's plain text where pypdf is missing), the ``w:t`` runs of the DOCX XML, every CSV
-cell, and readability's expected output for the HTML pages.
+cell, readability's expected output for the HTML pages, and the MDX source without its syntax.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ THRESHOLDS = {
     "docx": 0.99,
     # Every cell value is data: none may be lost (a header may be abbreviated but not dropped).
     "csv": 1.0,
+    # Prose we wrote (tests/corpus/generate.py): every word of it, and of its code, is content.
+    "md": 0.99,
     # readability's expected output is one main-content extractor's opinion; another maintained
     # one (readability-lxml, trafilatura) finds >= 90 % of its words on these pages.
     "html": 0.90,
@@ -80,7 +82,7 @@ def committed_cases(root: Path = CORPUS) -> list[Case]:
 
 
 def generated_cases(directory: Path) -> list[Case]:
-    return [Case(f"generated/{p.name}", p, "pdf") for p in write_all(directory)]
+    return [Case(f"generated/{p.name}", p, p.suffix.lstrip(".")) for p in write_all(directory)]
 
 
 # -- reference texts ---------------------------------------------------------------------------
@@ -96,6 +98,8 @@ def reference_text(case: Case) -> str:
     if case.kind == "html":
         assert case.expected is not None
         return html_text(case.expected.read_bytes())
+    if case.kind == "md":
+        return markdown_reference(data.decode("utf-8"))
     if case.kind == "odt":
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             return " ".join(etree.fromstring(z.read("content.xml")).itertext())
@@ -139,6 +143,16 @@ def docx_reference(data: bytes) -> str:
 def csv_cells(data: bytes) -> list[list[str]]:
     text = data.decode("utf-8-sig")
     return [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
+
+
+_FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.S)
+JSX_LINE = re.compile(r"^[ \t]*</?[A-Z][A-Za-z0-9]*(?:\s[^>]*)?/?>[ \t]*$", re.M)
+MDX_ANCHOR = re.compile(r"\{/\*.*?\*/\}")
+
+
+def markdown_reference(text: str) -> str:
+    """MDX without its syntax: no front matter (metadata), JSX tag lines or heading anchors."""
+    return MDX_ANCHOR.sub("", JSX_LINE.sub("", _FRONT_MATTER.sub("", text)))
 
 
 def html_text(data: bytes) -> str:

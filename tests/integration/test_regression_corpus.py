@@ -7,6 +7,7 @@ tabular format, no control characters, and the defect each file was chosen for (
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from tests.corpus.generate import GENERATORS
 from tests.corpus.measure import (
+    JSX_LINE,
     PAGED,
     TABULAR,
     THRESHOLDS,
@@ -40,6 +42,7 @@ UNREADABLE = "generated/letter-shifted.pdf"  # its text layer is garbage: report
 REFUSED = {"odt/source.odt"}  # a format without a parser: refused with a reason
 PARSED = [n for n in NAMES if n not in REFUSED]
 WITH_IMAGES = ["pdf/inline-image.pdf", "pdf/cmyk-image.pdf", "generated/image-only.pdf"]
+ANCHOR_REMAINS = re.compile(r"\{/\*?[\w-]+\*?/\}")  # {/*id*/}, or {/id/} once Markdown took the * for emphasis
 HTML_PRECISION = 0.85  # readability-lxml reaches >= 0.90 on every page here; the full page 0.22-0.80
 
 
@@ -125,6 +128,17 @@ def test_images_are_extracted(name: str, outcomes: dict[str, Outcome]) -> None:
     """Inline images (BI … EI in the content stream) as well as referenced ones."""
     outcome = parsed_ok(outcomes[name])
     assert outcome.parsed is not None and outcome.parsed.assets, f"{name}: no image extracted"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n.endswith(".md")])
+def test_mdx_syntax_is_not_indexed(name: str, outcomes: dict[str, Outcome]) -> None:
+    """JSX tags on lines of their own (``</Sandpack>``) and ``{/*anchor*/}`` heading ids are syntax."""
+    outcome = parsed_ok(outcomes[name])
+    text = outcome.chunk_text() + "\n" + "\n".join(" > ".join(c.heading_path) for c in outcome.chunks)
+    anchors = ANCHOR_REMAINS.findall(text)
+    assert not anchors, f"{name}: heading anchors indexed (whole or mangled): {anchors[:8]}"
+    tags = [m.group(0).strip() for m in JSX_LINE.finditer(text)]
+    assert not tags, f"{name}: JSX tags indexed: {tags[:8]}"
 
 
 def test_an_unreadable_text_layer_is_reported(outcomes: dict[str, Outcome]) -> None:
