@@ -78,22 +78,22 @@ def parsed_ok(outcome: Outcome) -> Outcome:
 @pytest.mark.parametrize("name", [n for n in PARSED if n != UNREADABLE])
 def test_no_body_text_is_lost(name: str, cases: dict[str, Case], outcomes: dict[str, Outcome]) -> None:
     case, outcome = cases[name], parsed_ok(outcomes[name])
-    assert outcome.chunks, f"{name}: no chunks"
     reference, found = tokens(reference_text(case)), tokens(outcome.chunk_text())
+    assert outcome.chunks or not reference, f"{name}: no chunks"
     share = coverage(reference, found)
     assert share >= THRESHOLDS[case.kind], (
         f"{name}: {share:.1%} of {sum(reference.values())} reference tokens reach the chunks "
         f"(at least {THRESHOLDS[case.kind]:.0%} needed); missing e.g. {missing_sample(reference, found)}")
 
 
-@pytest.mark.parametrize("name", PARSED)
+@pytest.mark.parametrize("name", [n for n in PARSED if n != UNREADABLE])
 def test_no_fragment_chunks(name: str, outcomes: dict[str, Outcome]) -> None:
     outcome = parsed_ok(outcomes[name])
     tiny = tiny_chunks(outcome)
     assert not tiny, f"{name}: {len(tiny)} of {len(outcome.chunks)} chunks under {TINY} characters: {tiny[:10]}"
 
 
-@pytest.mark.parametrize("name", [n for n in PARSED if n.rsplit(".", 1)[-1] in PAGED | TABULAR])
+@pytest.mark.parametrize("name", [n for n in PARSED if n.rsplit(".", 1)[-1] in PAGED | TABULAR and n != UNREADABLE])
 def test_every_chunk_has_a_page_or_row_locator(name: str, outcomes: dict[str, Outcome]) -> None:
     outcome = parsed_ok(outcomes[name])
     share = located_share(outcome)
