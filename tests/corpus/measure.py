@@ -177,10 +177,15 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(f"[{_CJK}]|[^\\W\\d_{_CJK}]+|\\d+")
 
 
+_HYPHEN_BREAK = re.compile(r"(\w)-\s+(\w)")
+
+
 def tokens(text: str) -> Counter[str]:
     """Runs of letters and runs of digits (NFKC, casefolded) and single CJK characters, with their
-    counts. Letters and digits apart, because extractors disagree on the spaces in ``x2``."""
-    return Counter(_TOKEN.findall(unicodedata.normalize("NFKC", text).casefold()))
+    counts. Letters and digits apart, because extractors disagree on the spaces in ``x2``; a word
+    hyphenated at a line end is one word, whether a parser joined it or not."""
+    text = _HYPHEN_BREAK.sub(r"\1\2", unicodedata.normalize("NFKC", text))
+    return Counter(_TOKEN.findall(text.casefold()))
 
 
 def coverage(reference: Counter[str], found: Counter[str]) -> float:
