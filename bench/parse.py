@@ -8,6 +8,8 @@
    of incompressible JPEG images and text. Sampled every 20 ms with psutil.
 
     .venv/bin/python -m bench.parse [--pages 200] [--big-mb 100]
+
+3. ``--corpus tests/corpus``: quality and speed on the regression corpus (bench/parse_corpus.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import shutil
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import psutil
 import pymupdf
@@ -179,8 +182,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--big-mb", type=int, default=100)
+    parser.add_argument("--corpus", type=Path, help="measure the regression corpus in this folder instead "
+                        "(tests/corpus): see bench/parse_corpus.py")
     args = parser.parse_args()
     print(f"machine: {machine()}")
+    if args.corpus:
+        from .parse_corpus import main as corpus_main
+
+        corpus_main(args.corpus)
+        return
 
     data = pdf_with_images(args.pages)
     t = throughput(data, args.pages)
