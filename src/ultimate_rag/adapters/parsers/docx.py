@@ -5,7 +5,9 @@ embedded images as assets with their alt text or caption as the description.
 Before python-docx sees the file, the zip is checked: entry count and total uncompressed size are
 capped (a zip bomb fails here, before anything is inflated), and an XML part that declares a DTD
 (the only way to an entity expansion) is refused. python-docx itself parses with
-``resolve_entities=False``.
+``resolve_entities=False``. A binary part (an image, an embedded object) larger than the
+per-image limit is emptied before python-docx loads the package (it reads every part whole), so
+it is never inflated into memory; images go through the asset gate (``assets.py``).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from dataclasses import replace
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument
 
+from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
 from .pdf import CAPTION, figure_text
 
@@ -44,14 +48,17 @@ class DocxParser:
 
     def parse(self, source: DocumentSource) -> ParsedDocument:
         check_archive(source.content, self.limits)
+        gate = AssetGate(self.limits)
+        content = without_oversized_parts(source.content, gate)
         import docx  # imported here: python-docx pulls in lxml, which only this parser needs
 
         try:
-            document = docx.Document(io.BytesIO(source.content))
+            document = docx.Document(io.BytesIO(content))
         except Exception as exc:
             raise InvalidDocumentError(f"the file is not a readable DOCX document ({exc})"[:300]) from exc
         blocks: list[Block] = []
         assets: dict[str, ParsedAsset] = {}
+        refused: set[str] = set()
         pending: list[int] = []  # figure blocks still without a description, waiting for a caption
         for item in document.iter_inner_content():
             if item.__class__.__name__ == "Table":
@@ -61,8 +68,15 @@ class DocxParser:
                 continue
             text = item.text.strip()
             style = (item.style.name if item.style is not None else "") or ""
-            for key, asset in _paragraph_images(document, item, len(assets)):
-                if key not in assets:
+            for key, found in _paragraph_images(document, item, len(assets)):
+                if key in assets or key in refused:
+                    continue
+                asset = gate.admit(found, f"the image {key.removeprefix('part-')}")
+                if asset is None:
+                    refused.add(key)
+                    if found.description:
+                        blocks.append(Block(kind="figure", text=f"[Image: {found.description}]"))
+                else:
                     assets[key] = asset
                     blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))
                     if not asset.description:
@@ -72,7 +86,7 @@ class DocxParser:
             if pending and (style.lower() == "caption" or CAPTION.match(text)):
                 for index in pending:
                     key = blocks[index].asset_ids[0]
-                    assets[key] = ParsedAsset(key, assets[key].data, assets[key].mime_type, description=text)
+                    assets[key] = replace(assets[key], description=text)
                     blocks[index] = Block(kind="figure", text=figure_text(assets[key]), asset_ids=(key,))
             pending = []
             match = _HEADING_STYLE.match(style)
@@ -87,7 +101,8 @@ class DocxParser:
         title = document.core_properties.title
         if title:
             metadata["title"] = title
-        return ParsedDocument(blocks=tuple(_merge_lists(blocks)), metadata=metadata, assets=tuple(assets.values()))
+        return ParsedDocument(blocks=tuple(_merge_lists(blocks)), metadata=with_warnings(metadata, gate.warnings),
+                              assets=tuple(assets.values()))
 
 
 def check_archive(content: bytes, limits: ParseLimits) -> None:
@@ -120,6 +135,39 @@ def check_archive(content: bytes, limits: ParseLimits) -> None:
                 raise InvalidDocumentError(
                     f"the DOCX part {entry.filename} declares a DTD or XML entities, which are refused "
                     "(XML entity expansion)")
+
+
+def without_oversized_parts(content: bytes, gate: AssetGate) -> bytes:
+    """The package with every binary part over the per-image limit emptied (judged by its declared
+    size, before anything is inflated); the original bytes when there is none."""
+    with zipfile.ZipFile(io.BytesIO(content)) as archive:
+        entries = archive.infolist()
+        oversized = {e.filename for e in entries if not _is_xml(e.filename)
+                     and gate.too_large(e.file_size, f"the part {e.filename}")}
+        if not oversized:
+            return content
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as rebuilt:
+            for entry in entries:
+                data = b"" if entry.filename in oversized else _read_capped(archive, entry, gate.limits)
+                rebuilt.writestr(entry.filename, data)
+    return out.getvalue()
+
+
+def _read_capped(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, limits: ParseLimits) -> bytes:
+    """One entry, never more than its declared size (zipfile stops there) nor the archive cap."""
+    try:
+        with archive.open(entry) as part:
+            data = part.read(min(entry.file_size, limits.max_archive_bytes) + 1)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as exc:
+        raise InvalidDocumentError(f"the DOCX archive is damaged ({entry.filename}: {exc})") from exc
+    if len(data) > entry.file_size:
+        raise InvalidDocumentError(f"the DOCX archive is damaged ({entry.filename} is larger than it says)")
+    return data
+
+
+def _is_xml(name: str) -> bool:
+    return name.lower().endswith((".xml", ".rels"))
 
 
 def table_markdown(rows: list[list[str]]) -> str:

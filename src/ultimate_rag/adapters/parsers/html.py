@@ -17,6 +17,7 @@ import re
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument
 
+from .assets import AssetGate, with_warnings
 from .detect import decode_text
 from .docx import table_markdown
 from .limits import ParseLimits
@@ -68,9 +69,10 @@ class HtmlParser:
             metadata["title"] = " ".join(title.split())
         _strip(root)
         main = _main_content(root)
-        walker = _Walker()
+        walker = _Walker(AssetGate(self.limits))
         walker.walk(main)
-        return ParsedDocument(blocks=tuple(walker.blocks), metadata=metadata, assets=tuple(walker.assets))
+        return ParsedDocument(blocks=tuple(walker.blocks), metadata=with_warnings(metadata, walker.gate.warnings),
+                              assets=tuple(walker.assets))
 
 
 def _max_depth(root) -> int:  # type: ignore[no-untyped-def]
@@ -109,7 +111,8 @@ def _main_content(root):  # type: ignore[no-untyped-def]
 class _Walker:
     """Iterative walk (a stack, no recursion) that turns elements into blocks in document order."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: AssetGate) -> None:
+        self.gate = gate
         self.blocks: list[Block] = []
         self.assets: list[ParsedAsset] = []
         self._loose: list[str] = []
@@ -193,13 +196,18 @@ class _Walker:
         src = (element.get("src") or "").strip()
         match = _DATA_URI.match(src)
         if match:
-            try:
-                data = base64.b64decode(match.group(2), validate=False)
-            except (binascii.Error, ValueError):
-                data = b""
-            if data:
-                key = f"img-{len(self.assets) + 1}"
-                asset = ParsedAsset(locator_key=key, data=data, mime_type=match.group(1).lower(), description=alt)
+            key = f"img-{len(self.assets) + 1}"
+            what = f"a data: image ({match.group(1).lower()})"
+            data = b""
+            # the decoded size is known from the length: an oversized image is never decoded
+            if not self.gate.too_large(len(match.group(2)) * 3 // 4, what):
+                try:
+                    data = base64.b64decode(match.group(2), validate=False)
+                except (binascii.Error, ValueError):
+                    data = b""
+            asset = self.gate.admit(ParsedAsset(locator_key=key, data=data, mime_type="application/octet-stream",
+                                                description=alt), what) if data else None
+            if asset is not None:
                 self.assets.append(asset)
                 self._flush()
                 self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))

@@ -6,6 +6,7 @@ Why PyMuPDF and not pypdf: see docs/formats.md (speed, original image bytes; AGP
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -15,14 +16,14 @@ import pymupdf
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
 
+from .assets import DOWNSCALE_MAX_SIDE, AssetGate, with_warnings
 from .limits import ParseLimits
 
 PDF_KIND = "binary:application/pdf"
 # A caption or figure label next to an image: "Figure 3", "Fig. 2:", "图 1", "圖1", "그림 2".
 CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
-_IMAGE_MIME = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "jpx": "image/jp2",
-               "jp2": "image/jp2", "gif": "image/gif", "bmp": "image/bmp", "tiff": "image/tiff",
-               "jbig2": "image/jbig2", "pnm": "image/x-portable-anymap", "pam": "image/x-portable-arbitrarymap"}
+# formats MuPDF hands back that the asset gate keeps as they are; others (JBIG2, JPX, PNM) become PNG
+_KEPT_FORMATS = frozenset({"png", "jpeg", "jpg", "gif", "bmp", "tiff", "webp"})
 _HEADING_RATIO = 1.15
 _MAX_HEADING_CHARS = 200
 
@@ -55,8 +56,9 @@ class PdfParser:
 
     def parse(self, source: DocumentSource) -> ParsedDocument:
         doc = _open(source.content)
+        gate = AssetGate(self.limits)
         try:
-            pages = self._pages(doc)
+            pages = self._pages(doc, gate)
             metadata = {k: v for k, v in (doc.metadata or {}).items() if v and k in ("title", "author", "subject")}
             metadata["page_count"] = doc.page_count
         finally:
@@ -78,24 +80,20 @@ class PdfParser:
                     blocks.append(Block(kind="paragraph", text=item.text, locator=locator))
         if not any(b.text.strip() for b in blocks if b.kind != "figure") and not assets:
             raise InvalidDocumentError("the PDF has no extractable text (it may be scanned images only)")
-        return ParsedDocument(blocks=tuple(blocks), metadata=metadata, assets=tuple(assets))
+        return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, gate.warnings),
+                              assets=tuple(assets))
 
-    def _pages(self, doc: pymupdf.Document) -> list[list[_Item]]:
+    def _pages(self, doc: pymupdf.Document, gate: AssetGate) -> list[list[_Item]]:
         if doc.page_count > self.limits.max_pages:
             raise InvalidDocumentError(
                 f"the PDF has {doc.page_count} pages, more than the limit of {self.limits.max_pages}")
         pages: list[list[_Item]] = []
-        total_asset_bytes = 0
         for index in range(doc.page_count):
             page = doc[index]
             items = _text_items(page)
-            images = _image_items(doc, page, index + 1, self.limits)
+            # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
+            images = _image_items(doc, page, index + 1, gate) + _inline_image_items(page, index + 1, gate)
             for image in images:
-                assert image.asset is not None
-                total_asset_bytes += len(image.asset.data)
-                if total_asset_bytes > self.limits.max_asset_bytes:
-                    raise InvalidDocumentError(
-                        f"the PDF's images add up to more than {self.limits.max_asset_bytes} bytes")
                 _attach_caption(image, items)
             pages.append(reading_order(items + images, page.rect.width))
         return pages
@@ -191,36 +189,107 @@ def _is_cjk(ch: str) -> bool:
     return 0x2E80 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF or 0xF900 <= code <= 0xFAFF or 0xFF00 <= code <= 0xFFEF
 
 
-def _image_items(doc: pymupdf.Document, page: pymupdf.Page, number: int, limits: ParseLimits) -> list[_Item]:
+def _image_items(doc: pymupdf.Document, page: pymupdf.Page, number: int, gate: AssetGate) -> list[_Item]:
+    """Images drawn from an image XObject, with their original bytes where the format allows."""
     items: list[_Item] = []
     seen: set[int] = set()
+    limits = gate.limits
     for info in page.get_images(full=True):
-        xref, width, height = info[0], info[2], info[3]
+        xref, width, height, filter_ = info[0], info[2], info[3], info[8]
         if xref in seen or xref <= 0:
             continue
         seen.add(xref)
-        if width * height > limits.max_image_pixels:
-            raise InvalidDocumentError(
-                f"an image on page {number} is {width}×{height} pixels, more than the limit of "
-                f"{limits.max_image_pixels} pixels")
-        try:
-            rects = page.get_image_rects(xref)
-        except Exception:
-            rects = []
-        if not rects or width < limits.min_image_side or height < limits.min_image_side:
-            continue  # not drawn on this page, or an icon/spacer too small to be worth keeping
-        try:
-            extracted = doc.extract_image(xref)
-        except Exception:
-            continue  # an image MuPDF cannot decode is skipped; the text still counts
-        if not extracted or not extracted.get("image"):
+        if width < limits.min_image_side or height < limits.min_image_side:
+            continue  # an icon or spacer, too small to be worth keeping
+        what = f"an image on page {number} ({width}×{height} pixels)"
+        if not gate.decodable(width, height, what):  # before get_image_rects, which decodes the image
             continue
-        ext = str(extracted.get("ext", "png")).lower()
-        rect = rects[0]
-        key = f"page-{number}/xref-{xref}"
-        asset = ParsedAsset(locator_key=key, data=extracted["image"], mime_type=_IMAGE_MIME.get(ext, f"image/{ext}"),
-                            page=number)
-        items.append(_Item(rect.x0, rect.y0, rect.x1, rect.y1, asset=asset))
+        rects = _placements(page, info, width * height > limits.max_image_pixels)
+        if not rects:
+            continue  # not drawn on this page
+        data = _image_bytes(doc, xref, width, height, filter_, limits)
+        if data is None:
+            gate.warn(f"{what} was left out: it cannot be decoded")
+            continue
+        asset = gate.admit(ParsedAsset(locator_key=f"page-{number}/xref-{xref}", data=data,
+                                       mime_type="application/octet-stream", page=number), what)
+        if asset is not None:
+            rect = rects[0]
+            items.append(_Item(rect.x0, rect.y0, rect.x1, rect.y1, asset=asset))
+    return items
+
+
+def _placements(page: pymupdf.Page, info: tuple, oversized: bool) -> list[pymupdf.Rect]:  # type: ignore[type-arg]
+    """Where the image is drawn. ``get_image_rects`` decodes the image (to hash it), so an image
+    over the pixel limit is placed with ``get_image_bbox``, which does not."""
+    try:
+        if not oversized:
+            return list(page.get_image_rects(info[0]))
+        rect = page.get_image_bbox(info)
+        return [rect] if rect.is_valid and not rect.is_infinite and not rect.is_empty else []
+    except Exception:
+        return []
+
+
+def _image_bytes(doc: pymupdf.Document, xref: int, width: int, height: int, filter_: str,
+                 limits: ParseLimits) -> bytes | None:
+    """The stored image (JPEG stays byte-identical, and the gate downscales it cheaply); other
+    formats the gate does not keep, and other images over the pixel limit, come as a PNG that
+    MuPDF has halved until it fits in the gate's downscale square."""
+    oversized = width * height > limits.max_image_pixels
+    try:
+        if not oversized or filter_ == "DCTDecode":
+            extracted = doc.extract_image(xref)
+            if not extracted or not extracted.get("image"):
+                return None
+            if str(extracted.get("ext", "")).lower() in _KEPT_FORMATS:
+                return bytes(extracted["image"])
+        pix = pymupdf.Pixmap(doc, xref)
+        halvings = math.ceil(math.log2(max(width, height) / DOWNSCALE_MAX_SIDE)) if oversized else 0
+        if halvings > 0:
+            pix.shrink(halvings)
+        if pix.colorspace is not None and pix.colorspace.n not in (1, 3):
+            pix = pymupdf.Pixmap(pymupdf.csRGB, pix)
+        return bytes(pix.tobytes("png"))
+    except Exception:
+        return None  # an image MuPDF cannot decode is left out; the text still counts
+
+
+def _inline_image_items(page: pymupdf.Page, number: int, gate: AssetGate) -> list[_Item]:
+    """Inline images (``BI … ID … EI`` in the content stream, as reportlab writes them) have no
+    xref, so ``get_images`` misses them; MuPDF's image blocks carry their bytes and position."""
+    try:
+        inline = [info for info in page.get_image_info(xrefs=True) if info.get("xref") == 0]
+    except Exception:
+        return []
+    limits = gate.limits
+    inline = [info for info in inline
+              if info["width"] >= limits.min_image_side and info["height"] >= limits.min_image_side]
+    if not inline:
+        return []
+    clip = pymupdf.Rect(inline[0]["bbox"])
+    for info in inline[1:]:
+        clip |= pymupdf.Rect(info["bbox"])
+    try:
+        blocks = page.get_text("dict", flags=pymupdf.TEXT_PRESERVE_IMAGES, clip=clip).get("blocks", ())
+    except Exception:
+        return []
+    wanted = {tuple(round(v, 1) for v in info["bbox"]) for info in inline}
+    items: list[_Item] = []
+    found = 0
+    for block in blocks:
+        bbox = tuple(round(v, 1) for v in block.get("bbox", ()))
+        if block.get("type") != 1 or bbox not in wanted or not block.get("image"):
+            continue
+        found += 1
+        what = f"an inline image on page {number} ({block.get('width')}×{block.get('height')} pixels)"
+        if not gate.decodable(block.get("width", 0), block.get("height", 0), what):
+            continue
+        key = f"page-{number}/inline-{found}"
+        asset = gate.admit(ParsedAsset(locator_key=key, data=bytes(block["image"]),
+                                       mime_type="application/octet-stream", page=number), what)
+        if asset is not None:
+            items.append(_Item(*block["bbox"], asset=asset))
     return items
 
 
