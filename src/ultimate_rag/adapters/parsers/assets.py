@@ -33,8 +33,13 @@ from .limits import ParseLimits
 ALLOWED_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg", "GIF": "image/gif",
                    "WEBP": "image/webp", "BMP": "image/bmp", "TIFF": "image/tiff"}
 _CONVERTIBLE = ("JPEG2000", "PPM")  # decoded and stored as PNG
+# the only Pillow plugins ever asked to read a header (MPO comes from the JPEG plugin)
+_OPENERS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF", *_CONVERTIBLE)
 DOWNSCALE_MAX_SIDE = 4096  # a downscaled image fits in this square (and in the pixel limit)
-DECODE_CEILING = 4  # images over this many times the pixel limit are left out, never decoded
+# images over this many times the pixel limit are left out, never decoded; a JPEG decodes at 1/8
+# scale (1/64 of the memory) when it is downscaled, so it may be larger
+DECODE_CEILING = 4
+JPEG_DECODE_CEILING = 64
 MAX_WARNINGS = 50
 WARNINGS_KEY = "warnings"
 
@@ -63,9 +68,9 @@ class AssetGate:
                   f"{_mb(self.limits.max_image_bytes)} for one image")
         return True
 
-    def decodable(self, width: int, height: int, what: str) -> bool:
+    def decodable(self, width: int, height: int, what: str, *, jpeg: bool = False) -> bool:
         """False (with a warning) for an image too large to decode even for downscaling."""
-        reason = _undecodable(width, height, self.limits)
+        reason = _undecodable(width, height, self.limits, jpeg)
         if reason:
             self.warn(f"{what} was left out: {reason}")
         return not reason
@@ -106,14 +111,14 @@ def with_warnings(metadata: dict[str, Any], warnings: list[str]) -> dict[str, An
 def conform(data: bytes, limits: ParseLimits) -> tuple[bytes, str, str]:
     """(bytes, MIME type, note) of an image that is within the limits; raises _Skip otherwise."""
     try:
-        image = Image.open(io.BytesIO(data), formats=[*ALLOWED_FORMATS, *_CONVERTIBLE])
+        image = Image.open(io.BytesIO(data), formats=_OPENERS)
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise _Skip("it is not an image in an allowed raster format (PNG, JPEG, GIF, WebP, BMP, TIFF)") from exc
     with image:
         width, height = image.size
         if width < 1 or height < 1:
             raise _Skip("it has no pixels")
-        reason = _undecodable(width, height, limits)
+        reason = _undecodable(width, height, limits, image.format in ("JPEG", "MPO"))
         if reason:
             raise _Skip(reason)
         pixels = width * height
@@ -158,11 +163,11 @@ def _reencode(image: Image.Image, limits: ParseLimits, size: int) -> tuple[bytes
     raise _Skip(f"it cannot be made smaller than the limit of {_mb(limits.max_image_bytes)} per image")
 
 
-def _undecodable(width: int, height: int, limits: ParseLimits) -> str:
-    ceiling = DECODE_CEILING * limits.max_image_pixels
-    if width * height <= ceiling:
+def _undecodable(width: int, height: int, limits: ParseLimits, jpeg: bool) -> str:
+    factor = JPEG_DECODE_CEILING if jpeg else DECODE_CEILING
+    if width * height <= factor * limits.max_image_pixels:
         return ""
-    return (f"it is {width}×{height} pixels, too large to downscale (more than {DECODE_CEILING} times "
+    return (f"it is {width}×{height} pixels, too large to downscale (more than {factor} times "
             f"the limit of {limits.max_image_pixels} pixels)")
 
 

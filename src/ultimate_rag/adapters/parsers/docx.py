@@ -71,7 +71,8 @@ class DocxParser:
             for key, found in _paragraph_images(document, item, len(assets)):
                 if key in assets or key in refused:
                     continue
-                asset = gate.admit(found, f"the image {key.removeprefix('part-')}")
+                # an emptied part (over the size limit, already warned about) is refused unread
+                asset = gate.admit(found, f"the image {key.removeprefix('part-')}") if found.data else None
                 if asset is None:
                     refused.add(key)
                     if found.description:
@@ -207,9 +208,9 @@ def _paragraph_images(document, paragraph, count: int) -> list[tuple[str, Parsed
     related = document.part.related_parts
     for rid, alt in refs:
         part = related.get(rid)
-        blob = getattr(part, "blob", None)
-        if not blob:
+        if part is None:
             continue
+        blob = getattr(part, "blob", None) or b""
         name = str(getattr(part, "partname", rid)).lstrip("/")
         key = f"part-{name}"
         found.append((key, ParsedAsset(locator_key=key, data=blob,

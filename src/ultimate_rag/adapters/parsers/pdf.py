@@ -202,7 +202,7 @@ def _image_items(doc: pymupdf.Document, page: pymupdf.Page, number: int, gate: A
         if width < limits.min_image_side or height < limits.min_image_side:
             continue  # an icon or spacer, too small to be worth keeping
         what = f"an image on page {number} ({width}×{height} pixels)"
-        if not gate.decodable(width, height, what):  # before get_image_rects, which decodes the image
+        if not gate.decodable(width, height, what, jpeg=filter_ == "DCTDecode"):  # before get_image_rects
             continue
         rects = _placements(page, info, width * height > limits.max_image_pixels)
         if not rects:
