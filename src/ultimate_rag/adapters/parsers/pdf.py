@@ -24,6 +24,7 @@ PDF_KIND = "binary:application/pdf"
 CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
 # formats MuPDF hands back that the asset gate keeps as they are; others (JBIG2, JPX, PNM) become PNG
 _KEPT_FORMATS = frozenset({"png", "jpeg", "jpg", "gif", "bmp", "tiff", "webp"})
+_INLINE_IMAGE = re.compile(rb"(?<![A-Za-z0-9_])BI\s*/")  # the inline image operator and its first key
 _HEADING_RATIO = 1.15
 _MAX_HEADING_CHARS = 200
 
@@ -257,14 +258,20 @@ def _image_bytes(doc: pymupdf.Document, xref: int, width: int, height: int, filt
 
 def _inline_image_items(page: pymupdf.Page, number: int, gate: AssetGate) -> list[_Item]:
     """Inline images (``BI … ID … EI`` in the content stream, as reportlab writes them) have no
-    xref, so ``get_images`` misses them; MuPDF's image blocks carry their bytes and position."""
+    xref, so ``get_images`` misses them; MuPDF's image blocks carry their bytes and position.
+    Only pages whose content stream has the ``BI`` operator are looked at (finding the xrefs
+    hashes every image of the page)."""
     try:
+        if not _INLINE_IMAGE.search(page.read_contents()):
+            return []
         inline = [info for info in page.get_image_info(xrefs=True) if info.get("xref") == 0]
     except Exception:
         return []
     limits = gate.limits
-    inline = [info for info in inline
-              if info["width"] >= limits.min_image_side and info["height"] >= limits.min_image_side]
+    inline = [info for info in inline if info["width"] >= limits.min_image_side
+              and info["height"] >= limits.min_image_side and gate.decodable(
+                  info["width"], info["height"], f"an inline image on page {number} "
+                                                 f"({info['width']}×{info['height']} pixels)")]
     if not inline:
         return []
     clip = pymupdf.Rect(inline[0]["bbox"])
@@ -283,8 +290,6 @@ def _inline_image_items(page: pymupdf.Page, number: int, gate: AssetGate) -> lis
             continue
         found += 1
         what = f"an inline image on page {number} ({block.get('width')}×{block.get('height')} pixels)"
-        if not gate.decodable(block.get("width", 0), block.get("height", 0), what):
-            continue
         key = f"page-{number}/inline-{found}"
         asset = gate.admit(ParsedAsset(locator_key=key, data=bytes(block["image"]),
                                        mime_type="application/octet-stream", page=number), what)
