@@ -20,7 +20,7 @@ from ultimate_rag.adapters.parsers.limits import ParseLimits
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import ParsedAsset
 
-from .test_format_parsers import ENGLISH, make_docx, parse, png
+from .test_format_parsers import ENGLISH, make_docx, make_pdf, parse, png
 
 SVG = (b'<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40" onload="alert(document.cookie)">'
        b"<script>alert(1)</script><rect width='40' height='40'/></svg>")
@@ -213,3 +213,13 @@ def test_pdf_inline_image_over_the_pixel_limit_is_downscaled() -> None:
     width, height = Image.open(io.BytesIO(parsed.assets[0].data)).size
     assert width * height <= 1000
     assert parsed.metadata["warnings"][0].startswith("an inline image on page 1 (60×60 pixels) was downscaled to")
+
+
+def test_pdf_image_that_mupdf_shrinks_under_the_limit_still_gets_a_warning() -> None:
+    """freeculture.pdf's 9258×12259 fax image: MuPDF halves a long side over 4096 itself; the
+    document still says the image was downscaled."""
+    parsed = parse("wide.pdf", make_pdf(image=png(5000, 20)), ParseLimits(max_image_pixels=60_000))
+    [found] = parsed.assets
+    assert Image.open(io.BytesIO(found.data)).size == (2500, 10)
+    assert parsed.metadata["warnings"] == ["an image on page 1 (5000×20 pixels) was downscaled to 2500×10 pixels "
+                                           "to fit the limits of 60000 pixels and 32.0 MB per image"]

@@ -75,13 +75,16 @@ class AssetGate:
             self.warn(f"{what} was left out: {reason}")
         return not reason
 
-    def admit(self, asset: ParsedAsset, what: str) -> ParsedAsset | None:
-        """The asset as it may be stored, or None (with a warning) when it cannot be kept."""
+    def admit(self, asset: ParsedAsset, what: str, *, reduced: bool = False) -> ParsedAsset | None:
+        """The asset as it may be stored, or None (with a warning) when it cannot be kept.
+        ``reduced``: the parser already shrank an image that was over the limits (say so)."""
         try:
-            data, mime, note = conform(asset.data, self.limits)
+            data, mime, note, size = conform(asset.data, self.limits)
         except _Skip as skip:
             self.warn(f"{what} was left out: {skip}")
             return None
+        if reduced and not note:
+            note = _downscaled(size, self.limits)
         if note:
             self.warn(f"{what} {note}")
         self.count += 1
@@ -108,8 +111,8 @@ def with_warnings(metadata: dict[str, Any], warnings: list[str]) -> dict[str, An
     return {**metadata, WARNINGS_KEY: [*metadata.get(WARNINGS_KEY, ()), *warnings]}
 
 
-def conform(data: bytes, limits: ParseLimits) -> tuple[bytes, str, str]:
-    """(bytes, MIME type, note) of an image that is within the limits; raises _Skip otherwise."""
+def conform(data: bytes, limits: ParseLimits) -> tuple[bytes, str, str, tuple[int, int]]:
+    """(bytes, MIME type, note, size) of an image within the limits; raises _Skip otherwise."""
     try:
         image = Image.open(io.BytesIO(data), formats=_OPENERS)
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
@@ -124,13 +127,15 @@ def conform(data: bytes, limits: ParseLimits) -> tuple[bytes, str, str]:
         pixels = width * height
         if image.format in ALLOWED_FORMATS and pixels <= limits.max_image_pixels \
                 and len(data) <= limits.max_image_bytes:
-            return data, ALLOWED_FORMATS[str(image.format)], ""
+            return data, ALLOWED_FORMATS[str(image.format)], "", (width, height)
         over = pixels > limits.max_image_pixels or len(data) > limits.max_image_bytes
-        out, mime, (new_width, new_height) = _reencode(image, limits, len(data))
-    if not over:
-        return out, mime, ""
-    return out, mime, (f"was downscaled to {new_width}×{new_height} pixels to fit the limits of "
-                       f"{limits.max_image_pixels} pixels and {_mb(limits.max_image_bytes)} per image")
+        out, mime, size = _reencode(image, limits, len(data))
+    return out, mime, _downscaled(size, limits) if over else "", size
+
+
+def _downscaled(size: tuple[int, int], limits: ParseLimits) -> str:
+    return (f"was downscaled to {size[0]}×{size[1]} pixels to fit the limits of {limits.max_image_pixels} "
+            f"pixels and {_mb(limits.max_image_bytes)} per image")
 
 
 def _reencode(image: Image.Image, limits: ParseLimits, size: int) -> tuple[bytes, str, tuple[int, int]]:

@@ -213,7 +213,8 @@ def _image_items(doc: pymupdf.Document, page: pymupdf.Page, number: int, gate: A
             gate.warn(f"{what} was left out: it cannot be decoded")
             continue
         asset = gate.admit(ParsedAsset(locator_key=f"page-{number}/xref-{xref}", data=data,
-                                       mime_type="application/octet-stream", page=number), what)
+                                       mime_type="application/octet-stream", page=number), what,
+                           reduced=width * height > limits.max_image_pixels)
         if asset is not None:
             rect = rects[0]
             items.append(_Item(rect.x0, rect.y0, rect.x1, rect.y1, asset=asset))
