@@ -223,3 +223,12 @@ def test_pdf_image_that_mupdf_shrinks_under_the_limit_still_gets_a_warning() -> 
     assert Image.open(io.BytesIO(found.data)).size == (2500, 10)
     assert parsed.metadata["warnings"] == ["an image on page 1 (5000×20 pixels) was downscaled to 2500×10 pixels "
                                            "to fit the limits of 60000 pixels and 32.0 MB per image"]
+
+
+def test_the_asset_settings_reach_the_parse_limits() -> None:
+    from ultimate_rag.bootstrap import parse_limits
+    from ultimate_rag.settings import Settings
+
+    limits = parse_limits(Settings(parse_max_image_pixels=4, parse_max_image_bytes=5, parse_max_asset_bytes=6,
+                                   parse_max_assets=7))
+    assert (limits.max_image_pixels, limits.max_image_bytes, limits.max_asset_bytes, limits.max_assets) == (4, 5, 6, 7)
