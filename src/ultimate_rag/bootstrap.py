@@ -107,6 +107,8 @@ def make_vector_store(settings: Settings, db: Database, dimension: int, model: s
 
 def parse_limits(settings: Settings) -> ParseLimits:
     return ParseLimits(max_pages=settings.parse_max_pages, max_image_pixels=settings.parse_max_image_pixels,
+                       max_image_bytes=settings.parse_max_image_bytes, max_asset_bytes=settings.parse_max_asset_bytes,
+                       max_assets=settings.parse_max_assets,
                        max_archive_bytes=settings.parse_max_archive_bytes,
                        max_archive_entries=settings.parse_max_archive_entries,
                        max_html_depth=settings.parse_max_html_depth, max_text_chars=settings.parse_max_text_chars)

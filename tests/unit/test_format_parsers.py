@@ -199,13 +199,23 @@ def test_pdf_corrupt_and_truncated() -> None:
         assert parsed.metadata["page_count"] >= 1
 
 
-def test_pdf_page_limit_and_huge_image() -> None:
+def test_pdf_page_limit_fails_and_huge_images_do_not() -> None:
     with pytest.raises(InvalidDocumentError, match="has 12 pages, more than the limit of 10"):
         parse("long.pdf", make_pdf(extra_pages=10), ParseLimits(max_pages=10))
-    with pytest.raises(InvalidDocumentError, match=r"1200×900 pixels, more than the limit of 1000000"):
-        parse("big.pdf", make_pdf(image=png(1200, 900)), ParseLimits(max_image_pixels=1_000_000))
-    with pytest.raises(InvalidDocumentError, match=r"40000×40000 pixels, more than the limit of 100000000"):
-        parse("bomb.pdf", huge_image_pdf())
+    # one image over the pixel limit is downscaled; the document and its text carry on
+    parsed = parse("big.pdf", make_pdf(image=png(1200, 900)), ParseLimits(max_image_pixels=1_000_000))
+    assert ENGLISH in parsed.text and len(parsed.assets) == 1
+    shrunk = pymupdf.Pixmap(parsed.assets[0].data)
+    assert shrunk.width * shrunk.height <= 1_000_000 and shrunk.width < 1200
+    assert parsed.metadata["warnings"] == [
+        f"an image on page 1 (1200×900 pixels) was downscaled to {shrunk.width}×{shrunk.height} pixels to fit "
+        "the limits of 1000000 pixels and 32.0 MB per image"]
+    # a decompression bomb (a tiny stream claiming 40000×40000) is left out without being decoded
+    parsed = parse("bomb.pdf", huge_image_pdf())
+    assert ENGLISH in parsed.text and parsed.assets == ()
+    assert parsed.metadata["warnings"] == [
+        "an image on page 1 (40000×40000 pixels) was left out: it is 40000×40000 pixels, too large to "
+        "downscale (more than 4 times the limit of 100000000 pixels)"]
 
 
 def test_pdf_with_a_lying_extension_is_refused() -> None:

@@ -113,6 +113,8 @@ class DocumentOut(BaseModel):
     dedup: dict[str, Any] = Field(default_factory=dict, description="the duplicate verdict, when there is one")
     content_revision: int
     source: dict[str, Any]
+    warnings: list[str] = Field(default_factory=list,
+                                description="what parsing left out or changed, e.g. an image downscaled")
     timings: list[StageTiming]
     created_at: datetime
     updated_at: datetime
@@ -130,7 +132,7 @@ class DocumentOut(BaseModel):
             progress=doc.progress,
             parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
             duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision,
-            source=redact_config(doc.source),
+            source=redact_config(doc.source), warnings=list(doc.warnings),
             timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,
             indexed_at=doc.indexed_at, deleted_at=doc.deleted_at, error_history=error_history,
         )

@@ -73,6 +73,7 @@ class Document:
     max_attempts: int = 0
     job_status: JobStatus | None = None
     dedup: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # what parsing left out or changed (ParsedDocument.metadata["warnings"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ import unicodedata
 from pathlib import PurePosixPath, PureWindowsPath
 from uuid import UUID, uuid4
 
+from ..adapters.parsers.registry import detected_mime
 from ..adapters.postgres.documents import DocumentRepository
 from ..adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError
@@ -19,7 +20,6 @@ from .processing import ParserResolver
 
 log = logging.getLogger(__name__)
 
-_MIME_BY_KIND = {"markdown": "text/markdown", "text": "text/plain"}
 
 
 def safe_filename(raw: str | None, max_length: int) -> str:
@@ -37,8 +37,9 @@ def safe_filename(raw: str | None, max_length: int) -> str:
 
 
 def mime_for(parser: object, source: DocumentSource) -> str:
-    """The stored type follows what the content is, not what the client said."""
-    return _MIME_BY_KIND.get(getattr(parser, "name", ""), source.mime_type)
+    """The stored (and served) type follows what the content was detected to be, never what the
+    client said: an HTML page sent as ``image/svg+xml`` is stored as ``text/html``."""
+    return detected_mime(getattr(parser, "name", ""), source)
 
 
 class IngestionService:

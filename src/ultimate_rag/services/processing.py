@@ -100,6 +100,9 @@ class DocumentProcessor:
         await self._queue.record_parser(lease, parser.name, parser.version)
         parsed: ParsedDocument = await _deterministic(self._parse_runner.parse(parser, source), "parse the file")
         parsed = await self._describe_images(parsed)
+        warnings = [str(w) for w in parsed.metadata.get("warnings") or ()]
+        if warnings:
+            await self._queue.record_warnings(lease, warnings)
 
         await self._queue.enter_stage(lease, S.CHUNKING)
         chunks = await _deterministic(asyncio.to_thread(

@@ -97,6 +97,19 @@ class ObjectStorageContract:
         assert all(0 < len(b) <= 1 << 20 for b in blocks)
         assert len(blocks) >= 4
 
+    async def test_stream_of_an_empty_object_and_an_abandoned_stream(self, object_storage: Any) -> None:
+        """What a download does: an empty object streams to nothing; a client that goes away after
+        the first block closes the stream, and the object can be replaced and read again."""
+        await object_storage.put("s/empty", b"", "application/octet-stream")
+        assert await self._collect(object_storage, "s/empty") == b""
+        data = os.urandom((2 << 20) + 5)
+        await object_storage.put("s/abandoned", data, "application/octet-stream")
+        stream = object_storage.stream("s/abandoned", 1 << 20)
+        assert await anext(stream) == data[: 1 << 20]
+        await stream.aclose()
+        await object_storage.put("s/abandoned", b"replaced", "text/plain")
+        assert await self._collect(object_storage, "s/abandoned") == b"replaced"
+
     async def test_large_object_round_trip(self, object_storage: Any) -> None:
         data = os.urandom(self.large_object_bytes)
         await object_storage.put("large/object", data, "application/octet-stream")

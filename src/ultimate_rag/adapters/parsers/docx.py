@@ -5,7 +5,9 @@ embedded images as assets with their alt text or caption as the description.
 Before python-docx sees the file, the zip is checked: entry count and total uncompressed size are
 capped (a zip bomb fails here, before anything is inflated), and an XML part that declares a DTD
 (the only way to an entity expansion) is refused. python-docx itself parses with
-``resolve_entities=False``.
+``resolve_entities=False``. A binary part (an image, an embedded object) larger than the
+per-image limit is emptied before python-docx loads the package (it reads every part whole), so
+it is never inflated into memory; images go through the asset gate (``assets.py``).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from dataclasses import replace
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument
 
+from .assets import AssetGate, with_warnings
 from .docx_notes import Notes, header_footer_blocks
 from .limits import ParseLimits
 from .pdf import CAPTION, figure_text
@@ -46,22 +50,25 @@ class DocxParser:
 
     def parse(self, source: DocumentSource) -> ParsedDocument:
         check_archive(source.content, self.limits)
+        gate = AssetGate(self.limits)
+        content = without_oversized_parts(source.content, gate)
         import docx  # imported here: python-docx pulls in lxml, which only this parser needs
 
         try:
-            document = docx.Document(io.BytesIO(source.content))
+            document = docx.Document(io.BytesIO(content))
         except Exception as exc:
             raise InvalidDocumentError(f"the file is not a readable DOCX document ({exc})"[:300]) from exc
         notes = Notes.load(document)
         title = document.core_properties.title or ""
-        body = _Body(document, notes)
+        body = _Body(document, notes, gate)
         body.items(document.iter_inner_content(), depth=0)
         headers, footers = header_footer_blocks(document, title)
         blocks = headers + _merge_lists(body.blocks) + notes.leftovers() + footers
         metadata: dict[str, object] = {}
         if title:
             metadata["title"] = title
-        return ParsedDocument(blocks=tuple(blocks), metadata=metadata, assets=tuple(body.assets.values()))
+        return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, gate.warnings),
+                              assets=tuple(body.assets.values()))
 
 
 class _Body:
@@ -69,9 +76,11 @@ class _Body:
     their captions, tables — with the tables nested in their cells after them — and the notes and
     comments each paragraph references."""
 
-    def __init__(self, document, notes: Notes) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, document, notes: Notes, gate: AssetGate) -> None:  # type: ignore[no-untyped-def]
         self.document = document
         self.notes = notes
+        self.gate = gate
+        self.refused: set[str] = set()
         self.blocks: list[Block] = []
         self.assets: dict[str, ParsedAsset] = {}
         self.pending: list[int] = []  # figure blocks still without a description, waiting for a caption
@@ -93,19 +102,27 @@ class _Body:
         self.blocks.extend(self.notes.blocks_for(refs))
 
     def images(self, paragraph) -> None:  # type: ignore[no-untyped-def]
-        for key, asset in _paragraph_images(self.document, paragraph, len(self.assets)):
-            if key not in self.assets:
-                self.assets[key] = asset
-                self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))
-                if not asset.description:
-                    self.pending.append(len(self.blocks) - 1)
+        for key, found in _paragraph_images(self.document, paragraph, len(self.assets)):
+            if key in self.assets or key in self.refused:
+                continue
+            # an emptied part (over the size limit, already warned about) is refused unread
+            asset = self.gate.admit(found, f"the image {key.removeprefix('part-')}") if found.data else None
+            if asset is None:
+                self.refused.add(key)
+                if found.description:
+                    self.blocks.append(Block(kind="figure", text=f"[Image: {found.description}]"))
+                continue
+            self.assets[key] = asset
+            self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))
+            if not asset.description:
+                self.pending.append(len(self.blocks) - 1)
 
     def text(self, text: str, style: str) -> None:
         if self.pending and (style.lower() == "caption" or CAPTION.match(text)):
             for index in self.pending:
                 key = self.blocks[index].asset_ids[0]
                 asset = self.assets[key]
-                self.assets[key] = ParsedAsset(key, asset.data, asset.mime_type, description=text)
+                self.assets[key] = replace(asset, description=text)
                 self.blocks[index] = Block(kind="figure", text=figure_text(self.assets[key]), asset_ids=(key,))
         self.pending = []
         match = _HEADING_STYLE.match(style)
@@ -187,6 +204,39 @@ def check_archive(content: bytes, limits: ParseLimits) -> None:
                     "(XML entity expansion)")
 
 
+def without_oversized_parts(content: bytes, gate: AssetGate) -> bytes:
+    """The package with every binary part over the per-image limit emptied (judged by its declared
+    size, before anything is inflated); the original bytes when there is none."""
+    with zipfile.ZipFile(io.BytesIO(content)) as archive:
+        entries = archive.infolist()
+        oversized = {e.filename for e in entries if not _is_xml(e.filename)
+                     and gate.too_large(e.file_size, f"the part {e.filename}")}
+        if not oversized:
+            return content
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as rebuilt:
+            for entry in entries:
+                data = b"" if entry.filename in oversized else _read_capped(archive, entry, gate.limits)
+                rebuilt.writestr(entry.filename, data)
+    return out.getvalue()
+
+
+def _read_capped(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, limits: ParseLimits) -> bytes:
+    """One entry, never more than its declared size (zipfile stops there) nor the archive cap."""
+    try:
+        with archive.open(entry) as part:
+            data = part.read(min(entry.file_size, limits.max_archive_bytes) + 1)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as exc:
+        raise InvalidDocumentError(f"the DOCX archive is damaged ({entry.filename}: {exc})") from exc
+    if len(data) > entry.file_size:
+        raise InvalidDocumentError(f"the DOCX archive is damaged ({entry.filename} is larger than it says)")
+    return data
+
+
+def _is_xml(name: str) -> bool:
+    return name.lower().endswith((".xml", ".rels"))
+
+
 def table_markdown(rows: list[list[str]]) -> str:
     """Rows as a Markdown pipe table: the first row is the header, every row padded to one width."""
     rows = [row for row in rows if any(cell.strip() for cell in row)]
@@ -220,9 +270,9 @@ def _paragraph_images(document, paragraph, count: int) -> list[tuple[str, Parsed
     related = document.part.related_parts
     for rid, alt in refs:
         part = related.get(rid)
-        blob = getattr(part, "blob", None)
-        if not blob:
+        if part is None:
             continue
+        blob = getattr(part, "blob", None) or b""
         name = str(getattr(part, "partname", rid)).lstrip("/")
         key = f"part-{name}"
         found.append((key, ParsedAsset(locator_key=key, data=blob,

@@ -23,6 +23,7 @@ import re
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 
+from .assets import AssetGate, with_warnings
 from .detect import decode_text
 from .html_main import main_content
 from .html_walk import Walker
@@ -53,12 +54,13 @@ class HtmlParser:
             metadata["title"] = " ".join(title.split())
         strip_page(root)  # before readability too: it scores better without navigation and hidden parts
         original = copy.deepcopy(root)
-        page = Walker()
+        page = Walker(AssetGate(self.limits))
         page.walk(page_content(root))
-        main = main_content(original, page.blocks)
+        main = main_content(original, page.blocks, AssetGate(self.limits))
         walker = page if main is None else main
         metadata["extraction"] = "full-page" if main is None else "main-content"
-        return ParsedDocument(blocks=tuple(walker.blocks), metadata=metadata, assets=tuple(walker.assets))
+        return ParsedDocument(blocks=tuple(walker.blocks), metadata=with_warnings(metadata, walker.gate.warnings),
+                              assets=tuple(walker.assets))
 
     def _load(self, source: DocumentSource):  # type: ignore[no-untyped-def]
         import lxml.html

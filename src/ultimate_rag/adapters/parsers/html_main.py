@@ -10,6 +10,7 @@ from readability.htmls import shorten_title
 
 from ultimate_rag.domain.models import Block
 
+from .assets import AssetGate
 from .html_walk import Walker
 
 MIN_PAGE_WORDS = 120  # a shorter page is indexed whole: there is nothing to gain and text to lose
@@ -29,7 +30,7 @@ class _Reader(Document):
         return allowed
 
 
-def main_content(original, page_blocks: list[Block]) -> Walker | None:  # type: ignore[no-untyped-def]
+def main_content(original, page_blocks: list[Block], gate: AssetGate) -> Walker | None:  # type: ignore[no-untyped-def]
     """The page's main content as blocks (the page title first when it has no ``<h1>``), or None
     when there is none to trust."""
     page_words = words(page_blocks)
@@ -45,7 +46,7 @@ def main_content(original, page_blocks: list[Block]) -> Walker | None:  # type: 
         article = lxml.html.document_fromstring(summary, parser=safe_parser())
     except Exception:  # readability.Unparseable or a page it cannot handle: the full page it is
         return None
-    walker = Walker()
+    walker = Walker(gate)
     walker.walk(article.find(".//body") if article.find(".//body") is not None else article)
     if words(walker.blocks) < MIN_SHARE * page_words:
         return None

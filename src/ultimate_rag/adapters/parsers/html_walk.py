@@ -11,6 +11,7 @@ import re
 
 from ultimate_rag.domain.models import Block, ParsedAsset
 
+from .assets import AssetGate
 from .docx import table_markdown
 from .pdf import figure_text
 
@@ -24,7 +25,8 @@ _DATA_URI = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.IGNORECASE
 class Walker:
     """Iterative walk (a stack, no recursion) that turns elements into blocks in document order."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: AssetGate) -> None:
+        self.gate = gate
         self.blocks: list[Block] = []
         self.assets: list[ParsedAsset] = []
         self._loose: list[str] = []
@@ -109,13 +111,18 @@ class Walker:
         src = (element.get("src") or "").strip()
         match = _DATA_URI.match(src)
         if match:
-            try:
-                data = base64.b64decode(match.group(2), validate=False)
-            except (binascii.Error, ValueError):
-                data = b""
-            if data:
-                key = f"img-{len(self.assets) + 1}"
-                asset = ParsedAsset(locator_key=key, data=data, mime_type=match.group(1).lower(), description=alt)
+            key = f"img-{len(self.assets) + 1}"
+            what = f"a data: image ({match.group(1).lower()})"
+            data = b""
+            # the decoded size is known from the length: an oversized image is never decoded
+            if not self.gate.too_large(len(match.group(2)) * 3 // 4, what):
+                try:
+                    data = base64.b64decode(match.group(2), validate=False)
+                except (binascii.Error, ValueError):
+                    data = b""
+            asset = self.gate.admit(ParsedAsset(locator_key=key, data=data, mime_type="application/octet-stream",
+                                                description=alt), what) if data else None
+            if asset is not None:
                 self.assets.append(asset)
                 self._flush()
                 self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))

@@ -1,4 +1,7 @@
-"""Limits that keep hostile documents from exhausting a parser (settings: ``ULTIMATE_RAG_PARSE_*``)."""
+"""Limits that keep hostile documents from exhausting a parser (settings: ``ULTIMATE_RAG_PARSE_*``).
+
+Limits on one image (pixels, bytes) never fail a document: the image is downscaled or left out
+with a warning on the document (``assets.py``). Limits on the whole document do fail it."""
 
 from __future__ import annotations
 
@@ -8,9 +11,11 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class ParseLimits:
     max_pages: int = 5000  # PDF pages
-    max_image_pixels: int = 100_000_000  # one embedded image, width × height
-    min_image_side: int = 16  # smaller images (icons, spacers) are not kept as assets
-    max_asset_bytes: int = 512 * 1024 * 1024  # all images of one document together
+    max_image_pixels: int = 100_000_000  # one image, width × height: larger ones are downscaled
+    max_image_bytes: int = 32 * 1024 * 1024  # one image as stored: larger ones are downscaled or left out
+    min_image_side: int = 16  # smaller PDF images (icons, spacers) are not kept as assets
+    max_asset_bytes: int = 256 * 1024 * 1024  # all images of one document together (fails the document)
+    max_assets: int = 2000  # images of one document (fails the document)
     max_archive_bytes: int = 512 * 1024 * 1024  # DOCX: uncompressed size of all entries together
     max_archive_entries: int = 10_000  # DOCX: entries in the zip
     max_html_depth: int = 200  # HTML element nesting

@@ -15,14 +15,13 @@ import pymupdf
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
 
+from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
+from .pdf_images import page_images
 
 PDF_KIND = "binary:application/pdf"
 # A caption or figure label next to an image: "Figure 3", "Fig. 2:", "图 1", "圖1", "그림 2".
 CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
-_IMAGE_MIME = {"png": "image/png", "jpeg": "image/jpeg", "jpg": "image/jpeg", "jpx": "image/jp2",
-               "jp2": "image/jp2", "gif": "image/gif", "bmp": "image/bmp", "tiff": "image/tiff",
-               "jbig2": "image/jbig2", "pnm": "image/x-portable-anymap", "pam": "image/x-portable-arbitrarymap"}
 _HEADING_RATIO = 1.15
 _MAX_HEADING_CHARS = 200
 
@@ -55,8 +54,9 @@ class PdfParser:
 
     def parse(self, source: DocumentSource) -> ParsedDocument:
         doc = _open(source.content)
+        gate = AssetGate(self.limits)
         try:
-            pages = self._pages(doc)
+            pages = self._pages(doc, gate)
             metadata = {k: v for k, v in (doc.metadata or {}).items() if v and k in ("title", "author", "subject")}
             metadata["page_count"] = doc.page_count
         finally:
@@ -78,24 +78,20 @@ class PdfParser:
                     blocks.append(Block(kind="paragraph", text=item.text, locator=locator))
         if not any(b.text.strip() for b in blocks if b.kind != "figure") and not assets:
             raise InvalidDocumentError("the PDF has no extractable text (it may be scanned images only)")
-        return ParsedDocument(blocks=tuple(blocks), metadata=metadata, assets=tuple(assets))
+        return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, gate.warnings),
+                              assets=tuple(assets))
 
-    def _pages(self, doc: pymupdf.Document) -> list[list[_Item]]:
+    def _pages(self, doc: pymupdf.Document, gate: AssetGate) -> list[list[_Item]]:
         if doc.page_count > self.limits.max_pages:
             raise InvalidDocumentError(
                 f"the PDF has {doc.page_count} pages, more than the limit of {self.limits.max_pages}")
         pages: list[list[_Item]] = []
-        total_asset_bytes = 0
         for index in range(doc.page_count):
             page = doc[index]
             items = _text_items(page)
-            images = _image_items(doc, page, index + 1, self.limits)
+            # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
+            images = [_Item(*rect, asset=asset) for rect, asset in page_images(doc, page, index + 1, gate)]
             for image in images:
-                assert image.asset is not None
-                total_asset_bytes += len(image.asset.data)
-                if total_asset_bytes > self.limits.max_asset_bytes:
-                    raise InvalidDocumentError(
-                        f"the PDF's images add up to more than {self.limits.max_asset_bytes} bytes")
                 _attach_caption(image, items)
             pages.append(reading_order(items + images, page.rect.width))
         return pages
@@ -189,39 +185,6 @@ def _join_lines(lines: list[str]) -> str:
 def _is_cjk(ch: str) -> bool:
     code = ord(ch)
     return 0x2E80 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF or 0xF900 <= code <= 0xFAFF or 0xFF00 <= code <= 0xFFEF
-
-
-def _image_items(doc: pymupdf.Document, page: pymupdf.Page, number: int, limits: ParseLimits) -> list[_Item]:
-    items: list[_Item] = []
-    seen: set[int] = set()
-    for info in page.get_images(full=True):
-        xref, width, height = info[0], info[2], info[3]
-        if xref in seen or xref <= 0:
-            continue
-        seen.add(xref)
-        if width * height > limits.max_image_pixels:
-            raise InvalidDocumentError(
-                f"an image on page {number} is {width}×{height} pixels, more than the limit of "
-                f"{limits.max_image_pixels} pixels")
-        try:
-            rects = page.get_image_rects(xref)
-        except Exception:
-            rects = []
-        if not rects or width < limits.min_image_side or height < limits.min_image_side:
-            continue  # not drawn on this page, or an icon/spacer too small to be worth keeping
-        try:
-            extracted = doc.extract_image(xref)
-        except Exception:
-            continue  # an image MuPDF cannot decode is skipped; the text still counts
-        if not extracted or not extracted.get("image"):
-            continue
-        ext = str(extracted.get("ext", "png")).lower()
-        rect = rects[0]
-        key = f"page-{number}/xref-{xref}"
-        asset = ParsedAsset(locator_key=key, data=extracted["image"], mime_type=_IMAGE_MIME.get(ext, f"image/{ext}"),
-                            page=number)
-        items.append(_Item(rect.x0, rect.y0, rect.x1, rect.y1, asset=asset))
-    return items
 
 
 def _attach_caption(image: _Item, items: list[_Item]) -> None:

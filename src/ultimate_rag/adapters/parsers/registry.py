@@ -8,7 +8,7 @@ from ultimate_rag.domain.errors import UnsupportedFormatError
 from ultimate_rag.domain.models import DocumentSource
 from ultimate_rag.domain.ports import Parser
 
-from .detect import OCTET_STREAM, detect_kind
+from .detect import OCTET_STREAM, detect_kind, mime_for_kind
 from .limits import ParseLimits
 from .markdown import MarkdownParser
 from .text import PlainTextParser
@@ -32,6 +32,22 @@ class ParserRegistry:
             if parser.accepts(source, kind):
                 return parser
         raise UnsupportedFormatError(unsupported_reason(kind, source.extension))
+
+
+# the MIME type recorded for a document, by the parser its detected content resolved to
+_MIME_BY_PARSER = {"markdown": "text/markdown", "text": "text/plain", "pdf": "application/pdf",
+                   "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                   "html": "text/html", "csv": "text/csv"}
+
+
+def detected_mime(parser_name: str, source: DocumentSource) -> str:
+    """The type to record and serve for a document: from its parser (which the detected content
+    chose) or the detected kind, never the client's Content-Type."""
+    if parser_name == "csv" and source.extension == ".tsv":
+        return "text/tab-separated-values"
+    if parser_name in _MIME_BY_PARSER:
+        return _MIME_BY_PARSER[parser_name]
+    return mime_for_kind(detect_kind(source.content, source.extension))
 
 
 def unsupported_reason(kind: str, extension: str) -> str:

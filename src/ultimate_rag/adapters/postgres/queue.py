@@ -148,8 +148,12 @@ class JobQueue:
         await self._fenced_update(lease, "progress = %(progress)s", {"progress": Jsonb(progress)})
 
     async def record_parser(self, lease: Lease, name: str, version: str) -> None:
-        await self._fenced_update(lease, "parser_name = %(name)s, parser_version = %(version)s",
+        """Before a parse: its parser, and no warnings yet (a failed parse leaves none behind)."""
+        await self._fenced_update(lease, "parser_name = %(name)s, parser_version = %(version)s, warnings = '[]'",
                                   {"name": name, "version": version})
+
+    async def record_warnings(self, lease: Lease, warnings: Sequence[str]) -> None:
+        await self._fenced_update(lease, "warnings = %(warnings)s", {"warnings": Jsonb(list(warnings))})
 
     async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
                              write_vectors: Callable[[], Awaitable[None]], *, lock_first: ConnHook | None = None,

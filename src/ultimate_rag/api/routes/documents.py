@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import PurePosixPath
 from typing import Annotated
+from urllib.parse import quote
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
 
 from ...domain.errors import ResourceNotFoundError
+from ...domain.media import RASTER_IMAGE_TYPES
+from ...domain.ports import ObjectStorage
 from ..audit import AuditDep
 from ..deps import ContainerDep, EditableDocument, ReadableDocument, principal
 from ..schemas import ERROR_RESPONSES, ChunkList, ChunkOut, DocumentOut, body_of
@@ -37,25 +42,57 @@ async def get_snapshot(doc: ReadableDocument, container: ContainerDep) -> Respon
     return Response(data, media_type="application/json; charset=utf-8")
 
 
+# Stored bytes are someone else's content: the browser must never sniff them into HTML, and a page
+# it renders anyway (an inline image opened on its own) gets no scripts, forms or origin.
+NO_SNIFFING = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"}
+
+
+def _disposition(kind: str, filename: str) -> str:
+    plain = filename.replace("\\", "_").replace('"', "_").encode("ascii", "replace").decode()
+    return f"{kind}; filename=\"{plain}\"; filename*=UTF-8''{quote(filename)}"
+
+
+async def _streamed(storage: ObjectStorage, key: str, missing: str) -> AsyncIterator[bytes]:
+    """The object in blocks, never whole in memory; its first block is read before the response
+    starts, so a missing object is a 404 instead of a broken response."""
+    blocks = storage.stream(key)
+    try:
+        first = await anext(blocks)
+    except StopAsyncIteration:
+        first = b""
+    except ResourceNotFoundError as exc:
+        raise ResourceNotFoundError(missing) from exc
+
+    async def rest() -> AsyncIterator[bytes]:
+        yield first
+        async for block in blocks:
+            yield block
+
+    return rest()
+
+
 @router.get("/{document_id}/source", response_class=StreamingResponse,
-            responses=body_of("*/*", "the original bytes, with their media type"))
+            responses=body_of("*/*", "the original bytes as an attachment, with their detected media type"))
 async def get_source(doc: ReadableDocument, container: ContainerDep) -> StreamingResponse:
-    if not await container.storage.exists(doc.object_key):
-        raise ResourceNotFoundError("the source file is no longer stored")
-    quoted = doc.filename.replace("\\", "_").replace('"', "_")
-    from urllib.parse import quote
-
-    disposition = f"attachment; filename=\"{quoted.encode('ascii', 'replace').decode()}\"; " \
-                  f"filename*=UTF-8''{quote(doc.filename)}"
-    return StreamingResponse(container.storage.stream(doc.object_key), media_type=doc.mime_type,
-                             headers={"Content-Disposition": disposition, "Content-Length": str(doc.size_bytes)})
+    body = await _streamed(container.storage, doc.object_key, "the source file is no longer stored")
+    return StreamingResponse(body, media_type=doc.mime_type, headers={
+        **NO_SNIFFING, "Content-Disposition": _disposition("attachment", doc.filename),
+        "Content-Length": str(doc.size_bytes)})
 
 
-@router.get("/{document_id}/assets/{asset_id}", responses=body_of("image/*", "the image bytes"))
-async def get_asset(doc: ReadableDocument, asset_id: UUID, container: ContainerDep) -> Response:
+@router.get("/{document_id}/assets/{asset_id}", response_class=StreamingResponse,
+            responses=body_of("*/*", "the image: PNG, JPEG, GIF, WebP, BMP or TIFF inline; anything else as an "
+                                     "application/octet-stream attachment"))
+async def get_asset(doc: ReadableDocument, asset_id: UUID, container: ContainerDep) -> StreamingResponse:
     for asset in await container.documents.assets(doc.id):
         if asset.id == asset_id:
-            return Response(await container.storage.get(asset.object_key), media_type=asset.mime_type)
+            raster = asset.mime_type in RASTER_IMAGE_TYPES
+            name = f"asset-{asset.id}{PurePosixPath(asset.object_key).suffix if raster else ''}"
+            body = await _streamed(container.storage, asset.object_key, "the asset is no longer stored")
+            return StreamingResponse(body, media_type=asset.mime_type if raster else "application/octet-stream",
+                                     headers={**NO_SNIFFING, "Content-Length": str(asset.size_bytes),
+                                              "Content-Disposition": _disposition(
+                                                  "inline" if raster else "attachment", name)})
     raise ResourceNotFoundError("asset not found")
 
 
