@@ -176,9 +176,13 @@ def _mp_context() -> Any:
             method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
             ctx = multiprocessing.get_context(method)
             if method == "forkserver":
-                ctx.set_forkserver_preload([__name__, "ultimate_rag.adapters.parsers.pdf",
+                # every parser module is imported before the child's memory limit applies (a
+                # module loaded after it may not find the address space to map its library)
+                ctx.set_forkserver_preload([__name__, "ultimate_rag.adapters.parsers.registry",
+                                            "ultimate_rag.adapters.parsers.pdf",
                                             "ultimate_rag.adapters.parsers.docx",
-                                            "ultimate_rag.adapters.parsers.html"])
+                                            "ultimate_rag.adapters.parsers.html",
+                                            "ultimate_rag.adapters.parsers.tabular"])
             _context = ctx
         return _context
 
