@@ -19,6 +19,10 @@ class ErrorOut(BaseModel):
     detail: str
 
 
+class UnsupportedFormatOut(ErrorOut):
+    supported_formats: list[str] = Field(default_factory=list, description="the file extensions that can be uploaded")
+
+
 def _error(description: str) -> dict[str, Any]:
     return {"model": ErrorOut, "description": description}
 
@@ -28,7 +32,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _error("invalid request"), 401: _error("missing, invalid, revoked or expired API key"),
     403: _error("this key may not do that"), 404: _error("not found (or not visible to this key)"),
     409: _error("conflict: the document or knowledge base is busy or in the wrong state"),
-    413: _error("body too large"), 415: _error("unsupported file format"), 422: _error("invalid input"),
+    413: _error("body too large"), 422: _error("invalid input"),
+    415: {"model": UnsupportedFormatOut, "description": "unsupported file format (lists the supported ones)"},
 }
 
 
@@ -107,6 +112,8 @@ class DocumentOut(BaseModel):
     job_status: str | None
     chunk_count: int
     progress: dict[str, Any]
+    warnings: list[str] = Field(default_factory=list,
+                                description="what was left out of a READY document's index, and why")
     parser: dict[str, str | None] | None
     duplicate_of: UUID | None
     dedup: dict[str, Any] = Field(default_factory=dict, description="the duplicate verdict, when there is one")
@@ -126,7 +133,8 @@ class DocumentOut(BaseModel):
             size_bytes=doc.size_bytes, sha256=doc.sha256, status=doc.status.value,
             error_message=doc.error_message, attempts=doc.attempts, max_attempts=doc.max_attempts,
             job_status=doc.job_status.value if doc.job_status else None, chunk_count=doc.chunk_count,
-            progress=doc.progress,
+            progress={k: v for k, v in doc.progress.items() if k != "warnings"},
+            warnings=list(doc.progress.get("warnings", ())) if doc.status.value == "READY" else [],
             parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
             duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision, source=doc.source,
             timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,

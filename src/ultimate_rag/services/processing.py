@@ -130,7 +130,8 @@ class DocumentProcessor:
             await self._vectors.upsert(row["knowledge_base_id"], embedded)
 
         hooks = self._dedup.completion_hooks(row["knowledge_base_id"], row["id"], decision) if decision else {}
-        await self._queue.complete_ready(lease, chunks, write_vectors, **hooks)
+        await self._queue.complete_ready(lease, chunks, write_vectors, **hooks,
+                                         warnings=tuple(parsed.metadata.get("warnings", ())))
 
     def _check_model(self, kb_settings: KnowledgeBaseSettings) -> None:
         """A knowledge base keeps the embedding model it was created with: vectors of two models

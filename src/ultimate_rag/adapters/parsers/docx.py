@@ -33,6 +33,7 @@ _RID = f"{{{_NS['r']}}}id"
 
 
 class DocxParser:
+    extensions = (".docx",)
     name = "docx"
     version = "1.0.0"
 

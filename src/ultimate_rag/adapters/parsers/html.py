@@ -36,6 +36,7 @@ _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 
 
 class HtmlParser:
+    extensions = tuple(sorted(HTML_EXTENSIONS))
     name = "html"
     version = "1.0.0"
 

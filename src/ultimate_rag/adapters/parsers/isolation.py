@@ -26,6 +26,7 @@ from ultimate_rag.domain.errors import InvalidDocumentError, UltimateRagError
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 
 from .limits import ParseLimits
+from .sanitize import sanitize_parsed
 
 _BUILTIN_PREFIX = "ultimate_rag.adapters.parsers."
 _context: Any = None
@@ -33,7 +34,9 @@ _context_lock = threading.Lock()
 
 
 def check_parsed(parsed: ParsedDocument, limits: ParseLimits) -> ParsedDocument:
-    """Limits that apply to every format once its text is known."""
+    """Every parse result passes here: its text made storable (sanitize.py), then the limits that
+    apply to every format once its text is known."""
+    parsed = sanitize_parsed(parsed)
     chars = sum(len(block.text) for block in parsed.blocks)
     if chars > limits.max_text_chars:
         raise InvalidDocumentError(

@@ -153,8 +153,10 @@ class JobQueue:
 
     async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
                              write_vectors: Callable[[], Awaitable[None]], *, lock_first: ConnHook | None = None,
-                             alongside: ConnHook | None = None) -> None:
+                             alongside: ConnHook | None = None, warnings: Sequence[str] = ()) -> None:
         """INDEXING -> READY: replace the chunks, set READY and end the job, all in one transaction.
+        ``warnings`` (what the user should know about a document indexed without some of its
+        content) stay in ``progress`` while it is READY; the API shows them as ``warnings``.
 
         READY is the commit flag (SPEC §4 rule 2): it is written last, together with the facts it
         vouches for, and only while the job is still ours. ``write_vectors`` runs while the job row
@@ -175,9 +177,9 @@ class JobQueue:
                 )
             await conn.execute(
                 "UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %s,"
-                " progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),"
+                " progress = %s, indexed_at = now(), updated_at = now(),"
                 " stage_timings = stage_timings || jsonb_build_object('READY', now()) WHERE id = %s",
-                (len(chunks), lease.document_id),
+                (len(chunks), Jsonb({"warnings": list(warnings)} if warnings else {}), lease.document_id),
             )
             await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
 
