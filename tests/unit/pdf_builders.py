@@ -90,7 +90,7 @@ def chinese_tables_like() -> tuple[bytes, list[str]]:
 
 
 NUL_TEXT = ("The harbour\x00 ferry leaves every twenty minutes from pier four\x01 and returns at noon;"
-            " tickets\x07 are sold on board\x1f and at the kiosk\x7f by the gate.")
+            " tickets\x07 are sold on board\x1f and at the kiosk\x1e by the gate.")
 
 
 def make_pdf_with_controls() -> bytes:
