@@ -105,6 +105,8 @@ def test_the_readability_rule_on_real_extracted_strings() -> None:
     assert not is_unreadable(READABLE)
     assert not is_unreadable("A stray\x00 NUL in a long and otherwise perfectly normal sentence of text.")
     assert not is_unreadable("私有区域 \ue000 一个私有字符在正常的中文句子里并不算乱码，这句话是可读的。")
+    assert not is_unreadable("\uf0b7 Yes \uf0b7 No \uf0a7 Maybe")  # symbol-font bullets stand alone
+    assert is_unreadable("\ue001\ue002\ue003 \ue004\ue005")  # a private-use run is glyph codes
     assert page_is_unreadable([TAM_GARBAGE * 3, "Page 4"])
     assert not page_is_unreadable([READABLE * 3, SHIFTED[0]])
     assert page_ranges([2, 3, 4, 7, 9, 10]) == "2–4, 7, 9–10"

@@ -20,7 +20,8 @@ DIRTY = "Alpha\x00beta\x01 gamma\x7f delta\x9f\ud800 end\ufdd0\uffff\U0010fffe"
     ("a\x00b", "ab"),
     ("line\r\nnext\rlast", "line\nnext\nlast"),
     ("tab\tstays\nnewline too", "tab\tstays\nnewline too"),
-    ("page\x0cbreak\x0bvt\x85nel", "page\nbreak\nvt\nnel"),
+    ("end of page.\x0cNext page \x0bvt\x85nel", "end of page.\nNext page \nvt\nnel"),
+    ("de\x0cne the e\x0bect", "dene the eect"),  # TeX ligature codes inside words: no line break
     (DIRTY, "Alphabeta gamma delta end"),
     ("emoji 😀 and CJK 港口 and é stay", "emoji 😀 and CJK 港口 and é stay"),
     ("\x1b[31mred\x1b[0m", "[31mred[0m"),

@@ -3,7 +3,8 @@
 PostgreSQL text cannot hold NUL, and control characters, unpaired surrogates and noncharacters
 are never content: a PDF font without a Unicode map, a legacy file or a broken converter puts
 them in. They are removed from block texts, asset descriptions and metadata strings; vertical
-tab, form feed and NEL become line breaks (they separate lines or pages), CR LF and CR become LF.
+tab, form feed and NEL become line breaks (they separate lines or pages; inside a word they are
+glyph codes and go), CR LF and CR become LF.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ _BREAKS = "\x0b\x0c\x85"
 _NONCHARACTERS = "".join(f"\\U{plane:04X}FFFE\\U{plane:04X}FFFF" for plane in range(0x11))
 _REMOVE = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufdd0-\ufdef" + _NONCHARACTERS + "]")
 _BREAK = re.compile(f"[{_BREAKS}]")
+# Between two letters a VT or FF is no line or page break but a glyph code (TeX's ff and fi
+# ligatures without a Unicode map): it goes, without splitting the word.
+_IN_WORD = re.compile(r"(?<=\w)[\x0b\x0c](?=\w)")
 
 
 def clean_text(text: str) -> str:
     """``text`` without characters that are never content (see the module docstring)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _BREAK.sub("\n", text)
+    text = _BREAK.sub("\n", _IN_WORD.sub("", text))
     return _REMOVE.sub("", text)
 
 

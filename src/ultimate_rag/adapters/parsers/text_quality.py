@@ -7,9 +7,10 @@ von" reads "$IE\\x002EDAKTION\\x00VON", every space shifted down to NUL). Real t
 none of these characters, so their share is the signal:
 
 - a text is unreadable when at least ``GARBAGE_SHARE`` (10 %) of its non-blank characters, and at
-  least two of them, are garbage: controls other than tab/newline/CR, private-use, unassigned,
-  surrogates, noncharacters or U+FFFD. A shifted text of a language with spaces always trips it,
-  because its spaces and punctuation shift into the control range;
+  least two of them, are garbage: controls other than tab/newline/CR, private-use (unless it stands
+  alone, like a symbol-font bullet), unassigned, surrogates, noncharacters or U+FFFD. Text
+  shifted down like 001003ED.pdf's trips it, because its spaces and punctuation land in the
+  control range; a shift that stays among letters does not (a known limit, docs/formats.md);
 - a page is unreadable when unreadable texts hold at least half of its characters.
 
 A single stray control character in a paragraph is not garbage; it is removed (sanitize.py).
@@ -27,13 +28,18 @@ _GARBAGE_CATEGORIES = frozenset({"Cc", "Co", "Cn", "Cs"})
 
 
 def garbage_count(text: str) -> tuple[int, int]:
-    """(garbage characters, non-blank characters) of ``text``."""
+    """(garbage characters, non-blank characters) of ``text``. A private-use character standing
+    alone between blanks is a symbol-font bullet or icon (U+F0B7 from Word/PowerPoint), not garbage."""
     garbage = total = 0
-    for ch in text:
+    last = len(text) - 1
+    for i, ch in enumerate(text):
         if ch in " \t\n\r":
             continue
         total += 1
-        if ch == "\ufffd" or unicodedata.category(ch) in _GARBAGE_CATEGORIES:
+        category = unicodedata.category(ch)
+        if ch == "\ufffd" or category in _GARBAGE_CATEGORIES:
+            if category == "Co" and (i == 0 or text[i - 1].isspace()) and (i == last or text[i + 1].isspace()):
+                continue
             garbage += 1
     return garbage, total
 
