@@ -143,3 +143,21 @@ def zero_count_pdf() -> tuple[bytes, list[str]]:
     data = doc.tobytes(no_new_id=True)
     assert b"/Count 2" in data
     return data.replace(b"/Count 2", b"/Count 0"), texts
+
+
+def table_header_pdf() -> tuple[bytes, list[str]]:
+    """A table whose header row is set larger than the body (cells side by side on one line),
+    next to a section heading drawn as number and title in two pieces close together."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "3.2", fontsize=14)
+    page.insert_text((100, 72), "Departures", fontsize=14)
+    y = _lines(page, 72, 100, textwrap.wrap(BODY, 90) * 2, 10, 13)
+    header = ["Pier", "Departure", "Arrival"]
+    for x, cell in zip((72, 220, 370), header, strict=True):
+        page.insert_text((x, y + 20), cell, fontsize=12)
+    rows = [("Four", "06:00", "06:40"), ("Two", "23:59", "00:35")]
+    for r, row in enumerate(rows):
+        for x, cell in zip((72, 220, 370), row, strict=True):
+            page.insert_text((x, y + 40 + 14 * r), cell, fontsize=10)
+    return doc.tobytes(), ["3.2", "Departures", *header, *(c for row in rows for c in row)]

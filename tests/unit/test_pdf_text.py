@@ -27,6 +27,7 @@ from .pdf_builders import (
     TAM_GARBAGE,
     chinese_tables_like,
     cython_like,
+    table_header_pdf,
     tracemonkey_like,
     unreadable_pdf,
     zero_count_pdf,
@@ -80,6 +81,14 @@ def test_body_sentences_in_a_font_larger_than_a_dominant_table_are_not_headings(
     credit = next(b for b in parsed.blocks if "372.53亿元" in b.text)
     assert credit.kind == "paragraph" and credit.text.startswith(CREDIT) and credit.text.endswith("120.47亿元。")
     assert next(b for b in parsed.blocks if b.text == "251,000.00").kind == "paragraph"
+    assert_all_text_kept(parsed, drawn)
+
+
+def test_table_header_cells_in_a_larger_font_are_not_headings() -> None:
+    data, drawn = table_header_pdf()
+    parsed = parse(data)
+    assert [h[0] for h in headings(parsed)] == ["3.2 Departures"]
+    assert "Arrival" in {b.text for b in parsed.blocks if b.kind == "paragraph"}
     assert_all_text_kept(parsed, drawn)
 
 

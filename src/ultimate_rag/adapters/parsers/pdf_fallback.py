@@ -48,7 +48,7 @@ def parse_with_pypdf(content: bytes, limits: ParseLimits, first_error: str) -> P
         raise InvalidDocumentError("the PDF is damaged (corrupt or truncated): it has no pages that can be read")
     if count > limits.max_pages:
         raise InvalidDocumentError(f"the PDF has {count} pages, more than the limit of {limits.max_pages}")
-    log.info("PDF read with pypdf after MuPDF failed: %s", first_error)
+    log.warning("PDF read with pypdf after MuPDF failed: %s", first_error)
     blocks: list[Block] = []
     unreadable: list[int] = []
     for number in range(1, count + 1):

@@ -139,7 +139,8 @@ def mark_headings(pages: list[list[Item]]) -> list[list[Item]]:
         return pages
     pages = [_merge_large_lines(page, body * HEADING_RATIO) for page in pages]
     texts = [it for page in pages for it in page if it.asset is None]
-    candidates = {id(it) for it in texts if it.size >= body * HEADING_RATIO and heading_like(it.text)}
+    candidates = {id(it) for page in pages for it in page if it.asset is None and it.size >= body * HEADING_RATIO
+                  and heading_like(it.text) and not _in_a_row(it, page)}
     first = next((page for page in pages if any(it.asset is None for it in page)), [])
     first_texts = [it for it in first if it.asset is None]
     if first_texts and all(it.size >= body * HEADING_RATIO for it in first_texts):
@@ -150,6 +151,14 @@ def mark_headings(pages: list[list[Item]]) -> list[list[Item]]:
     for it in texts:
         it.heading = levels.get(it.size, 0) if id(it) in candidates else 0
     return pages
+
+
+def _in_a_row(item: Item, page: list[Item]) -> bool:
+    """Whether another text sits beside ``item`` on the same line, well apart: a table cell."""
+    tolerance = 0.3 * item.size
+    return any(other is not item and other.asset is None and abs(other.y0 - item.y0) <= tolerance
+               and abs(other.y1 - item.y1) <= tolerance
+               and max(other.x0 - item.x1, item.x0 - other.x1) >= 1.5 * item.size for other in page)
 
 
 def _merge_large_lines(items: list[Item], large: float) -> list[Item]:
