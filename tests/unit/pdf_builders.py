@@ -22,15 +22,18 @@ def _lines(page: pymupdf.Page, x: float, y: float, lines: list[str], size: float
 
 
 def tracemonkey_like() -> tuple[bytes, list[str]]:
-    """pdf.js tracemonkey.pdf: a title over three lines in a large font, authors and affiliations
-    in a middle size, then sections and a smaller body text."""
+    """pdf.js tracemonkey.pdf: a title over three centred lines in a large font, authors and
+    affiliations in a middle size, then sections and a smaller body text."""
     title = ["Trace-based Just-in-Time Type Specialization", "for Dynamic Languages", "with Loop Nesting"]
     authors = ["Andreas Gal, Brendan Eich, Mike Shaver, David Anderson",
                "Mozilla Corporation", "{gal,brendan,shaver,danderson}@mozilla.com"]
     body = textwrap.wrap(BODY, 90) * 3
     doc = pymupdf.open()
     page = doc.new_page()
-    y = _lines(page, 72, 80, title, 20, 24)
+    y = 80.0
+    for line in title:  # centred, as on the real title: MuPDF makes each line a block of its own
+        page.insert_text((300 - 5 * len(line), y), line, fontsize=20)
+        y += 26
     y = _lines(page, 72, y + 20, authors, 12, 15)
     page.insert_text((72, y + 20), "Abstract", fontsize=12)
     y = _lines(page, 72, y + 40, body, 9, 11)
