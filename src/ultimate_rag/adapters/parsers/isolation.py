@@ -56,10 +56,8 @@ class ParseRunner:
 
     async def parse(self, parser: Any, source: DocumentSource) -> ParsedDocument:
         if not self.isolate or not type(parser).__module__.startswith(_BUILTIN_PREFIX):
-            parsed = await asyncio.to_thread(parser.parse, source)
-        else:
-            parsed = await self._isolated(parser.name, source)
-        return check_parsed(parsed, self.limits)
+            return check_parsed(await asyncio.to_thread(parser.parse, source), self.limits)
+        return await self._isolated(parser.name, source)  # the child ran check_parsed already
 
     async def _isolated(self, name: str, source: DocumentSource) -> ParsedDocument:
         ctx = _mp_context()
