@@ -17,6 +17,7 @@ import httpx
 import pymupdf
 import pytest
 
+from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.bootstrap import make_vision
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
@@ -88,7 +89,7 @@ async def test_pdf_with_images_is_searchable_by_page_and_links_its_image(client,
     await run_worker(container)
     doc = await document(client, doc_id)
     assert doc["status"] == "READY", doc
-    assert doc["parser"] == {"name": "pdf", "version": "1.0.0"}
+    assert doc["parser"] == {"name": "pdf", "version": PdfParser.version}
 
     items = await chunks(client, doc_id)
     assert all(c["locator"].get("page") in (1, 2) for c in items)
@@ -102,7 +103,7 @@ async def test_pdf_with_images_is_searchable_by_page_and_links_its_image(client,
     assert await container.storage.get(assets[0].object_key) == picture
 
     snapshot = json.loads((await client.get(f"/api/documents/{doc_id}/snapshot")).content)
-    assert snapshot["parser"] == {"name": "pdf", "version": "1.0.0"}
+    assert snapshot["parser"] == {"name": "pdf", "version": PdfParser.version}
 
     r = await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "map of the harbour piers", "top_k": 3})
     hit = r.json()["results"][0]

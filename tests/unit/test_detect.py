@@ -135,3 +135,31 @@ def test_mime_for_kind() -> None:
     assert mime_for_kind("text") == "text/plain"
     assert mime_for_kind("binary:application/pdf") == "application/pdf"
     assert mime_for_kind("unknown") == "application/octet-stream"
+
+
+def xps_package(*, openxps: bool = False) -> bytes:
+    """A minimal XPS package as Windows writes one: the relationships name the fixed-document
+    sequence (``FixedDocSeq.fdseq``) that holds the documents and their pages."""
+    import io
+    import zipfile
+
+    ns = "http://schemas.openxps.org/oxps/v1.0" if openxps else "http://schemas.microsoft.com/xps/2005/06"
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
+                         'package/2006/content-types"><Default Extension="fdseq" ContentType="application/'
+                         'vnd.ms-package.xps-fixeddocumentsequence+xml"/></Types>')
+        archive.writestr("_rels/.rels", '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.'
+                         f'org/package/2006/relationships"><Relationship Type="{ns}/fixedrepresentation" '
+                         'Target="/FixedDocSeq.fdseq" Id="R0"/></Relationships>')
+        archive.writestr("FixedDocSeq.fdseq", "<FixedDocumentSequence/>")
+        archive.writestr("Documents/1/FixedDoc.fdoc", "<FixedDocument/>")
+        archive.writestr("Documents/1/Pages/1.fpage", "<FixedPage/>")
+    return out.getvalue()
+
+
+def test_xps_is_detected_as_xps_not_zip() -> None:
+    assert detect_kind(xps_package(), ".xps") == "binary:application/vnd.ms-xpsdocument"
+    assert detect_kind(xps_package(openxps=True), ".oxps") == "binary:application/oxps"
+    assert mime_for_kind(detect_kind(xps_package(), ".xps")) == "application/vnd.ms-xpsdocument"
+    assert detect_kind(ZIP, ".zip") == "binary:application/zip"  # a broken zip stays a zip

@@ -38,7 +38,8 @@ def test_resolves_markdown_and_text() -> None:
 def test_png_named_txt_is_unsupported_even_with_text_content_type() -> None:
     with pytest.raises(UnsupportedFormatError) as info:
         default_registry().resolve(source("photo.txt", PNG, mime="text/plain"))
-    assert info.value.message == "unsupported file format: content looks like image/png (extension .txt)"
+    assert info.value.message.startswith(
+        "unsupported file format: content looks like image/png (extension .txt); supported formats: ")
 
 
 def test_pdf_named_md_is_unsupported() -> None:
@@ -55,7 +56,7 @@ def test_random_garbage_named_txt_is_unsupported() -> None:
 def test_unknown_extension_is_unsupported() -> None:
     with pytest.raises(UnsupportedFormatError) as info:
         default_registry().resolve(source("data.xyz", b"plain text"))
-    assert info.value.message == "unsupported file format: .xyz"
+    assert info.value.message.startswith("unsupported file format: .xyz; supported formats: ")
     assert isinstance(info.value, InvalidDocumentError)  # permanent: never retried
 
 
@@ -77,3 +78,16 @@ def test_first_accepting_parser_wins_and_detection_runs_once(monkeypatch: pytest
 def test_registry_without_a_matching_parser() -> None:
     with pytest.raises(UnsupportedFormatError, match="markdown content"):
         ParserRegistry([PlainTextParser()]).resolve(source("a.md", b"# Hi"))
+
+
+def test_refusal_lists_the_formats_of_the_registry_parsers() -> None:
+    with pytest.raises(UnsupportedFormatError) as info:
+        default_registry().resolve(source("slides.xyz", b"plain text"))
+    supported = info.value.supported_formats
+    assert {".pdf", ".docx", ".md", ".txt", ".html", ".csv", ".tsv"} <= set(supported)
+    assert list(supported) == sorted(supported) and "" not in supported
+    assert info.value.message.endswith("supported formats: " + ", ".join(supported))
+    # the list is the registry's own: a registry with one parser lists only that parser's formats
+    with pytest.raises(UnsupportedFormatError) as info:
+        ParserRegistry([MarkdownParser()]).resolve(source("a.txt", b"Hi"))
+    assert info.value.supported_formats == (".markdown", ".md", ".mdown")

@@ -40,7 +40,10 @@ def install_error_handlers(app: FastAPI) -> None:
             log.error("unexpected domain error: %s", exc)
             return JSONResponse({"detail": "internal error"}, status_code=500)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return JSONResponse({"detail": exc.message}, status_code=status, headers=headers)
+        body: dict[str, object] = {"detail": exc.message}
+        if isinstance(exc, e.UnsupportedFormatError) and exc.supported_formats:
+            body["supported_formats"] = list(exc.supported_formats)
+        return JSONResponse(body, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

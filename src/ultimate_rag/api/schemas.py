@@ -20,6 +20,10 @@ class ErrorOut(BaseModel):
     detail: str
 
 
+class UnsupportedFormatOut(ErrorOut):
+    supported_formats: list[str] = Field(default_factory=list, description="the file extensions that can be uploaded")
+
+
 def _error(description: str) -> dict[str, Any]:
     return {"model": ErrorOut, "description": description}
 
@@ -29,7 +33,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _error("invalid request"), 401: _error("missing, invalid, revoked or expired API key"),
     403: _error("this key may not do that"), 404: _error("not found (or not visible to this key)"),
     409: _error("conflict: the document or knowledge base is busy or in the wrong state"),
-    413: _error("body too large"), 415: _error("unsupported file format"), 422: _error("invalid input"),
+    413: _error("body too large"), 422: _error("invalid input"),
+    415: {"model": UnsupportedFormatOut, "description": "unsupported file format (lists the supported ones)"},
 }
 
 
@@ -114,7 +119,7 @@ class DocumentOut(BaseModel):
     content_revision: int
     source: dict[str, Any]
     warnings: list[str] = Field(default_factory=list,
-                                description="what parsing left out or changed, e.g. an image downscaled")
+                                description="what parsing left out or changed: an image downscaled, unreadable pages")
     timings: list[StageTiming]
     created_at: datetime
     updated_at: datetime

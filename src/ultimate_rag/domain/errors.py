@@ -37,6 +37,10 @@ class ResourceNotFoundError(PermanentError):
 class UnsupportedFormatError(InvalidDocumentError):
     """No parser accepts this file format."""
 
+    def __init__(self, message: str | None = None, supported_formats: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.supported_formats = supported_formats
+
 
 class FileTooLargeError(InvalidDocumentError):
     """The file is larger than the configured upload limit."""

@@ -8,8 +8,10 @@ keeps binary garbage that merely carries a ``.txt`` name out of the text parsers
 from __future__ import annotations
 
 import codecs
+import io
 import re
 import unicodedata
+import zipfile
 from functools import lru_cache
 
 import charset_normalizer
@@ -50,6 +52,8 @@ def detect_kind(content: bytes, extension: str) -> str:
     match = filetype.guess(head) if head else None
     textual = _looks_like_text(head)
     if match is not None and (not textual or match.mime in _TEXTUAL_FORMATS):
+        if match.mime == "application/zip":
+            return f"binary:{_zip_kind(content) or match.mime}"
         return f"binary:{match.mime}"
     if not textual:
         return f"binary:{OCTET_STREAM}"
@@ -58,6 +62,25 @@ def detect_kind(content: bytes, extension: str) -> str:
     if ext in TEXT_EXTENSIONS:
         return "text"
     return "unknown"
+
+
+def _zip_kind(content: bytes) -> str | None:
+    """The format of a zip-based document the signature check calls plain zip: XPS (Microsoft's
+    and the ECMA OpenXPS) has a fixed-document sequence (``*.fdseq``) named in its relationships."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(content)) as archive:
+            names = archive.namelist()
+            relations = b""
+            if "_rels/.rels" in names:
+                with archive.open("_rels/.rels") as rels:
+                    relations = rels.read(_SAMPLE_BYTES)
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, NotImplementedError, RuntimeError):
+        return None
+    if b"openxps.org" in relations:
+        return "application/oxps"
+    if b"/xps/" in relations or any(name.lower().endswith(".fdseq") for name in names):
+        return "application/vnd.ms-xpsdocument"
+    return None
 
 
 def mime_for_kind(kind: str) -> str:

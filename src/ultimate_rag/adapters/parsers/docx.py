@@ -39,6 +39,7 @@ _MAX_TABLE_DEPTH = 16  # tables nested deeper are indexed as flattened text
 
 
 class DocxParser:
+    extensions = (".docx",)
     name = "docx"
     version = "1.1.0"
 

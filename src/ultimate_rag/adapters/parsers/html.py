@@ -37,6 +37,7 @@ _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 
 
 class HtmlParser:
+    extensions = tuple(sorted(HTML_EXTENSIONS))
     name = "html"
     version = "2.0.0"
 

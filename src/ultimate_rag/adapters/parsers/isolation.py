@@ -28,6 +28,7 @@ from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 
 from . import child_env
 from .limits import ParseLimits
+from .sanitize import sanitize_parsed
 
 _BUILTIN_PREFIX = "ultimate_rag.adapters.parsers."
 _context: Any = None
@@ -35,7 +36,9 @@ _context_lock = threading.Lock()
 
 
 def check_parsed(parsed: ParsedDocument, limits: ParseLimits) -> ParsedDocument:
-    """Limits that apply to every format once its text is known."""
+    """Every parse result passes here: its text made storable (sanitize.py), then the limits that
+    apply to every format once its text is known."""
+    parsed = sanitize_parsed(parsed)
     chars = sum(len(block.text) for block in parsed.blocks)
     if chars > limits.max_text_chars:
         raise InvalidDocumentError(
@@ -55,10 +58,8 @@ class ParseRunner:
 
     async def parse(self, parser: Any, source: DocumentSource) -> ParsedDocument:
         if not self.isolate or not type(parser).__module__.startswith(_BUILTIN_PREFIX):
-            parsed = await asyncio.to_thread(parser.parse, source)
-        else:
-            parsed = await self._isolated(parser.name, source)
-        return check_parsed(parsed, self.limits)
+            return check_parsed(await asyncio.to_thread(parser.parse, source), self.limits)
+        return await self._isolated(parser.name, source)  # the child ran check_parsed already
 
     async def _isolated(self, name: str, source: DocumentSource) -> ParsedDocument:
         ctx = _mp_context()

@@ -14,7 +14,7 @@ from markdown_it.token import Token
 
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
 
-from .detect import decode_text
+from .detect import MARKDOWN_EXTENSIONS, decode_text
 from .text import line_count
 
 _FRONT_MATTER_END = re.compile(r"^(---|\.\.\.)\s*$")
@@ -29,6 +29,7 @@ _LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
 
 
 class MarkdownParser:
+    extensions = tuple(sorted(MARKDOWN_EXTENSIONS))  # what a 415 answer lists as supported
     name = "markdown"
     version = "1.0.0"
 

@@ -1,14 +1,16 @@
 """PDF parser on PyMuPDF (MuPDF): text per page in a column-aware reading order, headings from
-font sizes, and embedded images as assets with their original bytes, page and position.
+font sizes (pdf_text.py), and embedded images as assets with their original bytes, page and
+position. Pages whose text layer cannot be read are left out (text_quality.py); a file MuPDF
+cannot open, or in which it finds no pages, is read by pypdf instead (pdf_fallback.py).
 
-Why PyMuPDF and not pypdf: see docs/formats.md (speed, original image bytes; AGPL noted there).
+Why PyMuPDF first and not pypdf: see docs/formats.md (speed, original image bytes; AGPL noted there).
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pymupdf
 
@@ -17,32 +19,23 @@ from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, Parse
 
 from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
+from .pdf_fallback import ENCRYPTED, parse_with_pypdf
 from .pdf_images import page_images
+from .pdf_text import Item as _Item
+from .pdf_text import mark_headings, text_items
+from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, unreadable_warnings
+
+log = logging.getLogger(__name__)
 
 PDF_KIND = "binary:application/pdf"
 # A caption or figure label next to an image: "Figure 3", "Fig. 2:", "图 1", "圖1", "그림 2".
 CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
-_HEADING_RATIO = 1.15
-_MAX_HEADING_CHARS = 200
-
-
-@dataclass(slots=True)
-class _Item:
-    """A text block or an image on a page, positioned for reading order."""
-
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    text: str = ""
-    size: float = 0.0
-    bold: bool = False
-    asset: ParsedAsset | None = None
 
 
 class PdfParser:
+    extensions = (".pdf",)
     name = "pdf"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -53,7 +46,17 @@ class PdfParser:
         return detected_kind == PDF_KIND and source.extension == ".pdf" and b"obj" in source.content
 
     def parse(self, source: DocumentSource) -> ParsedDocument:
-        doc = _open(source.content)
+        try:
+            return self._parse(source.content)
+        except (InvalidDocumentError, MemoryError):
+            raise
+        except Exception as exc:  # MuPDF failed mid-document (a cycle in the page tree, ...)
+            return parse_with_pypdf(source.content, self.limits, f"{exc.__class__.__name__}: {exc}")
+
+    def _parse(self, content: bytes) -> ParsedDocument:
+        doc, error = _open(content)
+        if doc is None:
+            return parse_with_pypdf(content, self.limits, error)
         gate = AssetGate(self.limits)
         try:
             pages = self._pages(doc, gate)
@@ -61,24 +64,27 @@ class PdfParser:
             metadata["page_count"] = doc.page_count
         finally:
             doc.close()
-        body = _body_size([item for page in pages for item in page])
-        levels = _heading_levels([item for page in pages for item in page], body)
+        pages, unreadable, partly = _readable(pages)
         blocks: list[Block] = []
         assets: list[ParsedAsset] = []
-        for number, items in enumerate(pages, start=1):
+        for number, items in enumerate(mark_headings(pages), start=1):
             for item in items:
                 locator = SourceLocator(page=number)
                 if item.asset is not None:
                     assets.append(item.asset)
                     blocks.append(Block(kind="figure", text=figure_text(item.asset), locator=locator,
                                         asset_ids=(item.asset.locator_key,)))
-                elif item.size in levels and len(item.text) <= _MAX_HEADING_CHARS and "\n" not in item.text:
-                    blocks.append(Block(kind="heading", text=item.text, locator=locator, level=levels[item.size]))
+                elif item.heading:
+                    blocks.append(Block(kind="heading", text=item.text, locator=locator, level=min(item.heading, 6)))
                 else:
                     blocks.append(Block(kind="paragraph", text=item.text, locator=locator))
-        if not any(b.text.strip() for b in blocks if b.kind != "figure") and not assets:
-            raise InvalidDocumentError("the PDF has no extractable text (it may be scanned images only)")
-        return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, gate.warnings),
+        if not any(b.text.strip() for b in blocks if b.kind != "figure"):
+            if unreadable:
+                raise InvalidDocumentError(UNREADABLE_REASON)
+            if not assets:
+                raise InvalidDocumentError("the PDF has no extractable text (it may be scanned images only)")
+        warnings = unreadable_warnings(unreadable, partly, metadata["page_count"])
+        return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, [*gate.warnings, *warnings]),
                               assets=tuple(assets))
 
     def _pages(self, doc: pymupdf.Document, gate: AssetGate) -> list[list[_Item]]:
@@ -88,7 +94,7 @@ class PdfParser:
         pages: list[list[_Item]] = []
         for index in range(doc.page_count):
             page = doc[index]
-            items = _text_items(page)
+            items = text_items(page)
             # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
             images = [_Item(*rect, asset=asset) for rect, asset in page_images(doc, page, index + 1, gate)]
             for image in images:
@@ -103,88 +109,38 @@ def figure_text(asset: ParsedAsset) -> str:
     return f"[Image{page}: {asset.description}]" if asset.description else f"[Image{page}]"
 
 
-def _open(content: bytes) -> pymupdf.Document:
+def _open(content: bytes) -> tuple[pymupdf.Document | None, str]:
+    """The document MuPDF opens, or (None, what went wrong) when it cannot or finds no pages."""
     try:
         doc = pymupdf.open(stream=content, filetype="pdf")
     except Exception as exc:
-        raise InvalidDocumentError(f"the PDF is corrupt or truncated and cannot be opened ({exc})"[:300]) from exc
+        return None, f"{exc.__class__.__name__}: {exc}"
     if doc.needs_pass and not doc.authenticate(""):
         doc.close()
-        raise InvalidDocumentError("the PDF is encrypted with a password; upload it without the password")
+        raise InvalidDocumentError(ENCRYPTED)
     if doc.page_count == 0:
         doc.close()
-        raise InvalidDocumentError("the PDF is corrupt or truncated: it has no readable pages")
-    return doc
+        return None, "no pages"
+    return doc, ""
 
 
-def _text_items(page: pymupdf.Page) -> list[_Item]:
-    """Text blocks as MuPDF groups them, except that a block whose lines sit in two columns side
-    by side (MuPDF joins lines that share a baseline) is split into one item per column."""
-    items: list[_Item] = []
-    try:
-        data = page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)
-    except Exception as exc:
-        raise InvalidDocumentError(f"page {page.number + 1} of the PDF cannot be read ({exc})"[:300]) from exc
-    mid = page.rect.width / 2
-    for block in data.get("blocks", ()):
-        if block.get("type") != 0:
+def _readable(pages: list[list[_Item]]) -> tuple[list[list[_Item]], list[int], list[int]]:
+    """Pages without the text that cannot be read (text_quality.py): an unreadable page keeps only
+    its images; a readable one loses its unreadable blocks. Also returns the page numbers of both."""
+    out: list[list[_Item]] = []
+    unreadable: list[int] = []
+    partly: list[int] = []
+    for number, items in enumerate(pages, start=1):
+        texts = [it.text for it in items if it.asset is None]
+        if page_is_unreadable(texts):
+            unreadable.append(number)
+            out.append([it for it in items if it.asset is not None])
             continue
-        lines = [line for line in block.get("lines", ()) if "".join(
-            span.get("text", "") for span in line.get("spans", ())).strip()]
-        if not lines:
-            continue
-        crosses = any(line["bbox"][0] < mid <= line["bbox"][2] for line in lines)
-        groups: dict[int, list[dict]] = {}
-        for line in lines:
-            side = 0 if crosses or (line["bbox"][0] + line["bbox"][2]) / 2 < mid else 1
-            groups.setdefault(side, []).append(line)
-        for group in groups.values():
-            item = _item(group)
-            if item is not None:
-                items.append(item)
-    return items
-
-
-def _item(lines: list[dict]) -> _Item | None:  # type: ignore[type-arg]
-    texts: list[str] = []
-    sizes: Counter[float] = Counter()
-    bold = 0
-    for line in lines:
-        spans = line.get("spans", ())
-        texts.append("".join(span.get("text", "") for span in spans).strip())
-        for span in spans:
-            n = len(span.get("text", "").strip())
-            sizes[round(span.get("size", 0.0), 1)] += n
-            bold += n if span.get("flags", 0) & 16 else 0
-    text = _join_lines([t for t in texts if t])
-    if not text:
-        return None
-    x0 = min(line["bbox"][0] for line in lines)
-    y0 = min(line["bbox"][1] for line in lines)
-    x1 = max(line["bbox"][2] for line in lines)
-    y1 = max(line["bbox"][3] for line in lines)
-    size = sizes.most_common(1)[0][0] if sizes else 0.0
-    return _Item(x0, y0, x1, y1, text=text, size=size, bold=bold * 2 > sum(sizes.values()))
-
-
-def _join_lines(lines: list[str]) -> str:
-    """Lines of one block joined: a hyphen at a line end rejoins the word; CJK lines join tight."""
-    out = ""
-    for line in lines:
-        if not out:
-            out = line
-        elif out.endswith("-") and line[:1].islower():
-            out = out[:-1] + line
-        elif _is_cjk(out[-1]) or _is_cjk(line[0]):
-            out += line
-        else:
-            out += " " + line
-    return out.strip()
-
-
-def _is_cjk(ch: str) -> bool:
-    code = ord(ch)
-    return 0x2E80 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF or 0xF900 <= code <= 0xFAFF or 0xFF00 <= code <= 0xFFEF
+        kept = [it for it in items if it.asset is not None or not is_unreadable(it.text)]
+        if len(kept) < len(items):
+            partly.append(number)
+        out.append(kept)
+    return out, unreadable, partly
 
 
 def _attach_caption(image: _Item, items: list[_Item]) -> None:
@@ -229,20 +185,3 @@ def reading_order(items: list[_Item], page_width: float) -> list[_Item]:
             band.append(item)
     flush()
     return ordered
-
-
-def _body_size(items: list[_Item]) -> float:
-    sizes: Counter[float] = Counter()
-    for item in items:
-        if item.asset is None:
-            sizes[item.size] += len(item.text)
-    return sizes.most_common(1)[0][0] if sizes else 0.0
-
-
-def _heading_levels(items: list[_Item], body: float) -> dict[float, int]:
-    """Font sizes clearly larger than the body text are headings; the largest is level 1."""
-    if body <= 0:
-        return {}
-    larger = sorted({it.size for it in items if it.asset is None and it.size >= body * _HEADING_RATIO
-                     and len(it.text) <= _MAX_HEADING_CHARS}, reverse=True)
-    return {size: min(level, 6) for level, size in enumerate(larger[:6], start=1)}

@@ -22,6 +22,11 @@ class ParserRegistry:
     def parsers(self) -> tuple[Parser, ...]:
         return self._parsers
 
+    @property
+    def supported_extensions(self) -> tuple[str, ...]:
+        """The file extensions the parsers read (each parser's ``extensions``), for a 415 answer."""
+        return tuple(sorted({ext for p in self._parsers for ext in getattr(p, "extensions", ())}))
+
     def detect(self, source: DocumentSource) -> str:
         return detect_kind(source.content, source.extension)
 
@@ -31,7 +36,11 @@ class ParserRegistry:
         for parser in self._parsers:
             if parser.accepts(source, kind):
                 return parser
-        raise UnsupportedFormatError(unsupported_reason(kind, source.extension))
+        supported = self.supported_extensions
+        reason = unsupported_reason(kind, source.extension)
+        if supported:
+            reason += f"; supported formats: {', '.join(supported)}"
+        raise UnsupportedFormatError(reason, supported_formats=supported)
 
 
 # the MIME type recorded for a document, by the parser its detected content resolved to

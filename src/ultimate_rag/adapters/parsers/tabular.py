@@ -17,6 +17,7 @@ _DELIMITERS = ",;|\t"
 
 
 class CsvParser:
+    extensions = (".csv", ".tsv")
     name = "csv"
     version = "1.0.0"
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
 
-from .detect import decode_text
+from .detect import TEXT_EXTENSIONS, decode_text
 
 
 class PlainTextParser:
+    extensions = tuple(sorted(TEXT_EXTENSIONS - {""}))  # and files without an extension
     name = "text"
     version = "1.0.0"
 
