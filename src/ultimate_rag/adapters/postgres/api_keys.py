@@ -68,17 +68,19 @@ class ApiKeyRepository:
         if prefix is None:
             return None
         row = await self._db.fetchone(
-            "SELECT id, key_hash, is_admin, scopes, last_used_at FROM api_keys WHERE prefix = %s"
-            " AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
-            (prefix,),
+            "SELECT id, key_hash, is_admin, scopes,"
+            " coalesce(last_used_at > now() - make_interval(secs => %s), false) AS recently_used"
+            " FROM api_keys WHERE prefix = %s AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
+            (self._last_used_interval, prefix),
         )
         if row is None or not same_secret(row["key_hash"], hash_key(key)):
             return None
-        await self._db.execute(
-            "UPDATE api_keys SET last_used_at = now() WHERE id = %s"
-            " AND (last_used_at IS NULL OR last_used_at < now() - make_interval(secs => %s))",
-            (row["id"], self._last_used_interval),
-        )
+        if not row["recently_used"]:  # the condition again in the UPDATE: concurrent requests write once
+            await self._db.execute(
+                "UPDATE api_keys SET last_used_at = now() WHERE id = %s"
+                " AND (last_used_at IS NULL OR last_used_at <= now() - make_interval(secs => %s))",
+                (row["id"], self._last_used_interval),
+            )
         scopes = {UUID(s["knowledge_base_id"]): Role(s["role"]) for s in row["scopes"]}
         return Principal(key_prefix=prefix, is_admin=row["is_admin"], scopes=scopes)
 
