@@ -81,7 +81,8 @@ def make_embedder(settings: Settings) -> Embedder:
         raise ValueError(f"unsupported embedder {settings.embedder!r}: 'local' or 'openai'")
     from .adapters.embedders.local import LocalE5Embedder
 
-    return LocalE5Embedder(batch_size=settings.local_embed_micro_batch)
+    return LocalE5Embedder(batch_size=settings.local_embed_micro_batch,
+                           query_concurrency=settings.embed_query_concurrency)
 
 
 def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default") -> VectorStore:

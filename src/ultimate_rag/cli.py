@@ -106,12 +106,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                for i in range(args.workers)]
     base = f"http://{args.host}:{args.port}"
     print(f"\nultimate-rag is up: {base}  (API docs: {base}/docs)", flush=True)
-    print(f"admin key{' (new, saved to ' + str(settings.data_dir / 'admin.key') + ')' if created else ''}: {key}",
-          flush=True)
-    # the key rides in the URL fragment, which browsers never send to the server (docs/workbench.md)
-    from urllib.parse import quote
-
-    print(f"workbench (logs straight in): {base}/#key={quote(key, safe='')}", flush=True)
+    _announce_key(settings, base, key, created)
     try:
         _run_api(args.host, args.port)
     finally:
@@ -124,6 +119,22 @@ def cmd_up(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
     return 0
+
+
+def _announce_key(settings: Settings, base: str, key: str, created: bool) -> None:
+    """The admin key is printed once, when it is created; after that (or when it comes from the
+    environment) only where it is, so that it does not land in container logs and journals."""
+    if not created:
+        where = ("from ULTIMATE_RAG_ADMIN_KEY" if settings.admin_key
+                 else f"in {settings.data_dir / 'admin.key'}")
+        print(f"admin key: {where} (not printed)", flush=True)
+        print(f"workbench: {base}/  (log in with the admin key)", flush=True)
+        return
+    print(f"admin key (new, saved to {settings.data_dir / 'admin.key'}; shown only this once): {key}", flush=True)
+    # the key rides in the URL fragment, which browsers never send to the server (docs/workbench.md)
+    from urllib.parse import quote
+
+    print(f"workbench (logs straight in): {base}/#key={quote(key, safe='')}", flush=True)
 
 
 def _worker_env(settings: Settings, index: int) -> dict[str, str]:

@@ -25,6 +25,13 @@ class Settings(BaseSettings):
     max_query_chars: int = Field(default=4000, gt=0)
     max_json_body_bytes: int = Field(default=1024 * 1024, gt=0)
     max_multipart_fields: int = Field(default=4, ge=1)
+    max_chunks_page: int = Field(default=500, ge=1)  # largest `limit` of GET /api/documents/{id}/chunks
+    max_connectors_per_kb: int = Field(default=50, ge=1)
+    max_event_streams_per_key: int = Field(default=4, ge=1)  # concurrent GET .../events per key, per API process
+    max_event_streams: int = Field(default=200, ge=1)  # concurrent event streams in all, per API process
+    event_stream_key_check_seconds: float = Field(default=5.0, gt=0)  # how often a stream re-checks its key
+    embed_query_concurrency: int = Field(default=4, ge=1)  # search queries embedded at once, per process
+    key_last_used_interval_seconds: float = Field(default=60.0, ge=0)  # last_used_at is written at most this often
 
     # HTTP surface
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser; empty: CORS off

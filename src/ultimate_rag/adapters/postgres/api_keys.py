@@ -6,16 +6,21 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
+from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from ...domain.auth import Principal, Role, generate_key, hash_key, key_prefix, same_secret
 from ...domain.errors import ResourceNotFoundError
 from .database import Database
 
+CREATE_ATTEMPTS = 5  # a new key whose random prefix is taken gets a fresh one
+
+
 
 class ApiKeyRepository:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, last_used_interval_seconds: float = 60.0) -> None:
         self._db = db
+        self._last_used_interval = last_used_interval_seconds
 
     async def create(self, *, is_admin: bool, scopes: dict[UUID, Role], name: str = "",
                      expires_at: datetime | None = None) -> str:
@@ -26,15 +31,22 @@ class ApiKeyRepository:
     async def create_with_record(self, *, is_admin: bool, scopes: dict[UUID, Role], name: str = "",
                                  expires_at: datetime | None = None) -> tuple[str, dict[str, Any]]:
         """Returns the key (shown once, never stored) and its public record."""
-        key, prefix = generate_key()
-        row = await self._db.fetchone(
-            "INSERT INTO api_keys (id, prefix, key_hash, is_admin, scopes, name, expires_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING *",
-            (uuid4(), prefix, hash_key(key), is_admin,
-             Jsonb([{"knowledge_base_id": str(k), "role": r.value} for k, r in scopes.items()]), name, expires_at),
-        )
-        assert row is not None
-        return key, public(row)
+        scope_rows = Jsonb([{"knowledge_base_id": str(k), "role": r.value} for k, r in scopes.items()])
+        for attempt in range(CREATE_ATTEMPTS):
+            key, prefix = generate_key()
+            try:
+                row = await self._db.fetchone(
+                    "INSERT INTO api_keys (id, prefix, key_hash, is_admin, scopes, name, expires_at)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING *",
+                    (uuid4(), prefix, hash_key(key), is_admin, scope_rows, name, expires_at),
+                )
+            except UniqueViolation:  # the prefix is taken (1 in 4 billion per key): draw again
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise
+                continue
+            assert row is not None
+            return key, public(row)
+        raise AssertionError("unreachable")
 
     async def list(self) -> list[dict[str, Any]]:
         return [public(r) for r in await self._db.fetchall("SELECT * FROM api_keys ORDER BY created_at, id")]
@@ -49,19 +61,35 @@ class ApiKeyRepository:
         return public(row)
 
     async def authenticate(self, key: str) -> Principal | None:
-        """Revocation and expiry take effect on the very next request: nothing is cached."""
+        """Revocation and expiry take effect on the very next request: nothing is cached. The whole
+        key is verified before anything is written; ``last_used_at`` then moves at most once per
+        interval, so neither a guessed prefix nor a stream of requests writes a row each time."""
         prefix = key_prefix(key)
         if prefix is None:
             return None
         row = await self._db.fetchone(
-            "UPDATE api_keys SET last_used_at = now() WHERE prefix = %s AND revoked_at IS NULL"
-            " AND (expires_at IS NULL OR expires_at > now()) RETURNING *",
-            (prefix,),
+            "SELECT id, key_hash, is_admin, scopes,"
+            " coalesce(last_used_at > now() - make_interval(secs => %s), false) AS recently_used"
+            " FROM api_keys WHERE prefix = %s AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
+            (self._last_used_interval, prefix),
         )
         if row is None or not same_secret(row["key_hash"], hash_key(key)):
             return None
+        if not row["recently_used"]:  # the condition again in the UPDATE: concurrent requests write once
+            await self._db.execute(
+                "UPDATE api_keys SET last_used_at = now() WHERE id = %s"
+                " AND (last_used_at IS NULL OR last_used_at <= now() - make_interval(secs => %s))",
+                (row["id"], self._last_used_interval),
+            )
         scopes = {UUID(s["knowledge_base_id"]): Role(s["role"]) for s in row["scopes"]}
         return Principal(key_prefix=prefix, is_admin=row["is_admin"], scopes=scopes)
+
+    async def is_valid(self, prefix: str) -> bool:
+        """Still neither revoked nor expired (a stream re-checks the key it was opened with)."""
+        row = await self._db.fetchone(
+            "SELECT 1 AS ok FROM api_keys WHERE prefix = %s AND revoked_at IS NULL"
+            " AND (expires_at IS NULL OR expires_at > now())", (prefix,))
+        return row is not None
 
 
 def public(row: dict[str, Any]) -> dict[str, Any]:

@@ -125,14 +125,23 @@ class ConnectorRepository:
         self._max_attempts = sync_max_attempts
 
     async def create(self, knowledge_base_id: UUID, *, kind: str, name: str, config: dict[str, Any],
-                     schedule_seconds: int | None) -> Connector:
+                     schedule_seconds: int | None, max_per_knowledge_base: int | None = None) -> Connector:
         async with self._db.transaction() as conn:
+            # NO KEY UPDATE: two creates in one knowledge base take turns, so the count below holds
             kb = await (await conn.execute(
-                "SELECT deleting FROM knowledge_bases WHERE id = %s FOR SHARE", (knowledge_base_id,))).fetchone()
+                "SELECT deleting FROM knowledge_bases WHERE id = %s FOR NO KEY UPDATE",
+                (knowledge_base_id,))).fetchone()
             if kb is None:
                 raise ResourceNotFoundError("knowledge base not found")
             if kb["deleting"]:
                 raise ConflictError("knowledge base is being deleted")
+            if max_per_knowledge_base is not None:
+                count = await (await conn.execute(
+                    "SELECT count(*) AS n FROM connectors WHERE knowledge_base_id = %s",
+                    (knowledge_base_id,))).fetchone()
+                if count is not None and count["n"] >= max_per_knowledge_base:
+                    raise ConflictError(f"this knowledge base already has {count['n']} connectors, the most"
+                                        f" allowed ({max_per_knowledge_base}): delete one first")
             row = await (await conn.execute(
                 "INSERT INTO connectors (id, knowledge_base_id, kind, name, config, schedule_seconds, next_sync_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s, CASE WHEN %s::int IS NULL THEN NULL ELSE now() END) RETURNING *",

@@ -92,9 +92,11 @@ class DocumentRepository:
         next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if len(found) > limit else None
         return items, next_cursor
 
-    async def chunks(self, document_id: UUID) -> list[Chunk]:
+    async def chunks(self, document_id: UUID, *, after_ordinal: int = -1, limit: int | None = None) -> list[Chunk]:
+        """In order; a page of ``limit`` chunks after ``after_ordinal`` when asked for one."""
         found = await self._db.fetchall(
-            "SELECT * FROM chunks WHERE document_id = %s ORDER BY ordinal", (document_id,)
+            "SELECT * FROM chunks WHERE document_id = %s AND ordinal > %s ORDER BY ordinal LIMIT %s",
+            (document_id, after_ordinal, limit),
         )
         return [rows.chunk(r) for r in found]
 

@@ -125,7 +125,8 @@ async def create_connector(kb: EditableKB, body: ConnectorIn, services: Services
         raise ConflictError("knowledge base is being deleted")
     config = validate_config(body.kind, body.config, services.limits)
     connector = await services.repository.create(kb.id, kind=body.kind, name=body.name, config=config,
-                                                 schedule_seconds=_schedule(body.schedule_seconds, services))
+                                                 schedule_seconds=_schedule(body.schedule_seconds, services),
+                                                 max_per_knowledge_base=services.max_per_knowledge_base)
     await audit.record("connector.create", knowledge_base_id=kb.id, connector_id=connector.id, kind=connector.kind,
                        schedule_seconds=connector.schedule_seconds)
     return ConnectorOut.of(connector, who)

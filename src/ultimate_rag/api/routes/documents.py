@@ -29,8 +29,17 @@ async def get_document(doc: ReadableDocument, container: ContainerDep) -> Docume
 
 
 @router.get("/{document_id}/chunks", response_model=ChunkList)
-async def get_chunks(doc: ReadableDocument, container: ContainerDep) -> ChunkList:
-    return ChunkList(items=[ChunkOut.of(c) for c in await container.documents.chunks(doc.id)])
+async def get_chunks(
+    doc: ReadableDocument, container: ContainerDep,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="chunks per page (at most the server's"
+                                                             " max_chunks_page, default 500)")] = 100,
+    cursor: Annotated[str | None, Query(max_length=12, pattern=r"^\d+$")] = None,
+) -> ChunkList:
+    """The document's chunks in order, a page at a time: pass ``next_cursor`` back as ``cursor``."""
+    limit = min(limit, container.settings.max_chunks_page)
+    found = await container.documents.chunks(doc.id, after_ordinal=int(cursor) if cursor else -1, limit=limit + 1)
+    items = [ChunkOut.of(c) for c in found[:limit]]
+    return ChunkList(items=items, next_cursor=str(items[-1].ordinal) if len(found) > limit else None)
 
 
 @router.get("/{document_id}/snapshot", responses=body_of("application/json", "the chunk snapshot (chunks.json)",

@@ -12,8 +12,11 @@ Events (``data`` is JSON):
 - ``resync``   the client fell behind or the listener was lost: reload the list;
 - ``fallback`` ``{"mode": "poll", "interval": 5}``: LISTEN is unavailable, poll the list instead;
 - ``reconnect`` the stream ends after ``max_seconds`` (default 25, so that a server can always shut
-  down promptly): connect again and reload the list to cover the gap.
-A comment line is sent every few seconds as a keep-alive.
+  down promptly): connect again and reload the list to cover the gap;
+- ``unauthorized`` ``{"detail"}``: the key was revoked or expired while streaming (it is re-checked
+  every ``event_stream_key_check_seconds``); the stream ends.
+A comment line is sent every few seconds as a keep-alive. Each API process serves at most
+``max_event_streams`` streams at once, ``max_event_streams_per_key`` per key; beyond that: 429.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 
 from ...adapters.postgres.events import DocumentEventHub, EventsUnavailable
-from ..deps import ContainerDep, ReadableKB, principal
-from ..schemas import ERROR_RESPONSES, body_of
+from ..deps import ContainerDep, PrincipalDep, ReadableKB, principal, still_valid
+from ..schemas import ERROR_RESPONSES, body_of, error_response
 
 router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)],
                    responses=ERROR_RESPONSES)
@@ -45,43 +49,93 @@ def hub_of(request: Request, container: Any) -> DocumentEventHub:
     return hub
 
 
+class StreamSlots:
+    """Counts the open event streams of this process, in all and per key."""
+
+    def __init__(self, total: int, per_key: int) -> None:
+        self.total, self.per_key = total, per_key
+        self.open: dict[str, int] = {}
+
+    def take(self, key: str) -> Any:
+        if sum(self.open.values()) >= self.total:
+            raise HTTPException(429, f"too many event streams are open on this server (at most {self.total}):"
+                                     " try again later, or poll the document list")
+        if self.open.get(key, 0) >= self.per_key:
+            raise HTTPException(429, f"this key already has {self.per_key} event streams open (the most"
+                                     " allowed): close one first")
+        self.open[key] = self.open.get(key, 0) + 1
+        released = False
+
+        def release() -> None:  # idempotent: called when the stream ends and after the response
+            nonlocal released
+            if not released:
+                released = True
+                self.open[key] -= 1
+                if not self.open[key]:
+                    del self.open[key]
+        return release
+
+
+def slots_of(request: Request, container: Any) -> StreamSlots:
+    slots: StreamSlots | None = getattr(request.app.state, "event_stream_slots", None)
+    if slots is None:
+        slots = StreamSlots(container.settings.max_event_streams, container.settings.max_event_streams_per_key)
+        request.app.state.event_stream_slots = slots
+    return slots
+
+
 def _frame(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
 @router.get("/{kb_id}/events", response_class=StreamingResponse,
-            responses=body_of("text/event-stream", "server-sent events: document changes in this knowledge base",
-                              {"type": "string"}))
+            responses={**body_of("text/event-stream", "server-sent events: document changes in this knowledge base",
+                                 {"type": "string"}),
+                       429: error_response("too many event streams open (for this key or on this server)")})
 async def knowledge_base_events(
-    kb: ReadableKB, request: Request, container: ContainerDep,
+    kb: ReadableKB, request: Request, container: ContainerDep, who: PrincipalDep,
     max_seconds: Annotated[int, Query(ge=1, le=60, description="end the stream after this many seconds")] = 25,
 ) -> StreamingResponse:
     hub = hub_of(request, container)
     stream_seconds = float(max_seconds)
+    check_seconds = container.settings.event_stream_key_check_seconds
+    release = slots_of(request, container).take(who.key_prefix)
 
     async def stream() -> AsyncIterator[bytes]:
-        yield b"retry: 3000\n\n"
         try:
+            yield b"retry: 3000\n\n"
             async with hub.subscribe(kb.id) as sub:
                 yield _frame("ready", {"mode": "listen"})
                 loop = asyncio.get_running_loop()
                 deadline = loop.time() + stream_seconds
+                next_check = last_write = loop.time()
                 while True:
-                    left = deadline - loop.time()
-                    if left <= 0:
+                    now = loop.time()
+                    if now >= deadline:
                         yield _frame("reconnect", {})
                         return
-                    try:
-                        event = await asyncio.wait_for(sub.queue.get(), timeout=min(KEEPALIVE_SECONDS, left))
-                    except TimeoutError:
+                    if now >= next_check:
+                        if not await still_valid(container, who):
+                            yield _frame("unauthorized", {"detail": "the API key was revoked or has expired"})
+                            return
+                        next_check = now + check_seconds
+                    if now - last_write >= KEEPALIVE_SECONDS:
                         yield b": keep-alive\n\n"
+                        last_write = now
+                    wait = min(deadline, next_check, last_write + KEEPALIVE_SECONDS) - now
+                    try:
+                        event = await asyncio.wait_for(sub.queue.get(), timeout=max(wait, 0.01))
+                    except TimeoutError:
                         continue
                     if event.get("type") == "lost" or sub.overflowed:
                         yield _frame("resync", {})
                         return
                     yield _frame("document", {k: event[k] for k in ("id", "status", "op")})
+                    last_write = loop.time()
         except EventsUnavailable:
             yield _frame("fallback", {"mode": "poll", "interval": POLL_INTERVAL_SECONDS})
+        finally:
+            release()
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
+    return StreamingResponse(stream(), media_type="text/event-stream", background=BackgroundTask(release),
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

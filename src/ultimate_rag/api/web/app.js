@@ -155,13 +155,24 @@ function errorText(err) {
 
 // ---------- login ----------
 
-function readKeyFromFragment() {
-  const params = new URLSearchParams(location.hash.slice(1));
-  const key = params.get("key");
-  if (key) {
-    sessionStorage.setItem(KEY_STORE, key);
-    history.replaceState(null, "", location.pathname + location.search);  // the key leaves the address bar
+function readKeyFromFragment() {  // the key of a `#key=` link, taken out of the address bar
+  const key = new URLSearchParams(location.hash.slice(1)).get("key");
+  if (key) history.replaceState(null, "", location.pathname + location.search);
+  return key;
+}
+
+// A `#key=` link never replaces a different key silently: a crafted link would otherwise sign the
+// user in to someone else's knowledge bases (login CSRF). With no key stored it logs straight in.
+async function acceptLinkKey(offered) {
+  const current = sessionStorage.getItem(KEY_STORE);
+  if (!offered || offered === current) return false;
+  if (current) {
+    const shown = offered.length > 12 ? `${offered.slice(0, 12)}…` : offered;
+    const ok = await confirmDialog(t("switch_key_title"), t("switch_key_text", { key: shown }), t("switch_key_ok"));
+    if (!ok) return false;
   }
+  sessionStorage.setItem(KEY_STORE, offered);
+  return true;
 }
 
 function logout(message) {  // message: a translation key, or nothing
@@ -923,8 +934,12 @@ function wire() {
 
 async function main() {
   wire();
-  readKeyFromFragment();
+  const offered = readKeyFromFragment();
   await loadLang(pickLang());
+  await acceptLinkKey(offered);
+  window.addEventListener("hashchange", async () => {  // a `#key=` link followed while the page is open
+    if (await acceptLinkKey(readKeyFromFragment())) await login(sessionStorage.getItem(KEY_STORE));
+  });
   $("kb-threshold").disabled = $("kb-dedup").value !== "near";
   const key = sessionStorage.getItem(KEY_STORE);
   if (key) await login(key);

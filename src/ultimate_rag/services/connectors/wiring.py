@@ -28,6 +28,7 @@ class ConnectorServices:
     runner: SyncRunner
     limits: ConnectorLimits
     min_schedule_seconds: int
+    max_per_knowledge_base: int = 50
 
 
 def limits_from(settings: Settings) -> ConnectorLimits:
@@ -59,7 +60,8 @@ def build_connectors(settings: Settings, db: Database, storage: ObjectStorage, p
                         poll_interval_seconds=settings.poll_interval_seconds,
                         retry_delay_seconds=settings.retry_delay_seconds)
     return ConnectorServices(repository=repository, queue=queue, service=service, runner=runner, limits=limits,
-                             min_schedule_seconds=settings.connector_min_schedule_seconds)
+                             min_schedule_seconds=settings.connector_min_schedule_seconds,
+                             max_per_knowledge_base=settings.max_connectors_per_kb)
 
 
 def start_syncs(runner: SyncRunner | None, worker_id: str, stop: asyncio.Event) -> asyncio.Task[Any] | None:

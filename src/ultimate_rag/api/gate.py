@@ -1,0 +1,46 @@
+"""Authentication before the body: the bearer key of every ``/api`` request is checked before the
+application is handed the receive channel, so a request without a valid key is answered 401 with
+not one byte of its body read (an unauthenticated client cannot make the server buffer anything).
+The principal found is left in the request state, where the ``principal`` dependency picks it up."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from ..domain.errors import AuthenticationError
+from .deps import authenticate
+
+log = logging.getLogger(__name__)
+
+
+class ApiKeyGate:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if not (path == "/api" or path.startswith("/api/")):
+            await self.app(scope, receive, send)
+            return
+        container = getattr(scope["app"].state, "container", None)
+        header = next((v for k, v in scope.get("headers") or [] if k == b"authorization"), None)
+        try:
+            who = await authenticate(container, header.decode("latin-1") if header is not None else None)
+        except AuthenticationError as exc:
+            await _answer(send, 401, exc.message, [(b"www-authenticate", b"Bearer")])
+            return
+        except Exception:  # the database is down: say so without reading the body either
+            log.exception("could not check an API key")
+            await _answer(send, 503, "the key cannot be checked right now: try again", [])
+            return
+        scope.setdefault("state", {})["principal"] = who
+        await self.app(scope, receive, send)
+
+
+async def _answer(send: Any, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
+    # connection: close, so the server drops the unread body instead of draining it
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"connection", b"close"), *headers]})
+    await send({"type": "http.response.body", "body": json.dumps({"detail": detail}).encode()})
