@@ -346,3 +346,23 @@ def test_plain_text_loses_nothing_without_overlap(count: Count, text: str, size:
     chunks = split(count, plain(text), size=size, overlap=0)
     assert_budget(chunks, count, size)
     assert "".join("".join(c.content.split()) for c in chunks) == "".join(text.split())
+
+
+def test_fragments_under_the_minimum_merge_into_a_neighbour(count: Count) -> None:
+    long = " ".join(f"Sentence {i} fills the chunk." for i in range(12))
+    # A tiny paragraph left over after a full chunk joins the next section's chunk when that fits.
+    doc = markdown(f"# Alpha\n\n{long}\n\nok.\n\n# Beta\n\nBeta text that is long enough.\n")
+    size = count("Alpha\n\n" + long) + 1
+    chunks = split(count, doc, size=size)
+    assert_budget(chunks, count, size)
+    assert all(len(c.content) >= 15 for c in chunks)
+    assert any(c.content.startswith("ok.\n\nBeta") for c in chunks)
+    # With room, it joins the previous chunk.
+    (one, two) = split(count, doc, size=512)
+    assert one.content == f"Alpha\n\n{long}\n\nok." and two.heading_path == ("Beta",)
+    # A whole document under the minimum is still one chunk.
+    assert [c.content for c in split(count, plain("Hi."))] == ["Hi."]
+    # min_chars=0 keeps fragments as they are.
+    kept = StructuredChunker(count, min_chars=0).split(doc, document_id=DOC, knowledge_base_id=KB, revision=1,
+                                                       chunk_size=size, overlap=0)
+    assert "ok." in [c.content for c in kept]

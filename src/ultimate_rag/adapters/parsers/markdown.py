@@ -1,7 +1,8 @@
 """Markdown parser built on markdown-it-py's block tokens.
 
 Block text is sliced from the source lines (``token.map``) rather than re-rendered, so what a
-chunk shows is what the author wrote; headings are the exception (their text without ``#``).
+chunk shows is what the author wrote; headings are the exception (their text without ``#``), and
+MDX syntax (component tags, JSX comments, heading anchors, ``import``/``export``) is removed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from markdown_it.token import Token
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
 
 from .detect import decode_text
+from .mdx import strip_mdx
 from .text import line_count
 
 _FRONT_MATTER_END = re.compile(r"^(---|\.\.\.)\s*$")
@@ -45,10 +47,12 @@ class MarkdownParser:
         body_start = _front_matter_end(lines)
         if body_start:
             metadata["front_matter"] = "\n".join(lines[1:body_start - 1])
-        # Blank out the front matter instead of cutting it so token line numbers match the file.
-        body = "\n" * body_start + "\n".join(lines[body_start:])
-        tokens = self._md.parse(body)
-        blocks = _blocks(tokens, _SourceLines(text, lines))
+        # Blank out the front matter instead of cutting it so token line numbers match the file;
+        # MDX syntax is blanked keeping every line's length, so offsets match the file too.
+        rest = strip_mdx("\n".join(lines[body_start:])).split("\n")
+        tokens = self._md.parse("\n" * body_start + "\n".join(rest))
+        clean = lines[:body_start] + rest
+        blocks = _blocks(tokens, _SourceLines("\n".join(clean), clean, original=text))
         title = next((b.text for b in blocks if b.kind == "heading" and b.level == 1), None)
         if title:
             metadata["title"] = title
@@ -58,8 +62,9 @@ class MarkdownParser:
 class _SourceLines:
     """Line-range slicing of the decoded source with character offsets."""
 
-    def __init__(self, text: str, lines: list[str]) -> None:
-        self.text = text
+    def __init__(self, text: str, lines: list[str], original: str) -> None:
+        self.text = text  # the file with MDX syntax blanked: same length, same line offsets
+        self.original = original
         self.lines = lines
         self.offsets = [0] * (len(lines) + 1)
         for i, line in enumerate(lines):
@@ -75,7 +80,10 @@ class _SourceLines:
         char_start = self.offsets[start]
         char_end = self.offsets[end - 1] + len(self.lines[end - 1])
         locator = SourceLocator(line_start=start + 1, line_end=end, char_start=char_start, char_end=char_end)
-        return self.text[char_start:char_end], locator
+        text = self.text[char_start:char_end]
+        if text != self.original[char_start:char_end]:  # MDX removed: drop its padding and blank lines
+            text = re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.split("\n"))).strip("\n")
+        return text, locator
 
 
 def _front_matter_end(lines: list[str]) -> int:
