@@ -3,8 +3,9 @@
 A table with a header row is cut between rows and every part repeats the header. A row that does
 not fit beside the header (or every row, when the header alone would take more than half the
 budget) is written as a record instead, one ``column: value`` line per non-empty cell, and cut
-between those lines when it is still too big, so no piece of a row is ever without its column
-names. A table without a header row is cut between lines, its first line repeated.
+between those lines when it is still too big, each piece starting with the row's first value,
+so no piece of a row is ever without its column names. A table without a header row is cut
+between lines, its first line repeated.
 """
 
 from __future__ import annotations
@@ -68,17 +69,26 @@ def table_units(packer: Packer, index: int, text: str, lead: int) -> list[Unit]:
 
 def _record_units(packer: Packer, index: int, names: list[str], cells: list[str], start: int,
                   end: int) -> list[Unit]:
+    """One ``column: value`` line per non-empty cell; every piece starts with the first line (the
+    row's key), and a value too long for one piece is cut with its column name on every part."""
+    pairs = [(name or f"column {k + 1}", value)
+             for k, (name, value) in enumerate(zip_longest(names, cells, fillvalue="")) if value]
+    if not pairs:
+        return []
+    key_limit = (packer.limit + packer.overhead) // 2  # the key and any one line fit together
     lines: list[str] = []
-    for k, (name, value) in enumerate(zip_longest(names, cells, fillvalue="")):
-        if not value:
-            continue
-        label = name or f"column {k + 1}"
+    for label, value in pairs:
+        prefix = f"{lines[0]}\n" if lines else ""
+        limit = packer.limit if lines else key_limit
         line = f"{label}: {value}"
-        if packer.count(line) <= packer.limit:
+        if packer.count(prefix + line) <= limit:
             lines.append(line)
             continue
-        pieces = hard_split(value, lambda s, label=label: packer.count(f"{label}: {s}"),  # type: ignore[misc]
-                            packer.limit, packer.guess)
+        pieces = hard_split(value, lambda s, p=prefix, lb=label: packer.count(f"{p}{lb}: {s}"),  # type: ignore[misc]
+                            limit, packer.guess)
         lines.extend(f"{label}: {piece}" for piece, _, _, _ in pieces)
+    key = lines[0]
+    parts = packer.split_lines(lines[1:], lambda rest: "\n".join([key, *rest])) if len(lines) > 1 else [
+        (key, packer.count(key), 0, 0)]
     return [Unit(part, max(0, n - packer.overhead), index, prose=False, whole=False, start=start, end=end)
-            for part, n, _, _ in packer.split_lines(lines, "\n".join) if part.strip()]
+            for part, n, _, _ in parts if part.strip()]
