@@ -32,7 +32,7 @@ _LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
 
 class MarkdownParser:
     name = "markdown"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self) -> None:
         self._md = MarkdownIt("commonmark").enable("table")

@@ -20,7 +20,7 @@ _DELIMITERS = ",;|\t"
 
 class CsvParser:
     name = "csv"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
