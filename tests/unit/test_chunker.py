@@ -366,3 +366,16 @@ def test_fragments_under_the_minimum_merge_into_a_neighbour(count: Count) -> Non
     kept = StructuredChunker(count, min_chars=0).split(doc, document_id=DOC, knowledge_base_id=KB, revision=1,
                                                        chunk_size=size, overlap=0)
     assert "ok." in [c.content for c in kept]
+
+
+def test_a_fragment_between_two_full_chunks_takes_a_unit_from_a_neighbour() -> None:
+    a1 = " ".join(f"alpha{i}" for i in range(10))
+    a2 = " ".join(f"beta{i}" for i in range(10))
+    b = " ".join(f"gamma{i}" for i in range(20))
+    doc = plain(f"{a1}\n\n{a2}\n\nok.\n\n{b}")
+    assert [c.content for c in StructuredChunker(words, min_chars=0).split(
+        doc, document_id=DOC, knowledge_base_id=KB, revision=1, chunk_size=22, overlap=0)] == [
+        f"{a1}\n\n{a2}", "ok.", b]
+    chunks = split(words, doc, size=22)
+    assert [c.content for c in chunks] == [a1, f"{a2}\n\nok.", b]
+    assert all(c.token_count == words(c.content) <= 22 for c in chunks)

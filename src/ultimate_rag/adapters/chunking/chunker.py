@@ -125,8 +125,38 @@ def _merge_small(drafts: list[_Draft], min_chars: int, count: Callable[[str], in
                         out[min(i, j):max(i, j) + 1] = [merged]
                         i = min(i, j) - 1
                         break
+            else:  # both neighbours are full: take a unit over from one in the same section
+                for j in (i - 1, i + 1):
+                    if 0 <= j < len(out) and out[j].path == out[i].path:
+                        pair = _shifted(out[min(i, j)], out[max(i, j)], j < i, count, chunk_size, min_chars)
+                        if pair is not None:
+                            out[min(i, j):max(i, j) + 1] = list(pair)
+                            break
         i += 1
     return out
+
+
+def _shifted(first: _Draft, second: _Draft, backward: bool, count: Callable[[str], int], chunk_size: int,
+             min_chars: int) -> tuple[_Draft, _Draft] | None:
+    """Move the last unit of ``first`` to ``second`` (``backward``) or the first unit of ``second``
+    to ``first``; None unless both still fit and neither is under ``min_chars``. Overlap that the
+    move would duplicate is dropped."""
+    head = list(first.units)
+    tail = [u for u in second.units if not u.overlap]
+    if backward:
+        tail.insert(0, head.pop())
+    else:
+        head.append(tail.pop(0))
+    drafts = []
+    for units, like in ((head, first), (tail, second)):
+        if not any(not u.overlap for u in units):
+            return None
+        content = join(units)
+        tokens = count(embedding_text(content, like.path, like.context))
+        if tokens > chunk_size or len(content.strip()) < min_chars:
+            return None
+        drafts.append(_Draft(like.path, like.context, units, content, tokens))
+    return drafts[0], drafts[1]
 
 
 def _merged(first: _Draft, second: _Draft, count: Callable[[str], int], chunk_size: int) -> _Draft | None:
