@@ -22,10 +22,8 @@ from .packing import Packer
 from .text_split import hard_split, table_header
 from .units import Unit, join
 
+MIN_CHUNK_CHARS = 15  # a shorter chunk is merged into a neighbour (unless the document is that short)
 _MIN_CONTENT = 8  # tokens of content a chunk always has room for beside its heading context
-
-
-MIN_CHUNK_CHARS = 15
 
 
 @dataclass(slots=True)
@@ -93,7 +91,8 @@ def _starts_with_headings(content: str, path: tuple[str, ...]) -> bool:
 
 
 def _context(packer: Packer, path: tuple[str, ...]) -> str:
-    """" > "-joined headings, cut to at most half of what a chunk leaves after the fixed overhead."""
+    """The headings joined by " > ", cut to at most half of what a chunk leaves after the fixed
+    overhead (a long heading path must not crowd out the content)."""
     context = " > ".join(path)
     room = (packer.budget - _MIN_CONTENT) // 2
     if not context or room < 2:
