@@ -45,6 +45,7 @@ def prose(text: str) -> str:
 
 def test_headings_lose_their_anchors() -> None:
     assert [(b.level, b.text) for b in parse(KO).blocks if b.kind == "heading"] == [
+        (1, "State를 보존하고 초기화하기"),  # the front matter's title
         (2, "State는 렌더 트리의 위치에 연결됩니다"),
         (3, "같은 위치의 같은 컴포넌트는 state를 보존합니다"),
         (4, "컴포넌트 함수를 중첩해서 정의하면 안 되는 이유"),
@@ -55,7 +56,7 @@ def test_headings_lose_their_anchors() -> None:
         (4, "사라지는 입력 텍스트 고치기"),
     ]
     zh = [b.text for b in parse(ZH).blocks if b.kind == "heading"]
-    assert zh[:3] == ["什么是 Effect，它与事件有何不同？", "如何编写 Effect", "第一步：声明 Effect"]
+    assert zh[:4] == ["使用 Effect 进行同步", "什么是 Effect，它与事件有何不同？", "如何编写 Effect", "第一步：声明 Effect"]
     assert "示例：重新渲染列表" in zh and "第二个示例" in zh
 
 
@@ -84,7 +85,7 @@ def test_line_locators_still_point_into_the_file(path: Path) -> None:
         loc = block.locator
         source = "\n".join(lines[loc.line_start - 1:loc.line_end])
         if block.kind == "heading":
-            assert block.text in source
+            assert block.text in source or f"title: {block.text}" in source or f"'{block.text}'" in source
         else:
             words = block.text.split()
             assert words[0] in source and words[-1] in source
@@ -110,3 +111,18 @@ def test_strip_mdx_keeps_every_line_length() -> None:
         "", "", "", "", "Hello bold `<Keep />` world.", "", "", "## Title", "```js", "<Counter />", "```",
         "Array<T> stays.", ""]
     assert strip_mdx("plain *markdown* <br> text") == "plain *markdown* <br> text"
+
+
+def test_front_matter_title_heads_every_section(count) -> None:  # type: ignore[no-untyped-def]
+    parsed = parse(KO)
+    assert parsed.metadata["title"] == "State를 보존하고 초기화하기"
+    assert parsed.blocks[0].locator.line_start == 2  # the "title:" line
+    chunks = chunks_of(count, KO)
+    assert chunks[0].content.startswith("State를 보존하고 초기화하기\n\n각 컴포넌트의 state는")
+    assert all(c.heading_path[0] == "State를 보존하고 초기화하기" for c in chunks)
+    later = [c for c in chunks if c.context]
+    assert later and all(c.embedding_text.startswith("State를 보존하고 초기화하기 > ") for c in later)
+    # A document with its own "# " title keeps it; the front matter title is then not added.
+    own = MarkdownParser().parse(DocumentSource(None, "a.md", "text/markdown",
+                                                b"---\ntitle: Other\n---\n# Real title\n\nText.\n"))
+    assert [b.text for b in own.blocks if b.kind == "heading"] == ["Real title"]

@@ -20,6 +20,7 @@ from .mdx import strip_mdx
 from .text import line_count
 
 _FRONT_MATTER_END = re.compile(r"^(---|\.\.\.)\s*$")
+_FRONT_MATTER_TITLE = re.compile(r"^title:\s*(\S.*?)\s*$")
 _OPEN_KINDS = {
     "paragraph_open": "paragraph",
     "bullet_list_open": "list",
@@ -54,6 +55,14 @@ class MarkdownParser:
         clean = lines[:body_start] + rest
         blocks = _blocks(tokens, _SourceLines("\n".join(clean), clean, original=text))
         title = next((b.text for b in blocks if b.kind == "heading" and b.level == 1), None)
+        if title is None and body_start:
+            # Documentation sites keep the page title in the front matter (react.dev: no "# " line);
+            # it becomes the level-1 heading, so every section's heading path starts with it.
+            found = _front_matter_title(lines, body_start)
+            if found is not None:
+                title, line = found
+                blocks.insert(0, Block(kind="heading", text=title, level=1,
+                                       locator=SourceLocator(line_start=line, line_end=line)))
         if title:
             metadata["title"] = title
         return ParsedDocument(blocks=tuple(blocks), metadata=metadata)
@@ -94,6 +103,19 @@ def _front_matter_end(lines: list[str]) -> int:
         if _FRONT_MATTER_END.match(lines[i]):
             return i + 1
     return 0
+
+
+def _front_matter_title(lines: list[str], end: int) -> tuple[str, int] | None:
+    """The ``title:`` of the front matter (a plain or quoted YAML scalar) and its 1-based line."""
+    for i in range(1, end - 1):
+        match = _FRONT_MATTER_TITLE.match(lines[i])
+        if match:
+            value = match.group(1).strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            value = " ".join(value.split())
+            return (value, i + 1) if value else None
+    return None
 
 
 def _blocks(tokens: list[Token], source: _SourceLines) -> list[Block]:
