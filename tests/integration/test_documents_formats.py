@@ -187,6 +187,13 @@ async def test_docx_html_and_csv_reach_ready_with_their_structure(client, contai
     csv_chunks = await chunks(client, ids["times.csv"])
     assert len(csv_chunks) > 1
     assert all(c["content"].startswith("| id | pier | note |\n|---|---|---|\n") for c in csv_chunks)
+    from itertools import pairwise
+
+    # Each chunk cites its own rows (1-based, header not counted) and their file lines.
+    cited = [(c["locator"]["row_start"], c["locator"]["row_end"]) for c in csv_chunks]
+    assert cited[0][0] == 1 and cited[-1][1] == 120
+    assert all(b[0] == a[1] + 1 for a, b in pairwise(cited))
+    assert all(c["locator"]["line_start"] == c["locator"]["row_start"] + 1 for c in csv_chunks)
 
 
 def _zip_bomb() -> bytes:

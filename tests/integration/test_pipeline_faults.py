@@ -20,6 +20,7 @@ class FlakyEmbedder:
         self.failures = failures
         self.error = error
         self.calls = 0
+        self.texts: list[str] = []
         self.name, self.dimension, self.max_tokens = real.name, real.dimension, real.max_tokens
 
     def count_tokens(self, text: str) -> int:
@@ -29,6 +30,7 @@ class FlakyEmbedder:
         self.calls += 1
         if self.calls <= self.failures:
             raise self.error
+        self.texts.extend(texts)
         return await self.real.embed_documents(texts)  # type: ignore[no-any-return]
 
     async def embed_query(self, text: str) -> list[float]:
@@ -148,6 +150,25 @@ async def test_reindex_of_unchanged_text_hits_the_embedding_cache(container, emb
     assert spy.calls == first_calls  # nothing embedded again
     assert [c.id for c in await container.documents.chunks(doc)] == ids_before  # stable ids
     assert (await container.documents.get(doc)).status == D.READY
+
+
+async def test_what_is_embedded_carries_the_heading_path(container, embedder, settings) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
+    container.processor._embedding.embedder = spy
+    kb = await new_kb(container)
+    body = " ".join(f"Sentence {i} describes the night ferry timetable." for i in range(120))
+    doc = await queue_document(container, kb, f"# Harbour guide\n\n## Night service\n\n{body}\n", filename="g.md")
+    await worker_for(container).run_until_idle()
+    chunks = await container.documents.chunks(doc)
+    assert len(chunks) > 2 and (await container.documents.get(doc)).status == D.READY
+    assert chunks[0].content.startswith("Harbour guide\n\nNight service\n\nSentence 0")
+    assert spy.texts[0] == chunks[0].content
+    assert spy.texts[1:] == [f"Harbour guide > Night service\n\n{c.content}" for c in chunks[1:]]
+    assert all(c.token_count == embedder.count_tokens(t) <= 256 for c, t in zip(chunks, spy.texts, strict=True))
+    snap = json.loads((settings.snapshots_dir / str(kb) / str(doc) / "chunks.json").read_text())
+    assert [c["context"] for c in snap["chunks"]][:2] == ["", "Harbour guide > Night service"]
 
 
 async def test_document_is_ready_only_when_chunks_vectors_and_snapshot_agree(container, settings) -> None:  # type: ignore[no-untyped-def]

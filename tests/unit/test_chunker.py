@@ -53,13 +53,14 @@ def assert_budget(chunks: list[Chunk], count: Count, size: int) -> None:
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
     for c in chunks:
         assert c.content.strip()
-        assert c.token_count == count(c.content) <= size
+        assert c.token_count == count(c.embedding_text) <= size
 
 
 def test_empty_input(count: Count) -> None:
     assert split(count, ParsedDocument(blocks=())) == []
     assert split(count, plain("  \n\n \n")) == []
-    assert split(count, markdown("# Only a heading\n")) == []
+    (only,) = split(count, markdown("# Only a heading\n"))
+    assert (only.content, only.heading_path, only.context) == ("Only a heading", ("Only a heading",), "")
 
 
 def test_chunk_size_must_exceed_the_fixed_overhead(count: Count) -> None:
@@ -68,16 +69,56 @@ def test_chunk_size_must_exceed_the_fixed_overhead(count: Count) -> None:
 
 
 def test_headings_set_heading_path_and_sections_never_mix(count: Count) -> None:
-    doc = markdown("Preface.\n\n# A\n\nin a\n\n## B\n\nin b\n\n### C\n\nin c\n\n## D\n\nin d\n\n# E\n\nin e\n")
+    doc = markdown("Preface, before any heading.\n\n# A\n\nin a, the first section\n\n## B\n\nin b, the second section\n\n"
+                   "### C\n\nin c, the third section\n\n## D\n\nin d, the fourth section\n\n"
+                   "# E\n\nin e, the last section\n")
     chunks = split(count, doc, size=512)
     assert [(c.heading_path, c.content) for c in chunks] == [
-        ((), "Preface."),
-        (("A",), "in a"),
-        (("A", "B"), "in b"),
-        (("A", "B", "C"), "in c"),
-        (("A", "D"), "in d"),
-        (("E",), "in e"),
+        ((), "Preface, before any heading."),
+        (("A",), "A\n\nin a, the first section"),
+        (("A", "B"), "B\n\nin b, the second section"),
+        (("A", "B", "C"), "C\n\nin c, the third section"),
+        (("A", "D"), "D\n\nin d, the fourth section"),
+        (("E",), "E\n\nin e, the last section"),
     ]
+    # What is embedded carries the whole heading path; a chunk that starts with it has no prefix.
+    assert [c.embedding_text.split("\n\n")[0] for c in chunks] == ["Preface, before any heading.", "A", "A > B", "A > B > C",
+                                                                    "A > D", "E"]
+    assert all(c.token_count == count(c.embedding_text) for c in chunks)
+
+
+def test_consecutive_headings_are_all_kept_and_open_one_section(count: Count) -> None:
+    doc = markdown("# Guide title\n\n## Getting started\n\nInstall the package first.\n\n"
+                   "## Usage\n\n### Basics\n\nCall the function with a path.\n")
+    chunks = split(count, doc, size=512)
+    assert [(c.heading_path, c.content, c.context) for c in chunks] == [
+        (("Guide title", "Getting started"), "Guide title\n\nGetting started\n\nInstall the package first.", ""),
+        (("Guide title", "Usage", "Basics"), "Usage\n\nBasics\n\nCall the function with a path.",
+         "Guide title > Usage > Basics"),
+    ]
+
+
+def test_continuation_chunks_embed_their_heading_path_within_the_budget(count: Count) -> None:
+    sentences = " ".join(f"Sentence {i} explains step {i} of the procedure in detail." for i in range(80))
+    doc = markdown(f"# Operations manual\n\n## Night service\n\n{sentences}\n")
+    for size in (40, 64, 128):
+        chunks = split(count, doc, size=size, overlap=10)
+        assert len(chunks) > 3
+        assert_budget(chunks, count, size)
+        assert chunks[0].content.startswith("Operations manual\n\nNight service\n\nSentence 0")
+        assert chunks[0].context == ""
+        for c in chunks[1:]:
+            assert c.context == "Operations manual > Night service"
+            assert c.embedding_text == f"{c.context}\n\n{c.content}"
+
+
+def test_a_heading_path_too_long_for_the_budget_is_cut(count: Count) -> None:
+    title = " ".join(f"word{i}" for i in range(200))
+    doc = markdown(f"# {title}\n\n" + " ".join(f"Sentence {i} is here." for i in range(60)) + "\n")
+    chunks = split(count, doc, size=48)
+    assert_budget(chunks, count, 48)
+    assert "".join("".join(c.content.split()) for c in chunks).startswith("".join(title.split()))
+    assert all(title.startswith(c.context) for c in chunks)
 
 
 def test_paragraphs_pack_greedily(count: Count) -> None:
@@ -188,9 +229,9 @@ def test_no_overlap_when_disabled_or_across_sections(count: Count) -> None:
     sentences = [f"Sentence number {i} carries fact {i * 7}." for i in range(40)]
     chunks = split(count, plain(" ".join(sentences)), size=70, overlap=0)
     assert " ".join(c.content for c in chunks) == " ".join(sentences)
-    doc = markdown("# A\n\n" + " ".join(sentences[:3]) + "\n\n# B\n\nOther text.\n")
+    doc = markdown("# A\n\n" + " ".join(sentences[:3]) + "\n\n# B\n\nOther text here.\n")
     _a, b = split(count, doc, size=512, overlap=50)
-    assert b.content == "Other text."
+    assert b.content == "B\n\nOther text here."
 
 
 def test_locators_match_the_source(count: Count) -> None:
@@ -305,3 +346,36 @@ def test_plain_text_loses_nothing_without_overlap(count: Count, text: str, size:
     chunks = split(count, plain(text), size=size, overlap=0)
     assert_budget(chunks, count, size)
     assert "".join("".join(c.content.split()) for c in chunks) == "".join(text.split())
+
+
+def test_fragments_under_the_minimum_merge_into_a_neighbour(count: Count) -> None:
+    long = " ".join(f"Sentence {i} fills the chunk." for i in range(12))
+    # A tiny paragraph left over after a full chunk joins the next section's chunk when that fits.
+    doc = markdown(f"# Alpha\n\n{long}\n\nok.\n\n# Beta\n\nBeta text that is long enough.\n")
+    size = count("Alpha\n\n" + long) + 1
+    chunks = split(count, doc, size=size)
+    assert_budget(chunks, count, size)
+    assert all(len(c.content) >= 15 for c in chunks)
+    assert any(c.content.startswith("ok.\n\nBeta") for c in chunks)
+    # With room, it joins the previous chunk.
+    (one, two) = split(count, doc, size=512)
+    assert one.content == f"Alpha\n\n{long}\n\nok." and two.heading_path == ("Beta",)
+    # A whole document under the minimum is still one chunk.
+    assert [c.content for c in split(count, plain("Hi."))] == ["Hi."]
+    # min_chars=0 keeps fragments as they are.
+    kept = StructuredChunker(count, min_chars=0).split(doc, document_id=DOC, knowledge_base_id=KB, revision=1,
+                                                       chunk_size=size, overlap=0)
+    assert "ok." in [c.content for c in kept]
+
+
+def test_a_fragment_between_two_full_chunks_takes_a_unit_from_a_neighbour() -> None:
+    a1 = " ".join(f"alpha{i}" for i in range(10))
+    a2 = " ".join(f"beta{i}" for i in range(10))
+    b = " ".join(f"gamma{i}" for i in range(20))
+    doc = plain(f"{a1}\n\n{a2}\n\nok.\n\n{b}")
+    assert [c.content for c in StructuredChunker(words, min_chars=0).split(
+        doc, document_id=DOC, knowledge_base_id=KB, revision=1, chunk_size=22, overlap=0)] == [
+        f"{a1}\n\n{a2}", "ok.", b]
+    chunks = split(words, doc, size=22)
+    assert [c.content for c in chunks] == [a1, f"{a2}\n\nok.", b]
+    assert all(c.token_count == words(c.content) <= 22 for c in chunks)

@@ -29,6 +29,7 @@ def garbage(size: int = 4096, seed: int = 7) -> bytes:
     (b"# Title\n\nHello", ".md", "markdown"),
     (b"# Title\n\nHello", ".MARKDOWN", "markdown"),
     (b"# Title\n\nHello", ".mdown", "markdown"),
+    (b"<Intro>\n\nHello\n\n</Intro>", ".mdx", "markdown"),
     (b"plain words", ".txt", "text"),
     (b"plain words", ".text", "text"),
     (b"2026-01-01 INFO started\n", ".log", "text"),

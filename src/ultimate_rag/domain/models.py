@@ -109,24 +109,27 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class SourceLocator:
-    """Where a chunk comes from in its source: page (paged formats), lines and characters."""
+    """Where a chunk comes from in its source: page (paged formats), lines and characters, and for
+    tabular formats the data rows (1-based, the header row not counted)."""
 
     page: int | None = None
     line_start: int | None = None
     line_end: int | None = None
     char_start: int | None = None
     char_end: int | None = None
+    row_start: int | None = None
+    row_end: int | None = None
 
     def to_metadata(self) -> dict[str, int]:
-        return {k: v for k, v in (
-            ("page", self.page), ("line_start", self.line_start), ("line_end", self.line_end),
-            ("char_start", self.char_start), ("char_end", self.char_end),
-        ) if v is not None}
+        return {k: v for k in _LOCATOR_FIELDS if (v := getattr(self, k)) is not None}
 
     @classmethod
     def from_metadata(cls, data: dict[str, Any] | None) -> SourceLocator:
         data = data or {}
-        return cls(**{k: data.get(k) for k in ("page", "line_start", "line_end", "char_start", "char_end")})
+        return cls(**{k: data.get(k) for k in _LOCATOR_FIELDS})
+
+
+_LOCATOR_FIELDS = ("page", "line_start", "line_end", "char_start", "char_end", "row_start", "row_end")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,8 @@ class Block:
 
     kind: "heading" | "paragraph" | "code" | "table" | "list" | "quote"; ``level`` is the heading
     level (1..6) for headings. Code blocks and tables are kept whole by the chunker when they fit.
+    ``rows`` (tables from tabular files): the locator of each data row, in the order of the table's
+    lines after its header, so a chunk holding some rows cites exactly those.
     """
 
     kind: str
@@ -142,6 +147,7 @@ class Block:
     locator: SourceLocator = field(default_factory=SourceLocator)
     level: int = 0
     asset_ids: tuple[str, ...] = ()
+    rows: tuple[SourceLocator, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +198,12 @@ class Chunk:
     heading_path: tuple[str, ...]
     locator: SourceLocator
     metadata: dict[str, Any] = field(default_factory=dict)
+    context: str = ""  # heading context embedded before the content (empty: content says it already)
+
+    @property
+    def embedding_text(self) -> str:
+        """What the embedder sees: the heading context, then the content. ``token_count`` counts it."""
+        return f"{self.context}\n\n{self.content}" if self.context else self.content
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,7 +123,7 @@ class DocumentProcessor:
 
         total = len(chunks)
         await self._queue.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
-        vectors = await self._embedding.embed_passages([c.content for c in chunks], self._progress(lease))
+        vectors = await self._embedding.embed_passages([c.embedding_text for c in chunks], self._progress(lease))
         embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
 
         await self._queue.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})
@@ -216,7 +216,8 @@ class DocumentProcessor:
             "metadata": parsed.metadata,
             "chunks": [{"id": str(c.id), "ordinal": c.ordinal, "content": c.content,
                         "token_count": c.token_count, "heading_path": list(c.heading_path),
-                        "locator": c.locator.to_metadata(), "metadata": c.metadata} for c in chunks],
+                        "context": c.context, "locator": c.locator.to_metadata(), "metadata": c.metadata}
+                       for c in chunks],
         }
         try:
             await self._snapshots.save(knowledge_base_id=row["knowledge_base_id"], document_id=row["id"],

@@ -1,8 +1,10 @@
 """Structure-aware chunking under an exact token budget (the embedder's own tokenizer).
 
-Blocks are grouped into sections by heading path and a chunk never crosses a section; within a
-section units are packed greedily (see ``packing``), with trailing sentences of one chunk
-repeated at the start of the next as overlap.
+Blocks are grouped into sections by heading path and a chunk never crosses a section (except
+when a fragment under ``min_chars`` is merged into a neighbour); within a section units, the
+section's heading lines first, are packed greedily (see ``packing``), with trailing sentences of
+one chunk repeated at the start of the next as overlap. What is embedded for a chunk is its
+heading context ("Title > Section") then its content, and that whole text fits the budget.
 """
 
 from __future__ import annotations
@@ -10,42 +12,160 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from uuid import UUID
 
 from ultimate_rag.domain.ids import chunk_id
 from ultimate_rag.domain.models import Block, Chunk, ParsedDocument, SourceLocator
 
-from .packing import Packer, Unit
+from .packing import Packer
+from .text_split import hard_split, table_header
+from .units import Unit, join
+
+MIN_CHUNK_CHARS = 15  # a shorter chunk is merged into a neighbour (unless the document is that short)
+_MIN_CONTENT = 8  # tokens of content a chunk always has room for beside its heading context
+
+
+@dataclass(slots=True)
+class _Draft:
+    path: tuple[str, ...]
+    context: str  # the section's heading context, put before content that does not start with it
+    units: list[Unit]
+    content: str
+    tokens: int
 
 
 class StructuredChunker:
     """Implements the ``Chunker`` port. ``count_tokens`` must be the embedder's tokenizer, counting
-    the whole input the model sees (special tokens and prefix included)."""
+    the whole input the model sees (special tokens and prefix included). A chunk shorter than
+    ``min_chars`` is merged into a neighbour when the result fits the budget."""
 
-    def __init__(self, count_tokens: Callable[[str], int]) -> None:
+    def __init__(self, count_tokens: Callable[[str], int], min_chars: int = MIN_CHUNK_CHARS) -> None:
         self._count = count_tokens
+        self._min_chars = min_chars
 
     def split(self, parsed: ParsedDocument, *, document_id: UUID, knowledge_base_id: UUID,
               revision: int, chunk_size: int, overlap: int) -> list[Chunk]:
-        packer = Packer(self._count, chunk_size, overlap)
+        probe = Packer(self._count, chunk_size, overlap)
+        drafts: list[_Draft] = []
+        for path, items in _sections(parsed.blocks):
+            context = _context(probe, path)
+            reserve = probe.cost(context) + 1 if context else 0
+            packer = Packer(self._count, chunk_size, overlap, reserve=reserve,
+                            embed=lambda text, p=path, c=context: embedding_text(text, p, c))
+            units = [unit for index, block in items for unit in _units(packer, index, block)]
+            drafts.extend(_Draft(path, context, chosen, content, tokens)
+                          for chosen, content, tokens in packer.pack(units))
+        drafts = _merge_small(drafts, self._min_chars, self._count, chunk_size)
         locate = _Locator(parsed.blocks)
         chunks: list[Chunk] = []
-        for path, items in _sections(parsed.blocks):
-            units = [unit for index, block in items for unit in packer.units(index, block)]
-            for chosen, content, tokens in packer.pack(units):
-                ordinal = len(chunks)
-                chunks.append(Chunk(
-                    id=chunk_id(document_id, revision, ordinal, content),
-                    document_id=document_id,
-                    knowledge_base_id=knowledge_base_id,
-                    ordinal=ordinal,
-                    content=content,
-                    token_count=tokens,
-                    heading_path=path,
-                    locator=_union([locate(u) for u in chosen]),
-                    metadata=_asset_metadata(parsed.blocks, chosen),
-                ))
+        for ordinal, draft in enumerate(drafts):
+            embedded = embedding_text(draft.content, draft.path, draft.context)
+            chunks.append(Chunk(
+                id=chunk_id(document_id, revision, ordinal, draft.content),
+                document_id=document_id,
+                knowledge_base_id=knowledge_base_id,
+                ordinal=ordinal,
+                content=draft.content,
+                token_count=draft.tokens,
+                heading_path=draft.path,
+                locator=_union([locate(u) for u in draft.units]),
+                metadata=_asset_metadata(parsed.blocks, draft.units),
+                context=embedded[:len(embedded) - len(draft.content)].rstrip("\n"),
+            ))
         return chunks
+
+
+def embedding_text(content: str, path: tuple[str, ...], context: str) -> str:
+    """The heading context, then the content; nothing added when the content already starts with
+    the section's headings (the first chunk of a section)."""
+    if not context or _starts_with_headings(content, path):
+        return content
+    return f"{context}\n\n{content}"
+
+
+def _starts_with_headings(content: str, path: tuple[str, ...]) -> bool:
+    head = " ".join(" ".join(path).split())
+    text = " ".join(content[:len(head) * 2 + 16].split())
+    return text == head or text.startswith(head + " ")
+
+
+def _context(packer: Packer, path: tuple[str, ...]) -> str:
+    """The headings joined by " > ", cut to at most half of what a chunk leaves after the fixed
+    overhead (a long heading path must not crowd out the content)."""
+    context = " > ".join(path)
+    room = (packer.budget - _MIN_CONTENT) // 2
+    if not context or room < 2:
+        return ""
+    if packer.cost(context) <= room:
+        return context
+    return hard_split(context, packer.cost, room, packer.guess)[0][0]
+
+
+def _units(packer: Packer, index: int, block: Block) -> list[Unit]:
+    units = packer.units(index, block)
+    if block.kind == "heading":  # a heading is never carried over as overlap
+        units = [replace(u, prose=False) for u in units]
+    return units
+
+
+def _merge_small(drafts: list[_Draft], min_chars: int, count: Callable[[str], int],
+                 chunk_size: int) -> list[_Draft]:
+    """Merge each chunk shorter than ``min_chars`` into the previous chunk, else the next, when
+    the merged chunk fits; the merged chunk keeps the heading path of the longer one."""
+    out = list(drafts)
+    i = 0
+    while i < len(out):
+        if len(out) > 1 and len(out[i].content.strip()) < min_chars:
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(out):
+                    merged = _merged(out[min(i, j)], out[max(i, j)], count, chunk_size)
+                    if merged is not None:
+                        out[min(i, j):max(i, j) + 1] = [merged]
+                        i = min(i, j) - 1
+                        break
+            else:  # both neighbours are full: take a unit over from one in the same section
+                for j in (i - 1, i + 1):
+                    if 0 <= j < len(out) and out[j].path == out[i].path:
+                        pair = _shifted(out[min(i, j)], out[max(i, j)], j < i, count, chunk_size, min_chars)
+                        if pair is not None:
+                            out[min(i, j):max(i, j) + 1] = list(pair)
+                            break
+        i += 1
+    return out
+
+
+def _shifted(first: _Draft, second: _Draft, backward: bool, count: Callable[[str], int], chunk_size: int,
+             min_chars: int) -> tuple[_Draft, _Draft] | None:
+    """Move the last unit of ``first`` to ``second`` (``backward``) or the first unit of ``second``
+    to ``first``; None unless both still fit and neither is under ``min_chars``. Overlap that the
+    move would duplicate is dropped."""
+    head = list(first.units)
+    tail = [u for u in second.units if not u.overlap]
+    if backward:
+        tail.insert(0, head.pop())
+    else:
+        head.append(tail.pop(0))
+    drafts = []
+    for units, like in ((head, first), (tail, second)):
+        if not any(not u.overlap for u in units):
+            return None
+        content = join(units)
+        tokens = count(embedding_text(content, like.path, like.context))
+        if tokens > chunk_size or len(content.strip()) < min_chars:
+            return None
+        drafts.append(_Draft(like.path, like.context, units, content, tokens))
+    return drafts[0], drafts[1]
+
+
+def _merged(first: _Draft, second: _Draft, count: Callable[[str], int], chunk_size: int) -> _Draft | None:
+    units = first.units + [u for u in second.units if not u.overlap]
+    content = join(units)
+    keep = first if len(first.content) >= len(second.content) else second
+    tokens = count(embedding_text(content, keep.path, keep.context))
+    if tokens > chunk_size:
+        return None
+    return _Draft(keep.path, keep.context, units, content, tokens)
 
 
 def _asset_metadata(blocks: Sequence[Block], units: Sequence[Unit]) -> dict[str, list[str]]:
@@ -57,20 +177,26 @@ def _asset_metadata(blocks: Sequence[Block], units: Sequence[Unit]) -> dict[str,
 
 
 def _sections(blocks: Sequence[Block]) -> list[tuple[tuple[str, ...], list[tuple[int, Block]]]]:
-    """Group non-heading blocks by heading path; a heading replaces same-or-deeper levels."""
+    """Group blocks by heading path; a heading replaces same-or-deeper levels and starts a
+    section, unless the section so far has only headings: consecutive headings open one section
+    together, under the path of the last."""
     sections: list[tuple[tuple[str, ...], list[tuple[int, Block]]]] = []
     stack: list[tuple[int, str]] = []
     items: list[tuple[int, Block]] = []
+    body = False
     for index, block in enumerate(blocks):
+        if not block.text.strip():
+            continue
         if block.kind == "heading":
-            if items:
+            if body:
                 sections.append((tuple(text for _, text in stack), items))
-                items = []
+                items, body = [], False
             level = block.level or 1
             stack = [entry for entry in stack if entry[0] < level]
             stack.append((level, " ".join(block.text.split())))
-        elif block.text.strip():
-            items.append((index, block))
+        else:
+            body = True
+        items.append((index, block))
     if items:
         sections.append((tuple(text for _, text in stack), items))
     return sections
@@ -87,19 +213,34 @@ class _Locator:
     def __call__(self, unit: Unit) -> SourceLocator:
         block = self._blocks[unit.block]
         loc = block.locator
+        if block.rows and unit.start >= 0:
+            return self._rows(unit, block)
         if unit.start < 0 or loc.char_start is None or loc.char_end is None \
                 or loc.char_end - loc.char_start != len(block.text):
             return loc
         line_start = line_end = None
         if loc.line_start is not None:
-            newlines = self._newlines.get(unit.block)
-            if newlines is None:
-                newlines = [m.start() for m in re.finditer("\n", block.text)]
-                self._newlines[unit.block] = newlines
+            newlines = self._newlines_of(unit.block, block.text)
             line_start = loc.line_start + bisect_left(newlines, unit.start)
             line_end = loc.line_start + bisect_left(newlines, max(unit.start, unit.end - 1))
         return SourceLocator(page=loc.page, line_start=line_start, line_end=line_end,
                              char_start=loc.char_start + unit.start, char_end=loc.char_start + unit.end)
+
+    def _rows(self, unit: Unit, block: Block) -> SourceLocator:
+        """A table's unit cites the data rows its lines span (the header lines are not rows)."""
+        newlines = self._newlines_of(unit.block, block.text)
+        skip = table_header(block.text.split("\n", 2)[:2])
+        first = bisect_left(newlines, unit.start) - skip
+        last = bisect_left(newlines, max(unit.start, unit.end - 1)) - skip
+        rows = block.rows[max(0, first):max(0, last + 1)]
+        return _union(list(rows)) if rows else block.locator
+
+    def _newlines_of(self, index: int, text: str) -> list[int]:
+        newlines = self._newlines.get(index)
+        if newlines is None:
+            newlines = [m.start() for m in re.finditer("\n", text)]
+            self._newlines[index] = newlines
+        return newlines
 
 
 def _union(locators: list[SourceLocator]) -> SourceLocator:
@@ -114,4 +255,6 @@ def _union(locators: list[SourceLocator]) -> SourceLocator:
         line_end=bound([loc.line_end for loc in locators], max),
         char_start=bound([loc.char_start for loc in locators], min),
         char_end=bound([loc.char_end for loc in locators], max),
+        row_start=bound([loc.row_start for loc in locators], min),
+        row_end=bound([loc.row_end for loc in locators], max),
     )

@@ -10,42 +10,19 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ultimate_rag.domain.models import Block
 
-from .text_split import code_wrapper, hard_split, split_sentences, table_header
+from .tables import table_units
+from .text_split import code_wrapper, hard_split, split_sentences
+from .units import Unit, join
 
 _CHARS_PER_TOKEN_GUESS = 4
 _MIN_ROOM = 8  # tokens beside the fixed overhead; any single character must fit
 _STRUCTURED = ("code", "table")
 
 Packed = tuple[list["Unit"], str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    text: str
-    cost: int  # tokens beyond the tokenizer's fixed overhead
-    block: int  # index of the source block
-    prose: bool  # sentences of it may be carried over as overlap
-    whole: bool  # the entire block, not a piece of it
-    gap: str = ""  # whitespace that followed this piece inside its block
-    overlap: bool = False
-    start: int = -1  # span of the unit in its block's text; -1: the whole block
-    end: int = -1
-
-
-def join(units: Sequence[Unit]) -> str:
-    """Pieces of one block keep their original spacing; blocks are separated by a blank line."""
-    parts: list[str] = []
-    for i, unit in enumerate(units):
-        if i:
-            prev = units[i - 1]
-            same = prev.block == unit.block and prev.prose and not prev.whole
-            parts.append(prev.gap if same else "\n\n")
-        parts.append(unit.text)
-    return "".join(parts)
 
 
 def fixed_overhead(count: Callable[[str], int]) -> int:
@@ -62,14 +39,19 @@ def fixed_overhead(count: Callable[[str], int]) -> int:
 class Packer:
     """Per-call state: the tokenizer, its fixed overhead and the budgets."""
 
-    def __init__(self, count: Callable[[str], int], chunk_size: int, overlap: int) -> None:
+    def __init__(self, count: Callable[[str], int], chunk_size: int, overlap: int, *, reserve: int = 0,
+                 embed: Callable[[str], str] | None = None) -> None:
+        """``reserve``: tokens kept free for the heading context that ``embed`` puts before a
+        chunk's content; the exact count of ``embed(content)`` never exceeds ``chunk_size``."""
         self.count = count
         self.overhead = fixed_overhead(count)
         if chunk_size < self.overhead + _MIN_ROOM:
             raise ValueError(f"chunk_size {chunk_size} is too small: the tokenizer itself takes "
                              f"{self.overhead} tokens and at least {_MIN_ROOM} more are needed")
-        self.limit = chunk_size
-        self.budget = chunk_size - self.overhead
+        self.total = chunk_size
+        self.limit = chunk_size - reserve
+        self.budget = self.limit - self.overhead
+        self.embed = embed or (lambda text: text)
         self.overlap = max(0, overlap)
         self.guess = max(1, self.budget * _CHARS_PER_TOKEN_GUESS)
 
@@ -93,8 +75,10 @@ class Packer:
         if n <= self.limit:
             return [Unit(text, max(0, n - self.overhead), index, prose=not structured, whole=True,
                          start=lead, end=lead + len(text))]
+        if block.kind == "table":
+            return table_units(self, index, text, lead)
         if structured:
-            return self._structured_units(index, block.kind, text, lead)
+            return self._code_units(index, text, lead)
         units: list[Unit] = []
         for sentence, gap, at in split_sentences(text):
             n = self.measure(sentence)
@@ -107,31 +91,32 @@ class Packer:
                                   gap=gap if k == last else piece_gap, start=start, end=start + len(piece)))
         return units
 
-    def _structured_units(self, index: int, kind: str, text: str, lead: int) -> list[Unit]:
-        """Code split by lines, each part re-fenced; tables split by rows, header repeated."""
+    def _code_units(self, index: int, text: str, lead: int) -> list[Unit]:
+        """Code split by lines, each part re-fenced."""
         lines = text.split("\n")
-        if kind == "code":
-            head, body, tail = code_wrapper(text)
-        else:
-            head, tail = lines[:table_header(lines)], []
-            if self.count("\n".join(head)) > self.overhead + self.budget // 2:
-                head = []  # a header that big would leave parts with hardly any rows
-            body = lines[len(head):]
+        head, body, tail = code_wrapper(text)
+        return self.line_units(index, lines, len(head), body, lambda rows: "\n".join(head + rows + tail), lead)
+
+    def line_units(self, index: int, lines: list[str], skip: int, body: list[str],
+                   wrap: Callable[[list[str]], str], lead: int) -> list[Unit]:
+        """Units of ``body`` (the block's lines from ``skip`` on, up to any closing lines), each
+        part wrapped by ``wrap``; spans as in the block's text (``lines``)."""
         offsets = [0]
         for line in lines:
             offsets.append(offsets[-1] + len(line) + 1)
+        total = offsets[-1] - 1
         units = []
-        for part, n, first, last in self._split_lines(body, lambda rows: "\n".join(head + rows + tail)):
+        for part, n, first, last in self.split_lines(body, wrap):
             if not part.strip():
                 continue
-            # The first part also spans the fence/header above it, the last the fence below it.
-            start = 0 if first == 0 else offsets[first + len(head)]
-            end = len(text) if last == len(body) - 1 else offsets[last + len(head) + 1] - 1
+            # The first part also spans the lines above it, the last the lines below it.
+            start = 0 if first == 0 else offsets[first + skip]
+            end = total if last == len(body) - 1 else offsets[last + skip + 1] - 1
             units.append(Unit(part, max(0, n - self.overhead), index, prose=False, whole=False,
                               start=lead + start, end=lead + end))
         return units
 
-    def _split_lines(self, lines: list[str],
+    def split_lines(self, lines: list[str],
                      wrap: Callable[[list[str]], str]) -> list[tuple[str, int, int, int]]:
         """Greedy line packing: (wrapped part, exact count, first line, last line) per part."""
         base = self.count(wrap([]))
@@ -191,8 +176,8 @@ class Packer:
         units = list(current)
         while True:
             content = join(units)
-            n = self.count(content)
-            if n <= self.limit or len(units) == 1:
+            n = self.count(self.embed(content))
+            if n <= self.total or len(units) == 1:
                 return units, content, n
             if units[0].overlap:
                 units.pop(0)

@@ -19,7 +19,7 @@ import filetype
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 
-MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown"})
+MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mdx"})
 TEXT_EXTENSIONS = frozenset({".txt", ".text", ".log", ".rst", ""})
 OCTET_STREAM = "application/octet-stream"
 

@@ -1,7 +1,8 @@
 """Markdown parser built on markdown-it-py's block tokens.
 
 Block text is sliced from the source lines (``token.map``) rather than re-rendered, so what a
-chunk shows is what the author wrote; headings are the exception (their text without ``#``).
+chunk shows is what the author wrote; headings are the exception (their text without ``#``), and
+MDX syntax (component tags, JSX comments, heading anchors, ``import``/``export``) is removed.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from markdown_it.token import Token
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
 
 from .detect import MARKDOWN_EXTENSIONS, decode_text
+from .mdx import strip_mdx
 from .text import line_count
 
 _FRONT_MATTER_END = re.compile(r"^(---|\.\.\.)\s*$")
+_FRONT_MATTER_TITLE = re.compile(r"^title:\s*(\S.*?)\s*$")
 _OPEN_KINDS = {
     "paragraph_open": "paragraph",
     "bullet_list_open": "list",
@@ -31,7 +34,7 @@ _LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
 class MarkdownParser:
     extensions = tuple(sorted(MARKDOWN_EXTENSIONS))  # what a 415 answer lists as supported
     name = "markdown"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self) -> None:
         self._md = MarkdownIt("commonmark").enable("table")
@@ -46,11 +49,21 @@ class MarkdownParser:
         body_start = _front_matter_end(lines)
         if body_start:
             metadata["front_matter"] = "\n".join(lines[1:body_start - 1])
-        # Blank out the front matter instead of cutting it so token line numbers match the file.
-        body = "\n" * body_start + "\n".join(lines[body_start:])
-        tokens = self._md.parse(body)
-        blocks = _blocks(tokens, _SourceLines(text, lines))
+        # Blank out the front matter instead of cutting it so token line numbers match the file;
+        # MDX syntax is blanked keeping every line's length, so offsets match the file too.
+        rest = strip_mdx("\n".join(lines[body_start:])).split("\n")
+        tokens = self._md.parse("\n" * body_start + "\n".join(rest))
+        clean = lines[:body_start] + rest
+        blocks = _blocks(tokens, _SourceLines("\n".join(clean), clean, original=text))
         title = next((b.text for b in blocks if b.kind == "heading" and b.level == 1), None)
+        if title is None and body_start:
+            # Documentation sites keep the page title in the front matter (react.dev: no "# " line);
+            # it becomes the level-1 heading, so every section's heading path starts with it.
+            found = _front_matter_title(lines, body_start)
+            if found is not None:
+                title, line = found
+                blocks.insert(0, Block(kind="heading", text=title, level=1,
+                                       locator=SourceLocator(line_start=line, line_end=line)))
         if title:
             metadata["title"] = title
         return ParsedDocument(blocks=tuple(blocks), metadata=metadata)
@@ -59,8 +72,9 @@ class MarkdownParser:
 class _SourceLines:
     """Line-range slicing of the decoded source with character offsets."""
 
-    def __init__(self, text: str, lines: list[str]) -> None:
-        self.text = text
+    def __init__(self, text: str, lines: list[str], original: str) -> None:
+        self.text = text  # the file with MDX syntax blanked: same length, same line offsets
+        self.original = original
         self.lines = lines
         self.offsets = [0] * (len(lines) + 1)
         for i, line in enumerate(lines):
@@ -76,7 +90,10 @@ class _SourceLines:
         char_start = self.offsets[start]
         char_end = self.offsets[end - 1] + len(self.lines[end - 1])
         locator = SourceLocator(line_start=start + 1, line_end=end, char_start=char_start, char_end=char_end)
-        return self.text[char_start:char_end], locator
+        text = self.text[char_start:char_end]
+        if text != self.original[char_start:char_end]:  # MDX removed: drop its padding and blank lines
+            text = re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.split("\n"))).strip("\n")
+        return text, locator
 
 
 def _front_matter_end(lines: list[str]) -> int:
@@ -87,6 +104,19 @@ def _front_matter_end(lines: list[str]) -> int:
         if _FRONT_MATTER_END.match(lines[i]):
             return i + 1
     return 0
+
+
+def _front_matter_title(lines: list[str], end: int) -> tuple[str, int] | None:
+    """The ``title:`` of the front matter (a plain or quoted YAML scalar) and its 1-based line."""
+    for i in range(1, end - 1):
+        match = _FRONT_MATTER_TITLE.match(lines[i])
+        if match:
+            value = match.group(1).strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            value = " ".join(value.split())
+            return (value, i + 1) if value else None
+    return None
 
 
 def _blocks(tokens: list[Token], source: _SourceLines) -> list[Block]:

@@ -1,5 +1,7 @@
-"""CSV and TSV: one Markdown pipe table per file, header first. The chunker splits a table by rows
-and repeats the header in every part, so each chunk stands alone."""
+"""CSV and TSV: one Markdown pipe table per file, header first, with the locator of every data row
+(its number and file lines). The chunker splits a table by rows and every part names its columns
+(the header repeated, or ``column: value`` records for wide tables), so each chunk stands alone
+and cites its rows."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ _DELIMITERS = ",;|\t"
 class CsvParser:
     extensions = (".csv", ".tsv")
     name = "csv"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -32,19 +34,29 @@ class CsvParser:
         delimiter = "\t" if source.extension == ".tsv" else _sniff(text)
         csv.field_size_limit(self.limits.max_csv_field_chars)
         rows: list[list[str]] = []
+        spans: list[tuple[int, int]] = []  # file lines of each row (a quoted cell may span lines)
         try:
-            for row in csv.reader(io.StringIO(text), delimiter=delimiter):
+            reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+            last = 0
+            for row in reader:
                 cells = [" ".join(cell.split()) for cell in row]
                 if any(cells):
                     rows.append(cells)
+                    spans.append((last + 1, reader.line_num))
+                last = reader.line_num
         except csv.Error as exc:
             raise InvalidDocumentError(f"the {source.extension[1:].upper()} file cannot be read: {exc}") from exc
         if not rows:
             raise InvalidDocumentError("the file has no rows")
         lines = text.count("\n") + (0 if text.endswith("\n") else 1)
         table = table_markdown(rows)
+        located = tuple(SourceLocator(line_start=a, line_end=b, row_start=n, row_end=n)
+                        for n, (a, b) in enumerate(spans[1:], start=1))
+        block = Block(kind="table", text=table, rows=located,
+                      locator=SourceLocator(line_start=1, line_end=lines, row_start=1 if located else None,
+                                            row_end=len(located) or None))
         return ParsedDocument(
-            blocks=(Block(kind="table", text=table, locator=SourceLocator(line_start=1, line_end=lines)),),
+            blocks=(block,),
             metadata={"encoding": encoding, "delimiter": delimiter, "rows": len(rows) - 1,
                       "columns": rows[0]},
         )

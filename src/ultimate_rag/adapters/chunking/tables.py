@@ -1,0 +1,94 @@
+"""Tables too big for one chunk: split by rows, every part naming its columns.
+
+A table with a header row is cut between rows and every part repeats the header. A row that does
+not fit beside the header (or every row, when the header alone would take more than half the
+budget) is written as a record instead, one ``column: value`` line per non-empty cell, and cut
+between those lines when it is still too big, each piece starting with the row's first value,
+so no piece of a row is ever without its column names. A table without a header row is cut
+between lines, its first line repeated.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import zip_longest
+from typing import TYPE_CHECKING
+
+from .text_split import hard_split, table_header
+from .units import Unit
+
+if TYPE_CHECKING:
+    from .packing import Packer
+
+_CELL_BORDER = re.compile(r"(?<!\\)\|")
+
+
+def table_cells(line: str) -> list[str]:
+    """Cells of a pipe-table line (``\\|`` is a literal bar inside a cell)."""
+    text = line.strip()
+    if text.startswith("|"):
+        text = text[1:]
+    if text.endswith("|") and not text.endswith("\\|"):
+        text = text[:-1]
+    return [cell.strip().replace("\\|", "|") for cell in _CELL_BORDER.split(text)]
+
+
+def table_units(packer: Packer, index: int, text: str, lead: int) -> list[Unit]:
+    lines = text.split("\n")
+    skip = table_header(lines)
+    head, body = lines[:skip], lines[skip:]
+    if skip < 2:  # no header row: cut by lines, the first line repeated
+        return packer.line_units(index, lines, skip, body, lambda rows: "\n".join(head + rows), lead)
+    names = table_cells(lines[0])
+    base = packer.count("\n".join(head))
+    as_table = base - packer.overhead <= packer.budget // 2
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    units: list[Unit] = []
+    run: list[int] = []  # consecutive rows that fit beside the header
+
+    def flush() -> None:
+        for part, n, a, b in packer.split_lines([body[i] for i in run], lambda rows: "\n".join(head + rows)):
+            first, last = run[a], run[b]
+            start = 0 if first == 0 else offsets[first + skip]
+            units.append(Unit(part, max(0, n - packer.overhead), index, prose=False, whole=False,
+                              start=lead + start, end=lead + offsets[last + skip + 1] - 1))
+        run.clear()
+
+    for i, row in enumerate(body):
+        if as_table and base + packer.cost(row) <= packer.limit:
+            run.append(i)
+            continue
+        flush()
+        start, end = offsets[i + skip], offsets[i + skip + 1] - 1
+        units.extend(_record_units(packer, index, names, table_cells(row), lead + start, lead + end))
+    flush()
+    return units
+
+
+def _record_units(packer: Packer, index: int, names: list[str], cells: list[str], start: int,
+                  end: int) -> list[Unit]:
+    """One ``column: value`` line per non-empty cell; every piece starts with the first line (the
+    row's key), and a value too long for one piece is cut with its column name on every part."""
+    pairs = [(name or f"column {k + 1}", value)
+             for k, (name, value) in enumerate(zip_longest(names, cells, fillvalue="")) if value]
+    if not pairs:
+        return []
+    key_limit = (packer.limit + packer.overhead) // 2  # the key and any one line fit together
+    lines: list[str] = []
+    for label, value in pairs:
+        prefix = f"{lines[0]}\n" if lines else ""
+        limit = packer.limit if lines else key_limit
+        line = f"{label}: {value}"
+        if packer.count(prefix + line) <= limit:
+            lines.append(line)
+            continue
+        pieces = hard_split(value, lambda s, p=prefix, lb=label: packer.count(f"{p}{lb}: {s}"),  # type: ignore[misc]
+                            limit, packer.guess)
+        lines.extend(f"{label}: {piece}" for piece, _, _, _ in pieces)
+    key = lines[0]
+    parts = packer.split_lines(lines[1:], lambda rest: "\n".join([key, *rest])) if len(lines) > 1 else [
+        (key, packer.count(key), 0, 0)]
+    return [Unit(part, max(0, n - packer.overhead), index, prose=False, whole=False, start=start, end=end)
+            for part, n, _, _ in parts if part.strip()]
