@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     max_query_chars: int = Field(default=4000, gt=0)
     max_json_body_bytes: int = Field(default=1024 * 1024, gt=0)
     max_multipart_fields: int = Field(default=4, ge=1)
+    upload_lease_seconds: float = Field(default=600.0, gt=0)  # a re-upload's UPLOADING lease; expired: restored
 
     # HTTP surface
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser; empty: CORS off
@@ -44,6 +45,7 @@ class Settings(BaseSettings):
     chunk_size_tokens: int = Field(default=256, ge=16)
     chunk_overlap_tokens: int = Field(default=32, ge=0)
     embed_batch_size: int = Field(default=16, ge=1)
+    embedding_cache_max_entries: int = Field(default=1_000_000, ge=0)  # the janitor evicts the least recently used
     local_embed_micro_batch: int = Field(default=1, ge=1)
     embedder: str = "local"
     embedding_base_url: str | None = None

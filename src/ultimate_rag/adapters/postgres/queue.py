@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
 from ...domain.models import Chunk, DocumentAsset, Lease
-from ...domain.status import DocumentStatus, JobOperation, check_transition, sources_of
+from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
 from .database import Connection, Database
 from .documents import NOTIFY_CHANNEL
 from .sql import load_queries
@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
 ConnHook = Callable[[Connection], Awaitable[None]]
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
+UPLOAD_EXPIRED_MESSAGE = ("the re-upload was interrupted before its content was stored; "
+                          "reindex to use the previous content")
+_RESTORABLE = sorted(s.value for s in RESTORABLE_FROM_UPLOAD)
 
 
 class JobQueue:
@@ -44,12 +47,12 @@ class JobQueue:
     # -- claiming -----------------------------------------------------------------------------
     async def claim(self, worker_id: str, limit: int = 1) -> list[Lease]:
         """Claim up to ``limit`` due jobs in one statement (see ``claim`` in queue.sql), converging
-        exhausted expired leases first."""
+        exhausted expired leases and expired re-upload leases first."""
         if limit <= 0:
             return []
         claimed = await self._db.fetchall(Q["claim"], {
             "lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id,
-            "message": EXHAUSTED_MESSAGE,
+            "message": EXHAUSTED_MESSAGE, "restorable": _RESTORABLE, "upload_message": UPLOAD_EXPIRED_MESSAGE,
         })
         return [
             Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
