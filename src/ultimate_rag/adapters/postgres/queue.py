@@ -50,10 +50,7 @@ class JobQueue:
         exhausted expired leases and expired re-upload leases first."""
         if limit <= 0:
             return []
-        claimed = await self._db.fetchall(Q["claim"], {
-            "lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id,
-            "message": EXHAUSTED_MESSAGE, "restorable": _RESTORABLE, "upload_message": UPLOAD_EXPIRED_MESSAGE,
-        })
+        claimed = await self._db.fetchall(Q["claim"], claim_params(self.lease_seconds, limit, worker_id))
         return [
             Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
                   max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"])
@@ -261,6 +258,11 @@ class JobQueue:
             " JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id WHERE d.id = %s",
             (document_id,),
         )
+
+
+def claim_params(lease_seconds: float, limit: int, worker_id: str) -> dict[str, Any]:
+    return {"lease_seconds": lease_seconds, "limit": limit, "worker_id": worker_id, "message": EXHAUSTED_MESSAGE,
+            "restorable": _RESTORABLE, "upload_message": UPLOAD_EXPIRED_MESSAGE}
 
 
 async def _drain(gen: Any) -> None:
