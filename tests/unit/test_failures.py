@@ -47,3 +47,8 @@ def test_a_nul_refused_by_the_driver_is_permanent() -> None:
     failure = explain(psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes"))
     assert failure.permanent
     assert failure.reason == "the document contains data the database cannot store: a NUL character (0x00) in its text"
+
+
+def test_a_reason_never_holds_a_nul_itself() -> None:
+    failure = explain(InvalidDocumentError("could not parse the file: bad byte \x00 here"))
+    assert "\x00" not in failure.reason and failure.permanent

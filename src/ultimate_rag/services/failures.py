@@ -46,7 +46,13 @@ class Failure:
 
 
 def explain(exc: BaseException) -> Failure:
-    """Classify ``exc`` and word it for a user; ``detail`` keeps the raw text for the log."""
+    """Classify ``exc`` and word it for a user; ``detail`` keeps the raw text for the log. Neither
+    holds a NUL: recording the failure must not fail the way the document did."""
+    failure = _explain(exc)
+    return Failure(failure.permanent, _storable(failure.reason), _storable(failure.detail))
+
+
+def _explain(exc: BaseException) -> Failure:
     detail = _raw(exc)
     if isinstance(exc, UltimateRagError):
         permanent = isinstance(exc, PermanentError)
@@ -82,6 +88,10 @@ def _data_reason(exc: BaseException) -> str:
         if isinstance(exc, kind):
             return reason
     return "a value the database refuses"
+
+
+def _storable(text: str) -> str:
+    return text.replace("\x00", "\\x00")
 
 
 def _raw(exc: BaseException) -> str:
