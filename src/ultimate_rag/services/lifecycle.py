@@ -83,23 +83,27 @@ class DocumentLifecycle:
         return await self._documents.get(document_id)
 
     async def _compensate(self, document_id: UUID, token: UUID, key: str, exc: BaseException) -> None:
-        """The new bytes were not recorded: remove them and put the document back at once (status,
-        error message, previous revision). If even that fails (the database is gone), the upload
-        lease expires and a worker's claim restores the document (queue.sql)."""
+        """The new bytes were not recorded: put the document back at once (status, error message,
+        previous revision), then remove them. The object goes only once the database says the
+        document does not use it (a commit whose answer was lost may have landed); if the database
+        is gone, the upload lease expires and a worker's claim restores the document (queue.sql),
+        and the janitor removes the object if nothing owns it."""
         log.warning("re-upload of %s failed (%s: %s); restoring the document", document_id,
                     exc.__class__.__name__, exc)
         try:
-            await self._storage.delete(key)
-        except Exception:
-            log.exception("could not remove the object %s of a failed re-upload; the janitor will", key)
-        try:
             restored = await self._repo.abort_upload(document_id, token)
+            unused = restored is not None or (await self._documents.get(document_id)).object_key != key
         except Exception:
             log.exception("could not restore %s after a failed re-upload; its upload lease will expire",
                           document_id)
             return
         if restored is not None:
             log.info("document %s restored to %s after a failed re-upload", document_id, restored)
+        if unused:
+            try:
+                await self._storage.delete(key)
+            except Exception:
+                log.exception("could not remove the object %s of a failed re-upload; the janitor will", key)
 
     async def bulk_reindex(self, knowledge_base_id: UUID, which: BulkReindexFilter) -> tuple[int, int]:
         statuses = ["FAILED"] if which == BulkReindexFilter.FAILED else ["READY", "FAILED", "OUTDATED"]
