@@ -39,6 +39,7 @@ class Failure:
     permanent: bool
     reason: str  # what users read
     detail: str  # what the log gets: the raw text, with the exception's type
+    unexpected: bool = False  # no known kind: the log wants its traceback
 
     @property
     def mapped(self) -> bool:
@@ -49,7 +50,7 @@ def explain(exc: BaseException) -> Failure:
     """Classify ``exc`` and word it for a user; ``detail`` keeps the raw text for the log. Neither
     holds a NUL: recording the failure must not fail the way the document did."""
     failure = _explain(exc)
-    return Failure(failure.permanent, _storable(failure.reason), _storable(failure.detail))
+    return Failure(failure.permanent, _storable(failure.reason), _storable(failure.detail), failure.unexpected)
 
 
 def _explain(exc: BaseException) -> Failure:
@@ -72,7 +73,7 @@ def _explain(exc: BaseException) -> Failure:
         return Failure(False, "an operation timed out", detail)
     if isinstance(exc, OSError):
         return Failure(False, f"a storage or network operation failed ({exc.__class__.__name__})", detail)
-    return Failure(False, f"an unexpected internal error occurred ({exc.__class__.__name__})", detail)
+    return Failure(False, f"an unexpected internal error occurred ({exc.__class__.__name__})", detail, True)
 
 
 def service_reason(service: str, code: str | None, *, permanent: bool) -> str:

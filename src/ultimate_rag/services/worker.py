@@ -225,7 +225,7 @@ class IngestionWorker:
         (log.info if permanent else log.warning)(
             "job %s (document %s) attempt %d/%d failed: %s%s%s", lease.job_id, lease.document_id,
             lease.attempt, lease.max_attempts, error, f" [{failure.detail}]" if failure.mapped else "",
-            f"; retry in {delay:.1f}s" if will_retry else "",
+            f"; retry in {delay:.1f}s" if will_retry else "", exc_info=exc if failure.unexpected else None,
         )
         try:
             await self.queue.fail(lease, error=error, will_retry=will_retry, delay_seconds=delay,
