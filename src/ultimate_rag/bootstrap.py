@@ -220,7 +220,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     deleter = DocumentDeleter(queue=queue, storage=storage, vectors=vectors, snapshots=snapshots,
                               knowledge_bases=kb_removal)
     lifecycle = DocumentLifecycle(
-        repository=LifecycleRepository(db, max_attempts=settings.max_attempts), documents=documents,
+        repository=LifecycleRepository(db, max_attempts=settings.max_attempts,
+                                       upload_lease_seconds=settings.upload_lease_seconds), documents=documents,
         storage=storage, vectors=vectors, parsers=parsers, max_upload_bytes=settings.max_upload_bytes,
         max_filename_length=settings.max_filename_length,
     )

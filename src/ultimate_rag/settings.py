@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     embed_query_concurrency: int = Field(default=4, ge=1)  # search queries embedded at once, per process
     key_last_used_interval_seconds: float = Field(default=60.0, ge=0)  # last_used_at is written at most this often
 
+    upload_lease_seconds: float = Field(default=600.0, gt=0)  # a re-upload's UPLOADING lease; expired: restored
+
     # HTTP surface
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser; empty: CORS off
     metrics_token: str | None = Field(default=None, repr=False)  # when set, /metrics wants this bearer token
@@ -52,6 +54,7 @@ class Settings(BaseSettings):
     chunk_overlap_tokens: int = Field(default=32, ge=0)
     dedup_min_chars: int = Field(default=50, ge=1)  # less text of its own: a document is never deduplicated
     embed_batch_size: int = Field(default=16, ge=1)
+    embedding_cache_max_entries: int = Field(default=1_000_000, ge=0)  # the janitor evicts the least recently used
     local_embed_micro_batch: int = Field(default=1, ge=1)
     embedder: str = "local"
     embedding_base_url: str | None = None

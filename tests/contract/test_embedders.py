@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from uuid import uuid4
 
 import httpx
 import pytest
@@ -73,7 +74,7 @@ async def test_a_429_storm_is_waited_out_without_failing(fault_proxy: FaultProxy
     service = EmbeddingService(via_proxy, None, batch_size=4, rate_limit_max_wait=30)
     fault_proxy.inject(*[Fault(status=429, retry_after="0.1")] * 8)
     started = time.monotonic()
-    vectors = await service.embed_passages([f"text {i}" for i in range(10)])
+    vectors = await service.embed_passages([f"text {i}" for i in range(10)], knowledge_base_id=uuid4())
     assert len(vectors) == 10 and fault_proxy.faulted == 8
     assert time.monotonic() - started >= 0.5  # it waited, it did not hammer
 

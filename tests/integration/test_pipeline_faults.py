@@ -83,7 +83,7 @@ async def test_attempts_exhausted_fails_the_document(container, embedder) -> Non
     await run_all(container)
     final = await container.documents.get(doc)
     assert final.status == D.FAILED and final.attempts == 3
-    assert final.error_message == "ConnectionError: refused"
+    assert final.error_message == "the embedding service failed (ConnectionError)"
     assert len((await job_row(container, doc))["error_history"]) == 3
 
 

@@ -90,4 +90,4 @@ def test_refusal_lists_the_formats_of_the_registry_parsers() -> None:
     # the list is the registry's own: a registry with one parser lists only that parser's formats
     with pytest.raises(UnsupportedFormatError) as info:
         ParserRegistry([MarkdownParser()]).resolve(source("a.txt", b"Hi"))
-    assert info.value.supported_formats == (".markdown", ".md", ".mdown")
+    assert info.value.supported_formats == (".markdown", ".md", ".mdown", ".mdx")

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 
 class UltimateRagError(Exception):
-    """Something went wrong in ultimate-rag."""
+    """Something went wrong in ultimate-rag.
 
-    def __init__(self, message: str | None = None) -> None:
+    ``service`` names the dependency that failed ("database", "object storage", "embedding service",
+    "vector index", "vision model") when the message is that dependency's own, raw words (hosts,
+    users, buckets): those go to the log, and users read the reason ``services/failures.py`` maps
+    them to. ``code`` is a short, safe detail for that reason ("HTTP 503", "ConnectionError")."""
+
+    def __init__(self, message: str | None = None, *, service: str | None = None, code: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
+        self.service = service
+        self.code = code
 
     @property
     def message(self) -> str:
@@ -65,8 +72,9 @@ class LeaseLostError(UltimateRagError):
 class RateLimitedError(TransientError):
     """The embedding provider asked us to slow down."""
 
-    def __init__(self, message: str | None = None, retry_after: float = 1.0) -> None:
-        super().__init__(message)
+    def __init__(self, message: str | None = None, retry_after: float = 1.0, *, service: str | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message, service=service, code=code)
         self.retry_after = retry_after
 
 

@@ -61,6 +61,9 @@ def _allowed() -> frozenset[tuple[DocumentStatus, DocumentStatus]]:
     # intake
     edges |= {(D.FETCHING, D.PENDING), (D.FETCHING, D.FAILED), (D.UPLOADING, D.PENDING)}
     edges |= {(s, D.UPLOADING) for s in STABLE}
+    # an abandoned re-upload (the API died or its commit failed before the new bytes were recorded)
+    # goes back to the stable status it came from, with its previous revision (RESTORABLE_FROM_UPLOAD)
+    edges |= {(D.UPLOADING, s) for s in STABLE}
     # the pipeline, one stage after the other
     edges |= set(itertools.pairwise(PIPELINE))
     for stage in RUNNING:
@@ -76,6 +79,9 @@ def _allowed() -> frozenset[tuple[DocumentStatus, DocumentStatus]]:
 
 
 ALLOWED_TRANSITIONS = _allowed()
+# where an UPLOADING document whose new bytes never committed may return (checked inside SQL too)
+RESTORABLE_FROM_UPLOAD: frozenset[DocumentStatus] = frozenset(
+    t for cur, t in ALLOWED_TRANSITIONS if cur == D.UPLOADING and t in STABLE)
 
 
 def sources_of(target: DocumentStatus | str) -> frozenset[DocumentStatus]:

@@ -1,5 +1,7 @@
-"""Embedding a document's chunks: cache first, then the embedder in batches, with progress, strict
-one-to-one alignment, and provider rate limits waited out without burning an attempt."""
+"""Embedding a document's chunks: the knowledge base's cache first, then the embedder in batches,
+with progress, strict one-to-one alignment, and provider rate limits waited out without burning an
+attempt. An embedder failure that is not one of ours becomes a transient error of the embedding
+service (its raw text goes to the log, never to the document)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from uuid import UUID
 
 from ..adapters.embedders.cache import EmbeddingCache
-from ..domain.errors import PermanentError, RateLimitedError, TransientError
+from ..domain.errors import PermanentError, RateLimitedError, TransientError, UltimateRagError
 from ..domain.ids import text_hash
 from ..domain.ports import Embedder
 
@@ -28,10 +31,14 @@ class EmbeddingService:
         self._in_flight = 0
         self._busy_since = 0.0
 
-    async def embed_passages(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> list[list[float]]:
+    async def embed_passages(self, texts: Sequence[str], progress: ProgressCallback | None = None, *,
+                             knowledge_base_id: UUID) -> list[list[float]]:
+        """``knowledge_base_id`` scopes the cache: only that knowledge base's entries are read or
+        written, so ``from_cache`` never depends on another knowledge base's content."""
         total = len(texts)
         results: list[list[float] | None] = [None] * total
-        cached = await self._cache.get_many(self.embedder.name, texts) if self._cache else {}
+        model = self.embedder.name
+        cached = await self._cache.get_many(knowledge_base_id, model, texts) if self._cache else {}
         missing: list[int] = []
         for i, text in enumerate(texts):
             hit = cached.get(text_hash(text))
@@ -57,7 +64,7 @@ class EmbeddingService:
                     )
                 results[i] = vector
             if self._cache:
-                await self._cache.put_many(self.embedder.name, list(zip(batch, vectors, strict=True)))
+                await self._cache.put_many(knowledge_base_id, model, list(zip(batch, vectors, strict=True)))
             done += len(batch)
             if progress:
                 await progress(done, total, from_cache)
@@ -75,6 +82,11 @@ class EmbeddingService:
                 delay = max(0.05, exc.retry_after)
                 if waited + delay > self._rate_limit_max_wait:
                     raise
+            except UltimateRagError:
+                raise
+            except Exception as exc:
+                raise TransientError(f"{exc.__class__.__name__}: {exc}"[:2000], service="embedding service",
+                                     code=exc.__class__.__name__) from exc
             finally:
                 self._leave()
             log.info("embedding provider rate limited us; waiting %.1fs", delay)

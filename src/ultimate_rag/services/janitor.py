@@ -13,6 +13,9 @@ they cost storage and confuse operators, so they are removed here, under three r
   uploaded or fetched) keeps everything; its row is share-locked while its unowned objects are
   removed, so no stage can begin meanwhile; vectors are removed only while the document's job is
   locked and not running, so no worker can claim it and make it READY in between.
+
+The same pass keeps the embedding cache at its size bound (ULTIMATE_RAG_EMBEDDING_CACHE_MAX_ENTRIES),
+evicting the least recently used entries in batches: off the ingest path, which only inserts.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from ..adapters.embedders.cache import EmbeddingCache
 from ..adapters.postgres.maintenance import MaintenanceRepository, ObjectOwner
 from ..adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from ..adapters.vectors.pgvector import PgVectorStore
@@ -48,25 +52,29 @@ class SweepReport:
     objects: list[str] = field(default_factory=list)
     snapshots: list[str] = field(default_factory=list)  # "kb_id" (whole knowledge base) or "kb_id/doc_id"
     vectors: dict[UUID, int] = field(default_factory=dict)  # vectors removed per document
+    cache_entries: int = 0  # embedding cache entries evicted (least recently used, beyond the bound)
     errors: list[str] = field(default_factory=list)
 
     @property
     def removed_anything(self) -> bool:
-        return bool(self.objects or self.snapshots or self.vectors)
+        return bool(self.objects or self.snapshots or self.vectors or self.cache_entries)
 
     def summary(self) -> str:
         if not self.ran:
             return "another janitor pass holds the lock; nothing was done"
         text = (f"removed {len(self.objects)} orphaned object(s), {len(self.snapshots)} chunk snapshot "
-                f"directory(ies), {sum(self.vectors.values())} vector(s) of {len(self.vectors)} document(s)")
+                f"directory(ies), {sum(self.vectors.values())} vector(s) of {len(self.vectors)} document(s), "
+                f"{self.cache_entries} embedding cache entry(ies)")
         return text + (f"; {len(self.errors)} part(s) failed: " + "; ".join(self.errors) if self.errors else "")
 
 
 class Janitor:
     def __init__(self, *, maintenance: MaintenanceRepository, storage: ObjectStorage,
                  snapshots: FilesystemChunkSnapshotStore, vector_table: str | None, grace_seconds: float,
-                 batch_size: int = 500) -> None:
+                 batch_size: int = 500, cache: EmbeddingCache | None = None, cache_max_entries: int = 0) -> None:
         self._maintenance = maintenance
+        self._cache = cache
+        self.cache_max_entries = cache_max_entries
         self._storage = storage
         self._snapshots = snapshots
         self._vector_table = vector_table
@@ -79,7 +87,9 @@ class Janitor:
         return cls(maintenance=MaintenanceRepository(container.db), storage=container.storage,
                    snapshots=container.snapshots,
                    vector_table=vectors.table if isinstance(vectors, PgVectorStore) else None,
-                   grace_seconds=container.settings.orphan_grace_seconds if grace_seconds is None else grace_seconds)
+                   grace_seconds=container.settings.orphan_grace_seconds if grace_seconds is None else grace_seconds,
+                   cache=EmbeddingCache(container.db),
+                   cache_max_entries=container.settings.embedding_cache_max_entries)
 
     async def sweep(self) -> SweepReport:
         """One pass, or nothing when another process holds the sweep lock. A part that fails is
@@ -90,7 +100,7 @@ class Janitor:
             report = SweepReport()
             cutoff = datetime.now(UTC) - timedelta(seconds=self.grace_seconds)
             for name, part in (("objects", self._sweep_objects), ("snapshots", self._sweep_snapshots),
-                               ("vectors", self._sweep_vectors)):
+                               ("vectors", self._sweep_vectors), ("embedding cache", self._evict_cache)):
                 try:
                     await part(report, cutoff)
                 except Exception as exc:
@@ -163,6 +173,11 @@ class Janitor:
                     if document_id not in existing and kb.documents[document_id] <= cutoff:
                         await self._snapshots.delete_document(kb_id, document_id)
                         report.snapshots.append(f"{kb_id}/{document_id}")
+
+    # -- embedding cache -------------------------------------------------------------------------
+    async def _evict_cache(self, report: SweepReport, _cutoff: datetime) -> None:
+        if self._cache is not None:
+            report.cache_entries = await self._cache.evict(self.cache_max_entries)
 
     # -- vectors ---------------------------------------------------------------------------------
     async def _sweep_vectors(self, report: SweepReport, _cutoff: datetime) -> None:

@@ -66,27 +66,44 @@ class DocumentLifecycle:
             raise FileTooLargeError(f"the file is larger than the limit of {self._max_upload_bytes} bytes")
         source = DocumentSource(document_id, name, content_type or "application/octet-stream", content)
         parser = self._parsers.resolve(source)
-        locked = await self._repo.begin_upload(document_id)
+        locked, token = await self._repo.begin_upload(document_id)
         revision = locked.content_revision + 1
         key = source_object_key(locked.knowledge_base_id, document_id, source.extension, revision)
         mime = mime_for(parser, source)
         try:
             await self._storage.put(key, content, mime)
-        except Exception as exc:
-            log.exception("storing the new content of %s failed", document_id)
-            await self._repo.abort_upload(
-                document_id, f"storing the new content failed ({exc.__class__.__name__}); reindex to use the previous")
-            raise
-        try:
-            await self._repo.finish_upload(document_id, object_key=key, filename=name, mime_type=mime,
+            await self._repo.finish_upload(document_id, token, object_key=key, filename=name, mime_type=mime,
                                            size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest(),
                                            revision=revision)
-        except BaseException:
-            await self._storage.delete(key)
+        except BaseException as exc:
+            await self._compensate(document_id, token, key, exc)
             raise
         if locked.object_key != key:
             await self._storage.delete(locked.object_key)
         return await self._documents.get(document_id)
+
+    async def _compensate(self, document_id: UUID, token: UUID, key: str, exc: BaseException) -> None:
+        """The new bytes were not recorded: put the document back at once (status, error message,
+        previous revision), then remove them. The object goes only once the database says the
+        document does not use it (a commit whose answer was lost may have landed); if the database
+        is gone, the upload lease expires and a worker's claim restores the document (queue.sql),
+        and the janitor removes the object if nothing owns it."""
+        log.warning("re-upload of %s failed (%s: %s); restoring the document", document_id,
+                    exc.__class__.__name__, exc)
+        try:
+            restored = await self._repo.abort_upload(document_id, token)
+            unused = restored is not None or (await self._documents.get(document_id)).object_key != key
+        except Exception:
+            log.exception("could not restore %s after a failed re-upload; its upload lease will expire",
+                          document_id)
+            return
+        if restored is not None:
+            log.info("document %s restored to %s after a failed re-upload", document_id, restored)
+        if unused:
+            try:
+                await self._storage.delete(key)
+            except Exception:
+                log.exception("could not remove the object %s of a failed re-upload; the janitor will", key)
 
     async def bulk_reindex(self, knowledge_base_id: UUID, which: BulkReindexFilter) -> tuple[int, int]:
         statuses = ["FAILED"] if which == BulkReindexFilter.FAILED else ["READY", "FAILED", "OUTDATED"]

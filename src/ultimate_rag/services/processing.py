@@ -94,7 +94,8 @@ class DocumentProcessor:
         except UltimateRagError:  # the storage adapter already said permanent or transient
             raise
         except Exception as exc:
-            raise TransientError(f"could not read the source file from storage: {exc}") from exc
+            raise TransientError(f"could not read the source file from storage: {exc}",
+                                 service="object storage") from exc
         source = DocumentSource(row["id"], row["filename"], row["mime_type"], content)
         parser = self._parsers.resolve(source)
         await self._queue.record_parser(lease, parser.name, parser.version)
@@ -123,7 +124,8 @@ class DocumentProcessor:
 
         total = len(chunks)
         await self._queue.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
-        vectors = await self._embedding.embed_passages([c.embedding_text for c in chunks], self._progress(lease))
+        vectors = await self._embedding.embed_passages([c.embedding_text for c in chunks], self._progress(lease),
+                                                       knowledge_base_id=row["knowledge_base_id"])
         embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
 
         await self._queue.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})

@@ -19,7 +19,7 @@ import psycopg
 
 from ..adapters.postgres.maintenance import OperationsQueries
 from ..adapters.postgres.queue import JobQueue
-from ..domain.errors import LeaseLostError, PermanentError, UltimateRagError
+from ..domain.errors import LeaseLostError, PermanentError
 from ..domain.models import Lease
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
@@ -28,6 +28,7 @@ from ..observability import WorkerMetrics
 from .connectors.runner import SyncRunner
 from .connectors.wiring import start_syncs, stop_syncs
 from .deletion import DocumentDeleter
+from .failures import explain
 from .janitor import Janitor, SweepReport
 from .processing import DocumentProcessor
 
@@ -213,15 +214,18 @@ class IngestionWorker:
                 return
 
     async def _handle_failure(self, lease: Lease, exc: BaseException) -> None:
-        permanent = isinstance(exc, PermanentError)
-        error = describe(exc)
+        """Readers see the mapped reason (document and job history alike); the raw text of an
+        infrastructure error goes only to this log line, which carries the document and job ids."""
+        failure = explain(exc)
+        permanent, error = failure.permanent, failure.reason
         will_retry = not permanent and lease.attempt < lease.max_attempts
         delay = backoff_seconds(lease.attempt, self.config.retry_delay_seconds) if will_retry else 0.0
         message = retry_message(lease.attempt, lease.max_attempts, error) if will_retry else error
         self.metrics.record_failure(exc, will_retry)
         (log.info if permanent else log.warning)(
-            "job %s (document %s) attempt %d/%d failed: %s%s", lease.job_id, lease.document_id,
-            lease.attempt, lease.max_attempts, error, f"; retry in {delay:.1f}s" if will_retry else "",
+            "job %s (document %s) attempt %d/%d failed: %s%s%s", lease.job_id, lease.document_id,
+            lease.attempt, lease.max_attempts, error, f" [{failure.detail}]" if failure.mapped else "",
+            f"; retry in {delay:.1f}s" if will_retry else "", exc_info=exc if failure.unexpected else None,
         )
         try:
             await self.queue.fail(lease, error=error, will_retry=will_retry, delay_seconds=delay,
@@ -245,11 +249,12 @@ class IngestionWorker:
 
 
 def describe(exc: BaseException) -> str:
-    """A message a user can read: ours as written, others with their type for the operator."""
-    if isinstance(exc, UltimateRagError):
-        return exc.message
-    text = str(exc).strip() or exc.__class__.__name__
-    return f"{exc.__class__.__name__}: {text}"[:2000]
+    """A message a user can read (see ``services/failures.py``): ours as written, infrastructure
+    errors mapped to a reason without hosts, users or buckets; their raw text is logged here."""
+    failure = explain(exc)
+    if failure.mapped:
+        log.warning("%s [%s]", failure.reason, failure.detail)
+    return failure.reason
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

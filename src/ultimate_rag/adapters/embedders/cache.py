@@ -1,10 +1,16 @@
-"""Embedding cache in PostgreSQL, keyed by (model, sha256 of the text): a chunk whose text did not
-change is never embedded again — on retry, on reindex after a parser upgrade, or when another
-document holds the same passage."""
+"""Embedding cache in PostgreSQL, keyed by (knowledge base, model, sha256 of the text): a chunk whose
+text did not change is never embedded again — on retry, on reindex after a parser upgrade, or when
+another document of the same knowledge base holds the same passage.
+
+Scoped to one knowledge base on purpose: a document reports how many chunks came from the cache, so
+a cache shared between knowledge bases would tell an editor of one whether a sentence exists in
+another. Entries go with their knowledge base (a foreign key with ON DELETE CASCADE), and
+``evict`` keeps the table at a size bound, least recently used first."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from uuid import UUID
 
 import numpy as np
 from pgvector import Vector
@@ -12,30 +18,70 @@ from pgvector import Vector
 from ...domain.ids import text_hash
 from ..postgres.database import Database
 
+# A hit refreshes ``last_used_at`` only when it is older than this: re-reading a hot entry costs no
+# write, and least-recently-used stays exact to within this window.
+TOUCH_AFTER_SECONDS = 600.0
+
+_GET = """
+WITH hits AS (
+    SELECT text_hash, embedding, last_used_at FROM embedding_cache
+    WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND text_hash = ANY(%(hashes)s)
+), touched AS (
+    UPDATE embedding_cache e SET last_used_at = now()
+    FROM hits h
+    WHERE e.knowledge_base_id = %(kb)s AND e.model = %(model)s AND e.text_hash = h.text_hash
+      AND h.last_used_at < now() - make_interval(secs => %(touch_after)s)
+)
+SELECT text_hash, embedding FROM hits
+"""
+
+_EVICT = """
+WITH oldest AS (
+    SELECT knowledge_base_id, model, text_hash FROM embedding_cache
+    ORDER BY last_used_at LIMIT %(n)s
+)
+DELETE FROM embedding_cache e USING oldest o
+WHERE e.knowledge_base_id = o.knowledge_base_id AND e.model = o.model AND e.text_hash = o.text_hash
+"""
+
 
 class EmbeddingCache:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def get_many(self, model: str, texts: Sequence[str]) -> dict[bytes, list[float]]:
+    async def get_many(self, knowledge_base_id: UUID, model: str, texts: Sequence[str]) -> dict[bytes, list[float]]:
         hashes = list({text_hash(t) for t in texts})
         if not hashes:
             return {}
-        found = await self._db.fetchall(
-            "SELECT text_hash, embedding FROM embedding_cache WHERE model = %s AND text_hash = ANY(%s)",
-            (model, hashes),
-        )
+        found = await self._db.fetchall(_GET, {"kb": knowledge_base_id, "model": model, "hashes": hashes,
+                                               "touch_after": TOUCH_AFTER_SECONDS})
         return {bytes(r["text_hash"]): _as_list(r["embedding"]) for r in found}
 
-    async def put_many(self, model: str, items: Sequence[tuple[str, Sequence[float]]]) -> None:
+    async def put_many(self, knowledge_base_id: UUID, model: str,
+                       items: Sequence[tuple[str, Sequence[float]]]) -> None:
         if not items:
             return
         async with self._db.transaction() as conn, conn.cursor() as cur:
             await cur.executemany(
-                "INSERT INTO embedding_cache (model, text_hash, embedding) VALUES (%s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
-                [(model, text_hash(t), Vector(np.asarray(v, dtype=np.float32))) for t, v in items],
+                "INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, embedding)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(knowledge_base_id, model, text_hash(t), Vector(np.asarray(v, dtype=np.float32))) for t, v in items],
             )
+
+    async def evict(self, max_entries: int, batch_size: int = 10_000) -> int:
+        """Remove the least recently used entries beyond ``max_entries``, in batches (short
+        transactions); returns how many went. Run by the janitor, off the ingest path."""
+        removed = 0
+        while True:
+            row = await self._db.fetchone("SELECT count(*) AS n FROM embedding_cache")
+            excess = (row["n"] if row else 0) - max_entries
+            if excess <= 0:
+                return removed
+            async with self._db.transaction() as conn:
+                result = await conn.execute(_EVICT, {"n": min(excess, batch_size)})
+                removed += result.rowcount
+            if result.rowcount <= 0:
+                return removed
 
 
 def _as_list(value: object) -> list[float]:

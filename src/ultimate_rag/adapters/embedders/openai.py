@@ -144,11 +144,14 @@ class OpenAICompatibleEmbedder:
         try:
             response = await self._http().get(f"{self.base_url}/models", headers=self._headers())
         except httpx.HTTPError as exc:
-            raise TransientError(f"the embedding endpoint {self.base_url} is unreachable: {exc}") from exc
+            raise TransientError(f"the embedding endpoint {self.base_url} is unreachable: {exc}",
+                                 service="embedding service", code=type(exc).__name__) from exc
         if response.status_code in (401, 403):
-            raise PermanentError(self._config_message(response))
+            raise PermanentError(self._config_message(response), service="embedding service",
+                                 code=f"HTTP {response.status_code}")
         if response.status_code >= 500:
-            raise TransientError(f"the embedding endpoint answered HTTP {response.status_code}")
+            raise TransientError(f"the embedding endpoint answered HTTP {response.status_code}",
+                                 service="embedding service", code=f"HTTP {response.status_code}")
         return True
 
     async def aclose(self) -> None:
@@ -196,7 +199,8 @@ class OpenAICompatibleEmbedder:
                     if isinstance(exc, TransientError):
                         raise
                     raise TransientError(f"the embedding endpoint did not answer: {type(exc).__name__}: "
-                                         f"{exc or 'timeout'}") from exc
+                                         f"{exc or 'timeout'}", service="embedding service",
+                                         code=type(exc).__name__) from exc
                 delay = min(30.0, self._retry_backoff * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
                 log.info("embedding request failed (%s); retry %d/%d in %.2fs", exc, attempt, self._max_retries,
                          delay)
@@ -209,17 +213,20 @@ class OpenAICompatibleEmbedder:
             raise RateLimitedError(f"the embedding provider is rate limiting us (HTTP 429); "
                                    f"retrying after {retry_after:.1f}s", retry_after=retry_after)
         if status >= 500 or status == 408:
-            raise TransientError(f"the embedding endpoint failed with HTTP {status}: {_error_text(response)}")
+            raise TransientError(f"the embedding endpoint failed with HTTP {status}: {_error_text(response)}",
+                                 service="embedding service", code=f"HTTP {status}")
         if status >= 400:
-            raise PermanentError(self._config_message(response))
+            raise PermanentError(self._config_message(response), service="embedding service", code=f"HTTP {status}")
         try:
             data = response.json()["data"]
             ordered = sorted(data, key=lambda d: d.get("index", 0))
             vectors = [[float(x) for x in d["embedding"]] for d in ordered]
         except Exception as exc:
-            raise TransientError(f"the embedding endpoint sent an unreadable answer: {exc}") from exc
+            raise TransientError(f"the embedding endpoint sent an unreadable answer: {exc}",
+                                 service="embedding service", code="unreadable answer") from exc
         if len(vectors) != expected:
-            raise TransientError(f"the embedding endpoint returned {len(vectors)} vectors for {expected} inputs")
+            raise TransientError(f"the embedding endpoint returned {len(vectors)} vectors for {expected} inputs",
+                                 service="embedding service", code="wrong number of vectors")
         for vector in vectors:
             if len(vector) != self.dimension:
                 raise PermanentError(

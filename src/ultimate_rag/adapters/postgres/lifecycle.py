@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from ...domain.errors import ConflictError, ResourceNotFoundError
-from ...domain.status import RUNNING, STABLE, DocumentStatus, check_transition, is_active
+from ...domain.status import (
+    RESTORABLE_FROM_UPLOAD,
+    RUNNING,
+    STABLE,
+    DocumentStatus,
+    check_transition,
+    is_active,
+)
 from .database import Connection, Database
 from .documents import notify_workers, reset_job
 
@@ -37,15 +44,26 @@ async def lock_document(conn: Connection, document_id: UUID) -> Locked:
     return Locked(DocumentStatus(doc["status"]), doc["knowledge_base_id"], doc["object_key"], doc["content_revision"])
 
 
+async def _upload_lease(conn: Connection, document_id: UUID) -> dict[str, Any] | None:
+    row = await (await conn.execute("SELECT upload_lease FROM documents WHERE id = %s", (document_id,))).fetchone()
+    return row["upload_lease"] if row else None
+
+
+async def _holds_upload(conn: Connection, document_id: UUID, token: UUID) -> bool:
+    lease = await _upload_lease(conn, document_id)
+    return lease is not None and lease.get("token") == str(token)
+
+
 def refuse_if_active(locked: Locked) -> None:
     if is_active(locked.status):
         raise ConflictError(f"document is active ({locked.status}), try again later")
 
 
 class LifecycleRepository:
-    def __init__(self, db: Database, *, max_attempts: int) -> None:
+    def __init__(self, db: Database, *, max_attempts: int, upload_lease_seconds: float = 600.0) -> None:
         self._db = db
         self._max_attempts = max_attempts
+        self._upload_lease_seconds = upload_lease_seconds
 
     async def reindex(self, document_id: UUID) -> None:
         async with self._db.transaction() as conn:
@@ -81,47 +99,65 @@ class LifecycleRepository:
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
             await conn.execute(
                 "UPDATE documents SET status = 'FAILED', error_message = %s, progress = '{}'::jsonb, chunk_count = 0,"
-                " updated_at = now() WHERE id = %s", (CANCELLED, document_id))
+                " upload_expires_at = NULL, upload_lease = NULL, updated_at = now() WHERE id = %s",
+                (CANCELLED, document_id))
             if then_reindex:
                 await self._queue(conn, document_id, DocumentStatus.FAILED, operation="ingest", force=True)
                 return DocumentStatus.PENDING
             return DocumentStatus.FAILED
 
-    async def begin_upload(self, document_id: UUID) -> Locked:
-        """Re-upload, step 1: a stable document becomes UPLOADING while its new bytes are stored."""
+    async def begin_upload(self, document_id: UUID) -> tuple[Locked, UUID]:
+        """Re-upload, step 1: a stable document becomes UPLOADING while its new bytes are stored,
+        under a lease: ``upload_expires_at`` (now + the upload lease) and ``upload_lease`` (this
+        upload's token and the status and error message to restore). Returns the token."""
+        token = uuid4()
         async with self._db.transaction() as conn:
             locked = await lock_document(conn, document_id)
             refuse_if_active(locked)
             check_transition(locked.status, DocumentStatus.UPLOADING)
             await conn.execute(
                 "UPDATE documents SET status = 'UPLOADING', error_message = NULL, progress = '{}'::jsonb,"
-                " updated_at = now() WHERE id = %s", (document_id,))
-            return locked
+                " upload_expires_at = now() + make_interval(secs => %(lease)s),"
+                " upload_lease = jsonb_build_object('token', %(token)s::text, 'status', status,"
+                "   'error_message', error_message),"
+                " updated_at = now() WHERE id = %(id)s",
+                {"lease": self._upload_lease_seconds, "token": str(token), "id": document_id})
+            return locked, token
 
-    async def finish_upload(self, document_id: UUID, *, object_key: str, filename: str, mime_type: str,
-                            size_bytes: int, sha256: str, revision: int) -> None:
-        """Re-upload, step 2: record the new source and queue it (UPLOADING -> PENDING)."""
+    async def finish_upload(self, document_id: UUID, token: UUID, *, object_key: str, filename: str,
+                            mime_type: str, size_bytes: int, sha256: str, revision: int) -> None:
+        """Re-upload, step 2: record the new source and queue it (UPLOADING -> PENDING), only while
+        this upload still holds the document (not failed by an operator, nor expired and restored)."""
         async with self._db.transaction() as conn:
             locked = await lock_document(conn, document_id)
-            if locked.status != DocumentStatus.UPLOADING:
+            if locked.status != DocumentStatus.UPLOADING or not await _holds_upload(conn, document_id, token):
                 raise ConflictError(f"the re-upload was cancelled (document is {locked.status})")
             await conn.execute(
                 "UPDATE documents SET object_key = %s, filename = %s, mime_type = %s, size_bytes = %s, sha256 = %s,"
-                " content_revision = %s WHERE id = %s",
+                " content_revision = %s, upload_expires_at = NULL, upload_lease = NULL WHERE id = %s",
                 (object_key, filename, mime_type, size_bytes, sha256, revision, document_id))
             await self._queue(conn, document_id, locked.status, operation="ingest", force=False)
 
-    async def abort_upload(self, document_id: UUID, reason: str) -> None:
+    async def abort_upload(self, document_id: UUID, token: UUID) -> DocumentStatus | None:
+        """Compensation for a re-upload whose bytes were never recorded: the document goes back to
+        the status (and error message) it had, with its previous revision, which was never touched.
+        Returns the restored status, or None when this upload no longer holds the document."""
         async with self._db.transaction() as conn:
             locked = await lock_document(conn, document_id)
             if locked.status != DocumentStatus.UPLOADING:
-                return
+                return None
+            lease = await _upload_lease(conn, document_id)
+            if lease is None or lease.get("token") != str(token):
+                return None
+            previous = DocumentStatus(lease.get("status") or DocumentStatus.FAILED)
+            if previous not in RESTORABLE_FROM_UPLOAD:
+                previous = DocumentStatus.FAILED
+            check_transition(locked.status, previous)
             await conn.execute(
-                "UPDATE ingestion_jobs SET status = 'FAILED', last_error = %s, updated_at = now(),"
-                " finished_at = now() WHERE document_id = %s", (reason, document_id))
-            await conn.execute(
-                "UPDATE documents SET status = 'FAILED', error_message = %s, updated_at = now() WHERE id = %s",
-                (reason, document_id))
+                "UPDATE documents SET status = %s, error_message = %s, upload_expires_at = NULL,"
+                " upload_lease = NULL, updated_at = now() WHERE id = %s",
+                (previous.value, lease.get("error_message"), document_id))
+            return previous
 
     async def bulk_reindex(self, knowledge_base_id: UUID, *, statuses: list[str],
                            current_parsers: list[str] | None, batch_size: int = 1000) -> tuple[int, int]:

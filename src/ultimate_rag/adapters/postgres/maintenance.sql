@@ -46,10 +46,12 @@ WITH RECURSIVE ids AS (
 SELECT document_id FROM ids WHERE document_id IS NOT NULL LIMIT %(limit)s;
 
 -- vector_candidates --
--- Of these documents holding vectors, those that are not READY (or no longer exist).
+-- Of these documents holding vectors, those that are not READY (or no longer exist). An UPLOADING
+-- document keeps its vectors: a re-upload that never commits restores its previous status, READY
+-- included, with the previous revision's chunks and vectors.
 SELECT i.id AS document_id, d.id IS NULL AS gone
 FROM unnest(%(ids)s::uuid[]) AS i(id) LEFT JOIN documents d ON d.id = i.id
-WHERE d.id IS NULL OR d.status <> 'READY';
+WHERE d.id IS NULL OR d.status NOT IN ('READY', 'UPLOADING');
 
 -- lock_idle_jobs --
 -- The jobs of these documents that no worker runs, locked: while the lock is held no worker can
@@ -64,7 +66,7 @@ FOR UPDATE SKIP LOCKED;
 -- %(idle)s: documents whose job we hold; %(gone)s: documents whose row is gone (ids never return).
 DELETE FROM {table} v
 WHERE (v.document_id = ANY(%(idle)s)
-       AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = v.document_id AND d.status = 'READY'))
+       AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = v.document_id AND d.status IN ('READY', 'UPLOADING')))
    OR (v.document_id = ANY(%(gone)s)
        AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = v.document_id))
 RETURNING v.document_id;

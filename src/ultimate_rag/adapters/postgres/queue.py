@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
 from ...domain.models import Chunk, DocumentAsset, Lease
-from ...domain.status import DocumentStatus, JobOperation, check_transition, sources_of
+from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
 from .database import Connection, Database
 from .documents import NOTIFY_CHANNEL
 from .sql import load_queries
@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
 ConnHook = Callable[[Connection], Awaitable[None]]
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
+UPLOAD_EXPIRED_MESSAGE = ("the re-upload was interrupted before its content was stored; "
+                          "reindex to use the previous content")
+_RESTORABLE = sorted(s.value for s in RESTORABLE_FROM_UPLOAD)
 
 
 class JobQueue:
@@ -44,13 +47,10 @@ class JobQueue:
     # -- claiming -----------------------------------------------------------------------------
     async def claim(self, worker_id: str, limit: int = 1) -> list[Lease]:
         """Claim up to ``limit`` due jobs in one statement (see ``claim`` in queue.sql), converging
-        exhausted expired leases first."""
+        exhausted expired leases and expired re-upload leases first."""
         if limit <= 0:
             return []
-        claimed = await self._db.fetchall(Q["claim"], {
-            "lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id,
-            "message": EXHAUSTED_MESSAGE,
-        })
+        claimed = await self._db.fetchall(Q["claim"], claim_params(self.lease_seconds, limit, worker_id))
         return [
             Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
                   max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"])
@@ -262,6 +262,11 @@ class JobQueue:
             " JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id WHERE d.id = %s",
             (document_id,),
         )
+
+
+def claim_params(lease_seconds: float, limit: int, worker_id: str) -> dict[str, Any]:
+    return {"lease_seconds": lease_seconds, "limit": limit, "worker_id": worker_id, "message": EXHAUSTED_MESSAGE,
+            "restorable": _RESTORABLE, "upload_message": UPLOAD_EXPIRED_MESSAGE}
 
 
 async def _drain(gen: Any) -> None:

@@ -8,6 +8,11 @@
 -- worker died or hung); attempts are counted here. A reclaimed job's document goes back to
 -- PENDING so the new attempt walks the stages from the start. The converged and the claimed jobs
 -- are disjoint (attempts >= max_attempts vs attempts < max_attempts).
+-- Re-uploads whose lease expired (the API died, or its commit failed and could not be undone,
+-- between UPLOADING and queuing) are converged here too: the new bytes were never recorded (that
+-- commit also leaves UPLOADING), so the document goes back to the stable status and error message
+-- it had, with its previous revision; the unrecorded object is the janitor's. Locked with SKIP
+-- LOCKED, so a claim never waits on an API that is finishing its upload right now.
 WITH expired AS (
     SELECT j.id, j.document_id
     FROM ingestion_jobs j
@@ -35,6 +40,22 @@ WITH expired AS (
     SET status = 'FAILED', error_message = %(message)s, updated_at = now(), progress = '{}'::jsonb
     FROM converged c
     WHERE d.id = c.document_id AND c.status = 'FAILED'
+    RETURNING d.id
+), stale_uploads AS (
+    SELECT d.id FROM documents d
+    WHERE d.status = 'UPLOADING' AND d.upload_expires_at <= now()
+    ORDER BY d.upload_expires_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+), restored_uploads AS (
+    UPDATE documents d
+    SET status = CASE WHEN d.upload_lease->>'status' = ANY(%(restorable)s) THEN d.upload_lease->>'status'
+                      ELSE 'FAILED' END,
+        error_message = CASE WHEN d.upload_lease->>'status' = ANY(%(restorable)s)
+                             THEN d.upload_lease->>'error_message' ELSE %(upload_message)s END,
+        upload_expires_at = NULL, upload_lease = NULL, progress = '{}'::jsonb, updated_at = now()
+    FROM stale_uploads s
+    WHERE d.id = s.id
     RETURNING d.id
 ), due AS (
     -- each source is read in index order with its own LIMIT, so a claim costs the same with
@@ -72,7 +93,7 @@ WITH expired AS (
     RETURNING d.id
 )
 SELECT c.*, (SELECT count(*) FROM converged_docs) AS converged_failed,
-       (SELECT count(*) FROM restarted) AS restarted
+       (SELECT count(*) FROM restarted) AS restarted, (SELECT count(*) FROM restored_uploads) AS restored_uploads
 FROM claimed c;
 
 -- fenced_document_update --

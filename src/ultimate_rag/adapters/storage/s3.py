@@ -138,7 +138,7 @@ class S3ObjectStorage:
         if errors:
             first = errors[0]
             raise TransientError(f"S3 refused to delete {len(errors)} objects, e.g. {first.get('Key')}: "
-                                 f"{first.get('Code')} {first.get('Message')}")
+                                 f"{first.get('Code')} {first.get('Message')}", service="object storage")
         return len(batch)
 
     async def stream(self, key: str, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
@@ -232,11 +232,17 @@ def _mapped(exc: BaseException, what: str, key: str | None = None) -> Exception:
         if key is not None and code in _NOT_FOUND:
             return ResourceNotFoundError(f"source object {key} is missing from storage")
         if code in _CONFIG or (400 <= int(status) < 500 and code not in {"RequestTimeout", "SlowDown", "429"}):
-            return PermanentError(f"S3 could not {what}: {code}: {message} (check the S3 settings)")
-        return TransientError(f"S3 could not {what}: {code}: {message}")
+            return PermanentError(f"S3 could not {what}: {code}: {message} (check the S3 settings)",
+                                  service="object storage", code=_http(status))
+        return TransientError(f"S3 could not {what}: {code}: {message}", service="object storage", code=_http(status))
     if isinstance(exc, NoCredentialsError | ParamValidationError):
-        return PermanentError(f"S3 could not {what}: {exc} (check the S3 settings)")
-    return TransientError(f"S3 could not {what}: {exc}")
+        return PermanentError(f"S3 could not {what}: {exc} (check the S3 settings)", service="object storage")
+    return TransientError(f"S3 could not {what}: {exc}", service="object storage")
+
+
+def _http(status: object) -> str | None:
+    """A safe detail for users: the HTTP status, never the bucket, key or endpoint."""
+    return f"HTTP {status}" if status else None
 
 
 def _utc(value: datetime) -> datetime:

@@ -87,7 +87,7 @@ class MilvusVectorStore:
             except Exception as exc:
                 attempt += 1
                 if attempt > self._max_retries:
-                    raise TransientError(f"Milvus could not {what}: {exc}") from exc
+                    raise TransientError(f"Milvus could not {what}: {exc}", service="vector index") from exc
                 log.info("Milvus could not %s (%s); retry %d/%d", what, exc, attempt, self._max_retries)
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** (attempt - 1)))
 

@@ -66,7 +66,7 @@ class QdrantVectorStore:
         except (PermanentError, TransientError):
             raise
         except Exception as exc:
-            raise TransientError(f"Qdrant could not {what}: {exc}") from exc
+            raise TransientError(f"Qdrant could not {what}: {exc}", service="vector index") from exc
 
     # the port --------------------------------------------------------------------------------
     async def ensure_ready(self) -> None:

@@ -49,10 +49,11 @@ class OpenAICompatibleVision:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # the operator-configured endpoint
                 reply: Any = json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            raise TransientError(f"the vision model returned HTTP {exc.code}") from exc
+            raise TransientError(f"the vision model returned HTTP {exc.code}", service="vision model",
+                                 code=f"HTTP {exc.code}") from exc
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise TransientError(f"the vision model could not be reached: {reason}") from exc
+            raise TransientError(f"the vision model could not be reached: {reason}", service="vision model") from exc
         except ValueError as exc:
             raise TransientError("the vision model returned a reply that is not JSON") from exc
         try:

@@ -1,0 +1,104 @@
+"""What a failure means for a document, in one place: whether retrying can help, and the reason a
+user reads (``error_message``, the job's error history, a connector's last error — all shown to
+readers of the knowledge base).
+
+Infrastructure errors carry their dependency's raw words — hosts, addresses, users, buckets, keys —
+which are for operators: they go to the log (with the document and job ids of the log context), and
+users read a mapped reason instead ("the database was unavailable", "the embedding service failed
+(HTTP 503)"). Our own errors without a ``service`` are already worded for users and pass through.
+
+Deterministic data errors are permanent: a value the database refuses (a NUL character, a
+character outside the encoding, a number out of range, a value beyond a size limit) is refused
+again on every retry, so the document fails at once with a readable reason instead of retrying
+behind the backlog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import errors as pg
+
+from ..domain.errors import PermanentError, UltimateRagError
+
+MAX_DETAIL_CHARS = 2000
+
+# SQLSTATE classes whose errors depend only on the data written: the same data fails the same way
+_DATA_REASONS: tuple[tuple[type[BaseException], str], ...] = (
+    (pg.CharacterNotInRepertoire, "characters that are not valid in the database's encoding"),
+    (pg.UntranslatableCharacter, "characters the database's encoding cannot represent"),
+    (pg.NumericValueOutOfRange, "a number outside the range the database can store"),
+    (pg.StringDataRightTruncation, "a value longer than the database allows"),
+    (pg.ProgramLimitExceeded, "a value larger than a database limit allows"),
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    permanent: bool
+    reason: str  # what users read
+    detail: str  # what the log gets: the raw text, with the exception's type
+    unexpected: bool = False  # no known kind: the log wants its traceback
+
+    @property
+    def mapped(self) -> bool:
+        return self.reason != self.detail
+
+
+def explain(exc: BaseException) -> Failure:
+    """Classify ``exc`` and word it for a user; ``detail`` keeps the raw text for the log. Neither
+    holds a NUL: recording the failure must not fail the way the document did."""
+    failure = _explain(exc)
+    return Failure(failure.permanent, _storable(failure.reason), _storable(failure.detail), failure.unexpected)
+
+
+def _explain(exc: BaseException) -> Failure:
+    detail = _raw(exc)
+    if isinstance(exc, UltimateRagError):
+        permanent = isinstance(exc, PermanentError)
+        if exc.service is None:
+            return Failure(permanent, exc.message, exc.message)
+        return Failure(permanent, service_reason(exc.service, exc.code, permanent=permanent),
+                       exc.message[:MAX_DETAIL_CHARS])
+    if isinstance(exc, psycopg.DataError | pg.ProgramLimitExceeded):
+        return Failure(True, f"the document contains data the database cannot store: {_data_reason(exc)}", detail)
+    if isinstance(exc, psycopg.Error):
+        return Failure(False, service_reason("database", None, permanent=False), detail)
+    if _from_module(exc, "botocore", "boto3", "s3transfer"):
+        return Failure(False, service_reason("object storage", None, permanent=False), detail)
+    if isinstance(exc, MemoryError):
+        return Failure(False, "the worker ran out of memory", detail)
+    if isinstance(exc, TimeoutError):
+        return Failure(False, "an operation timed out", detail)
+    if isinstance(exc, OSError):
+        return Failure(False, f"a storage or network operation failed ({exc.__class__.__name__})", detail)
+    return Failure(False, f"an unexpected internal error occurred ({exc.__class__.__name__})", detail, True)
+
+
+def service_reason(service: str, code: str | None, *, permanent: bool) -> str:
+    if permanent:
+        return f"the {service} refused the request{f' ({code})' if code else ''}; an operator must check its settings"
+    return f"the {service} failed ({code})" if code else f"the {service} was unavailable"
+
+
+def _data_reason(exc: BaseException) -> str:
+    if "NUL" in str(exc):  # psycopg refuses these itself, before the server sees them
+        return "a NUL character (0x00) in its text"
+    for kind, reason in _DATA_REASONS:
+        if isinstance(exc, kind):
+            return reason
+    return "a value the database refuses"
+
+
+def _storable(text: str) -> str:
+    return text.replace("\x00", "\\x00")
+
+
+def _raw(exc: BaseException) -> str:
+    text = str(exc).strip() or exc.__class__.__name__
+    return f"{exc.__class__.__name__}: {text}"[:MAX_DETAIL_CHARS]
+
+
+def _from_module(exc: BaseException, *prefixes: str) -> bool:
+    return any(t.__module__.split(".")[0] in prefixes for t in type(exc).__mro__)

@@ -1,0 +1,117 @@
+"""The embedding cache is no oracle between knowledge bases (an editor of one confirmed an exact
+sentence of another by uploading guesses and reading ``progress.from_cache``): it is scoped per
+knowledge base, purged with it, and kept at a size bound by the janitor, least recently used first.
+Re-ingesting within a knowledge base still comes from the cache."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import httpx
+
+from ultimate_rag.adapters.embedders.cache import EmbeddingCache
+from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
+from ultimate_rag.domain.auth import Role
+from ultimate_rag.services.janitor import Janitor
+
+from .helpers import new_kb
+from .test_api import make_kb, process_all, upload
+from .test_pipeline_faults import FlakyEmbedder
+
+SECRET = "The vault PIN is 73519."
+OTHER_SECRET = "The alarm code of the east wing is 24680."
+
+
+def record_progress(container) -> dict[str, list[dict[str, Any]]]:  # type: ignore[no-untyped-def]
+    """Every progress value written for a document: what a key polling it (or its event stream)
+    could have read while it was EMBEDDING."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    queue = container.processor._queue
+    real = queue.report_progress
+
+    async def spy(lease, progress):  # type: ignore[no-untyped-def]
+        seen.setdefault(str(lease.document_id), []).append(dict(progress))
+        await real(lease, progress)
+
+    queue.report_progress = spy
+    return seen
+
+
+async def editor_upload(client: httpx.AsyncClient, key: str, kb: str, name: str, text: str) -> str:
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": (name, text.encode(), "text/plain")},
+                          headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 202, r.text
+    return r.json()["id"]  # type: ignore[no-any-return]
+
+
+async def test_an_editor_of_another_knowledge_base_learns_nothing_from_the_cache(client, container, embedder) -> None:  # type: ignore[no-untyped-def]
+    progress = record_progress(container)
+    spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
+    container.processor._embedding.embedder = spy
+    a, b = await make_kb(client, "vault"), await make_kb(client, "guesser")
+    (await upload(client, a, "vault.txt", SECRET.encode())).raise_for_status()
+    other = (await upload(client, a, "alarm.txt", OTHER_SECRET.encode())).json()["id"]
+    await process_all(container)
+    editor = await ApiKeyRepository(container.db).create(is_admin=False, scopes={UUID(b): Role.EDITOR})
+
+    calls = spy.calls
+    guess = await editor_upload(client, editor, b, "guess.txt", SECRET)
+    await process_all(container)
+    assert (await client.get(f"/api/documents/{guess}")).json()["status"] == "READY"
+    assert [p["from_cache"] for p in progress[guess]] and all(p["from_cache"] == 0 for p in progress[guess])
+    assert spy.calls > calls  # B embedded the sentence itself
+
+    # also after A's document is deleted: nothing of A's lingers for B
+    (await client.delete(f"/api/documents/{other}", params={"force": "true"})).raise_for_status()
+    await process_all(container)
+    calls = spy.calls
+    late = await editor_upload(client, editor, b, "late-guess.txt", OTHER_SECRET)
+    await process_all(container)
+    assert all(p["from_cache"] == 0 for p in progress[late]) and spy.calls > calls
+
+    # within one knowledge base the cache still serves: a reindex embeds nothing again
+    calls = spy.calls
+    (await client.post(f"/api/documents/{guess}/reindex")).raise_for_status()
+    await process_all(container)
+    assert spy.calls == calls and progress[guess][-1]["from_cache"] == progress[guess][-1]["total"] > 0
+
+
+async def test_a_knowledge_bases_entries_go_with_it(client, container) -> None:  # type: ignore[no-untyped-def]
+    a, b = await make_kb(client, "gone"), await make_kb(client, "stays")
+    (await upload(client, a, "a.txt", SECRET.encode())).raise_for_status()
+    (await upload(client, b, "b.txt", OTHER_SECRET.encode())).raise_for_status()
+    await process_all(container)
+
+    async def entries(kb: str) -> int:
+        row = await container.db.fetchone(
+            "SELECT count(*) AS n FROM embedding_cache WHERE knowledge_base_id = %s", (UUID(kb),))
+        return int(row["n"])
+
+    assert await entries(a) > 0 and await entries(b) > 0
+    (await client.delete(f"/api/knowledge-bases/{a}")).raise_for_status()
+    await process_all(container)
+    assert (await client.get(f"/api/knowledge-bases/{a}")).status_code == 404
+    assert await entries(a) == 0 and await entries(b) > 0
+
+
+async def test_the_janitor_keeps_the_cache_at_its_bound_least_recently_used_first(container) -> None:  # type: ignore[no-untyped-def]
+    cache = EmbeddingCache(container.db)
+    kb = await new_kb(container)
+    texts = [f"passage {i}" for i in range(12)]
+    await cache.put_many(kb, "m", [(t, [float(i), 1.0, 0.0]) for i, t in enumerate(texts)])
+    await container.db.execute("UPDATE embedding_cache SET last_used_at = now() - interval '1 day'"
+                               " WHERE knowledge_base_id = %s", (kb,))
+    recent = texts[7:10]
+    assert len(await cache.get_many(kb, "m", recent)) == 3  # a hit refreshes last_used_at
+
+    janitor = Janitor.from_container(container, grace_seconds=3600)
+    janitor.cache_max_entries = 3
+    report = await janitor.sweep()
+    assert report.cache_entries == 9 and report.removed_anything
+    left = await cache.get_many(kb, "m", texts)
+    assert len(left) == 3 and len(await cache.get_many(kb, "m", recent)) == 3
+    again = await janitor.sweep()
+    assert again.cache_entries == 0
+    row = await container.db.fetchone("SELECT count(*) AS n FROM embedding_cache")
+    assert row["n"] == 3
