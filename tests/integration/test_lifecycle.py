@@ -108,7 +108,7 @@ async def test_re_upload_replaces_the_content_and_then_the_old_source(client, co
     body = (await client.get(f"/api/documents/{doc}")).json()
     assert body["status"] == "READY" and body["filename"] == "menu-v2.md"
     contents = [c["content"] for c in (await client.get(f"/api/documents/{doc}/chunks")).json()["items"]]
-    assert contents == ["Lemon cake."]
+    assert contents == ["Menu\n\nLemon cake."]  # the heading leads its section's first chunk
     assert (await client.get(f"/api/documents/{doc}/source")).content == b"# Menu\n\nLemon cake.\n"
     assert await container.vectors.count_by_document(doc) == 1
 
