@@ -9,7 +9,9 @@ import re
 import pymupdf
 import pytest
 
+from ultimate_rag.adapters.parsers.limits import ParseLimits
 from ultimate_rag.adapters.parsers.pdf import PdfParser
+from ultimate_rag.adapters.parsers.pdf_fallback import PAGE_TREE_WARNING, parse_with_pypdf
 from ultimate_rag.adapters.parsers.pdf_text import heading_like
 from ultimate_rag.adapters.parsers.text_quality import (
     UNREADABLE_REASON,
@@ -145,10 +147,27 @@ def test_a_wholly_unreadable_pdf_fails_with_a_reason() -> None:
 
 # -- a second reader and errors in plain words ---------------------------------------------
 
-def test_a_page_tree_mupdf_cannot_read_falls_back_to_pypdf() -> None:
+def test_a_page_tree_that_lies_about_its_size_is_rebuilt_from_the_page_objects() -> None:
     data, texts = zero_count_pdf()
     assert pymupdf.open(stream=data, filetype="pdf").page_count == 0  # MuPDF alone finds nothing
     parsed = parse(data)
+    assert [(b.text, b.locator.page) for b in parsed.blocks] == [(texts[0], 1), (texts[1], 2)]
+    assert parsed.metadata["page_count"] == 2 and parsed.metadata["warnings"] == [PAGE_TREE_WARNING]
+
+
+def test_a_missing_page_tree_is_rebuilt_from_the_page_objects() -> None:
+    """py-pdf's unreadablemetadata.pdf: the catalog names a /Pages object the file does not hold."""
+    data, texts = zero_count_pdf()
+    data = re.sub(rb"/Pages (\d+) 0 R", b"/Pages 999 0 R", data, count=1)
+    assert pymupdf.open(stream=data, filetype="pdf").page_count == 0
+    parsed = parse(data)
+    assert {b.text for b in parsed.blocks} == set(texts)
+    assert parsed.metadata["warnings"] == [PAGE_TREE_WARNING]
+
+
+def test_pypdf_reads_a_page_tree_mupdf_cannot() -> None:
+    data, texts = zero_count_pdf()
+    parsed = parse_with_pypdf(data, ParseLimits(), "no pages")
     assert [(b.text, b.locator.page) for b in parsed.blocks] == [(texts[0], 1), (texts[1], 2)]
     assert parsed.metadata["pdf_reader"] == "pypdf" and parsed.metadata["page_count"] == 2
     assert "read with a simpler reader" in parsed.metadata["warnings"][0]

@@ -19,7 +19,7 @@ from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, Parse
 
 from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
-from .pdf_fallback import ENCRYPTED, parse_with_pypdf
+from .pdf_fallback import ENCRYPTED, PAGE_TREE_WARNING, parse_with_pypdf, rebuild_page_tree
 from .pdf_images import page_images
 from .pdf_text import Item as _Item
 from .pdf_text import mark_headings, text_items
@@ -54,7 +54,7 @@ class PdfParser:
             return parse_with_pypdf(source.content, self.limits, f"{exc.__class__.__name__}: {exc}")
 
     def _parse(self, content: bytes) -> ParsedDocument:
-        doc, error = _open(content)
+        doc, error, repaired = _open(content)
         if doc is None:
             return parse_with_pypdf(content, self.limits, error)
         gate = AssetGate(self.limits)
@@ -83,7 +83,7 @@ class PdfParser:
                 raise InvalidDocumentError(UNREADABLE_REASON)
             if not assets:
                 raise InvalidDocumentError("the PDF has no extractable text (it may be scanned images only)")
-        warnings = unreadable_warnings(unreadable, partly, metadata["page_count"])
+        warnings = [*repaired, *unreadable_warnings(unreadable, partly, metadata["page_count"])]
         return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, [*gate.warnings, *warnings]),
                               assets=tuple(assets))
 
@@ -109,19 +109,23 @@ def figure_text(asset: ParsedAsset) -> str:
     return f"[Image{page}: {asset.description}]" if asset.description else f"[Image{page}]"
 
 
-def _open(content: bytes) -> tuple[pymupdf.Document | None, str]:
-    """The document MuPDF opens, or (None, what went wrong) when it cannot or finds no pages."""
+def _open(content: bytes) -> tuple[pymupdf.Document | None, str, list[str]]:
+    """The document MuPDF opens (with its page tree rebuilt when it finds no pages but page objects
+    exist) and warnings about the repair; or (None, what went wrong, []) when it cannot."""
     try:
         doc = pymupdf.open(stream=content, filetype="pdf")
     except Exception as exc:
-        return None, f"{exc.__class__.__name__}: {exc}"
+        return None, f"{exc.__class__.__name__}: {exc}", []
     if doc.needs_pass and not doc.authenticate(""):
         doc.close()
         raise InvalidDocumentError(ENCRYPTED)
     if doc.page_count == 0:
+        rebuilt = rebuild_page_tree(doc)
         doc.close()
-        return None, "no pages"
-    return doc, ""
+        if rebuilt is None:
+            return None, "no pages", []
+        return rebuilt, "", [PAGE_TREE_WARNING]
+    return doc, "", []
 
 
 def _readable(pages: list[list[_Item]]) -> tuple[list[list[_Item]], list[int], list[int]]:
