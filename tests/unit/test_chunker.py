@@ -379,3 +379,15 @@ def test_a_fragment_between_two_full_chunks_takes_a_unit_from_a_neighbour() -> N
     chunks = split(words, doc, size=22)
     assert [c.content for c in chunks] == [a1, f"{a2}\n\nok.", b]
     assert all(c.token_count == words(c.content) <= 22 for c in chunks)
+
+
+def test_a_chunk_across_pages_cites_its_page_range(count: Count) -> None:
+    """A three-page PDF that fits in one chunk cites pages 1–3 (it used to cite no page at all)."""
+    doc = ParsedDocument(blocks=tuple(
+        Block(kind="paragraph", text=f"Page {n} says the ferry leaves at {n} o'clock.", locator=SourceLocator(page=n))
+        for n in (1, 2, 3)))
+    (chunk,) = split(count, doc)
+    assert (chunk.locator.page, chunk.locator.page_start, chunk.locator.page_end) == (None, 1, 3)
+    assert SourceLocator.from_metadata(chunk.locator.to_metadata()) == chunk.locator
+    single = split(count, ParsedDocument(blocks=doc.blocks[:1]))[0]
+    assert (single.locator.page, single.locator.page_start, single.locator.page_end) == (1, None, None)

@@ -109,10 +109,13 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class SourceLocator:
-    """Where a chunk comes from in its source: page (paged formats), lines and characters, and for
+    """Where a chunk comes from in its source: page (paged formats) — ``page`` when it lies on one
+    page, ``page_start``/``page_end`` when it spans several —, lines and characters, and for
     tabular formats the data rows (1-based, the header row not counted)."""
 
     page: int | None = None
+    page_start: int | None = None
+    page_end: int | None = None
     line_start: int | None = None
     line_end: int | None = None
     char_start: int | None = None
@@ -129,7 +132,8 @@ class SourceLocator:
         return cls(**{k: data.get(k) for k in _LOCATOR_FIELDS})
 
 
-_LOCATOR_FIELDS = ("page", "line_start", "line_end", "char_start", "char_end", "row_start", "row_end")
+_LOCATOR_FIELDS = ("page", "page_start", "page_end", "line_start", "line_end", "char_start", "char_end",
+                   "row_start", "row_end")
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,9 +248,12 @@ def _union(locators: list[SourceLocator]) -> SourceLocator:
         known = [v for v in values if v is not None]
         return pick(known) if known else None
 
-    pages = {loc.page for loc in locators}
+    pages = {p for loc in locators for p in (loc.page, loc.page_start, loc.page_end) if p is not None}
+    spans = len(pages) > 1  # a chunk across a page break cites the range, never nothing
     return SourceLocator(
-        page=pages.pop() if len(pages) == 1 else None,
+        page=next(iter(pages)) if len(pages) == 1 else None,
+        page_start=min(pages) if spans else None,
+        page_end=max(pages) if spans else None,
         line_start=bound([loc.line_start for loc in locators], min),
         line_end=bound([loc.line_end for loc in locators], max),
         char_start=bound([loc.char_start for loc in locators], min),

@@ -773,6 +773,7 @@ function showDialogNotice(text) {
 function locatorText(loc) {
   const parts = [];
   if (loc.page) parts.push(t("page_x", { page: loc.page }));
+  if (loc.page_start) parts.push(t("pages_x", { from: loc.page_start, to: loc.page_end ?? loc.page_start }));
   if (loc.row_start) parts.push(t("rows_x", { from: loc.row_start, to: loc.row_end ?? loc.row_start }));
   if (loc.line_start) parts.push(t("lines_x", { from: loc.line_start, to: loc.line_end ?? loc.line_start }));
   return parts.join(" · ");
