@@ -738,6 +738,10 @@ async function openDocument(id, refresh) {
     h("dt", { text: t("created") }), h("dd", { text: fmtTime(doc.created_at) }),
     h("dt", { text: t("updated") }), h("dd", { text: fmtTime(doc.updated_at) })));
   if (doc.error_message) body.push(h("p", { class: "error", role: "note", text: `${t("last_error")}: ${doc.error_message}` }));
+  if (doc.warnings?.length) {
+    body.push(h("h3", { text: t("warnings") }));
+    body.push(h("ul", { class: "warnings" }, ...doc.warnings.map((w) => h("li", { text: w }))));
+  }
   if (doc.duplicate_of || doc.status === "OUTDATED") {
     body.push(h("p", { class: "notice-inline" }, t("duplicate_verdict"), " ",
       doc.duplicate_of ? h("button", { type: "button", class: "link", text: doc.duplicate_of, onclick: () => openDocument(doc.duplicate_of) }) : ""));
