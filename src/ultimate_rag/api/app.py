@@ -10,6 +10,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from ..bootstrap import Container, build
+from ..mcp_server.http import mount_mcp
 from ..settings import Settings
 from .errors import install_error_handlers
 from .limits import BodySizeLimit, SecurityHeaders
@@ -61,4 +62,5 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.include_router(events_routes.router)
     app.include_router(web_routes.router)  # the workbench: `/` and `/web/...`
     app.mount("/web", web_routes.static_files(), name="web")
+    mount_mcp(app)  # MCP over Streamable HTTP, same keys and scopes as /api
     return app
