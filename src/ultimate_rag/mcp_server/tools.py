@@ -142,7 +142,7 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
             elif content_base64 is not None:
                 content = base64.b64decode(content_base64, validate=True)
             else:
-                content = await anyio.Path(path).expanduser().read_bytes()  # type: ignore[arg-type]
+                content = await anyio.to_thread.run_sync(_read_local, path)
         except (binascii.Error, ValueError) as exc:
             raise ToolError("content_base64 is not valid base64") from exc
         except OSError as exc:
@@ -239,3 +239,7 @@ def _document(d: Document) -> dict[str, Any]:
     keys = ("id", "knowledge_base_id", "filename", "mime_type", "size_bytes", "sha256", "status", "error_message",
             "attempts", "chunk_count", "progress", "parser", "duplicate_of", "created_at", "updated_at", "indexed_at")
     return {k: d.raw.get(k) for k in keys if k in d.raw}
+
+
+def _read_local(path: str) -> bytes:
+    return Path(path).expanduser().read_bytes()
