@@ -64,8 +64,13 @@ async def knowledge_base(rag: AsyncClient, name_or_id: str, *, create: bool = Fa
 
 
 def consoles(quiet: bool = False) -> tuple[Console, Console]:
-    """stdout and stderr consoles; ``quiet`` silences stdout."""
-    return Console(quiet=quiet, soft_wrap=True), Console(stderr=True, soft_wrap=True)
+    """stdout and stderr consoles; ``quiet`` silences stdout. Piped, lines and tables are not cut at
+    80 columns (a script reads them whole)."""
+    out, err = Console(quiet=quiet, soft_wrap=True), Console(stderr=True, soft_wrap=True)
+    for console in (out, err):
+        if not console.is_terminal:
+            console.width = 1000
+    return out, err
 
 
 def run(work: Callable[[], Awaitable[int]]) -> int:
