@@ -183,17 +183,18 @@ class AsyncClient:
             docs[i] = await self._fresh(i)
             if on_update:
                 on_update(docs[i])
+        streaming = True
         while pending := pending_of(docs, ids):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(pending)} document(s) not ready after {timeout:g}s")
             kb = docs[pending[0]].knowledge_base_id
             group = [i for i in pending if docs[i].knowledge_base_id == kb]
             try:
-                followed = await self._follow(kb, group, docs, deadline, on_update)
+                streaming = streaming and await self._follow(kb, group, docs, deadline, on_update)
             except (ApiError, TransportError, httpx.HTTPError):
-                followed = False
-            if not followed:  # no event stream: poll
-                await asyncio.sleep(poll_interval)
+                streaming = False
+            if not streaming:  # no event stream (or it broke): poll from now on
+                await asyncio.sleep(max(0.0, min(poll_interval, deadline - time.monotonic())))
                 await self._refresh(group, docs, on_update)
         return [docs[i] for i in ids]
 
