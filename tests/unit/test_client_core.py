@@ -78,3 +78,20 @@ def test_the_plan_skips_held_bytes_replaces_changed_files_and_adds_the_rest(tmp_
 def test_a_missing_path_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="nope"):
         collect([str(tmp_path / "nope")], None, None)
+
+
+def test_the_ingest_summary_counts_statuses_and_names_each_failure(tmp_path: Path) -> None:
+    from ultimate_rag.cli_http.ingest import Outcome, tally
+    from ultimate_rag.cli_http.plan import LocalFile, Step
+
+    def out(name: str, action: str, status: str | None, error: str | None = None, reason: str | None = None):  # type: ignore[no-untyped-def]
+        d = None if status is None else Document(id=name, knowledge_base_id="kb", filename=name, status=status,
+                                                 error_message=reason)
+        return Outcome(Step(LocalFile(tmp_path / name, name, 1), action), d, error)
+
+    rows, failures = tally([out("a", NEW, "READY"), out("b", NEW, None, error="bad (HTTP 415)"),
+                            out("c", NEW, "FAILED", reason="no text"), out("d", UNCHANGED, "READY"),
+                            out("e", UNCHANGED, None), out("f", UPDATE, "PENDING")])
+    assert rows == [(NEW, 3, 1, 2, ""), (UPDATE, 1, 0, 0, "PENDING 1"),
+                    (UNCHANGED, 2, 1, 0, "same bytes as another file 1")]
+    assert failures == [("b", "bad (HTTP 415)"), ("c", "no text")]

@@ -163,18 +163,12 @@ class Ingest:
                         console=self.out, disable=not self.live, transient=False)
 
     def _summary(self) -> int:
-        failures = [(o.step.file.shown, o.error or (o.document.error_message if o.document else "") or "failed")
-                    for o in self.outcomes if o.error or (o.document is not None and o.document.status == "FAILED")]
+        rows, failures = tally(self.outcomes)
         table = Table(title="ingest summary")
         for column in ("action", "files", "READY", "FAILED", "other"):
             table.add_column(column, justify="left" if column == "action" else "right")
-        for action in (NEW, UPDATE, UNCHANGED):
-            mine = [o for o in self.outcomes if o.step.action == action]
-            if not mine:
-                continue
-            status = Counter(o.document.status if o.document and not o.error else "FAILED" for o in mine)
-            table.add_row(action, str(len(mine)), str(status.pop("READY", 0)), str(status.pop("FAILED", 0)),
-                          " ".join(f"{s} {n}" for s, n in sorted(status.items())))
+        for row in rows:
+            table.add_row(*(escape(str(cell)) for cell in row))
         self.out.print(table)
         if failures:
             errors = Table(title=f"{len(failures)} failed")
@@ -185,6 +179,25 @@ class Ingest:
             (self.err if self.args.quiet else self.out).print(errors)
         return 1 if failures else 0
 
+
+def tally(outcomes: list[Outcome]) -> tuple[list[tuple[str, int, int, int, str]], list[tuple[str, str]]]:
+    """Per action: files, READY, FAILED and the other statuses; and each failure with its reason (an
+    upload refused, or a document that is FAILED)."""
+    def state(o: Outcome) -> str:
+        if o.error:
+            return "FAILED"
+        return o.document.status if o.document else "same bytes as another file"
+
+    rows = []
+    for action in (NEW, UPDATE, UNCHANGED):
+        mine = [o for o in outcomes if o.step.action == action]
+        if mine:
+            status = Counter(state(o) for o in mine)
+            rows.append((action, len(mine), status.pop("READY", 0), status.pop("FAILED", 0),
+                         " ".join(f"{s} {n}" for s, n in sorted(status.items()))))
+    failures = [(o.step.file.shown, o.error or (o.document.error_message if o.document else None) or "failed")
+                for o in outcomes if state(o) == "FAILED"]
+    return rows, failures
 
 class _Amount(ProgressColumn):
     """Bytes and speed for the bytes bar, ``done/total`` for the others."""
