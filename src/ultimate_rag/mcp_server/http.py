@@ -14,11 +14,12 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from fastapi.security import HTTPAuthorizationCredentials
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from ..adapters.postgres.api_keys import ApiKeyRepository
 from ..client import AsyncClient, RetryPolicy
+from ..domain.auth import same_secret
 from ..domain.errors import UltimateRagError
 from .tools import build_server
 
@@ -54,17 +55,21 @@ class McpEndpoint:
             await manager.handle_request(scope, receive, send)
 
     async def _refusal(self, scope: dict[str, Any]) -> str | None:
-        from ..api.deps import principal
-
+        """Why the key is refused (None: it is valid). The same check as ``api.deps.principal``, on the
+        raw header, so nothing of the body is read first."""
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
         scheme, _, key = header.partition(" ")
-        credentials = HTTPAuthorizationCredentials(scheme=scheme, credentials=key.strip()) if header else None
+        key = key.strip()
+        if scheme.lower() != "bearer" or not key:
+            return "missing API key: send Authorization: Bearer <key>"
+        container = self.api.state.container
+        if container.settings.admin_key and same_secret(key, container.settings.admin_key):
+            return None
         try:
-            await principal(self.api.state.container, credentials)
+            found = await ApiKeyRepository(container.db).authenticate(key)
         except UltimateRagError as exc:
             return exc.message
-        return None
-
+        return None if found is not None else "invalid API key"
 
 async def _json(send: Any, status: int, detail: str, headers: dict[str, str]) -> None:
     body = json.dumps({"detail": detail}).encode()
