@@ -115,3 +115,17 @@ async def test_without_a_key_the_http_transport_answers_401(live) -> None:  # ty
         r = await http.post(f"{live.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                             headers={"Accept": "application/json, text/event-stream"})
     assert r.status_code == 401 and "missing API key" in r.json()["detail"]
+
+
+async def test_the_answer_tool_without_a_model_gives_the_passages_and_the_reason(live, world) -> None:  # type: ignore[no-untyped-def]
+    """No LLM is configured here. A server without the answer endpoint gets a clear tool error."""
+    has_answers = "/api/knowledge-bases/{kb_id}/answer" in httpx2.get(f"{live.url}/openapi.json").json()["paths"]
+    async with over_http(live, world["reader"]) as mcp:
+        result = await mcp.call_tool("answer", {"knowledge_base": world["kb"]["name"],
+                                                "question": "When do spring tides happen?"})
+    if not has_answers:
+        assert result.is_error and "no answer endpoint" in result.content[0].text
+        return
+    data = payload(result)
+    assert data["answer"] is None and data["reason"]
+    assert data["citations"][0]["filename"] == "tides.md" and data["citations"][0]["citation"].startswith("tides.md")
