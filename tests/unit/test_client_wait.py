@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from ultimate_rag.client import AsyncClient, Client
+from ultimate_rag.client.aio import LIST_ABOVE
 
 DOC = {"id": "d1", "knowledge_base_id": "kb", "filename": "a.md", "sha256": "x", "status": "PENDING"}
 
@@ -46,3 +47,23 @@ async def test_async_wait_polls_without_an_event_stream() -> None:
     async with AsyncClient(http=httpx.AsyncClient(transport=transport, base_url="http://fake")) as rag:
         [doc] = await rag.wait_until_ready(["d1"], poll_interval=0, timeout=30)
     assert doc.status == "READY"
+
+
+def test_many_documents_are_refreshed_with_the_list_endpoint() -> None:
+    ids = [f"d{i}" for i in range(LIST_ABOVE + 5)]
+    seen: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path.startswith("/api/documents/"):
+            return httpx.Response(200, json={**DOC, "id": request.url.path.rsplit("/", 1)[1]})
+        if request.url.path == "/api/knowledge-bases/kb/documents":
+            return httpx.Response(200, json={"items": [{**DOC, "id": i, "status": "READY"} for i in ids],
+                                             "next_cursor": None, "counts": {"READY": len(ids)}})
+        return httpx.Response(200, text='event: ready\ndata: {"mode":"listen"}\n\n',
+                              headers={"content-type": "text/event-stream"})
+
+    with Client(http=httpx.Client(transport=httpx.MockTransport(handle), base_url="http://fake")) as rag:
+        done = rag.wait_until_ready(ids, poll_interval=3600, timeout=30)
+    assert {d.status for d in done} == {"READY"}
+    assert seen.count("/api/knowledge-bases/kb/documents") == 1 and len(seen) == len(ids) + 2

@@ -26,6 +26,7 @@ from .errors import ApiError, NotFound, TransportError
 from .models import Answer, Chunk, Document, KnowledgeBase, Page, ReindexResult, SearchHit
 
 T = TypeVar("T")
+LIST_ABOVE = 20  # refresh more documents than this with the list endpoint
 
 
 class Client:
@@ -204,11 +205,18 @@ class Client:
 
     def _refresh(self, ids: list[str], docs: dict[str, Document],
                        on_update: Callable[[Document], None] | None) -> None:
-        for i in ids:
-            doc = self._fresh(i, docs[i])
-            if on_update and doc.status != docs[i].status:
+        if len(ids) > LIST_ABOVE:  # one listing (pages of 500) rather than a request per document
+            wanted, found = set(ids), {}
+            for d in self.iter_documents(docs[ids[0]].knowledge_base_id, page_size=500):
+                if d.id in wanted:
+                    found[d.id] = d
+            fresh = [found.get(i) or replace(docs[i], status="DELETED") for i in ids]
+        else:
+            fresh = [self._fresh(i, docs[i]) for i in ids]
+        for doc in fresh:
+            if on_update and doc.status != docs[doc.id].status:
                 on_update(doc)
-            docs[i] = doc
+            docs[doc.id] = doc
 
     def _follow(self, kb: str, group: list[str], docs: dict[str, Document], deadline: float,
                       on_update: Callable[[Document], None] | None) -> bool:
