@@ -87,3 +87,18 @@ def test_ask_without_a_model_shows_the_passages_and_answer_null(live, kb) -> Non
     data = json.loads(as_json.stdout)
     assert data["answer"] is None and data["reason"]
     assert data["citations"] and data["citations"][0]["filename"] == "harbour.md"
+
+
+def test_without_a_key_or_a_server_the_commands_say_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ultimate_rag.testing.servers import free_port
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
+    for command in (["mcp"], ["status"], ["search", "q", "--kb", "x"]):
+        r = subprocess.run([sys.executable, "-m", "ultimate_rag.cli", *command], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "no API key" in r.stderr and "ULTIMATE_RAG_API_KEY" in r.stderr, r.stderr
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "admin.key").write_text("urk_admin_from_the_file\n")
+    r = subprocess.run([sys.executable, "-m", "ultimate_rag.cli", "status", "--url", f"http://127.0.0.1:{free_port()}"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "cannot reach the server" in r.stderr and "Traceback" not in r.stderr

@@ -13,7 +13,16 @@ from typing import Any
 
 from rich.console import Console
 
-from ..client import DEFAULT_URL, ApiError, AsyncClient, KnowledgeBase, NotFound, TransportError, UltimateRagError
+from ..client import (
+    DEFAULT_URL,
+    ApiError,
+    AsyncClient,
+    KnowledgeBase,
+    NotFound,
+    RetryPolicy,
+    TransportError,
+    UltimateRagError,
+)
 
 
 class CliError(Exception):
@@ -50,7 +59,8 @@ def api_key(args: argparse.Namespace) -> str:
 
 
 def connect(args: argparse.Namespace) -> AsyncClient:
-    return AsyncClient(server_url(args), api_key(args))
+    # a person is waiting: a server that cannot be reached is reported within seconds
+    return AsyncClient(server_url(args), api_key(args), retry=RetryPolicy(retries=3))
 
 
 async def knowledge_base(rag: AsyncClient, name_or_id: str, *, create: bool = False) -> KnowledgeBase:
