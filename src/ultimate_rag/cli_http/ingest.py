@@ -26,7 +26,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ..client import ApiError, AsyncClient, Conflict, Document
+from ..client import ApiError, AsyncClient, Conflict, Document, TransportError
 from .common import CliError, add_connection_options, connect, consoles, knowledge_base, run
 from .plan import NEW, UNCHANGED, UPDATE, Step, collect, plan, sha256_of
 
@@ -70,7 +70,10 @@ class Ingest:
         except FileNotFoundError as exc:
             raise CliError(str(exc), 2) from None
         for f in files:  # hashing may take a while for big folders: off the event loop
-            f.sha256 = await asyncio.to_thread(sha256_of, f.path)
+            try:
+                f.sha256 = await asyncio.to_thread(sha256_of, f.path)
+            except OSError as exc:
+                raise CliError(f"cannot read {f.shown}: {exc.strerror or exc}") from None
         async with connect(self.args) as rag:
             kb = await knowledge_base(rag, self.args.kb, create=self.args.create)
             existing = [d async for d in rag.iter_documents(kb.id, page_size=500)]
@@ -127,6 +130,9 @@ class Ingest:
         except ApiError as exc:
             bars.advance(task, step.file.size - done)
             return Outcome(step, step.document, error=f"{exc.detail} (HTTP {exc.status_code})")
+        except TransportError as exc:  # the connection broke: a rerun sends it again
+            bars.advance(task, step.file.size - done)
+            return Outcome(step, step.document, error=str(exc))
         except OSError as exc:
             bars.advance(task, step.file.size - done)
             return Outcome(step, step.document, error=f"cannot read the file: {exc.strerror or exc}")
