@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .cli_http import add_http_commands
 from .cli_keys import add_key_commands
 from .logs import setup_logging_from
 from .settings import Settings
@@ -209,6 +210,7 @@ def parser() -> argparse.ArgumentParser:
     janitor.set_defaults(func=cmd_janitor)
 
     add_key_commands(sub, _settings)
+    add_http_commands(sub)  # mcp, ingest, search, ask, status: over HTTP
     return p
 
 

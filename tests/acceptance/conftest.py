@@ -55,3 +55,5 @@ def workers(settings, tmp_path: Path) -> Iterator[WorkerProcesses]:  # type: ign
     procs = WorkerProcesses(env, tmp_path)
     yield procs
     procs.stop_all()
+
+from .live import live  # noqa: E402, F401  (a real API + worker over HTTP, session-wide)

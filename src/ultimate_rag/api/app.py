@@ -10,6 +10,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from ..bootstrap import Container, build
+from ..mcp_server.http import mount_mcp
 from ..settings import Settings
 from .errors import install_error_handlers
 from .gate import ApiKeyGate
@@ -65,4 +66,6 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.mount("/web", web_routes.static_files(), name="web")
     app.include_router(api_docs.router)  # Swagger UI from the installed package, no CDN
     app.mount(api_docs.ASSETS, api_docs.static_files(), name="docs-assets")
+
+    mount_mcp(app)  # MCP over Streamable HTTP, same keys and scopes as /api
     return app

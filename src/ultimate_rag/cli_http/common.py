@@ -1,0 +1,112 @@
+"""What the HTTP commands share: where the server is and which key to use, the knowledge base by
+name or id, terminal output (rich on a TTY, plain lines when piped), and errors as one line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..client import (
+    DEFAULT_URL,
+    ApiError,
+    AsyncClient,
+    KnowledgeBase,
+    NotFound,
+    RetryPolicy,
+    TransportError,
+    UltimateRagError,
+)
+
+
+class CliError(Exception):
+    """A message for the user, and the exit status."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def add_connection_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default=None, help=f"the server (default: ULTIMATE_RAG_URL or {DEFAULT_URL})")
+    p.add_argument("--key", default=None,
+                   help="an API key (default: ULTIMATE_RAG_API_KEY, else {data dir}/admin.key)")
+
+
+def server_url(args: argparse.Namespace) -> str:
+    return str(args.url or os.environ.get("ULTIMATE_RAG_URL") or DEFAULT_URL)
+
+
+def api_key(args: argparse.Namespace) -> str:
+    if args.key:
+        return str(args.key)
+    if os.environ.get("ULTIMATE_RAG_API_KEY"):
+        return os.environ["ULTIMATE_RAG_API_KEY"]
+    path = Path(os.environ.get("ULTIMATE_RAG_DATA_DIR") or "data") / "admin.key"
+    try:
+        key = path.read_text().strip()
+    except OSError:
+        key = ""
+    if not key:
+        raise CliError(f"no API key: pass --key, set ULTIMATE_RAG_API_KEY, or run where {path} exists", 2)
+    return key
+
+
+def connect(args: argparse.Namespace) -> AsyncClient:
+    # a person is waiting: a server that cannot be reached is reported within seconds
+    return AsyncClient(server_url(args), api_key(args), retry=RetryPolicy(retries=3))
+
+
+async def knowledge_base(rag: AsyncClient, name_or_id: str, *, create: bool = False) -> KnowledgeBase:
+    try:
+        return await rag.find_knowledge_base(name_or_id)
+    except NotFound:
+        if not create:
+            raise CliError(f"knowledge base {name_or_id!r} not found (or not visible to this key); "
+                           "--create makes it") from None
+    return await rag.create_knowledge_base(name_or_id)
+
+
+def consoles(quiet: bool = False) -> tuple[Console, Console]:
+    """stdout and stderr consoles; ``quiet`` silences stdout. Piped, lines and tables are not cut at
+    80 columns (a script reads them whole)."""
+    out, err = Console(quiet=quiet, soft_wrap=True), Console(stderr=True, soft_wrap=True)
+    for console in (out, err):
+        if not console.is_terminal:
+            console.width = 1000
+    return out, err
+
+
+def run(work: Callable[[], Awaitable[int]]) -> int:
+    """Run a command; API and connection errors become one line on stderr and exit status 1."""
+    try:
+        return asyncio.run(work())  # type: ignore[arg-type]
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.status
+    except ApiError as exc:
+        print(f"error: {exc.detail} (HTTP {exc.status_code})", file=sys.stderr)
+        return 1
+    except (TransportError, UltimateRagError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def citation_line(raw: dict[str, Any]) -> str:
+    from ..client import Citation
+
+    return str(Citation.from_json(raw))
+
+
+def snippet(text: str, width: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

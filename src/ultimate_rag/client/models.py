@@ -1,0 +1,185 @@
+"""Typed results of the client. Each keeps the server's full JSON in ``raw``, so a field added by a
+newer server is never lost to an older client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+STABLE_STATUSES = frozenset({"READY", "FAILED", "DELETED", "OUTDATED"})
+
+
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    id: str
+    name: str
+    description: str = ""
+    document_counts: dict[str, int] | None = None
+    deleting: bool = False
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> KnowledgeBase:
+        return cls(id=str(d["id"]), name=d["name"], description=d.get("description") or "",
+                   document_counts=d.get("document_counts"), deleting=bool(d.get("deleting")), raw=d)
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    knowledge_base_id: str
+    filename: str
+    status: str
+    sha256: str = ""
+    size_bytes: int = 0
+    mime_type: str = ""
+    error_message: str | None = None
+    chunk_count: int = 0
+    attempts: int = 0
+    progress: dict[str, Any] = field(default_factory=dict)
+    duplicate_of: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_stable(self) -> bool:
+        """READY, FAILED, DELETED or OUTDATED: nothing is running on it."""
+        return self.status in STABLE_STATUSES
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Document:
+        return cls(id=str(d["id"]), knowledge_base_id=str(d["knowledge_base_id"]), filename=d["filename"],
+                   status=d["status"], sha256=d.get("sha256") or "", size_bytes=int(d.get("size_bytes") or 0),
+                   mime_type=d.get("mime_type") or "", error_message=d.get("error_message"),
+                   chunk_count=int(d.get("chunk_count") or 0), attempts=int(d.get("attempts") or 0),
+                   progress=d.get("progress") or {},
+                   duplicate_of=str(d["duplicate_of"]) if d.get("duplicate_of") else None,
+                   created_at=_time(d.get("created_at")), updated_at=_time(d.get("updated_at")), raw=d)
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a passage comes from: the file, its heading path and its page (or pages, or lines)."""
+
+    document_id: str
+    filename: str
+    heading_path: list[str]
+    locator: dict[str, int]
+
+    @property
+    def page(self) -> int | None:
+        return self.locator.get("page") or self.locator.get("page_start")
+
+    def __str__(self) -> str:
+        parts = [self.filename]
+        if self.heading_path:
+            parts.append(" > ".join(self.heading_path))
+        loc = self.locator
+        if loc.get("page_start") and loc.get("page_end") and loc["page_end"] != loc["page_start"]:
+            parts.append(f"pages {loc['page_start']}-{loc['page_end']}")
+        elif self.page:
+            parts.append(f"page {self.page}")
+        elif loc.get("line_start"):
+            parts.append(f"line {loc['line_start']}")
+        return " · ".join(parts)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Citation:
+        return cls(document_id=str(d.get("document_id", "")), filename=d.get("filename") or "",
+                   heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}))
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    chunk_id: str
+    document_id: str
+    filename: str
+    content: str
+    score: float
+    heading_path: list[str]
+    locator: dict[str, int]
+    highlights: list[list[int]] = field(default_factory=list)
+    assets: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def citation(self) -> Citation:
+        return Citation.from_json(self.raw or {"document_id": self.document_id, "filename": self.filename,
+                                               "heading_path": self.heading_path, "locator": self.locator})
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SearchHit:
+        return cls(chunk_id=str(d["chunk_id"]), document_id=str(d["document_id"]), filename=d.get("filename") or "",
+                   content=d.get("content") or "", score=float(d.get("score") or 0.0),
+                   heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
+                   highlights=list(d.get("highlights") or []), assets=list(d.get("assets") or []), raw=d)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str
+    ordinal: int
+    content: str
+    heading_path: list[str]
+    locator: dict[str, int]
+    token_count: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Chunk:
+        return cls(id=str(d["id"]), ordinal=int(d["ordinal"]), content=d.get("content") or "",
+                   heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
+                   token_count=int(d.get("token_count") or 0), metadata=d.get("metadata") or {})
+
+
+@dataclass(frozen=True)
+class AnswerCitation:
+    n: int
+    chunk_id: str
+    citation: Citation
+    content: str
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> AnswerCitation:
+        return cls(n=int(d.get("n") or 0), chunk_id=str(d.get("chunk_id", "")), citation=Citation.from_json(d),
+                   content=d.get("content") or "")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A grounded answer. ``answer`` is None when there is none (no model configured, nothing
+    relevant retrieved); ``reason`` then says why and ``citations`` still hold the passages."""
+
+    answer: str | None
+    citations: list[AnswerCitation]
+    query: str = ""
+    reason: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Answer:
+        return cls(answer=d.get("answer"), citations=[AnswerCitation.from_json(c) for c in d.get("citations") or []],
+                   query=d.get("query") or "", reason=d.get("reason"), raw=d)
+
+
+@dataclass(frozen=True)
+class ReindexResult:
+    queued: int
+    skipped_active: int
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list; pass ``next_cursor`` back for the next one (None: this was the last)."""
+
+    items: list[T]
+    next_cursor: str | None
+    counts: dict[str, int] = field(default_factory=dict)
