@@ -48,7 +48,7 @@ def test_search_prints_cited_results_and_json(live, kb) -> None:  # type: ignore
     assert data["knowledge_base"]["name"] == kb["name"]
     hit = data["results"][0]
     assert hit["filename"] == "harbour.md" and hit["heading_path"] == ["Harbour", "Mooring"]
-    assert hit["citation"] == "harbour.md · Harbour > Mooring · line 5" and "chunk_id" in hit
+    assert hit["citation"] == "harbour.md · Harbour > Mooring · lines 1-5" and "chunk_id" in hit
 
     other = live.new_kb("elsewhere")
     refused = run(live, "search", "boats", "--kb", kb["name"], key=live.key(other["id"], "reader"))

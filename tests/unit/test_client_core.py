@@ -47,6 +47,8 @@ def test_citations_name_file_headings_and_page() -> None:
     assert str(Citation("d", "a.pdf", ["Intro", "Scope"], {"page": 3})) == "a.pdf · Intro > Scope · page 3"
     assert str(Citation("d", "a.pdf", [], {"page_start": 2, "page_end": 4})) == "a.pdf · pages 2-4"
     assert str(Citation("d", "a.md", ["A"], {"line_start": 9})) == "a.md · A · line 9"
+    assert str(Citation("d", "a.md", ["A"], {"line_start": 1, "line_end": 5})) == "a.md · A · lines 1-5"
+    assert str(Citation("d", "c.csv", [], {"line_start": 2, "line_end": 9, "row_start": 1, "row_end": 8})) == "c.csv · rows 1-8"
 
 
 def doc(name: str, sha: str, status: str = "READY") -> Document:

@@ -87,8 +87,10 @@ class Citation:
             parts.append(f"pages {loc['page_start']}-{loc['page_end']}")
         elif self.page:
             parts.append(f"page {self.page}")
-        elif loc.get("line_start"):
-            parts.append(f"line {loc['line_start']}")
+        if loc.get("row_start"):
+            parts.append(_span("row", loc["row_start"], loc.get("row_end")))
+        elif not self.page and loc.get("line_start"):
+            parts.append(_span("line", loc["line_start"], loc.get("line_end")))
         return " · ".join(parts)
 
     @classmethod
@@ -183,3 +185,8 @@ class Page(Generic[T]):
     items: list[T]
     next_cursor: str | None
     counts: dict[str, int] = field(default_factory=dict)
+
+
+def _span(unit: str, start: int, end: int | None) -> str:
+    """``line 4``, or ``lines 1-5`` when the passage spans several."""
+    return f"{unit}s {start}-{end}" if end and end != start else f"{unit} {start}"
