@@ -52,4 +52,6 @@ async def metrics(container: ContainerDep) -> Response:
     registry = CollectorRegistry()
     registry.register(DatabaseGauges(await queries.document_metrics(stuck_after), await queries.job_metrics(),
                                      stuck_after))
+    if container.answer_metrics is not None:  # this process's answer latency, tokens, provider errors
+        registry.register(container.answer_metrics)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
