@@ -108,8 +108,12 @@ class AnswerService:
         query, usage = question, None
         if history and self._chat is not None:
             t0 = time.perf_counter()
-            reply = await self._chat.complete(rewrite_messages(question, history),
-                                              max_tokens=self._config.rewrite_max_tokens)
+            try:
+                reply = await self._chat.complete(rewrite_messages(question, history),
+                                                  max_tokens=self._config.rewrite_max_tokens)
+            except Exception:
+                self.metrics.answers.labels(outcome="error").inc()
+                raise
             query = clean_rewrite(reply.text, question, self._config.max_query_chars)
             usage = reply.usage or self._estimate(rewrite_messages(question, history), reply.text)
             self.metrics.tokens.labels(direction="in").inc(usage.prompt_tokens)
@@ -136,12 +140,10 @@ class AnswerService:
         return prepared
 
     async def complete(self, prepared: Prepared) -> Answer:
-        text = ""
-        async for piece in self.stream(prepared):
-            if isinstance(piece, str):
-                text += piece
-            else:
-                return piece
+        async with aclosing(self.stream(prepared)) as pieces:
+            async for piece in pieces:
+                if isinstance(piece, Answer):
+                    return piece
         raise AssertionError("the stream ends with its answer")  # pragma: no cover
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[str | Answer]:
