@@ -156,6 +156,12 @@ def test_the_ask_tab_streams_a_cited_answer_and_follows_up(server: dict, browser
     assert page.locator(".ask-turn").count() == 0 and page.locator("#ask-empty").is_visible()
     page.click("#tab-documents")
     assert page.locator("#panel-ask").is_hidden() and page.locator("#panel-documents").is_visible()
+    # arrow keys move along the three tabs
+    page.focus("#tab-search")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.id") == "tab-ask" and page.locator("#panel-ask").is_visible()
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.id") == "tab-documents" and page.locator("#panel-ask").is_hidden()
     assert errors == []
     context.close()
     print(f"screenshots: {shots}")
