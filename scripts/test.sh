@@ -24,7 +24,7 @@ if ! command -v node >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-g
     || echo "could not install node: the real-model answer test will fail" >&2
 fi
 if [ ! -d .llm/node/node_modules/node-llama-cpp ] && command -v npm >/dev/null 2>&1; then
-  npm install --prefix .llm/node --no-audit --no-fund --no-package-lock --omit=optional --loglevel=error \
+  npm install --prefix .llm/node --no-audit --no-fund --no-package-lock --omit=optional --ignore-scripts --loglevel=error \
     node-llama-cpp@3.22.1 "@node-llama-cpp/linux-$(uname -m | sed 's/x86_64/x64/;s/aarch64/arm64/')@3.22.1" \
     || echo "could not install node-llama-cpp: the real-model answer test will fail" >&2
 fi
