@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from ..domain.chat import ChatMessage, ChatUsage
+from ..domain.errors import InvalidRequestError
 from ..domain.ports import ChatModel
 from ..observability import AnswerMetrics
 from .grounding import (
@@ -104,6 +105,10 @@ class AnswerService:
                       searchable: bool = True) -> Prepared:
         started = time.perf_counter()
         question = question.strip()
+        if not question:
+            raise InvalidRequestError("the question is empty")
+        if len(question) > self._config.max_query_chars:
+            raise InvalidRequestError(f"the question is longer than {self._config.max_query_chars} characters")
         history = self._recent(history)
         query, usage = question, None
         if history and self._chat is not None:
@@ -120,7 +125,8 @@ class AnswerService:
             self.metrics.tokens.labels(direction="out").inc(usage.completion_tokens)
             rewrite_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
-        # filters reach the search service as the search route passes them (SPEC §10)
+        # ``filters`` go to the search service the way the search route sends them: today it takes
+        # none (the route ignores them); when it does, they are passed here in the same way
         results = await self._search.search(knowledge_base_id, query, top_k) if searchable else []
         retrieval = time.perf_counter() - t1
         self.metrics.retrieval_seconds.observe(retrieval)
