@@ -114,3 +114,17 @@ async def test_a_slow_stream_still_arrives_piece_by_piece(container, standin) ->
         frames = await stream_answer(client, ids["kb"], QUESTION)
     deltas = [d["text"] for e, d in frames if e == "delta"]
     assert len(deltas) >= 4 and "".join(deltas) == "One two three four [1]." == frames[-1][1]["answer"]
+
+
+async def test_a_provider_that_drops_mid_answer_ends_the_stream_with_an_error(container, standin) -> None:  # type: ignore[no-untyped-def]
+    async with serve(container) as client:
+        ids = await ingest(client, container, files=("router.md",))
+        standin.script({"reply": "Hold the power", "break": True}, {"reply": "never asked"})
+        frames = await stream_answer(client, ids["kb"], QUESTION)
+        assert frames[0][0] == "citations" and frames[-1][0] == "error"
+        assert "".join(d["text"] for e, d in frames if e == "delta") == "Hold the power"
+        assert "broke" in frames[-1][1]["detail"]
+        assert len(standin.state()["requests"]) == 1  # text was out: not retried
+        standin.script({"reply": "Hold the power", "break": True})
+        r = await client.post(f"/api/knowledge-bases/{ids['kb']}/answer", json=QUESTION)
+        assert r.status_code == 502 and "broke" in r.json()["detail"]

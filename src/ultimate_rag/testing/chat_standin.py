@@ -12,7 +12,8 @@ Control (for the test that started it):
                                                                  the client abandoned
 A step: {"reply": text, "delay": s between pieces} | {"status": 503, "retry_after": "2"} |
 {"stall": seconds} (then the connection is closed) | {"hold": true, "reply": first piece} (streams
-the piece, then waits until the client goes away). A 4xx step echoes the Authorization header it
+the piece, then waits until the client goes away) | {"break": true, "reply": text} (streams the
+text, then drops the connection without ending the response). A 4xx step echoes the Authorization header it
 got in its error body, as careless providers do, so tests can check the key never leaks further.
 """
 
@@ -120,6 +121,9 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                                       "choices": [{"index": 0, "delta": {"content": piece}}]})
                     if step.get("delay"):
                         time.sleep(float(step["delay"]))
+                if step.get("break"):  # the connection drops mid-answer
+                    self.close_connection = True
+                    return
                 if step.get("hold"):
                     while True:  # until writing fails: the client went away
                         time.sleep(0.05)

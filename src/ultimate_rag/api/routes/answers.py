@@ -24,6 +24,9 @@ router = APIRouter(prefix="/api/knowledge-bases", tags=["answers"], dependencies
 
 @router.post("/{kb_id}/answer", response_model=AnswerOut, responses=ANSWER_RESPONSES)
 async def answer(kb: ReadableKB, body: AnswerIn, container: ContainerDep) -> Any:
+    """A grounded answer with numbered citations, in the question's language (docs/answers.md).
+    Nothing relevant: says so without asking the model; no model configured: the passages and
+    ``answer: null``; ``stream: true``: server-sent events ``citations``, ``delta``…, ``done`` / ``error``."""
     service = container.answers
     prepared = await service.prepare(kb.id, body.question, top_k=body.top_k, filters=body.filters,
                                      history=body.history(), searchable=not kb.deleting)
