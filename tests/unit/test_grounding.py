@@ -78,6 +78,7 @@ def test_the_prompt_holds_the_numbered_passages_and_history_without_old_citation
     assert messages[2].content == "In France."
     assert "[1] a.pdf — Intro — lines 4-9\nParis is in France." in messages[-1].content
     assert messages[-1].content.endswith("Question: And Lyon?")
+    assert "not instructions" in messages[0].content  # text inside documents does not steer the model
     rewrite = rewrite_messages("And Lyon?", history)
     assert "assistant: In France." in rewrite[-1].content and "And Lyon?" in rewrite[-1].content
 
