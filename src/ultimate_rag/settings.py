@@ -114,6 +114,20 @@ class Settings(BaseSettings):
     vision_api_key: str | None = Field(default=None, repr=False)
     vision_timeout_seconds: float = Field(default=60.0, gt=0)
 
+    # grounded answers (SPEC §10): an OpenAI-compatible chat completions endpoint; unset: passages only
+    llm_base_url: str | None = None  # usually ends in /v1
+    llm_model: str | None = None
+    llm_api_key: str | None = Field(default=None, repr=False)
+    llm_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    llm_timeout_seconds: float = Field(default=60.0, gt=0)  # longest silence of the provider (per read)
+    llm_max_retries: int = Field(default=2, ge=0)  # timeouts, dropped connections, 5xx, short 429s
+    llm_max_retry_wait_seconds: float = Field(default=10.0, ge=0)  # longest Retry-After honoured on a 429
+    llm_max_output_tokens: int = Field(default=512, ge=16)
+    llm_context_tokens: int = Field(default=3000, ge=64)  # passages in the prompt, estimated tokens
+    llm_history_tokens: int = Field(default=1000, ge=0)  # earlier turns kept in the prompt
+    llm_temperature: float | None = Field(default=0.2, ge=0, le=2)
+    answer_min_score: float = Field(default=0.78, ge=-1, le=1)  # less: not relevant, the model is not asked
+
     # connectors (SPEC §9)
     connector_directory_roots: str = ""  # comma-separated directories that directory connectors may read
     connector_max_item_bytes: int | None = Field(default=None, gt=0)  # per remote item; default: max_upload_bytes

@@ -28,6 +28,7 @@ RULES = {
     ("GET", "/api/knowledge-bases/{kb_id}/documents"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/reindex"): KB_EDIT,
     ("POST", "/api/knowledge-bases/{kb_id}/search"): KB_READ,
+    ("POST", "/api/knowledge-bases/{kb_id}/answer"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/connectors"): KB_EDIT,
     ("GET", "/api/knowledge-bases/{kb_id}/connectors"): KB_READ,
     ("GET", "/api/knowledge-bases/{kb_id}/connectors/{connector_id}"): KB_READ,
@@ -135,6 +136,8 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
             kwargs["json"] = {"name": f"kb-{uuid4().hex[:8]}"}
         elif path.endswith("/search"):
             kwargs["json"] = {"query": "text"}
+        elif path.endswith("/answer"):
+            kwargs["json"] = {"question": "text"}
         elif path.endswith("/connectors") and method == "POST":
             kwargs["json"] = {"kind": "urls", "config": {"urls": ["https://example.com/b.md"]}}
         elif "{connector_id}" in path and method == "PATCH":

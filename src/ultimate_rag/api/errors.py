@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import psycopg
 from fastapi import FastAPI, Request
@@ -22,6 +23,9 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (e.UnsupportedFormatError, 415),
     (e.InvalidRequestError, 400),
     (e.InvalidDocumentError, 422),
+    (e.ProviderTimeoutError, 504),
+    (e.ProviderRateLimitedError, 503),
+    (e.ProviderError, 502),
 ]
 
 
@@ -40,6 +44,8 @@ def install_error_handlers(app: FastAPI) -> None:
             log.error("unexpected domain error: %s", exc)
             return JSONResponse({"detail": "internal error"}, status_code=500)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if isinstance(exc, e.ProviderRateLimitedError):
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
         body: dict[str, object] = {"detail": exc.message}
         if isinstance(exc, e.UnsupportedFormatError) and exc.supported_formats:
             body["supported_formats"] = list(exc.supported_formats)

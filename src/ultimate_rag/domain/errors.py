@@ -82,5 +82,21 @@ class AuthenticationError(UltimateRagError):
     """Missing or invalid API key."""
 
 
+class ProviderError(UltimateRagError):
+    """The language model provider failed."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The language model provider did not answer in time."""
+
+
+class ProviderRateLimitedError(ProviderError):
+    """The language model provider asked us to wait longer than we may."""
+
+    def __init__(self, message: str | None = None, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 def is_permanent(exc: BaseException) -> bool:
     return isinstance(exc, PermanentError)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
+from .chat import ChatMessage, ChatReply, ChatUsage
 from .models import Chunk, DocumentSource, EmbeddedChunk, ParsedDocument, VectorHit
 
 
@@ -67,3 +68,15 @@ class ChunkSnapshotStore(Protocol):
     async def load(self, knowledge_base_id: UUID, document_id: UUID) -> bytes | None: ...
     async def delete_document(self, knowledge_base_id: UUID, document_id: UUID) -> None: ...
     async def delete_knowledge_base(self, knowledge_base_id: UUID) -> None: ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """An OpenAI-compatible chat completions endpoint. Failures raise ``ProviderError`` (or its
+    timeout / rate-limit kinds) after the adapter's own retries; ``stream`` yields text pieces and,
+    last, the usage when the provider reports it. Closing the stream early cancels the request."""
+
+    name: str
+
+    async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ChatReply: ...
+    def stream(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> AsyncIterator[str | ChatUsage]: ...

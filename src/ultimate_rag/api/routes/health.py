@@ -46,10 +46,12 @@ async def metrics_access(container: ContainerDep, request: Request) -> None:
 async def metrics(container: ContainerDep) -> Response:
     """Gauges read from PostgreSQL at scrape time, so they cover every API and worker process:
     documents per status, stuck documents, jobs, queue depth and the age of the oldest due job.
-    Each worker serves its own counters and histograms (``ULTIMATE_RAG_WORKER_METRICS_PORT``)."""
+    Each worker serves its own counters and histograms (``ULTIMATE_RAG_WORKER_METRICS_PORT``); the
+    answer metrics (latency, tokens, provider errors: docs/answers.md) are this API process's own."""
     queries = OperationsQueries(container.db)
     stuck_after = container.settings.stuck_after_seconds
     registry = CollectorRegistry()
     registry.register(DatabaseGauges(await queries.document_metrics(stuck_after), await queries.job_metrics(),
                                      stuck_after))
+    registry.register(container.answer_metrics)  # this process's answer latency, tokens, provider errors
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

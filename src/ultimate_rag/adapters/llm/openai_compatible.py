@@ -1,0 +1,216 @@
+"""A chat model behind any OpenAI-compatible ``/chat/completions`` endpoint: DashScope/百炼
+(compatible mode), OpenAI, vLLM, Ollama, llama.cpp servers.
+
+* Timeouts, dropped connections and 5xx are retried ``max_retries`` times with exponential backoff
+  and jitter, then raised as ``ProviderTimeoutError`` / ``ProviderError`` (the API answers 504 /
+  502). A stream is retried only until its first byte: after that the text is already out.
+* 429 waits for the server's ``Retry-After`` when it is at most ``max_retry_wait`` seconds (and
+  tries are left); longer, it raises ``ProviderRateLimitedError`` at once (503 with Retry-After).
+* 400/401/403/404/422 are configuration errors, not retried; the message names the setting to check.
+* The API key is sent only in the ``Authorization`` header; no message or log line carries it or
+  the provider's error body (a provider may echo the key back), and the base URL is redacted.
+* Leaving a ``stream`` early (a client disconnected) closes the HTTP response: the provider sees
+  the request cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import httpx
+
+from ...domain.chat import ChatMessage, ChatReply, ChatUsage
+from ...domain.errors import ProviderError, ProviderRateLimitedError, ProviderTimeoutError
+from ...domain.redact import redact_url
+from ..embedders.openai import parse_retry_after
+
+log = logging.getLogger(__name__)
+_HINTS = {
+    400: "check ULTIMATE_RAG_LLM_MODEL and ULTIMATE_RAG_LLM_MAX_OUTPUT_TOKENS",
+    401: "check ULTIMATE_RAG_LLM_API_KEY",
+    403: "check ULTIMATE_RAG_LLM_API_KEY and the account's access to this model",
+    404: "check ULTIMATE_RAG_LLM_BASE_URL (it usually ends in /v1) and ULTIMATE_RAG_LLM_MODEL",
+    422: "check ULTIMATE_RAG_LLM_MODEL",
+}
+
+
+class _Retry(Exception):
+    def __init__(self, error: ProviderError, delay: float | None = None) -> None:
+        self.error, self.delay = error, delay
+
+
+class OpenAICompatibleChat:
+    def __init__(self, *, base_url: str, model: str, api_key: str | None = None, connect_timeout: float = 5.0,
+                 timeout: float = 60.0, max_retries: int = 2, retry_backoff: float = 0.5,
+                 max_retry_wait: float = 10.0, temperature: float | None = 0.2,
+                 on_error: Callable[[str], None] | None = None) -> None:
+        if not base_url or not model:
+            raise ValueError("the chat model needs ULTIMATE_RAG_LLM_BASE_URL and ULTIMATE_RAG_LLM_MODEL")
+        self.base_url = base_url.rstrip("/")
+        self.name = model
+        self._where = redact_url(self.base_url)
+        self._api_key = api_key
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self._seconds = timeout
+        self._max_retries = max(0, max_retries)
+        self._retry_backoff = retry_backoff
+        self._max_retry_wait = max_retry_wait
+        self._temperature = temperature
+        self._on_error = on_error or (lambda kind: None)
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # the port --------------------------------------------------------------------------------
+    async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ChatReply:
+        body = self._body(messages, max_tokens, stream=False)
+        attempt = 0
+        while True:
+            try:
+                response = await self._send(body, stream=False)
+                return self._reply(response)
+            except _Retry as retry:
+                attempt = await self._backoff(attempt, retry)
+
+    async def stream(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> AsyncIterator[str | ChatUsage]:
+        body = self._body(messages, max_tokens, stream=True)
+        attempt = 0
+        while True:
+            try:
+                response = await self._send(body, stream=True)
+                break
+            except _Retry as retry:
+                attempt = await self._backoff(attempt, retry)
+        try:
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                piece, usage = _chunk(data)
+                if piece:
+                    yield piece
+                if usage is not None:
+                    yield usage
+        except httpx.TimeoutException as exc:
+            self._on_error("timeout")
+            raise ProviderTimeoutError(f"the language model stopped answering for {self._seconds:g} s") from exc
+        except httpx.TransportError as exc:
+            self._on_error("connection")
+            raise ProviderError(f"the connection to the language model broke: {type(exc).__name__}") from exc
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # internals -------------------------------------------------------------------------------
+    def _http(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._loop = loop
+        return self._client
+
+    def _body(self, messages: Sequence[ChatMessage], max_tokens: int, *, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.name, "max_tokens": max_tokens, "stream": stream,
+                                "messages": [{"role": m.role, "content": m.content} for m in messages]}
+        if self._temperature is not None:
+            body["temperature"] = self._temperature
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def _send(self, body: dict[str, Any], *, stream: bool) -> httpx.Response:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        client = self._http()
+        try:
+            request = client.build_request("POST", f"{self.base_url}/chat/completions", json=body, headers=headers)
+            response = await client.send(request, stream=stream)
+        except httpx.TimeoutException as exc:
+            self._on_error("timeout")
+            raise _Retry(ProviderTimeoutError(f"the language model at {self._where} did not answer within "
+                                              f"{self._seconds:g} s")) from exc
+        except httpx.TransportError as exc:
+            self._on_error("connection")
+            raise _Retry(ProviderError(f"the language model at {self._where} could not be reached: "
+                                       f"{type(exc).__name__}")) from exc
+        if response.status_code < 400:
+            return response
+        await response.aclose()
+        status = response.status_code
+        if status == 429:
+            self._on_error("rate_limited")
+            wait = parse_retry_after(response.headers, default=1.0)
+            error = ProviderRateLimitedError(f"the language model is rate limited; try again in {wait:.0f} s",
+                                             retry_after=wait)
+            if wait > self._max_retry_wait:
+                raise error
+            raise _Retry(error, delay=wait)
+        if status >= 500:
+            self._on_error("server_error")
+            raise _Retry(ProviderError(f"the language model answered HTTP {status}"))
+        self._on_error("refused")
+        log.warning("the language model refused a request with HTTP %s", status)
+        hint = _HINTS.get(status, "check the ULTIMATE_RAG_LLM_* settings")
+        raise ProviderError(f"the language model refused the request (HTTP {status}): {hint}")
+
+    async def _backoff(self, attempt: int, retry: _Retry) -> int:
+        attempt += 1
+        if attempt > self._max_retries:
+            raise retry.error
+        delay = retry.delay
+        if delay is None:
+            delay = min(10.0, self._retry_backoff * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
+        log.info("language model request failed (%s); try %d of %d in %.1f s", retry.error.message,
+                 attempt + 1, self._max_retries + 1, delay)
+        await asyncio.sleep(delay)
+        return attempt
+
+    def _reply(self, response: httpx.Response) -> ChatReply:
+        try:
+            reply = response.json()
+            message = reply["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            self._on_error("bad_reply")
+            raise ProviderError("the language model's reply has no message") from exc
+        return ChatReply(_text(message.get("content")), _usage(reply.get("usage")))
+
+
+def _chunk(data: str) -> tuple[str, ChatUsage | None]:
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return "", None
+    if not isinstance(chunk, dict):
+        return "", None
+    piece = ""
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict):
+            piece += _text(delta.get("content"))
+    return piece, _usage(chunk.get("usage"))
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _usage(usage: Any) -> ChatUsage | None:
+    if not isinstance(usage, dict):
+        return None
+    try:
+        return ChatUsage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,85 @@
+"""Request and response shapes of ``POST /api/knowledge-bases/{kb_id}/answer`` (SPEC §10)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from ..domain.chat import ChatMessage
+from ..services.answering import Answer
+from ..services.grounding import Passage
+from .schemas import Text, body_of
+
+
+class Turn(BaseModel):
+    role: Literal["user", "assistant"]
+    content: Text = Field(max_length=20_000)
+
+
+class AnswerIn(BaseModel):
+    question: Text = Field(min_length=1)
+    top_k: int = Field(default=8, ge=1)
+    filters: dict[str, Any] | None = None
+    messages: list[Turn] = Field(default_factory=list, max_length=50,
+                                 description="earlier turns of the conversation, oldest first")
+    stream: bool = Field(default=False, description="answer as server-sent events")
+
+    def history(self) -> list[ChatMessage]:
+        return [ChatMessage(m.role, m.content) for m in self.messages]
+
+
+class CitationOut(BaseModel):
+    n: int
+    chunk_id: UUID
+    document_id: UUID
+    filename: str
+    heading_path: list[str]
+    locator: dict[str, int]
+    content: str
+    score: float
+    assets: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, p: Passage) -> CitationOut:
+        r = p.result
+        return cls(n=p.n, chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename,
+                   heading_path=list(r.heading_path), locator=r.locator.to_metadata(), content=r.content,
+                   score=r.score, assets=list(r.assets))
+
+
+class UsageOut(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    estimated: bool = Field(description="the provider reported no usage: counted here, conservatively")
+
+
+class AnswerOut(BaseModel):
+    answer: str | None = Field(description="null when no language model is configured (see reason)")
+    citations: list[CitationOut]
+    query: str = Field(description="the standalone query used for retrieval")
+    language: str = Field(description="the question's language: en, zh or ko")
+    cited: list[int] = Field(description="the citation numbers the answer uses")
+    invalid_citations: list[int] = Field(description="numbers the model invented, removed from the answer")
+    reason: str | None = Field(default=None, description="why the model gave no answer")
+    usage: UsageOut | None = None
+    timing: dict[str, float]
+
+    @classmethod
+    def of(cls, answer: Answer) -> AnswerOut:
+        return cls(citations=citations(answer.prepared.passages), **answer.body())
+
+
+def citations(passages: list[Passage]) -> list[CitationOut]:
+    return [CitationOut.of(p) for p in passages]
+
+
+ANSWER_RESPONSES: dict[int | str, Any] = {
+    200: {"description": "the answer (JSON), or with `stream: true` server-sent events: `citations`, `delta` "
+                         "(repeated), then `done` or `error`",
+          "content": body_of("text/event-stream", "", {"type": "string"})[200]["content"]},
+    502: {"description": "the language model failed (after retries) or refused the request"},
+    503: {"description": "the language model is rate limited for longer than we wait (see Retry-After)"},
+    504: {"description": "the language model did not answer in time (after retries)"},
+}
