@@ -189,7 +189,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     kbs = KnowledgeBaseRepository(db)
     documents = DocumentRepository(db)
     queue_db = Database(url, max_size=max(2, pool_size // 2), register_vector=False, generic_plans=True)
-    queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds)
+    queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds, retry_delay_seconds=settings.retry_delay_seconds,
+                     poison_after=settings.poison_lost_leases)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)
     vectors = make_vector_store(settings, db, embedder.dimension, embedder.name)
     limits = parse_limits(settings)

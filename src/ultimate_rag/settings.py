@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=2, ge=1)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     rate_limit_max_wait_seconds: float = Field(default=600.0, ge=0)
+    poison_lost_leases: int = Field(default=3, ge=2)  # lost attempts in a row (2+ workers) that fail a file
 
     # chunking and embedding
     chunk_size_tokens: int = Field(default=256, ge=16)

@@ -178,6 +178,7 @@ BULK_REINDEX = LOCKED_BATCH + """, eligible AS (
     UPDATE ingestion_jobs j
     SET status = 'PENDING', operation = 'ingest', force = false, attempts = 0, max_attempts = %(max_attempts)s,
         available_at = now(), locked_by = NULL, locked_at = NULL, last_error = NULL, finished_at = NULL,
+        queued_at = now(), lost_streak = 0, lost_workers = '{}', lost_since = NULL,
         updated_at = now()
     FROM eligible e WHERE j.document_id = e.id
     RETURNING j.document_id
@@ -252,6 +253,7 @@ QUEUE_KB_DELETES = LOCKED_BATCH + """, reset AS (
     UPDATE ingestion_jobs j
     SET status = 'PENDING', operation = 'delete', force = true, attempts = 0, max_attempts = %(max_attempts)s,
         available_at = now(), locked_by = NULL, locked_at = NULL, last_error = NULL, finished_at = NULL,
+        queued_at = now(), lost_streak = 0, lost_workers = '{}', lost_since = NULL,
         updated_at = now()
     FROM docs WHERE j.document_id = docs.id
     RETURNING j.document_id

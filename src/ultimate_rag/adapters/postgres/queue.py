@@ -29,12 +29,23 @@ log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
 ConnHook = Callable[[Connection], Awaitable[None]]
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
+# a lost attempt (SQL format(): %s is the worker), the document while it waits (attempt, seconds),
+# and a poison file (lost attempts in a row, workers)
+LOST_MESSAGE = "worker %s stopped before finishing this attempt (it crashed, was killed or stopped responding)"
+INTERRUPTED_MESSAGE = ("attempt %s was interrupted because its worker stopped; this does not count as a failed "
+                       "attempt, retrying automatically in %s s")
+POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row (on %s different workers) while "
+                  "other documents were processed normally: it was set aside so that it cannot crash more "
+                  "workers; check the file (or report it), then reindex it")
 
 
 class JobQueue:
-    def __init__(self, db: Database, *, lease_seconds: float) -> None:
+    def __init__(self, db: Database, *, lease_seconds: float, retry_delay_seconds: float = 5.0,
+                 poison_after: int = 3) -> None:
         self._db = db
         self.lease_seconds = lease_seconds
+        self.retry_delay_seconds = retry_delay_seconds
+        self.poison_after = poison_after  # lost attempts in a row (on 2+ workers) that make a poison file
         self._listener: psycopg.AsyncConnection[Any] | None = None
 
     @property
@@ -43,19 +54,22 @@ class JobQueue:
 
     # -- claiming -----------------------------------------------------------------------------
     async def claim(self, worker_id: str, limit: int = 1) -> list[Lease]:
-        """Claim up to ``limit`` due jobs in one statement (see ``claim`` in queue.sql), converging
-        exhausted expired leases first."""
+        """Claim up to ``limit`` due jobs in queue order in one statement (see ``claim`` in
+        queue.sql), converging expired leases first (backoff, or FAILED for a poison file)."""
         if limit <= 0:
             return []
-        claimed = await self._db.fetchall(Q["claim"], {
-            "lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id,
-            "message": EXHAUSTED_MESSAGE,
-        })
+        claimed = await self._db.fetchall(Q["claim"], self.claim_params(worker_id, limit))
         return [
             Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
                   max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"])
             for r in claimed
         ]
+
+    def claim_params(self, worker_id: str, limit: int) -> dict[str, Any]:
+        return {"lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id,
+                "retry_delay": self.retry_delay_seconds, "poison_after": self.poison_after,
+                "lost_message": LOST_MESSAGE, "interrupted_message": INTERRUPTED_MESSAGE,
+                "poison_message": POISON_MESSAGE}
 
     async def heartbeat(self, lease: Lease) -> bool:
         row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))

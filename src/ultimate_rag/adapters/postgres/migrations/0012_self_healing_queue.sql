@@ -1,0 +1,21 @@
+-- Self-healing queue (docs/architecture.md, "Lost leases and poison files"; "Claim order").
+--
+-- queued_at: when the job's current run entered the queue. The claim takes due jobs in this order,
+-- so a retry keeps its place instead of waiting behind everything uploaded after it.
+-- lost_streak / lost_workers / lost_since: consecutive attempts that ended in an expired lease
+-- (the worker died or hung), which workers lost them, and when the streak began. Reset whenever an
+-- attempt ends normally and whenever the job is queued again.
+ALTER TABLE ingestion_jobs
+    ADD COLUMN queued_at    timestamptz NOT NULL DEFAULT now(),
+    ADD COLUMN lost_streak  integer NOT NULL DEFAULT 0,
+    ADD COLUMN lost_workers text[] NOT NULL DEFAULT '{}',
+    ADD COLUMN lost_since   timestamptz;
+
+UPDATE ingestion_jobs SET queued_at = least(created_at, available_at);
+
+-- the claim's due source, read in queue order (same name: the claim reads it, as before)
+DROP INDEX ingestion_jobs_pending_idx;
+CREATE INDEX ingestion_jobs_pending_idx ON ingestion_jobs (queued_at, available_at) WHERE status = 'PENDING';
+
+-- "did any job succeed since ...?": the poison-file rule asks it, by index, with LIMIT 1
+CREATE INDEX ingestion_jobs_succeeded_idx ON ingestion_jobs (finished_at) WHERE status = 'SUCCEEDED';
