@@ -157,6 +157,8 @@ def cmd_janitor(args: argparse.Namespace) -> int:
             print(f"removed object {key}")
         for path in report.snapshots:
             print(f"removed chunk snapshots {path}")
+        for path in report.temp_files:
+            print(f"removed temp file {path}")
         for document_id, count in report.vectors.items():
             print(f"removed {count} vector(s) of document {document_id}")
         print(report.summary())

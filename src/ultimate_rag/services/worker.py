@@ -201,11 +201,15 @@ class IngestionWorker:
     async def _heartbeat(self, lease: Lease, work: asyncio.Task[None], lost: asyncio.Event) -> None:
         while not work.done():
             await asyncio.sleep(self.config.heartbeat_seconds)
+            if work.done():  # finished while we slept: the job has ended, its lease with it
+                return
             try:
                 alive = await self.queue.heartbeat(lease)
             except (psycopg.Error, OSError) as exc:
                 log.warning("job %s: heartbeat failed, will retry: %s", lease.job_id, exc)
                 continue
+            if not alive and work.done():  # it succeeded (or failed) while the renewal ran
+                return
             if not alive:
                 log.warning("job %s: lease lost (reclaimed or ended by an operator); cancelling", lease.job_id)
                 lost.set()

@@ -63,7 +63,8 @@ class LifecycleRepository:
 
     async def fail(self, document_id: UUID, *, then_reindex: bool = False) -> DocumentStatus:
         """End the job and fail the document; a worker still on it loses its lease (fencing).
-        With ``then_reindex`` (recover) the document is queued again in the same transaction."""
+        With ``then_reindex`` (recover) the document is queued again in the same transaction.
+        Returns the status the document had under the row lock: the one the operation started from."""
         async with self._db.transaction() as conn:
             locked = await lock_document(conn, document_id)
             if locked.status == DocumentStatus.FETCHING:
@@ -84,8 +85,7 @@ class LifecycleRepository:
                 " updated_at = now() WHERE id = %s", (CANCELLED, document_id))
             if then_reindex:
                 await self._queue(conn, document_id, DocumentStatus.FAILED, operation="ingest", force=True)
-                return DocumentStatus.PENDING
-            return DocumentStatus.FAILED
+            return locked.status
 
     async def begin_upload(self, document_id: UUID) -> Locked:
         """Re-upload, step 1: a stable document becomes UPLOADING while its new bytes are stored."""
