@@ -52,3 +52,48 @@ async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock
     entries = (await client.get("/api/audit")).json()["items"]
     [entry] = [e for e in entries if e["action"] == "document.fail"]
     assert entry["detail"]["previous_status"] == "PENDING"
+
+
+async def _age(container, doc, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    await container.db.execute(
+        "UPDATE documents SET updated_at = now() - make_interval(secs => %s) WHERE id = %s", (seconds, doc))
+
+
+async def _stuck(client) -> list[str]:  # type: ignore[no-untyped-def]
+    r = await client.get("/api/documents/stuck", params={"older_than_seconds": 600})
+    assert r.status_code == 200, r.text
+    return [i["id"] for i in r.json()["items"]]
+
+
+async def _stuck_gauge(client) -> float:  # type: ignore[no-untyped-def]
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = (await client.get("/metrics")).text
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "ultimate_rag_documents_stuck")
+
+
+async def test_a_healthy_backlog_is_not_stuck_but_a_silent_worker_and_an_idle_queue_are(  # type: ignore[no-untyped-def]
+        client, container) -> None:
+    container.settings.stuck_after_seconds = 600
+    kb = await new_kb(container)
+    running = await queue_document(container, kb, "being processed")
+    [lease] = await container.queue.claim("busy-worker")
+    for stage in (D.PARSING, D.CHUNKING, D.EMBEDDING):
+        await container.queue.enter_stage(lease, stage)
+    backlog = [await queue_document(container, kb, f"queued {i}") for i in range(3)]
+    for doc in [running, *backlog]:
+        await _age(container, doc, 3600)  # an hour in their status, a big ingest
+    await container.queue.heartbeat(lease)
+    assert await _stuck(client) == [] and await _stuck_gauge(client) == 0  # workers are busy on it
+
+    # the worker stops heartbeating: its document is stuck, and nobody works on the backlog either
+    await container.db.execute("UPDATE ingestion_jobs SET locked_at = now() - interval '1 hour'"
+                               " WHERE document_id = %s", (running,))
+    assert sorted(await _stuck(client)) == sorted(str(d) for d in [running, *backlog])
+    assert await _stuck_gauge(client) == 4
+
+    # a retry waiting its backoff is not stuck either
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() + interval '1 hour'"
+                               " WHERE document_id = ANY(%s)", (backlog,))
+    assert await _stuck(client) == [str(running)]

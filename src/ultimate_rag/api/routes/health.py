@@ -50,6 +50,6 @@ async def metrics(container: ContainerDep) -> Response:
     queries = OperationsQueries(container.db)
     stuck_after = container.settings.stuck_after_seconds
     registry = CollectorRegistry()
-    registry.register(DatabaseGauges(await queries.document_metrics(stuck_after), await queries.job_metrics(),
-                                     stuck_after))
+    documents = await queries.document_metrics(stuck_after, container.settings.lease_seconds)
+    registry.register(DatabaseGauges(documents, await queries.job_metrics(), stuck_after))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
