@@ -4,6 +4,7 @@ the status an operation really started from, stuck means stuck, progress never l
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 
 from ultimate_rag.domain.status import DocumentStatus as D
@@ -97,3 +98,47 @@ async def test_a_healthy_backlog_is_not_stuck_but_a_silent_worker_and_an_idle_qu
     await container.db.execute("UPDATE ingestion_jobs SET available_at = now() + interval '1 hour'"
                                " WHERE document_id = ANY(%s)", (backlog,))
     assert await _stuck(client) == [str(running)]
+
+
+LONG_TEXT = "\n\n".join(
+    f"Section {i}. The storage cluster number {i} handled {i * 37} requests during the nightly load test, "
+    f"and the operators wrote down what failed and what they would change next time around."
+    for i in range(120)
+)
+
+
+async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(container) -> None:  # type: ignore[no-untyped-def]
+    """Two jobs in one worker share one local model: the one that waits says so, and progress is
+    written every few chunks (here with no time throttle, to see the grain)."""
+    kb = await new_kb(container)
+    docs = [await queue_document(container, kb, f"Document {n}. {LONG_TEXT}") for n in range(2)]
+    reports: dict[object, list[dict]] = {d: [] for d in docs}  # type: ignore[type-arg]
+    real = container.queue.report_progress
+
+    async def recording(lease, progress):  # type: ignore[no-untyped-def]
+        reports[lease.document_id].append(dict(progress))
+        await real(lease, progress)
+
+    container.queue.report_progress = recording
+    container.processor._progress_interval = 0.0
+    worker = container.worker(WorkerConfig(concurrency=2, heartbeat_seconds=5))
+    stop = asyncio.Event()
+    run = asyncio.create_task(worker.run(stop))
+
+    async def all_ready() -> bool:
+        return [(await container.documents.get(d)).status for d in docs] == [D.READY] * len(docs)
+
+    from ultimate_rag.testing.servers import wait_until
+
+    try:
+        await wait_until(all_ready, timeout=300, interval=0.2)
+    finally:
+        stop.set()
+        await run
+    waits = [r for d in docs for r in reports[d] if r.get("waiting") == "embedder"]
+    assert waits, reports
+    for d in docs:
+        done = [r["done"] for r in reports[d]]
+        assert done[-1] == reports[d][-1]["total"] > 16
+        steps = [b - a for a, b in itertools.pairwise(done) if b > a]
+        assert max(steps) <= 4, done
