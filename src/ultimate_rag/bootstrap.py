@@ -45,7 +45,7 @@ def database_url(settings: Settings) -> str:
     """The configured server, or the embedded PostgreSQL in the data dir (started on first use)."""
     if settings.database_url:
         return settings.database_url
-    url, server = start_embedded_postgres(settings.data_dir)
+    url, server = start_embedded_postgres(settings.data_dir, supervise=True)  # restarted if it dies
     _embedded_servers.append(server)  # keep the handle: the server lives while this process does
     os.environ["ULTIMATE_RAG_DATABASE_URL"] = url  # child processes attach to the same server
     return url
@@ -181,9 +181,11 @@ class Container:
 
 
 def build(settings: Settings, *, url: str | None = None, embedder: Embedder | None = None,
-          storage: ObjectStorage | None = None, pool_size: int = 10) -> Container:
+          storage: ObjectStorage | None = None, pool_size: int = 10, acquire_timeout: float = 10.0) -> Container:
+    """``acquire_timeout``: how long a caller waits for a pooled connection (the API answers 503
+    after it while the database is down; a worker's fenced writes ride out a short outage)."""
     url = url or database_url(settings)
-    db = Database(url, max_size=pool_size)
+    db = Database(url, max_size=pool_size, acquire_timeout=acquire_timeout)
     embedder = embedder or make_embedder(settings)
     storage = storage or make_storage(settings)
     kbs = KnowledgeBaseRepository(db)

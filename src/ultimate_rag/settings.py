@@ -29,6 +29,7 @@ class Settings(BaseSettings):
     # HTTP surface
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser; empty: CORS off
     metrics_token: str | None = Field(default=None, repr=False)  # when set, /metrics wants this bearer token
+    api_db_pool_timeout_seconds: float = Field(default=3.0, gt=0)  # API waits this long for a connection, then 503
 
     # the queue
     lease_seconds: float = Field(default=60.0, gt=0)

@@ -178,6 +178,31 @@ async def test_a_file_that_keeps_killing_workers_fails_as_poison(container) -> N
     assert "stopped the worker processing it 3 times in a row (on 3 different workers)" in document.error_message
 
 
+async def test_a_crash_loop_that_kills_other_workers_too_fails_nobody(container) -> None:  # type: ignore[no-untyped-def]
+    """Same streak as a poison file, but another worker, which never held this file, also died
+    meanwhile: workers are being killed whatever they hold, so the file is not blamed."""
+    kb = await new_kb(container)
+    container.queue.retry_delay_seconds = 3600
+    doc = await queue_document(container, kb, "unlucky")
+    bystander = await queue_document(container, kb, "bystander")
+    healthy = await queue_document(container, kb, "healthy")
+    await _not_due(container, bystander)
+    await _not_due(container, healthy)
+    await _lose(container, doc, "worker-a")
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() - interval '1 second'"
+                               " WHERE document_id = %s", (bystander,))
+    await _lose(container, bystander, "worker-z")  # killed while holding something else
+    await _lose(container, doc, "worker-b")
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
+    [ok] = await container.queue.claim("worker-c")
+    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
+    await container.queue.complete_already_ready(ok)
+    await _lose(container, doc, "worker-c")
+    job = await job_row(container, doc)
+    assert (job["status"], job["lost_streak"]) == ("PENDING", 3)
+    assert (await container.documents.get(doc)).status == D.PENDING
+
+
 async def test_lost_attempts_without_any_success_meanwhile_never_fail(container) -> None:  # type: ignore[no-untyped-def]
     """Every worker crashing (nothing succeeds): the document is unlucky, not poison; it waits."""
     kb = await new_kb(container)

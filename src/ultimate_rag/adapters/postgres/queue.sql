@@ -6,7 +6,8 @@
 -- converged, each lost attempt recorded in the error history with the worker that lost it:
 --   * document already READY (or DELETED) -> job SUCCEEDED;
 --   * a poison file (%(poison_after)s lost attempts in a row, on at least two workers, while other
---     jobs succeeded since the streak began) -> job and document FAILED, saying so;
+--     jobs succeeded and no other worker lost a lease since the streak began) -> job and document
+--     FAILED, saying so;
 --   * otherwise the attempt is given back (max_attempts + 1: a crash is not the document's fault)
 --     and the job waits a backoff like a transient failure, document PENDING, keeping its place.
 -- Then up to %(limit)s due PENDING jobs are claimed in queue order (queued_at: a retry keeps the
@@ -36,10 +37,16 @@ WITH expired AS (
            CASE WHEN s.document_status IN ('READY', 'DELETED') THEN 'done'
                 WHEN s.streak >= %(poison_after)s AND cardinality(s.workers) >= 2
                      AND (SELECT at FROM last_success) >= s.since
+                     AND NOT EXISTS (SELECT 1 FROM lost_leases l
+                                     WHERE l.lost_at >= s.since AND l.worker_id <> ALL (s.workers))
                 THEN 'poison'
                 ELSE 'retry' END AS verdict,
            least(%(retry_delay)s * power(2, least(s.lost_streak, 20)), 300.0) * (0.9 + random() * 0.2) AS delay
     FROM streaks s
+), recorded AS (
+    INSERT INTO lost_leases (worker_id, job_id) SELECT locked_by, id FROM judged
+), pruned AS (
+    DELETE FROM lost_leases WHERE lost_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM expired)
 ), converged AS (
     UPDATE ingestion_jobs j
     SET status = CASE g.verdict WHEN 'done' THEN 'SUCCEEDED' WHEN 'poison' THEN 'FAILED' ELSE 'PENDING' END,

@@ -19,3 +19,13 @@ CREATE INDEX ingestion_jobs_pending_idx ON ingestion_jobs (queued_at, available_
 
 -- "did any job succeed since ...?": the poison-file rule asks it, by index, with LIMIT 1
 CREATE INDEX ingestion_jobs_succeeded_idx ON ingestion_jobs (finished_at) WHERE status = 'SUCCEEDED';
+
+-- Every lease that expired, by worker: the poison-file rule fails a file only if no *other* worker
+-- lost a lease during its streak (a crash loop that kills workers whatever they hold is not the
+-- file's fault). Rows older than a day are pruned by the claim that records new ones.
+CREATE TABLE lost_leases (
+    worker_id text NOT NULL,
+    job_id    uuid NOT NULL,
+    lost_at   timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX lost_leases_lost_at_idx ON lost_leases (lost_at);
