@@ -344,3 +344,27 @@ async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(container) -> N
         await asyncio.sleep(0.05)
     stop.set()
     await running
+
+
+async def test_a_suspect_runs_alone_in_an_idle_worker(container) -> None:  # type: ignore[no-untyped-def]
+    """Two jobs lost together (one killed the worker, the other only shared it): each next runs
+    alone, so the next death is the guilty one's. Busy workers take nothing while a suspect is due."""
+    kb = await new_kb(container)
+    container.queue.retry_delay_seconds = 0
+    a = await queue_document(container, kb, "a")
+    b = await queue_document(container, kb, "b")
+    other = await queue_document(container, kb, "other")
+    await _not_due(container, other)
+    leases = await container.queue.claim("worker-1", 2)
+    assert {lease.document_id for lease in leases} == {a, b} and not any(lease.suspect for lease in leases)
+    for doc in (a, b):
+        await expire_lease(container, doc)
+    assert await container.queue.claim("converger", 2) == []  # converged: both are suspects now
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (other,))
+    assert await container.queue.claim("busy-worker", 1, idle=False) == []  # drains first
+    [first] = await container.queue.claim("worker-2", 2)
+    assert first.document_id == a and first.suspect
+    [second] = await container.queue.claim("worker-3", 2)
+    assert second.document_id == b and second.suspect
+    [normal] = await container.queue.claim("busy-worker", 1, idle=False)
+    assert normal.document_id == other and not normal.suspect

@@ -91,11 +91,13 @@ class IngestionWorker:
         log.info("worker %s started (concurrency %d)", self.worker_id, self.config.concurrency)
         slot_freed = asyncio.Event()
         while not stop.is_set():
-            free = self.config.concurrency - len(self._tasks)
+            # a suspect (its last attempt's worker died) runs alone: nothing is claimed beside it
+            alone = any(lease.suspect for lease in self._tasks.values())
+            free = 0 if alone else self.config.concurrency - len(self._tasks)
             claimed: list[Lease] = []
             if free > 0:
                 try:
-                    claimed = await self.queue.claim(self.worker_id, free)
+                    claimed = await self.queue.claim(self.worker_id, free, idle=not self._tasks)
                 except (psycopg.Error, OSError) as exc:
                     log.warning("claim failed (database unavailable?): %s", exc)
                     await _sleep_or_stop(stop, self.config.poll_interval_seconds)

@@ -53,20 +53,22 @@ class JobQueue:
         return self._db
 
     # -- claiming -----------------------------------------------------------------------------
-    async def claim(self, worker_id: str, limit: int = 1) -> list[Lease]:
+    async def claim(self, worker_id: str, limit: int = 1, *, idle: bool = True) -> list[Lease]:
         """Claim up to ``limit`` due jobs in queue order in one statement (see ``claim`` in
-        queue.sql), converging expired leases first (backoff, or FAILED for a poison file)."""
+        queue.sql), converging expired leases first (backoff, or FAILED for a poison file).
+        ``idle``: the worker runs nothing now, so it may take a suspect, which then runs alone."""
         if limit <= 0:
             return []
-        claimed = await self._db.fetchall(Q["claim"], self.claim_params(worker_id, limit))
+        claimed = await self._db.fetchall(Q["claim"], self.claim_params(worker_id, limit, idle=idle))
         return [
             Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
-                  max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"])
+                  max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"],
+                  suspect=r["suspect"])
             for r in claimed
         ]
 
-    def claim_params(self, worker_id: str, limit: int) -> dict[str, Any]:
-        return {"lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id,
+    def claim_params(self, worker_id: str, limit: int, *, idle: bool = True) -> dict[str, Any]:
+        return {"lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id, "idle": idle,
                 "retry_delay": self.retry_delay_seconds, "poison_after": self.poison_after,
                 "lost_message": LOST_MESSAGE, "interrupted_message": INTERRUPTED_MESSAGE,
                 "poison_message": POISON_MESSAGE}

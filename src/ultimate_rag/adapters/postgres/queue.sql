@@ -11,7 +11,7 @@
 --   * otherwise the attempt is given back (max_attempts + 1: a crash is not the document's fault)
 --     and the job waits a backoff like a transient failure, document PENDING, keeping its place.
 -- Then up to %(limit)s due PENDING jobs are claimed in queue order (queued_at: a retry keeps the
--- place it had) and their attempt is counted. The converged and the claimed jobs are disjoint
+-- place it had) and their attempt is counted; or, by an idle worker (%(idle)s), one suspect alone. The converged and the claimed jobs are disjoint
 -- (RUNNING vs PENDING in this statement's snapshot).
 WITH expired AS (
     SELECT j.id, j.document_id, j.attempts, j.locked_by, j.lost_streak, j.lost_workers, j.lost_since
@@ -76,22 +76,38 @@ WITH expired AS (
     FROM converged c
     WHERE d.id = c.document_id AND c.status IN ('FAILED', 'PENDING')
     RETURNING d.id
+), suspect_due AS (
+    -- a job whose last attempt ended in a lost lease is a suspect: it runs alone in a worker that
+    -- has nothing else running, so if that worker dies again, it is this job that killed it
+    SELECT id FROM ingestion_jobs
+    WHERE status = 'PENDING' AND lost_streak > 0 AND available_at <= now() AND attempts < max_attempts
+    ORDER BY queued_at
+    LIMIT 1
+), suspect AS (
+    SELECT id FROM ingestion_jobs
+    WHERE %(idle)s AND id = (SELECT id FROM suspect_due)
+      AND status = 'PENDING' AND lost_streak > 0 AND available_at <= now() AND attempts < max_attempts
+    FOR UPDATE SKIP LOCKED
 ), due AS (
     -- read in index order with its own LIMIT: a claim costs the same with ten queued jobs or a
-    -- million; queue order, not due time, so a retry does not wait behind the whole backlog
+    -- million; queue order, not due time, so a retry does not wait behind the whole backlog. While
+    -- a suspect is due, busy workers take nothing new: they drain, and the first idle one takes it.
     SELECT id
     FROM ingestion_jobs
-    WHERE status = 'PENDING' AND available_at <= now() AND attempts < max_attempts
+    WHERE status = 'PENDING' AND available_at <= now() AND attempts < max_attempts AND lost_streak = 0
+      AND NOT EXISTS (SELECT 1 FROM suspect_due)
     ORDER BY queued_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), candidates AS (
+    SELECT id FROM suspect UNION ALL SELECT id FROM due
 ), claimed AS (
     UPDATE ingestion_jobs j
     SET status = 'RUNNING', attempts = j.attempts + 1, locked_by = %(worker_id)s,
         locked_at = now(), updated_at = now()
-    FROM due c
+    FROM candidates c
     WHERE j.id = c.id
-    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.operation, j.force
+    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.operation, j.force, j.lost_streak > 0 AS suspect
 )
 SELECT c.*, (SELECT count(*) FROM converged_docs) AS converged
 FROM claimed c;

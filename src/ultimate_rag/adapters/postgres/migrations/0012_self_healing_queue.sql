@@ -17,6 +17,9 @@ UPDATE ingestion_jobs SET queued_at = least(created_at, available_at);
 DROP INDEX ingestion_jobs_pending_idx;
 CREATE INDEX ingestion_jobs_pending_idx ON ingestion_jobs (queued_at, available_at) WHERE status = 'PENDING';
 
+-- due suspects (the last attempt ended in a lost lease), found without walking the whole backlog
+CREATE INDEX ingestion_jobs_suspect_idx ON ingestion_jobs (queued_at) WHERE status = 'PENDING' AND lost_streak > 0;
+
 -- "did any job succeed since ...?": the poison-file rule asks it, by index, with LIMIT 1
 CREATE INDEX ingestion_jobs_succeeded_idx ON ingestion_jobs (finished_at) WHERE status = 'SUCCEEDED';
 
