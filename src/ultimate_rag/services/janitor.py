@@ -59,8 +59,8 @@ class SweepReport:
         if not self.ran:
             return "another janitor pass holds the lock; nothing was done"
         text = (f"removed {len(self.objects)} orphaned object(s), {len(self.snapshots)} chunk snapshot "
-                f"directory(ies), {len(self.temp_files)} temp file(s) of interrupted writes, "
-                f"{sum(self.vectors.values())} vector(s) of {len(self.vectors)} document(s)")
+                f"directory(ies), {sum(self.vectors.values())} vector(s) of {len(self.vectors)} document(s), "
+                f"{len(self.temp_files)} temp file(s) of interrupted writes")
         return text + (f"; {len(self.errors)} part(s) failed: " + "; ".join(self.errors) if self.errors else "")
 
 
