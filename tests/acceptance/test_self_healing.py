@@ -60,6 +60,12 @@ def test_killed_embedded_postgres_is_restarted_under_up_and_stopped_at_the_end(t
         assert r.status_code == 202, r.text
         doc = r.json()["id"]
         wait_until(lambda: httpx.get(f"{base}/api/documents/{doc}", headers=h).json()["status"] == "READY", 120)
+
+        # a worker that dies under `up` is replaced too
+        killed = _workers_of(proc)[0]
+        killed.kill()
+        wait_until(lambda: len([w for w in _workers_of(proc) if w.pid != killed.pid]) == 2, timeout=60)
+        assert "starting a new one" in log.read_text()
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -71,6 +77,17 @@ def test_killed_embedded_postgres_is_restarted_under_up_and_stopped_at_the_end(t
     # `up` held the restarted server: it stopped that one, not the dead one it first attached to
     wait_until(lambda: not (pgdata / "postmaster.pid").exists(), timeout=30)
     assert not _running(new)
+
+
+def _workers_of(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process(proc.pid).children():
+        try:
+            if "ultimate_rag.worker" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:  # gone, or a zombie not reaped yet
+            pass
+    return found
 
 
 def _running(pid: int) -> bool:
