@@ -11,8 +11,8 @@
 --   * otherwise the attempt is given back (max_attempts + 1: a crash is not the document's fault)
 --     and the job waits a backoff like a transient failure, document PENDING, keeping its place.
 -- Then up to %(limit)s due PENDING jobs are claimed in queue order (queued_at: a retry keeps the
--- place it had) and their attempt is counted; or, by an idle worker (%(idle)s), one suspect alone. The converged and the claimed jobs are disjoint
--- (RUNNING vs PENDING in this statement's snapshot).
+-- place it had) and their attempt is counted; or, by an idle worker (%(idle)s), one suspect alone.
+-- The converged and the claimed jobs are disjoint (RUNNING vs PENDING in this statement's snapshot).
 WITH expired AS (
     SELECT j.id, j.document_id, j.attempts, j.locked_by, j.lost_streak, j.lost_workers, j.lost_since
     FROM ingestion_jobs j
