@@ -142,3 +142,24 @@ async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(
         assert done[-1] == reports[d][-1]["total"] > 16
         steps = [b - a for a, b in itertools.pairwise(done) if b > a]
         assert max(steps) <= 4, done
+
+
+async def test_storage_unavailable_answers_503_with_retry_after_and_stores_nothing(client, container) -> None:  # type: ignore[no-untyped-def]
+    """The object storage refuses (an S3 outage reaches us as TransientError): 503, not 500."""
+    from ultimate_rag.domain.errors import TransientError
+
+    kb = await new_kb(container)
+
+    class Unavailable:
+        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+            return getattr(container.storage, name)
+
+        async def put(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            raise TransientError("S3 could not store the object: SlowDown")
+
+    container.ingestion._storage = Unavailable()
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("a.md", b"# A\n\ntext")})
+    assert r.status_code == 503 and r.headers["Retry-After"] == "5"
+    assert "S3 could not store" in r.json()["detail"]
+    row = await container.db.fetchone("SELECT count(*) AS n FROM documents WHERE knowledge_base_id = %s", (kb,))
+    assert row["n"] == 0
