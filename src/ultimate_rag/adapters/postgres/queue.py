@@ -28,6 +28,7 @@ from .sql import load_queries
 log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
 ConnHook = Callable[[Connection], Awaitable[None]]
+# no longer produced (a lost attempt is given back; see the claim); kept for readers of old rows
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
 # a lost attempt (SQL format(): %s is the worker), the document while it waits (attempt, seconds),
 # and a poison file (lost attempts in a row, workers)
