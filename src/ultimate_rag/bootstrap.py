@@ -47,7 +47,7 @@ def database_url(settings: Settings) -> str:
     """The configured server, or the embedded PostgreSQL in the data dir (started on first use)."""
     if settings.database_url:
         return settings.database_url
-    url, server = start_embedded_postgres(settings.data_dir)
+    url, server = start_embedded_postgres(settings.data_dir, supervise=True)  # restarted if it dies
     _embedded_servers.append(server)  # keep the handle: the server lives while this process does
     os.environ["ULTIMATE_RAG_DATABASE_URL"] = url  # child processes attach to the same server
     return url
@@ -216,15 +216,19 @@ class Container:
 
 
 def build(settings: Settings, *, url: str | None = None, embedder: Embedder | None = None,
-          storage: ObjectStorage | None = None, pool_size: int = 10, chat: ChatModel | None = None) -> Container:
+          storage: ObjectStorage | None = None, pool_size: int = 10, acquire_timeout: float = 10.0,
+          chat: ChatModel | None = None) -> Container:
+    """``acquire_timeout``: how long a caller waits for a pooled connection (the API answers 503
+    after it while the database is down; a worker's fenced writes ride out a short outage)."""
     url = url or database_url(settings)
-    db = Database(url, max_size=pool_size)
+    db = Database(url, max_size=pool_size, acquire_timeout=acquire_timeout)
     embedder = embedder or make_embedder(settings)
     storage = storage or make_storage(settings)
     kbs = KnowledgeBaseRepository(db)
     documents = DocumentRepository(db)
     queue_db = Database(url, max_size=max(2, pool_size // 2), register_vector=False, generic_plans=True)
-    queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds)
+    queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds, retry_delay_seconds=settings.retry_delay_seconds,
+                     poison_after=settings.poison_lost_leases)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)
     vectors = make_vector_store(settings, db, embedder.dimension, embedder.name)
     limits = parse_limits(settings)

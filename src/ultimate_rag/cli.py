@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import secrets
 import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .cli_http import add_http_commands
 from .cli_keys import add_key_commands
 from .logs import setup_logging_from
 from .settings import Settings
 
+log = logging.getLogger("ultimate_rag.cli")
 
 def _settings(args: argparse.Namespace) -> Settings:
     if getattr(args, "data_dir", None):
@@ -67,7 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_api(host: str, port: int) -> None:
+def _run_api(host: str, port: int, on_signal: Callable[[], object] | None = None) -> None:
     """Serve until SIGINT/SIGTERM, then return normally so the caller can stop what it started
     (uvicorn would otherwise re-raise the signal and end the process before that)."""
     import contextlib
@@ -77,6 +83,11 @@ def _run_api(host: str, port: int) -> None:
     from .api.app import create_app
 
     class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if on_signal is not None:  # e.g. `up` stops replacing workers the moment it is told to stop
+                on_signal()
+            super().handle_exit(sig, frame)
+
         @contextlib.contextmanager
         def capture_signals(self):  # type: ignore[no-untyped-def]
             previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -103,14 +114,16 @@ def cmd_up(args: argparse.Namespace) -> int:
     run_migrations(settings, url)
     key, created = ensure_admin_key(settings)
     os.environ["ULTIMATE_RAG_ADMIN_KEY"] = key
-    workers = [subprocess.Popen([sys.executable, "-m", "ultimate_rag.worker"], env=_worker_env(settings, i))
-               for i in range(args.workers)]
+    keeper = WorkerKeeper(lambda i: subprocess.Popen([sys.executable, "-m", "ultimate_rag.worker"],
+                                                      env=_worker_env(settings, i)), args.workers)
+    keeper.start()
     base = f"http://{args.host}:{args.port}"
     print(f"\nultimate-rag is up: {base}  (API docs: {base}/docs)", flush=True)
     _announce_key(settings, base, key, created)
     try:
-        _run_api(args.host, args.port)
+        _run_api(args.host, args.port, on_signal=keeper.stop)
     finally:
+        workers = keeper.stop()
         for proc in workers:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -136,6 +149,44 @@ def _announce_key(settings: Settings, base: str, key: str, created: bool) -> Non
     from urllib.parse import quote
 
     print(f"workbench (logs straight in): {base}/#key={quote(key, safe='')}", flush=True)
+
+
+class WorkerKeeper(threading.Thread):
+    """``up``'s worker processes, kept running: one that exits (killed, crashed) is replaced, with a
+    log line; one that keeps dying young waits longer each time (up to a minute) before the next."""
+
+    def __init__(self, spawn: Callable[[int], subprocess.Popen[bytes]], count: int) -> None:
+        super().__init__(name="worker-keeper", daemon=True)
+        self._spawn = spawn
+        self._guard = threading.Lock()
+        self._halted = threading.Event()
+        self.procs = [spawn(i) for i in range(count)]
+        self._born = [time.monotonic()] * count
+        self._early_deaths = [0] * count
+
+    def run(self) -> None:
+        while not self._halted.wait(1.0):
+            for i, proc in enumerate(list(self.procs)):
+                if proc.poll() is None:
+                    continue
+                lived = time.monotonic() - self._born[i]
+                self._early_deaths[i] = self._early_deaths[i] + 1 if lived < 30 else 0
+                delay = min(2.0 ** self._early_deaths[i], 60.0) if self._early_deaths[i] > 1 else 0.0
+                log.warning("worker %d (pid %d) exited with %s: starting a new one%s", i, proc.pid,
+                            proc.returncode, f" in {delay:.0f}s" if delay else "")
+                if delay and self._halted.wait(delay):
+                    return
+                with self._guard:
+                    if self._halted.is_set():
+                        return
+                    self.procs[i] = self._spawn(i)
+                    self._born[i] = time.monotonic()
+
+    def stop(self) -> list[subprocess.Popen[bytes]]:
+        """Stop replacing workers; returns the current ones (for the caller to stop)."""
+        with self._guard:
+            self._halted.set()
+        return list(self.procs)
 
 
 def _worker_env(settings: Settings, index: int) -> dict[str, str]:
@@ -169,6 +220,8 @@ def cmd_janitor(args: argparse.Namespace) -> int:
             print(f"removed object {key}")
         for path in report.snapshots:
             print(f"removed chunk snapshots {path}")
+        for path in report.temp_files:
+            print(f"removed temp file {path}")
         for document_id, count in report.vectors.items():
             print(f"removed {count} vector(s) of document {document_id}")
         print(report.summary())

@@ -138,7 +138,9 @@ class DatabaseGauges:
         stale = {row["status"]: row["stale"] for row in self._documents}
         stuck = GaugeMetricFamily(
             "ultimate_rag_documents_stuck",
-            f"Documents in an active status unchanged for over {self._stuck_after:g}s", labels=["status"])
+            f"Active documents nothing has moved for over {self._stuck_after:g}s (running with no heartbeat, "
+            "due while no worker is busy, an unfinished upload or fetch); a busy queue is not stuck",
+            labels=["status"])
         for status in sorted(s.value for s in ACTIVE):
             stuck.add_metric([status], stale.get(status, 0))
         yield stuck

@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     # HTTP surface
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser; empty: CORS off
     metrics_token: str | None = Field(default=None, repr=False)  # when set, /metrics wants this bearer token
+    api_db_pool_timeout_seconds: float = Field(default=3.0, gt=0)  # API waits this long for a connection, then 503
 
     # the queue
     lease_seconds: float = Field(default=60.0, gt=0)
@@ -48,6 +49,7 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=2, ge=1)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     rate_limit_max_wait_seconds: float = Field(default=600.0, ge=0)
+    poison_lost_leases: int = Field(default=3, ge=2)  # lost attempts in a row (2+ workers) that fail a file
 
     # chunking and embedding
     chunk_size_tokens: int = Field(default=256, ge=16)

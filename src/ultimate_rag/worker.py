@@ -14,6 +14,9 @@ import asyncio
 import logging
 import os
 import signal
+from typing import Any
+
+import psycopg
 
 from .bootstrap import Container, build, database_url, run_migrations
 from .logs import setup_logging_from
@@ -28,7 +31,8 @@ log = logging.getLogger("ultimate_rag.worker")
 async def run_worker(settings: Settings, concurrency: int | None = None) -> None:
     concurrency = concurrency or settings.worker_concurrency
     url = database_url(settings)
-    await asyncio.to_thread(run_migrations, settings, url)
+    await _until_database_answers(lambda: asyncio.to_thread(run_migrations, settings, url),
+                                  settings.poll_interval_seconds)
     container = build(settings, url=url, pool_size=concurrency + 4)
     await container.open()
     worker = container.worker(WorkerConfig(
@@ -62,6 +66,20 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
         if metrics is not None:
             metrics.stop()
         await container.close()
+
+
+async def _until_database_answers(step: Any, pause: float, attempts: int = 60) -> None:
+    """A worker that starts while the database is restarting waits for it (one line per try)
+    instead of exiting: nobody may be there to start it again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            await step()
+            return
+        except psycopg.OperationalError as exc:
+            if attempt == attempts:
+                raise
+            log.warning("database unavailable at start (%s); retrying", str(exc).strip().splitlines()[0][:200])
+            await asyncio.sleep(max(pause, 1.0))
 
 
 async def _stop_when_parent_dies(stop: asyncio.Event) -> None:

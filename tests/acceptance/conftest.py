@@ -19,9 +19,9 @@ class WorkerProcesses:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, **extra_env: str) -> subprocess.Popen[bytes]:
+    def start(self, module: str = "ultimate_rag.worker", **extra_env: str) -> subprocess.Popen[bytes]:
         log = (self.log_dir / f"worker-{len(self.procs)}.log").open("wb")
-        proc = subprocess.Popen([sys.executable, "-m", "ultimate_rag.worker"], env={**self.env, **extra_env},
+        proc = subprocess.Popen([sys.executable, "-m", module], env={**self.env, **extra_env},
                                 stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(proc)
         return proc

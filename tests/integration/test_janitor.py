@@ -181,3 +181,23 @@ async def test_workers_sweep_periodically(container) -> None:  # type: ignore[no
     await run
     assert not path.exists()
     assert worker.metrics.registry.get_sample_value("ultimate_rag_janitor_removed_total", {"kind": "objects"}) == 1
+
+
+async def test_temp_files_of_interrupted_snapshot_writes_are_removed_after_the_grace_period(container) -> None:  # type: ignore[no-untyped-def]
+    """A worker killed between writing a snapshot's temp file and renaming it leaves the temp file
+    in a live document's folder: removed once older than the grace period, the snapshot kept."""
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "The ferry leaves the harbour at nine.")
+    await process(container)
+    folder = container.settings.snapshots_dir / str(kb) / str(doc)
+    stale, fresh = folder / ".chunks-killed1.tmp", folder / ".chunks-writing.tmp"
+    stale.write_text('{"half": ')
+    fresh.write_text('{"in progress": ')
+    age(stale)
+    report = await Janitor.from_container(container).sweep()
+    assert report.temp_files == [str(stale)] and not report.snapshots
+    assert not stale.exists() and fresh.exists() and (folder / "chunks.json").exists()
+    assert "1 temp file(s)" in report.summary()
+
+    report = await Janitor.from_container(container, grace_seconds=0).sweep()
+    assert report.temp_files == [str(fresh)] and (folder / "chunks.json").exists()

@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from ultimate_rag.adapters.postgres.queue import EXHAUSTED_MESSAGE
 from ultimate_rag.domain.errors import LeaseLostError
 from ultimate_rag.domain.status import DocumentStatus as D
 
@@ -52,9 +51,11 @@ async def test_expired_lease_is_reclaimed_and_the_document_restarts(container) -
     await container.queue.enter_stage(a, D.CHUNKING)
     assert await container.queue.claim("worker-b") == []  # the lease is alive
     await expire_lease(container, doc)
+    container.queue.retry_delay_seconds = 0
+    assert await container.queue.claim("worker-b") == []  # converged: back to PENDING, due at once
+    assert (await container.documents.get(doc)).status == D.PENDING
     [b] = await container.queue.claim("worker-b")
     assert (b.job_id, b.attempt) == (a.job_id, 2)
-    assert (await container.documents.get(doc)).status == D.PENDING
     await container.queue.enter_stage(b, D.PARSING)
 
 
@@ -64,6 +65,8 @@ async def test_fencing_refuses_every_write_of_a_worker_that_lost_its_job(contain
     [a] = await container.queue.claim("worker-a")
     await container.queue.enter_stage(a, D.PARSING)
     await expire_lease(container, doc)
+    container.queue.retry_delay_seconds = 0
+    assert await container.queue.claim("worker-b") == []  # converges the lost attempt
     [b] = await container.queue.claim("worker-b")
     await container.queue.enter_stage(b, D.PARSING)
     before = await job_row(container, doc)
@@ -92,18 +95,151 @@ async def _fail_if_called() -> None:
     raise AssertionError("a fenced-out worker ran a side effect")
 
 
-async def test_exhausted_expired_lease_converges_to_failed(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_lost_attempt_is_given_back_and_waits_a_backoff(container) -> None:  # type: ignore[no-untyped-def]
+    """A crash is not the document's fault: the lost attempt does not count against max_attempts,
+    is in the error history with the worker that lost it, and the job waits like a retry."""
     kb = await new_kb(container)
     doc = await queue_document(container, kb, max_attempts=1)
+    container.queue.retry_delay_seconds = 60
     [a] = await container.queue.claim("worker-a")
     await container.queue.enter_stage(a, D.PARSING)
     await expire_lease(container, doc)
-    assert await container.queue.claim("worker-b") == []
+    assert await container.queue.claim("worker-b") == []  # converged, but not due yet
     job = await job_row(container, doc)
-    assert job["status"] == "FAILED" and job["locked_by"] is None
-    assert job["error_history"][-1]["error"] == EXHAUSTED_MESSAGE
+    assert (job["status"], job["attempts"], job["max_attempts"], job["locked_by"]) == ("PENDING", 1, 2, None)
+    assert job["lost_streak"] == 1 and job["lost_workers"] == ["worker-a"]
+    [entry] = job["error_history"]
+    assert entry["worker"] == "worker-a" and entry["lost_lease"] is True and entry["attempt"] == 1
+    assert "worker worker-a stopped" in entry["error"] and 50 <= entry["retry_in_seconds"] <= 70
+    delay = await container.db.fetchone(
+        "SELECT extract(epoch FROM available_at - now()) AS s FROM ingestion_jobs WHERE document_id = %s", (doc,))
+    assert 40 < float(delay["s"]) <= 70
     document = await container.documents.get(doc)
-    assert document.status == D.FAILED and document.error_message == EXHAUSTED_MESSAGE
+    assert document.status == D.PENDING and "does not count as a failed attempt" in (document.error_message or "")
+
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
+    [b] = await container.queue.claim("worker-b")
+    assert (b.attempt, b.max_attempts) == (2, 2)
+    await container.queue.enter_stage(b, D.PARSING)
+
+
+async def test_every_lost_attempt_is_recorded_and_a_normal_end_resets_the_streak(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb)
+    container.queue.retry_delay_seconds = 3600
+    container.queue.poison_after = 99
+    for n in range(4):
+        await _lose(container, doc, f"worker-{n}")
+    job = await job_row(container, doc)
+    assert [e["worker"] for e in job["error_history"]] == [f"worker-{n}" for n in range(4)]
+    assert [e["attempt"] for e in job["error_history"]] == [1, 2, 3, 4]
+    assert job["lost_streak"] == 4 and job["status"] == "PENDING"
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
+    [lease] = await container.queue.claim("worker-ok")
+    await container.queue.fail(lease, error="boom", will_retry=True, delay_seconds=0, document_message="retry")
+    job = await job_row(container, doc)
+    assert (job["lost_streak"], job["lost_workers"], job["lost_since"]) == (0, [], None)
+
+
+async def _lose(container, doc, worker: str) -> None:  # type: ignore[no-untyped-def]
+    """``worker`` claims the job and dies with it; a claim after the lease expired converges it."""
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
+    [lease] = await container.queue.claim(worker, 1)  # first in queue order: it keeps its place
+    assert lease.document_id == doc
+    await expire_lease(container, doc)
+    assert [lease for lease in await container.queue.claim("converger", 1) if lease.document_id == doc] == []
+
+
+async def _not_due(container, doc) -> None:  # type: ignore[no-untyped-def]
+    await container.db.execute(
+        "UPDATE ingestion_jobs SET available_at = now() + interval '1 hour' WHERE document_id = %s", (doc,))
+
+
+async def test_a_file_that_keeps_killing_workers_fails_as_poison(container) -> None:  # type: ignore[no-untyped-def]
+    """Three lost attempts in a row, on different workers, while another job succeeded: FAILED."""
+    kb = await new_kb(container)
+    container.queue.retry_delay_seconds = 3600  # converged jobs stay out of the way of the next claim
+    poison = await queue_document(container, kb, "poison")
+    healthy = await queue_document(container, kb, "healthy")
+    await _not_due(container, healthy)
+    await _lose(container, poison, "worker-a")
+    await _lose(container, poison, "worker-b")
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
+    [ok] = await container.queue.claim("worker-c")
+    assert ok.document_id == healthy
+    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
+    await container.queue.complete_already_ready(ok)  # another job succeeded meanwhile
+    await _lose(container, poison, "worker-c")
+    job = await job_row(container, poison)
+    assert job["status"] == "FAILED" and job["attempts"] == 3
+    assert [e["worker"] for e in job["error_history"]] == ["worker-a", "worker-b", "worker-c"]
+    document = await container.documents.get(poison)
+    assert document.status == D.FAILED
+    assert "stopped the worker processing it 3 times in a row (on 3 different workers)" in document.error_message
+
+
+async def test_a_crash_loop_that_kills_other_workers_too_fails_nobody(container) -> None:  # type: ignore[no-untyped-def]
+    """Same streak as a poison file, but another worker, which never held this file, also died
+    meanwhile: workers are being killed whatever they hold, so the file is not blamed."""
+    kb = await new_kb(container)
+    container.queue.retry_delay_seconds = 3600
+    doc = await queue_document(container, kb, "unlucky")
+    bystander = await queue_document(container, kb, "bystander")
+    healthy = await queue_document(container, kb, "healthy")
+    await _not_due(container, bystander)
+    await _not_due(container, healthy)
+    await _lose(container, doc, "worker-a")
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() - interval '1 second'"
+                               " WHERE document_id = %s", (bystander,))
+    await _lose(container, bystander, "worker-z")  # killed while holding something else
+    await _lose(container, doc, "worker-b")
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
+    [ok] = await container.queue.claim("worker-c")
+    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
+    await container.queue.complete_already_ready(ok)
+    await _lose(container, doc, "worker-c")
+    job = await job_row(container, doc)
+    assert (job["status"], job["lost_streak"]) == ("PENDING", 3)
+    assert (await container.documents.get(doc)).status == D.PENDING
+
+
+async def test_lost_attempts_without_any_success_meanwhile_never_fail(container) -> None:  # type: ignore[no-untyped-def]
+    """Every worker crashing (nothing succeeds): the document is unlucky, not poison; it waits."""
+    kb = await new_kb(container)
+    container.queue.retry_delay_seconds = 3600
+    doc = await queue_document(container, kb)
+    for worker in ("worker-a", "worker-b", "worker-c", "worker-d"):
+        await _lose(container, doc, worker)
+    job = await job_row(container, doc)
+    assert (job["status"], job["lost_streak"], job["max_attempts"]) == ("PENDING", 4, 3 + 4)
+    assert (await container.documents.get(doc)).status == D.PENDING
+
+
+async def test_lost_attempts_on_one_worker_only_never_fail(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    container.queue.retry_delay_seconds = 3600
+    other = await queue_document(container, kb, "other")
+    [ok] = await container.queue.claim("worker-x")
+    doc = await queue_document(container, kb)
+    for _ in range(4):
+        await _lose(container, doc, "worker-a")
+    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (other,))
+    await container.queue.complete_already_ready(ok)
+    await _lose(container, doc, "worker-a")
+    assert (await job_row(container, doc))["status"] == "PENDING"
+
+
+async def test_a_retry_keeps_its_place_in_the_queue(container) -> None:  # type: ignore[no-untyped-def]
+    """A transient failure's retry is claimed before documents uploaded after it, once due."""
+    kb = await new_kb(container)
+    first = await queue_document(container, kb, "first")
+    [a] = await container.queue.claim("w")
+    await container.queue.fail(a, error="boom", will_retry=True, delay_seconds=0, document_message="retry")
+    backlog = [await queue_document(container, kb, f"later {i}") for i in range(5)]
+    [again] = await container.queue.claim("w")
+    assert again.document_id == first and again.attempt == 2
+    [nxt] = await container.queue.claim("w")
+    assert nxt.document_id == backlog[0]
 
 
 async def test_exhausted_expired_lease_of_a_ready_document_succeeds(container) -> None:  # type: ignore[no-untyped-def]
@@ -182,10 +318,10 @@ async def test_claim_uses_the_partial_indexes_with_many_finished_jobs(container)
     )
     await container.db.execute("ANALYZE ingestion_jobs")
     await container.db.execute("ANALYZE documents")
-    from ultimate_rag.adapters.postgres.queue import Q, claim_params
+    from ultimate_rag.adapters.postgres.queue import Q
 
     async with container.db.connection() as conn:
-        plan = await (await conn.execute("EXPLAIN " + Q["claim"], claim_params(30, 4, "w"))).fetchall()
+        plan = await (await conn.execute("EXPLAIN " + Q["claim"], container.queue.claim_params("w", 4))).fetchall()
     text = "\n".join(r["QUERY PLAN"] for r in plan)
     assert "ingestion_jobs_pending_idx" in text and "ingestion_jobs_running_idx" in text, text
     assert "Seq Scan on ingestion_jobs" not in text, text
@@ -211,3 +347,27 @@ async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(container) -> N
         await asyncio.sleep(0.05)
     stop.set()
     await running
+
+
+async def test_a_suspect_runs_alone_in_an_idle_worker(container) -> None:  # type: ignore[no-untyped-def]
+    """Two jobs lost together (one killed the worker, the other only shared it): each next runs
+    alone, so the next death is the guilty one's. Busy workers take nothing while a suspect is due."""
+    kb = await new_kb(container)
+    container.queue.retry_delay_seconds = 0
+    a = await queue_document(container, kb, "a")
+    b = await queue_document(container, kb, "b")
+    other = await queue_document(container, kb, "other")
+    await _not_due(container, other)
+    leases = await container.queue.claim("worker-1", 2)
+    assert {lease.document_id for lease in leases} == {a, b} and not any(lease.suspect for lease in leases)
+    for doc in (a, b):
+        await expire_lease(container, doc)
+    assert await container.queue.claim("converger", 2) == []  # converged: both are suspects now
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (other,))
+    assert await container.queue.claim("busy-worker", 1, idle=False) == []  # drains first
+    [first] = await container.queue.claim("worker-2", 2)
+    assert first.document_id == a and first.suspect
+    [second] = await container.queue.claim("worker-3", 2)
+    assert second.document_id == b and second.suspect
+    [normal] = await container.queue.claim("busy-worker", 1, idle=False)
+    assert normal.document_id == other and not normal.suspect

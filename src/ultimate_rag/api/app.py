@@ -28,7 +28,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         if container is not None:  # handed in (tests): its owner opens and closes it
             yield
             return
-        built = build(settings)
+        built = build(settings, acquire_timeout=settings.api_db_pool_timeout_seconds)
         await built.open()
         app.state.container = built
         try:

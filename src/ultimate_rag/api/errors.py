@@ -26,7 +26,10 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (e.ProviderTimeoutError, 504),
     (e.ProviderRateLimitedError, 503),
     (e.ProviderError, 502),
+    (e.TransientError, 503),  # a backend (storage, embedder) is unavailable for now
 ]
+RETRY_AFTER_SECONDS = 5  # what a 503 tells the client to wait before trying again
+DATABASE_UNAVAILABLE = "the database is unavailable right now; try again in a few seconds"
 
 
 def status_for(exc: Exception) -> int:
@@ -43,6 +46,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if status == 500:
             log.error("unexpected domain error: %s", exc)
             return JSONResponse({"detail": "internal error"}, status_code=500)
+        if status == 503:
+            log.warning("503: %s", exc.message)
+            return _unavailable(exc.message)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         if isinstance(exc, e.ProviderRateLimitedError):
             headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
@@ -50,6 +56,15 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, e.UnsupportedFormatError) and exc.supported_formats:
             body["supported_formats"] = list(exc.supported_formats)
         return JSONResponse(body, status_code=status, headers=headers)
+
+    @app.exception_handler(psycopg.OperationalError)
+    @app.exception_handler(psycopg.InterfaceError)
+    async def database_unavailable(request: Request, exc: psycopg.Error) -> JSONResponse:
+        # a connection that failed, broke or could not be had from the pool in time (PoolTimeout):
+        # one line, no traceback, and an answer (the client's keep-alive connection stays usable)
+        log.warning("503 for %s %s: database unavailable (%s: %s)", request.method, request.url.path,
+                    exc.__class__.__name__, str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "")
+        return _unavailable(DATABASE_UNAVAILABLE)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -74,3 +89,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
         return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+def _unavailable(detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})

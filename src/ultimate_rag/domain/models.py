@@ -105,6 +105,7 @@ class Lease:
     max_attempts: int
     operation: JobOperation = JobOperation.INGEST
     force: bool = False
+    suspect: bool = False  # its last attempt ended in a lost lease: it runs alone in its worker
 
 
 @dataclass(frozen=True, slots=True)

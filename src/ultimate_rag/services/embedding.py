@@ -1,7 +1,11 @@
 """Embedding a document's chunks: the knowledge base's cache first, then the embedder in batches,
 with progress, strict one-to-one alignment, and provider rate limits waited out without burning an
 attempt. An embedder failure that is not one of ours becomes a transient error of the embedding
-service (its raw text goes to the log, never to the document)."""
+service (its raw text goes to the log, never to the document).
+
+An embedder that runs one call at a time for the whole process (the local model: ``busy()``) is
+called a few chunks at a time, so progress moves in small steps and several jobs take turns; while
+another job holds it, progress says the document is waiting for the embedder, not frozen."""
 
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from ..domain.ids import text_hash
 from ..domain.ports import Embedder
 
 log = logging.getLogger(__name__)
-ProgressCallback = Callable[[int, int, int], Awaitable[None]]  # done, total, from_cache
+ProgressCallback = Callable[..., Awaitable[None]]  # (done, total, from_cache, waiting=False)
+SERIAL_STEP = 4  # chunks per call to an embedder that runs one call at a time
 
 
 class EmbeddingService:
@@ -50,9 +55,13 @@ class EmbeddingService:
         done = from_cache
         if progress:
             await progress(done, total, from_cache)
-        for start in range(0, len(missing), self._batch_size):
-            idx = missing[start:start + self._batch_size]
+        busy = getattr(self.embedder, "busy", None)
+        step = min(self._batch_size, SERIAL_STEP) if busy is not None else self._batch_size
+        for start in range(0, len(missing), step):
+            idx = missing[start:start + step]
             batch = [texts[i] for i in idx]
+            if progress and busy is not None and busy():  # another job holds the model: say so
+                await progress(done, total, from_cache, waiting=True)
             vectors = await self._embed_with_rate_limit(batch)
             if len(vectors) != len(batch):
                 raise TransientError(f"the embedder returned {len(vectors)} vectors for {len(batch)} chunks")

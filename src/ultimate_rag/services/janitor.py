@@ -51,20 +51,22 @@ class SweepReport:
     ran: bool = True
     objects: list[str] = field(default_factory=list)
     snapshots: list[str] = field(default_factory=list)  # "kb_id" (whole knowledge base) or "kb_id/doc_id"
+    temp_files: list[str] = field(default_factory=list)  # temp files of interrupted snapshot writes
     vectors: dict[UUID, int] = field(default_factory=dict)  # vectors removed per document
     cache_entries: int = 0  # embedding cache entries evicted (least recently used, beyond the bound)
     errors: list[str] = field(default_factory=list)
 
     @property
     def removed_anything(self) -> bool:
-        return bool(self.objects or self.snapshots or self.vectors or self.cache_entries)
+        return bool(self.objects or self.snapshots or self.temp_files or self.vectors or self.cache_entries)
 
     def summary(self) -> str:
         if not self.ran:
             return "another janitor pass holds the lock; nothing was done"
         text = (f"removed {len(self.objects)} orphaned object(s), {len(self.snapshots)} chunk snapshot "
                 f"directory(ies), {sum(self.vectors.values())} vector(s) of {len(self.vectors)} document(s), "
-                f"{self.cache_entries} embedding cache entry(ies)")
+                f"{len(self.temp_files)} temp file(s) of interrupted writes, {self.cache_entries} embedding cache "
+                "entry(ies)")
         return text + (f"; {len(self.errors)} part(s) failed: " + "; ".join(self.errors) if self.errors else "")
 
 
@@ -173,6 +175,9 @@ class Janitor:
                     if document_id not in existing and kb.documents[document_id] <= cutoff:
                         await self._snapshots.delete_document(kb_id, document_id)
                         report.snapshots.append(f"{kb_id}/{document_id}")
+                    elif document_id in existing:
+                        report.temp_files += await asyncio.to_thread(
+                            remove_stale_files, self._snapshots.temp_files(kb_id, document_id), cutoff)
 
     # -- embedding cache -------------------------------------------------------------------------
     async def _evict_cache(self, report: SweepReport, _cutoff: datetime) -> None:
@@ -189,6 +194,19 @@ class Janitor:
         while ids := await self._maintenance.vector_documents_after(table, after, self._batch_size):
             report.vectors.update(await self._maintenance.remove_orphan_vectors(table, ids))
             after = ids[-1]
+
+
+def remove_stale_files(paths: list[Path], cutoff: datetime) -> list[str]:
+    """Unlink the files last modified before ``cutoff``: a write in progress is younger than the
+    grace period, so only the leftovers of a killed writer go."""
+    removed = []
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            if datetime.fromtimestamp(path.stat().st_mtime, UTC) <= cutoff:
+                path.unlink()
+                removed.append(str(path))
+                log.info("janitor: removed %s (temp file of an interrupted write)", path)
+    return removed
 
 
 def keeps(owner: ObjectOwner, key: str) -> bool:

@@ -15,6 +15,7 @@ from ..domain.errors import FileTooLargeError
 from ..domain.ids import source_object_key
 from ..domain.models import Document, DocumentSource
 from ..domain.ports import ObjectStorage, VectorStore
+from ..domain.status import DocumentStatus
 from .ingestion import mime_for, safe_filename
 from .processing import ParserResolver
 
@@ -47,15 +48,16 @@ class DocumentLifecycle:
         await self._repo.delete(document_id, hard=hard)
         return await self._documents.get(document_id)
 
-    async def fail(self, document_id: UUID) -> Document:
-        await self._repo.fail(document_id)
+    async def fail(self, document_id: UUID) -> tuple[Document, DocumentStatus]:
+        """Returns the document and the status it was failed from (read under the row lock)."""
+        previous = await self._repo.fail(document_id)
         await self._drop_vectors(document_id)
-        return await self._documents.get(document_id)
+        return await self._documents.get(document_id), previous
 
-    async def recover(self, document_id: UUID) -> Document:
-        await self._repo.fail(document_id, then_reindex=True)
+    async def recover(self, document_id: UUID) -> tuple[Document, DocumentStatus]:
+        previous = await self._repo.fail(document_id, then_reindex=True)
         await self._drop_vectors(document_id)
-        return await self._documents.get(document_id)
+        return await self._documents.get(document_id), previous
 
     async def replace_content(self, document_id: UUID, filename: str | None, content_type: str | None,
                               content: bytes) -> Document:

@@ -154,15 +154,19 @@ class DocumentProcessor:
     def _progress(self, lease: Lease):  # type: ignore[no-untyped-def]
         last = 0.0
 
-        async def report(done: int, total: int, from_cache: int) -> None:
-            nonlocal last
+        first_wait = True
+
+        async def report(done: int, total: int, from_cache: int, waiting: bool = False) -> None:
+            """At most one write per ``progress_interval`` (the last one always), except that a
+            first wait for the embedder, before any chunk was embedded, is shown at once."""
+            nonlocal last, first_wait
             now = asyncio.get_running_loop().time()
-            if done < total and now - last < self._progress_interval:
+            show_wait = waiting and first_wait and done == from_cache
+            if not show_wait and done < total and now - last < self._progress_interval:
                 return
-            last = now
-            await self._queue.report_progress(
-                lease, {"stage": "EMBEDDING", "done": done, "total": total, "from_cache": from_cache}
-            )
+            last, first_wait = now, first_wait and not waiting
+            state = {"stage": "EMBEDDING", "done": done, "total": total, "from_cache": from_cache}
+            await self._queue.report_progress(lease, state | ({"waiting": "embedder"} if waiting else {}))
 
         return report
 

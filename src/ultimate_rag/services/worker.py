@@ -92,11 +92,13 @@ class IngestionWorker:
         log.info("worker %s started (concurrency %d)", self.worker_id, self.config.concurrency)
         slot_freed = asyncio.Event()
         while not stop.is_set():
-            free = self.config.concurrency - len(self._tasks)
+            # a suspect (its last attempt's worker died) runs alone: nothing is claimed beside it
+            alone = any(lease.suspect for lease in self._tasks.values())
+            free = 0 if alone else self.config.concurrency - len(self._tasks)
             claimed: list[Lease] = []
             if free > 0:
                 try:
-                    claimed = await self.queue.claim(self.worker_id, free)
+                    claimed = await self.queue.claim(self.worker_id, free, idle=not self._tasks)
                 except (psycopg.Error, OSError) as exc:
                     log.warning("claim failed (database unavailable?): %s", exc)
                     await _sleep_or_stop(stop, self.config.poll_interval_seconds)
@@ -202,11 +204,15 @@ class IngestionWorker:
     async def _heartbeat(self, lease: Lease, work: asyncio.Task[None], lost: asyncio.Event) -> None:
         while not work.done():
             await asyncio.sleep(self.config.heartbeat_seconds)
+            if work.done():  # finished while we slept: the job has ended, its lease with it
+                return
             try:
                 alive = await self.queue.heartbeat(lease)
             except (psycopg.Error, OSError) as exc:
                 log.warning("job %s: heartbeat failed, will retry: %s", lease.job_id, exc)
                 continue
+            if not alive and work.done():  # it succeeded (or failed) while the renewal ran
+                return
             if not alive:
                 log.warning("job %s: lease lost (reclaimed or ended by an operator); cancelling", lease.job_id)
                 lost.set()

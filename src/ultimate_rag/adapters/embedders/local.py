@@ -39,6 +39,10 @@ class LocalE5Embedder:
                     self._model = E5(num_threads=self._num_threads)
         return self._model
 
+    def busy(self) -> bool:
+        """Another call holds the model: a new one would wait (progress shows it as waiting)."""
+        return self._lock.locked()
+
     def count_tokens(self, text: str) -> int:
         return int(self._get().token_count(text))  # type: ignore[attr-defined]
 

@@ -213,9 +213,7 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
     except Exception as exc:
         message = ("error", InvalidDocumentError(f"could not parse the file: {exc.__class__.__name__}: {exc}"[:500]))
     try:
-        conn.send(message)
-    except MemoryError:
-        conn.send(("memory", None))
+        _send(conn, message)
     finally:
         conn.close()
 
@@ -229,3 +227,15 @@ def _report_environment(conn: Connection) -> None:
         raw = ""
     conn.send(("ok", {"os.environ": dict(os.environ), "proc": raw}))
     conn.close()
+
+
+def _send(conn: Connection, message: tuple[str, Any]) -> None:
+    """Send the outcome. When the worker that started this child is gone (killed), nobody reads
+    any more: the child then ends quietly instead of printing a BrokenPipeError traceback."""
+    try:
+        try:
+            conn.send(message)
+        except MemoryError:
+            conn.send(("memory", None))
+    except OSError:  # BrokenPipeError, ConnectionResetError: the reading end is closed
+        pass

@@ -122,7 +122,8 @@ async def reset_job(conn: Connection, document_id: UUID, *, operation: str, forc
     await conn.execute(
         "UPDATE ingestion_jobs SET status = 'PENDING', operation = %s, force = %s, attempts = 0,"
         " max_attempts = %s, available_at = now(), locked_by = NULL, locked_at = NULL,"
-        " last_error = NULL, finished_at = NULL, updated_at = now() WHERE document_id = %s",
+        " last_error = NULL, finished_at = NULL, updated_at = now(), queued_at = now(),"
+        " lost_streak = 0, lost_workers = '{}', lost_since = NULL WHERE document_id = %s",
         (operation, force, max_attempts, document_id),
     )
 

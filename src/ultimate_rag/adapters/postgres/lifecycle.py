@@ -81,7 +81,8 @@ class LifecycleRepository:
 
     async def fail(self, document_id: UUID, *, then_reindex: bool = False) -> DocumentStatus:
         """End the job and fail the document; a worker still on it loses its lease (fencing).
-        With ``then_reindex`` (recover) the document is queued again in the same transaction."""
+        With ``then_reindex`` (recover) the document is queued again in the same transaction.
+        Returns the status the document had under the row lock: the one the operation started from."""
         async with self._db.transaction() as conn:
             locked = await lock_document(conn, document_id)
             if locked.status == DocumentStatus.FETCHING:
@@ -103,8 +104,7 @@ class LifecycleRepository:
                 (CANCELLED, document_id))
             if then_reindex:
                 await self._queue(conn, document_id, DocumentStatus.FAILED, operation="ingest", force=True)
-                return DocumentStatus.PENDING
-            return DocumentStatus.FAILED
+            return locked.status
 
     async def begin_upload(self, document_id: UUID) -> tuple[Locked, UUID]:
         """Re-upload, step 1: a stable document becomes UPLOADING while its new bytes are stored,
@@ -214,6 +214,7 @@ BULK_REINDEX = LOCKED_BATCH + """, eligible AS (
     UPDATE ingestion_jobs j
     SET status = 'PENDING', operation = 'ingest', force = false, attempts = 0, max_attempts = %(max_attempts)s,
         available_at = now(), locked_by = NULL, locked_at = NULL, last_error = NULL, finished_at = NULL,
+        queued_at = now(), lost_streak = 0, lost_workers = '{}', lost_since = NULL,
         updated_at = now()
     FROM eligible e WHERE j.document_id = e.id
     RETURNING j.document_id
@@ -288,6 +289,7 @@ QUEUE_KB_DELETES = LOCKED_BATCH + """, reset AS (
     UPDATE ingestion_jobs j
     SET status = 'PENDING', operation = 'delete', force = true, attempts = 0, max_attempts = %(max_attempts)s,
         available_at = now(), locked_by = NULL, locked_at = NULL, last_error = NULL, finished_at = NULL,
+        queued_at = now(), lost_streak = 0, lost_workers = '{}', lost_since = NULL,
         updated_at = now()
     FROM docs WHERE j.document_id = docs.id
     RETURNING j.document_id

@@ -111,19 +111,30 @@ class OperationsQueries:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def document_metrics(self, stuck_after_seconds: float) -> list[dict[str, Any]]:
-        return await self._db.fetchall(Q["document_metrics"], {"stuck_after": stuck_after_seconds})
+    async def document_metrics(self, stuck_after_seconds: float, lease_seconds: float) -> list[dict[str, Any]]:
+        return await self._db.fetchall(_with_stuck(Q["document_metrics"]),
+                                       _stuck_params(stuck_after_seconds, lease_seconds))
 
     async def job_metrics(self) -> list[dict[str, Any]]:
         return await self._db.fetchall(Q["job_metrics"])
 
-    async def stuck_documents(self, older_than_seconds: float, limit: int) -> list[dict[str, Any]]:
-        return await self._db.fetchall(Q["stuck_documents"], {
-            "older_than": older_than_seconds, "limit": limit, "active": sorted(s.value for s in ACTIVE)})
+    async def stuck_documents(self, older_than_seconds: float, limit: int,
+                              lease_seconds: float) -> list[dict[str, Any]]:
+        return await self._db.fetchall(_with_stuck(Q["stuck_documents"]), {
+            **_stuck_params(older_than_seconds, lease_seconds), "limit": limit})
 
     async def finished_stage_timings(self, document_id: UUID) -> dict[str, str] | None:
         row = await self._db.fetchone(Q["finished_stage_timings"], {"document_id": document_id})
         return dict(row["stage_timings"]) if row else None
+
+
+def _with_stuck(sql: str) -> str:
+    return sql.replace("{stuck}", Q["stuck_condition"].rstrip().rstrip(";"))
+
+
+def _stuck_params(older_than_seconds: float, lease_seconds: float) -> dict[str, Any]:
+    return {"older_than": older_than_seconds, "lease_seconds": lease_seconds,
+            "active": sorted(s.value for s in ACTIVE)}
 
 
 def _identifier(table: str) -> str:

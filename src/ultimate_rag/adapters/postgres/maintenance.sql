@@ -72,10 +72,24 @@ WHERE (v.document_id = ANY(%(idle)s)
 RETURNING v.document_id;
 
 -- document_metrics --
--- Documents per status, and how many have not changed for longer than %(stuck_after)s seconds.
-SELECT status, count(*) AS n,
-       count(*) FILTER (WHERE updated_at <= now() - make_interval(secs => %(stuck_after)s)) AS stale
-FROM documents GROUP BY status;
+-- Documents per status, and how many of them are stuck (see stuck_condition).
+SELECT d.status, count(*) AS n, count(*) FILTER (WHERE {stuck}) AS stale
+FROM documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id
+GROUP BY d.status;
+
+-- stuck_condition --
+-- Stuck means stuck, not a healthy backlog: an active document %(older_than)s seconds in its status
+-- that is running with no heartbeat for that long (its worker died or hangs), or due while no
+-- worker is busy (nobody is taking work), or outside the queue (an upload or a fetch that never
+-- finished). A queued document waiting behind busy workers, or waiting a retry's backoff, is not
+-- stuck: the queue's age is exported for that. Used with the documents d LEFT JOIN jobs j.
+d.status = ANY(%(active)s) AND d.updated_at <= now() - make_interval(secs => %(older_than)s) AND (
+    (j.status = 'RUNNING' AND j.locked_at <= now() - make_interval(secs => %(older_than)s))
+    OR (j.status = 'PENDING' AND j.available_at <= now()
+        AND NOT EXISTS (SELECT 1 FROM ingestion_jobs busy
+                        WHERE busy.status = 'RUNNING'
+                          AND busy.locked_at > now() - make_interval(secs => %(lease_seconds)s)))
+    OR j.status IS NULL OR j.status NOT IN ('PENDING', 'RUNNING'))
 
 -- job_metrics --
 -- Queued and running jobs; "due" jobs are PENDING ones a worker may claim now, and the age of the
@@ -88,13 +102,12 @@ SELECT status, count(*) AS n,
 FROM ingestion_jobs WHERE status IN ('PENDING', 'RUNNING') GROUP BY status;
 
 -- stuck_documents --
--- Documents in an active status that have not changed for longer than %(older_than)s seconds,
--- the longest-waiting first.
+-- The stuck documents (see stuck_condition), the longest-waiting first.
 SELECT d.id, d.knowledge_base_id, d.filename, d.status, d.updated_at,
        extract(epoch FROM now() - d.updated_at)::float8 AS seconds_in_status,
        coalesce(j.attempts, 0) AS attempts, j.locked_by
 FROM documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id
-WHERE d.status = ANY(%(active)s) AND d.updated_at <= now() - make_interval(secs => %(older_than)s)
+WHERE {stuck}
 ORDER BY d.updated_at, d.id
 LIMIT %(limit)s;
 

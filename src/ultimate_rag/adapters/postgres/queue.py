@@ -28,16 +28,28 @@ from .sql import load_queries
 log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
 ConnHook = Callable[[Connection], Awaitable[None]]
+# no longer produced (a lost attempt is given back; see the claim); kept for readers of old rows
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
 UPLOAD_EXPIRED_MESSAGE = ("the re-upload was interrupted before its content was stored; "
                           "reindex to use the previous content")
 _RESTORABLE = sorted(s.value for s in RESTORABLE_FROM_UPLOAD)
+# a lost attempt (SQL format(): %s is the worker), the document while it waits (attempt, seconds),
+# and a poison file (lost attempts in a row, workers)
+LOST_MESSAGE = "worker %s stopped before finishing this attempt (it crashed, was killed or stopped responding)"
+INTERRUPTED_MESSAGE = ("attempt %s was interrupted because its worker stopped; this does not count as a failed "
+                       "attempt, retrying automatically in %s s")
+POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row (on %s different workers) while "
+                  "other documents were processed normally: it was set aside so that it cannot crash more "
+                  "workers; check the file (or report it), then reindex it")
 
 
 class JobQueue:
-    def __init__(self, db: Database, *, lease_seconds: float) -> None:
+    def __init__(self, db: Database, *, lease_seconds: float, retry_delay_seconds: float = 5.0,
+                 poison_after: int = 3) -> None:
         self._db = db
         self.lease_seconds = lease_seconds
+        self.retry_delay_seconds = retry_delay_seconds
+        self.poison_after = poison_after  # lost attempts in a row (on 2+ workers) that make a poison file
         self._listener: psycopg.AsyncConnection[Any] | None = None
 
     @property
@@ -45,17 +57,26 @@ class JobQueue:
         return self._db
 
     # -- claiming -----------------------------------------------------------------------------
-    async def claim(self, worker_id: str, limit: int = 1) -> list[Lease]:
-        """Claim up to ``limit`` due jobs in one statement (see ``claim`` in queue.sql), converging
-        exhausted expired leases and expired re-upload leases first."""
+    async def claim(self, worker_id: str, limit: int = 1, *, idle: bool = True) -> list[Lease]:
+        """Claim up to ``limit`` due jobs in queue order in one statement (see ``claim`` in
+        queue.sql), converging expired leases first (backoff, or FAILED for a poison file).
+        ``idle``: the worker runs nothing now, so it may take a suspect, which then runs alone."""
         if limit <= 0:
             return []
-        claimed = await self._db.fetchall(Q["claim"], claim_params(self.lease_seconds, limit, worker_id))
+        claimed = await self._db.fetchall(Q["claim"], self.claim_params(worker_id, limit, idle=idle))
         return [
             Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
-                  max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"])
+                  max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"],
+                  suspect=r["suspect"])
             for r in claimed
         ]
+
+    def claim_params(self, worker_id: str, limit: int, *, idle: bool = True) -> dict[str, Any]:
+        return {"lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id, "idle": idle,
+                "retry_delay": self.retry_delay_seconds, "poison_after": self.poison_after,
+                "lost_message": LOST_MESSAGE, "interrupted_message": INTERRUPTED_MESSAGE,
+                "poison_message": POISON_MESSAGE, "restorable": _RESTORABLE,
+                "upload_message": UPLOAD_EXPIRED_MESSAGE}
 
     async def heartbeat(self, lease: Lease) -> bool:
         row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))
@@ -262,11 +283,6 @@ class JobQueue:
             " JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id WHERE d.id = %s",
             (document_id,),
         )
-
-
-def claim_params(lease_seconds: float, limit: int, worker_id: str) -> dict[str, Any]:
-    return {"lease_seconds": lease_seconds, "limit": limit, "worker_id": worker_id, "message": EXHAUSTED_MESSAGE,
-            "restorable": _RESTORABLE, "upload_message": UPLOAD_EXPIRED_MESSAGE}
 
 
 async def _drain(gen: Any) -> None:

@@ -2,44 +2,84 @@
 -- "-- name --" header line.
 
 -- claim --
--- One statement, one round trip. First, jobs whose lease expired with no attempts left reach a
--- terminal state (document already READY -> SUCCEEDED; otherwise job and document FAILED). Then
--- up to %(limit)s jobs are claimed: due PENDING ones, and RUNNING ones whose lease expired (their
--- worker died or hung); attempts are counted here. A reclaimed job's document goes back to
--- PENDING so the new attempt walks the stages from the start. The converged and the claimed jobs
--- are disjoint (attempts >= max_attempts vs attempts < max_attempts).
+-- One statement, one round trip. First, jobs whose lease expired (their worker died or hung) are
+-- converged, each lost attempt recorded in the error history with the worker that lost it:
+--   * document already READY (or DELETED) -> job SUCCEEDED;
+--   * a poison file (%(poison_after)s lost attempts in a row, on at least two workers, while other
+--     jobs succeeded and no other worker lost a lease since the streak began) -> job and document
+--     FAILED, saying so;
+--   * otherwise the attempt is given back (max_attempts + 1: a crash is not the document's fault)
+--     and the job waits a backoff like a transient failure, document PENDING, keeping its place.
+-- Then up to %(limit)s due PENDING jobs are claimed in queue order (queued_at: a retry keeps the
+-- place it had) and their attempt is counted; or, by an idle worker (%(idle)s), one suspect alone.
+-- The converged and the claimed jobs are disjoint (RUNNING vs PENDING in this statement's snapshot).
 -- Re-uploads whose lease expired (the API died, or its commit failed and could not be undone,
 -- between UPLOADING and queuing) are converged here too: the new bytes were never recorded (that
 -- commit also leaves UPLOADING), so the document goes back to the stable status and error message
 -- it had, with its previous revision; the unrecorded object is the janitor's. Locked with SKIP
 -- LOCKED, so a claim never waits on an API that is finishing its upload right now.
 WITH expired AS (
-    SELECT j.id, j.document_id
+    SELECT j.id, j.document_id, j.attempts, j.locked_by, j.lost_streak, j.lost_workers, j.lost_since
     FROM ingestion_jobs j
     WHERE j.status = 'RUNNING'
-      AND j.attempts >= j.max_attempts
       AND j.locked_at <= now() - make_interval(secs => %(lease_seconds)s)
     ORDER BY j.locked_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
 ), expired_docs AS (
     SELECT d.id, d.status FROM documents d JOIN expired e ON e.document_id = d.id FOR UPDATE OF d
+), streaks AS (
+    SELECT e.*, x.status AS document_status, e.lost_streak + 1 AS streak,
+           CASE WHEN e.locked_by = ANY(e.lost_workers) THEN e.lost_workers
+                ELSE e.lost_workers || e.locked_by END AS workers,
+           coalesce(e.lost_since, now()) AS since
+    FROM expired e JOIN expired_docs x ON x.id = e.document_id
+), last_success AS (
+    -- the newest success anywhere: one probe of a partial index, read only when a lease expired
+    SELECT max(finished_at) AS at FROM ingestion_jobs WHERE status = 'SUCCEEDED'
+), judged AS (
+    SELECT s.*,
+           CASE WHEN s.document_status IN ('READY', 'DELETED') THEN 'done'
+                WHEN s.streak >= %(poison_after)s AND cardinality(s.workers) >= 2
+                     AND (SELECT at FROM last_success) >= s.since
+                     AND NOT EXISTS (SELECT 1 FROM lost_leases l
+                                     WHERE l.lost_at >= s.since AND l.worker_id <> ALL (s.workers))
+                THEN 'poison'
+                ELSE 'retry' END AS verdict,
+           least(%(retry_delay)s * power(2, least(s.lost_streak, 20)), 300.0) * (0.9 + random() * 0.2) AS delay
+    FROM streaks s
+), recorded AS (
+    INSERT INTO lost_leases (worker_id, job_id) SELECT locked_by, id FROM judged
+), pruned AS (
+    DELETE FROM lost_leases WHERE lost_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM expired)
 ), converged AS (
     UPDATE ingestion_jobs j
-    SET status = CASE WHEN x.status IN ('READY', 'DELETED') THEN 'SUCCEEDED' ELSE 'FAILED' END,
-        locked_by = NULL, locked_at = NULL, finished_at = now(), updated_at = now(),
-        last_error = CASE WHEN x.status IN ('READY', 'DELETED') THEN j.last_error ELSE %(message)s END,
-        error_history = CASE WHEN x.status IN ('READY', 'DELETED') THEN j.error_history
-            ELSE j.error_history || jsonb_build_array(jsonb_build_object(
-                'attempt', j.attempts, 'at', now(), 'error', %(message)s::text)) END
-    FROM expired e JOIN expired_docs x ON x.id = e.document_id
-    WHERE j.id = e.id
-    RETURNING j.document_id, j.status
+    SET status = CASE g.verdict WHEN 'done' THEN 'SUCCEEDED' WHEN 'poison' THEN 'FAILED' ELSE 'PENDING' END,
+        locked_by = NULL, locked_at = NULL, updated_at = now(),
+        finished_at = CASE WHEN g.verdict = 'retry' THEN NULL ELSE now() END,
+        available_at = CASE WHEN g.verdict = 'retry' THEN now() + make_interval(secs => g.delay)
+                            ELSE j.available_at END,
+        max_attempts = CASE WHEN g.verdict = 'retry' THEN j.max_attempts + 1 ELSE j.max_attempts END,
+        lost_streak = CASE WHEN g.verdict = 'retry' THEN g.streak ELSE 0 END,
+        lost_workers = CASE WHEN g.verdict = 'retry' THEN g.workers ELSE '{}' END,
+        lost_since = CASE WHEN g.verdict = 'retry' THEN g.since END,
+        last_error = CASE g.verdict WHEN 'done' THEN j.last_error
+            WHEN 'poison' THEN format(%(poison_message)s, g.streak, cardinality(g.workers))
+            ELSE format(%(lost_message)s, g.locked_by) END,
+        error_history = j.error_history || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+            'attempt', j.attempts, 'at', now(), 'worker', g.locked_by, 'lost_lease', true,
+            'error', format(%(lost_message)s, g.locked_by),
+            'retry_in_seconds', CASE WHEN g.verdict = 'retry' THEN round(g.delay::numeric, 1) END)))
+    FROM judged g
+    WHERE j.id = g.id
+    RETURNING j.document_id, j.status, j.last_error, g.attempts, g.delay
 ), converged_docs AS (
     UPDATE documents d
-    SET status = 'FAILED', error_message = %(message)s, updated_at = now(), progress = '{}'::jsonb
+    SET status = c.status, updated_at = now(), progress = '{}'::jsonb,
+        error_message = CASE WHEN c.status = 'FAILED' THEN c.last_error
+            ELSE format(%(interrupted_message)s, c.attempts, round(c.delay::numeric, 1)) END
     FROM converged c
-    WHERE d.id = c.document_id AND c.status = 'FAILED'
+    WHERE d.id = c.document_id AND c.status IN ('FAILED', 'PENDING')
     RETURNING d.id
 ), stale_uploads AS (
     SELECT d.id FROM documents d
@@ -57,43 +97,41 @@ WITH expired AS (
     FROM stale_uploads s
     WHERE d.id = s.id
     RETURNING d.id
-), due AS (
-    -- each source is read in index order with its own LIMIT, so a claim costs the same with
-    -- ten queued jobs or a million (an OR of both would sort every due row on each claim)
-    SELECT id, status AS previous_status, available_at, created_at
-    FROM ingestion_jobs
-    WHERE status = 'PENDING' AND available_at <= now() AND attempts < max_attempts
-    ORDER BY available_at, created_at
-    LIMIT %(limit)s
+), suspect_due AS (
+    -- a job whose last attempt ended in a lost lease is a suspect: it runs alone in a worker that
+    -- has nothing else running, so if that worker dies again, it is this job that killed it
+    SELECT id FROM ingestion_jobs
+    WHERE status = 'PENDING' AND lost_streak > 0 AND available_at <= now() AND attempts < max_attempts
+    ORDER BY queued_at
+    LIMIT 1
+), suspect AS (
+    SELECT id FROM ingestion_jobs
+    WHERE %(idle)s AND id = (SELECT id FROM suspect_due)
+      AND status = 'PENDING' AND lost_streak > 0 AND available_at <= now() AND attempts < max_attempts
     FOR UPDATE SKIP LOCKED
-), abandoned AS (
-    SELECT id, status AS previous_status, available_at, created_at
+), due AS (
+    -- read in index order with its own LIMIT: a claim costs the same with ten queued jobs or a
+    -- million; queue order, not due time, so a retry does not wait behind the whole backlog. While
+    -- a suspect is due, busy workers take nothing new: they drain, and the first idle one takes it.
+    SELECT id
     FROM ingestion_jobs
-    WHERE status = 'RUNNING' AND locked_at <= now() - make_interval(secs => %(lease_seconds)s)
-      AND attempts < max_attempts
-    ORDER BY locked_at
+    WHERE status = 'PENDING' AND available_at <= now() AND attempts < max_attempts AND lost_streak = 0
+      AND NOT EXISTS (SELECT 1 FROM suspect_due)
+    ORDER BY queued_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), candidates AS (
-    SELECT id, previous_status FROM (SELECT * FROM due UNION ALL SELECT * FROM abandoned) both_sources
-    ORDER BY available_at, created_at
-    LIMIT %(limit)s
+    SELECT id FROM suspect UNION ALL SELECT id FROM due
 ), claimed AS (
     UPDATE ingestion_jobs j
     SET status = 'RUNNING', attempts = j.attempts + 1, locked_by = %(worker_id)s,
         locked_at = now(), updated_at = now()
     FROM candidates c
     WHERE j.id = c.id
-    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.operation, j.force, c.previous_status
-), restarted AS (
-    UPDATE documents d SET status = 'PENDING', updated_at = now()
-    FROM claimed c
-    WHERE d.id = c.document_id AND c.previous_status = 'RUNNING'
-      AND d.status IN ('PARSING', 'CHUNKING', 'EMBEDDING', 'INDEXING', 'DELETING')
-    RETURNING d.id
+    RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.operation, j.force, j.lost_streak > 0 AS suspect
 )
-SELECT c.*, (SELECT count(*) FROM converged_docs) AS converged_failed,
-       (SELECT count(*) FROM restarted) AS restarted, (SELECT count(*) FROM restored_uploads) AS restored_uploads
+SELECT c.*, (SELECT count(*) FROM converged_docs) AS converged,
+       (SELECT count(*) FROM restored_uploads) AS restored_uploads
 FROM claimed c;
 
 -- fenced_document_update --
@@ -122,7 +160,8 @@ WITH owned AS (
     FOR UPDATE
 )
 UPDATE ingestion_jobs j
-SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now()
+SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
+    lost_streak = 0, lost_workers = '{}', lost_since = NULL
 FROM owned o
 WHERE j.id = o.id AND EXISTS (SELECT 1 FROM documents d WHERE d.id = %(document_id)s AND d.status = 'READY')
 RETURNING j.id;
@@ -149,6 +188,7 @@ RETURNING id;
 UPDATE ingestion_jobs
 SET status = 'PENDING', available_at = now() + make_interval(secs => %(delay)s),
     locked_by = NULL, locked_at = NULL, updated_at = now(), last_error = %(error)s,
+    lost_streak = 0, lost_workers = '{}', lost_since = NULL,
     error_history = error_history || jsonb_build_array(jsonb_build_object(
         'attempt', attempts, 'at', now(), 'error', %(error)s::text, 'retry_in_seconds', %(delay)s::float8))
 WHERE id = %(job_id)s;
@@ -156,19 +196,20 @@ WHERE id = %(job_id)s;
 -- fail_job --
 UPDATE ingestion_jobs
 SET status = 'FAILED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
-    last_error = %(error)s,
+    last_error = %(error)s, lost_streak = 0, lost_workers = '{}', lost_since = NULL,
     error_history = error_history || jsonb_build_array(jsonb_build_object(
         'attempt', attempts, 'at', now(), 'error', %(error)s::text))
 WHERE id = %(job_id)s;
 
 -- succeed_job --
 UPDATE ingestion_jobs
-SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now()
+SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
+    lost_streak = 0, lost_workers = '{}', lost_since = NULL
 WHERE id = %(job_id)s;
 
 -- release_job --
 -- Graceful shutdown: hand the job back without burning the attempt it was claimed with.
 UPDATE ingestion_jobs
 SET status = 'PENDING', attempts = greatest(attempts - 1, 0), available_at = now(),
-    locked_by = NULL, locked_at = NULL, updated_at = now()
+    locked_by = NULL, locked_at = NULL, updated_at = now(), lost_streak = 0, lost_workers = '{}', lost_since = NULL
 WHERE id = %(job_id)s;

@@ -13,6 +13,7 @@ from uuid import UUID
 from ..files import write_atomically
 
 SNAPSHOT_FORMAT_VERSION = 1
+TEMP_PREFIX = ".chunks-"  # write_atomically's temp files: ".chunks-XXXX.tmp" next to chunks.json
 
 
 class FilesystemChunkSnapshotStore:
@@ -25,7 +26,11 @@ class FilesystemChunkSnapshotStore:
     async def save(self, *, knowledge_base_id: UUID, document_id: UUID, snapshot: dict[str, Any]) -> None:
         data = json.dumps(snapshot, ensure_ascii=False, indent=1, default=str).encode("utf-8")
         await asyncio.to_thread(write_atomically, self.path(knowledge_base_id, document_id), data,
-                                temp_prefix=".chunks-")
+                                temp_prefix=TEMP_PREFIX)
+
+    def temp_files(self, knowledge_base_id: UUID, document_id: UUID) -> list[Path]:
+        """Temp files of writes that never finished (the writer was killed before its rename)."""
+        return sorted(self.path(knowledge_base_id, document_id).parent.glob(f"{TEMP_PREFIX}*.tmp"))
 
     async def load(self, knowledge_base_id: UUID, document_id: UUID) -> bytes | None:
         path = self.path(knowledge_base_id, document_id)

@@ -139,16 +139,16 @@ async def replace_content(doc: EditableDocument, container: ContainerDep, audit:
 async def fail_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep) -> DocumentOut:
     """Cancel: the job ends, the document is FAILED ("cancelled by operator"), and a worker still on it
     loses its lease and commits nothing more. 409 for stable documents and while a connector fetches."""
-    result = await container.lifecycle.fail(doc.id)
+    result, previous = await container.lifecycle.fail(doc.id)  # the status under the row lock
     await audit.record("document.fail", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
-                       previous_status=doc.status)
+                       previous_status=previous)
     return DocumentOut.of(result)
 
 
 @router.post("/{document_id}/recover", status_code=202, response_model=DocumentOut)
 async def recover_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep) -> DocumentOut:
     """For a running document that seems stuck: fail it and queue a forced reindex, in one call."""
-    result = await container.lifecycle.recover(doc.id)
+    result, previous = await container.lifecycle.recover(doc.id)  # the status under the row lock
     await audit.record("document.recover", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
-                       previous_status=doc.status)
+                       previous_status=previous)
     return DocumentOut.of(result)

@@ -51,7 +51,7 @@ async def metrics(container: ContainerDep) -> Response:
     queries = OperationsQueries(container.db)
     stuck_after = container.settings.stuck_after_seconds
     registry = CollectorRegistry()
-    registry.register(DatabaseGauges(await queries.document_metrics(stuck_after), await queries.job_metrics(),
-                                     stuck_after))
+    documents = await queries.document_metrics(stuck_after, container.settings.lease_seconds)
+    registry.register(DatabaseGauges(documents, await queries.job_metrics(), stuck_after))
     registry.register(container.answer_metrics)  # this process's answer latency, tokens, provider errors
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

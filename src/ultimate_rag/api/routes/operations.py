@@ -42,10 +42,11 @@ async def stuck_documents(
     = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
 ) -> StuckDocumentList:
-    """Documents in an active status (UPLOADING, FETCHING, PENDING, a running stage, DELETING) that
-    have not changed for longer than ``older_than_seconds``, the longest-waiting first. A worker
-    that died is reclaimed automatically after its lease; this list is for what is still waiting,
-    and ``/fail`` or ``/recover`` act on it."""
+    """Documents in an active status for longer than ``older_than_seconds`` that nothing is moving:
+    running with no heartbeat for that long, due while no worker is busy, or an upload or fetch that
+    never finished; the longest-waiting first. A healthy backlog (queued behind busy workers) is not
+    stuck. A worker that died is reclaimed automatically after its lease; ``/fail`` or ``/recover``
+    act on what is left."""
     threshold = container.settings.stuck_after_seconds if older_than_seconds is None else older_than_seconds
-    rows = await OperationsQueries(container.db).stuck_documents(threshold, limit)
+    rows = await OperationsQueries(container.db).stuck_documents(threshold, limit, container.settings.lease_seconds)
     return StuckDocumentList(items=[StuckDocument(**row) for row in rows])
