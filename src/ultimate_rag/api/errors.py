@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..domain import errors as e
+from ..services.failures import explain
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,14 @@ def install_error_handlers(app: FastAPI) -> None:
         if status == 500:
             log.error("unexpected domain error: %s", exc)
             return JSONResponse({"detail": "internal error"}, status_code=500)
-        if status == 503:
-            log.warning("503: %s", exc.message)
-            return _unavailable(exc.message)
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         if isinstance(exc, e.ProviderRateLimitedError):
-            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+            return JSONResponse({"detail": exc.message}, status_code=status,
+                                headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
+        if status == 503:
+            # the backend's raw message (hosts, buckets) goes to the log; the client gets its reason
+            log.warning("503: %s", exc.message)
+            return _unavailable(f"{explain(exc).reason}; try again in a few seconds")
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         body: dict[str, object] = {"detail": exc.message}
         if isinstance(exc, e.UnsupportedFormatError) and exc.supported_formats:
             body["supported_formats"] = list(exc.supported_formats)
