@@ -82,3 +82,15 @@ async def test_missing_bucket_fails_the_sync(client, container, bucket) -> None:
     connector = await create(client, kb, "s3", {"bucket": "no-such-bucket-here", "prefix": ""})
     sync = await sync_now(client, container, kb, connector)
     assert sync["status"] == "FAILED" and sync["error"]
+
+
+async def test_a_rewrite_within_the_same_second_is_seen_as_changed(client, container, bucket) -> None:  # type: ignore[no-untyped-def]
+    """S3's LastModified has a resolution of one second: the version also carries the ETag, so new
+    bytes written right after the old ones are never taken for unchanged."""
+    kb = await new_kb(container)
+    connector = await create(client, kb, "s3", {"bucket": BUCKET, "prefix": "fast/"})
+    bucket.put_object(Bucket=BUCKET, Key="fast/note.md", Body=b"# Note\n\nthe first words\n")
+    assert counts(await sync_now(client, container, kb, connector), "new") == (1,)
+    await process(container)
+    bucket.put_object(Bucket=BUCKET, Key="fast/note.md", Body=b"# Note\n\nthe second words\n")
+    assert counts(await sync_now(client, container, kb, connector), "updated", "unchanged") == (1, 0)

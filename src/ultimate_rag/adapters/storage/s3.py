@@ -123,7 +123,7 @@ class S3ObjectStorage:
     def _delete_prefix(self, full_prefix: str) -> int:
         deleted = 0
         batch: list[dict[str, str]] = []
-        for key, _ in self._iter_keys(full_prefix):
+        for key, _, _ in self._iter_keys(full_prefix):
             batch.append({"Key": key})
             if len(batch) == 1000:
                 deleted += self._delete_batch(batch)
@@ -156,13 +156,19 @@ class S3ObjectStorage:
             body.close()
 
     async def list_keys(self, prefix: str = "", batch: int = 1000) -> AsyncIterator[tuple[str, datetime]]:
+        async for key, modified, _ in self.list_versions(prefix, batch):
+            yield key, modified
+
+    async def list_versions(self, prefix: str = "", batch: int = 1000) -> AsyncIterator[tuple[str, datetime, str]]:
+        """Keys with their modification time and ETag (a rewrite within the same second as the
+        previous write keeps LastModified, never the ETag of different bytes)."""
         pages = self._pages(self._dir(prefix), batch)
         while True:
             page = await self._call(next, pages, None, what=f"list {prefix or 'objects'}")
             if page is None:
                 return
-            for key, modified in page:
-                yield key[len(self.prefix):], modified
+            for key, modified, etag in page:
+                yield key[len(self.prefix):], modified, etag
 
     # operations ------------------------------------------------------------------------------
     async def ping(self) -> bool:
@@ -194,15 +200,16 @@ class S3ObjectStorage:
         return True
 
     # helpers ---------------------------------------------------------------------------------
-    def _iter_keys(self, full_prefix: str, page_size: int = 1000) -> Iterator[tuple[str, datetime]]:
+    def _iter_keys(self, full_prefix: str, page_size: int = 1000) -> Iterator[tuple[str, datetime, str]]:
         for page in self._pages(full_prefix, page_size):
             yield from page
 
-    def _pages(self, full_prefix: str, page_size: int) -> Iterator[list[tuple[str, datetime]]]:
+    def _pages(self, full_prefix: str, page_size: int) -> Iterator[list[tuple[str, datetime, str]]]:
         paginator = self._client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=full_prefix,
                                        PaginationConfig={"PageSize": page_size}):
-            found = [(o["Key"], _utc(o["LastModified"])) for o in page.get("Contents") or []]
+            found = [(o["Key"], _utc(o["LastModified"]), str(o.get("ETag") or "").strip('"'))
+                     for o in page.get("Contents") or []]
             if found:
                 yield found
 

@@ -1,6 +1,8 @@
 """``s3``: objects under a bucket prefix, read with the server's S3 connection settings through the
 S3 storage adapter (admin only: the server's credentials may reach buckets users must not read).
-An object's version is its LastModified time from the listing: an unchanged one is not downloaded."""
+An object's version is its LastModified time and ETag from the listing (LastModified alone has a
+resolution of a second: a rewrite within it would look unchanged): an unchanged one is not
+downloaded."""
 
 from __future__ import annotations
 
@@ -29,10 +31,10 @@ class S3Source:
 
     async def discover(self) -> list[RemoteItem]:
         found: list[RemoteItem] = []
-        async for key, modified in self._storage.list_keys(""):
+        async for key, modified, etag in self._storage.list_versions(""):
             if key.endswith("/"):
                 continue
-            found.append(RemoteItem(key, key.rsplit("/", 1)[-1], modified.isoformat()))
+            found.append(RemoteItem(key, key.rsplit("/", 1)[-1], f"{modified.isoformat()} {etag}".strip()))
             if len(found) >= self._max_items:
                 break
         return found
