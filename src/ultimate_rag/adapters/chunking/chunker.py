@@ -265,9 +265,9 @@ def _union(locators: list[SourceLocator]) -> SourceLocator:
 
 
 def _box_union(locators: list[SourceLocator]) -> tuple[int, int, int, int] | None:
-    """The box around the OCR text of a chunk on one page (none when a part has no box)."""
-    boxes = [loc.bbox for loc in locators]
-    if not boxes or any(box is None for box in boxes):
+    """The box around the OCR text of a chunk on one page (parts without a box, such as the
+    page image's placeholder, add nothing); None when no part has one."""
+    known = [loc.bbox for loc in locators if loc.bbox is not None]
+    if not known:
         return None
-    known = [box for box in boxes if box is not None]
     return (min(b[0] for b in known), min(b[1] for b in known), max(b[2] for b in known), max(b[3] for b in known))

@@ -40,8 +40,12 @@ def _get_engine():  # type: ignore[no-untyped-def]
     global _engine
     with _engine_lock:
         if _engine is None:
-            from rapidocr_onnxruntime import RapidOCR
-
+            try:
+                from rapidocr_onnxruntime import RapidOCR
+            except ImportError as exc:  # under the memory limit, a library that cannot be mapped
+                if "failed to map" in str(exc) or "cannot allocate" in str(exc).lower():
+                    raise MemoryError(str(exc)) from exc
+                raise
             threads = max(1, min(4, os.cpu_count() or 1))
             _engine = RapidOCR(intra_op_num_threads=threads, inter_op_num_threads=1)
         return _engine
@@ -63,7 +67,14 @@ def recognize(image: Image.Image) -> list[Line]:
     """The text lines RapidOCR reads in an RGB image, top to bottom."""
     import numpy as np
 
-    result, _ = _get_engine()(np.asarray(image))
+    try:
+        result, _ = _get_engine()(np.asarray(image))
+    except MemoryError:
+        raise
+    except Exception as exc:  # onnxruntime reports an allocation that failed as a RuntimeException
+        if "bad_alloc" in str(exc) or "allocat" in str(exc).lower():
+            raise MemoryError(str(exc)) from exc
+        raise
     lines: list[Line] = []
     for points, text, score in result or ():
         text = " ".join(str(text).split())

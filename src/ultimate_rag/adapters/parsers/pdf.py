@@ -23,10 +23,10 @@ from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
 from .pdf_fallback import ENCRYPTED, PAGE_TREE_WARNING, parse_with_pypdf, rebuild_page_tree
 from .pdf_images import page_images
-from .pdf_ocr import needs_ocr, ocr_page
+from .pdf_ocr import needs_ocr, ocr_page, ocr_warnings
 from .pdf_text import Item as _Item
 from .pdf_text import mark_headings, text_items
-from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, page_ranges, unreadable_warnings
+from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, unreadable_warnings
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class PdfParser:
         if doc is None:
             return parse_with_pypdf(content, self.limits, error)
         gate = AssetGate(self.limits)
-        ocr: dict[int, tuple[list[Block], ParsedAsset | None]] = {}
+        ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]] = {}
         try:
             pages = self._pages(doc, gate, ocr)
             metadata = {k: v for k, v in (doc.metadata or {}).items() if v and k in ("title", "author", "subject")}
@@ -73,7 +73,7 @@ class PdfParser:
         assets: list[ParsedAsset] = []
         for number, items in enumerate(mark_headings(pages), start=1):
             if number in ocr:
-                ocr_page_blocks, page_asset = ocr[number]
+                ocr_page_blocks, page_asset, _ = ocr[number]
                 blocks.extend(ocr_page_blocks)
                 assets.extend([page_asset] if page_asset is not None else [])
                 continue
@@ -96,13 +96,12 @@ class PdfParser:
         warnings = [*repaired, *unreadable_warnings(unreadable, partly, metadata["page_count"])]
         if ocr:
             metadata["ocr_pages"] = len(ocr)
-            warnings.append(f"text of page{'s' if len(ocr) > 1 else ''} {page_ranges(list(ocr))} "
-                            f"of {metadata['page_count']} was read by OCR")
+            warnings += ocr_warnings({n: why for n, (_, _, why) in ocr.items()}, metadata["page_count"])
         return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, [*gate.warnings, *warnings]),
                               assets=tuple(assets))
 
     def _pages(self, doc: pymupdf.Document, gate: AssetGate,
-               ocr: dict[int, tuple[list[Block], ParsedAsset | None]]) -> list[list[_Item]]:
+               ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]]) -> list[list[_Item]]:
         """The text and image items of each page; pages read by OCR go into ``ocr`` instead (and
         are empty in the list). Progress: pages done / total."""
         if doc.page_count > self.limits.max_pages:
@@ -113,10 +112,13 @@ class PdfParser:
             page = doc[index]
             items = text_items(page)
             progress.report(index, doc.page_count)
-            if needs_ocr(page, [it.text for it in items], self.limits.ocr):
-                ocr[index + 1] = ocr_page(page, index + 1, gate, self.limits)
-                pages.append([])
-                continue
+            why = needs_ocr(page, [it.text for it in items], self.limits.ocr)
+            if why:
+                read = ocr_page(page, index + 1, gate, self.limits)
+                if read is not None:
+                    ocr[index + 1] = (*read, why)
+                    pages.append([])
+                    continue
             # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
             images = [_Item(*rect, asset=asset) for rect, asset in page_images(doc, page, index + 1, gate)]
             for image in images:
