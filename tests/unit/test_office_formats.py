@@ -171,6 +171,13 @@ def test_odt_headings_paragraphs_lists_tables_and_the_real_file() -> None:
     assert [(b.kind, b.level, b.text) for b in parsed.blocks] == [
         ("heading", 1, "Harbour guide"), ("paragraph", 0, "The ferry leaves."), ("heading", 2, "Piers"),
         ("list", 0, "- Pier four\n- Pier five"), ("table", 0, "| Pier | Opens |\n|---|---|\n| Four | 06:00 |")]
+    framed = ('<text:p>Before the logo<draw:frame><draw:image xlink:href="Pictures/logo.png"/><svg:desc>Harbour logo'
+              '</svg:desc></draw:frame></text:p><text:p><draw:frame><draw:text-box><text:p>Boxed opening hours</text:p>'
+              "</draw:text-box></draw:frame></text:p>")
+    parsed = parse("framed.odt", make_odf("text", framed, extra={"Pictures/logo.png": png(30, 20)}))
+    assert [(b.kind, b.text) for b in parsed.blocks] == [
+        ("paragraph", "Before the logo"), ("figure", "[Image: Harbour logo]"), ("paragraph", "Boxed opening hours")]
+    assert [a.locator_key for a in parsed.assets] == ["part-Pictures/logo.png"]
     real = parse("source.odt", (CORPUS / "odt/source.odt").read_bytes())
     assert real.blocks[0].text.startswith("Lorem ipsum dolor sit amet")
 

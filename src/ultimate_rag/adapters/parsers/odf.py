@@ -101,10 +101,10 @@ class _Reader:
             if tag == _q("text:h"):
                 level = int(child.get(_q("text:outline-level")) or 1)
                 self._add("heading", _text(child), here, min(max(level, 1), 6))
-                self._images(child, page)
+                self._frames(child, page, depth)
             elif tag == _q("text:p"):
                 self._add("paragraph", _text(child), here)
-                self._images(child, page)
+                self._frames(child, page, depth)
             elif tag == _q("text:list"):
                 items = [_text(p) for p in child.iter(_q("text:p"), _q("text:h"))]
                 self._add("list", "\n".join(f"- {t}" for t in items if t), here)
@@ -113,7 +113,7 @@ class _Reader:
             elif tag == _q("draw:frame") and depth < _MAX_DEPTH:
                 self._frame(child, page, depth + 1)
             elif depth < _MAX_DEPTH and tag in (_q("text:section"), _q("draw:text-box"), _q("draw:g"),
-                                                 _q("text:index-body")):
+                                                 _q("draw:custom-shape"), _q("text:index-body")):
                 self.flow(child, page, depth + 1)
 
     def spreadsheet(self, element: Any) -> None:
@@ -158,10 +158,15 @@ class _Reader:
             else:
                 self.flow([child], page, depth)
 
-    def _images(self, paragraph: Any, page: int | None) -> None:
-        for frame in paragraph.iter(_q("draw:frame")):
-            for image in frame.findall(_q("draw:image")):
-                self._image(image, frame, page)
+    def _frames(self, paragraph: Any, page: int | None, depth: int) -> None:
+        """Images and text boxes anchored in a paragraph, after it."""
+        if depth >= _MAX_DEPTH:
+            return
+        for frame in paragraph.findall(f".//{_q('draw:frame')}"):
+            if any(a.tag == _q("draw:frame") for a in frame.iterancestors() if a is not paragraph
+                   and paragraph in a.iterancestors()):
+                continue  # a frame inside another frame's text box is read with that box
+            self._frame(frame, page, depth + 1)
 
     def _image(self, image: Any, frame: Any, page: int | None) -> None:
         href = (image.get(_q("xlink:href")) or "").lstrip("./")
