@@ -259,6 +259,7 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
         os.nice(5)  # parsing yields to the worker's own event loop
     except OSError:
         pass
+    _few_malloc_arenas()
     if memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     cpu = max(1, int(timeout) + 5)  # a backstop; the parent's wall-clock limit normally acts first
@@ -281,6 +282,18 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
         conn.send(("memory", None))
     finally:
         conn.close()
+
+
+def _few_malloc_arenas() -> None:
+    """glibc gives each thread that allocates its own malloc arena, reserving 64 MB of address
+    space apiece; OCR's thread pools (onnxruntime, OpenCV, OpenBLAS) would spend ~400 MB of the
+    address-space limit on reservations alone. Two arenas are plenty for one parse."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(-8, 2)  # M_ARENA_MAX
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass
 
 
 def _report_environment(conn: Connection) -> None:
