@@ -86,7 +86,7 @@ class ParseRunner:
             await asyncio.shield(starting)
             send.close()
             outcome = await asyncio.to_thread(_wait, receive, process, time.monotonic() + self.timeout, stop,
-                                              pump.notify)
+                                              pump.notify, self.timeout)
         finally:
             stop.set()
             if not starting.done():
@@ -174,9 +174,13 @@ class _ProgressPump:
 
 
 def _wait(conn: Connection, process: Any, deadline: float, stop: threading.Event,
-          on_progress: Callable[[int, int], None] | None = None) -> tuple[str, Any] | None:
+          on_progress: Callable[[int, int], None] | None = None, per_step: float = 0.0) -> tuple[str, Any] | None:
     """The child's message, ("died", None) when it ended without one, None past the deadline.
-    Progress messages (``("progress", done, total)``) go to ``on_progress`` on the way."""
+    Progress messages (``("progress", done, total)``) go to ``on_progress`` on the way; a step
+    done (a page OCR'd) moves the deadline to ``per_step`` seconds from now: the time limit bounds
+    the time without progress, so a 40-page scan is not killed for being long, and a page that
+    hangs still is."""
+    last_done = -1
     while not stop.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -185,6 +189,9 @@ def _wait(conn: Connection, process: Any, deadline: float, stop: threading.Event
             if conn.poll(min(0.1, remaining)):
                 message = conn.recv()
                 if isinstance(message, tuple) and message and message[0] == "progress":
+                    if message[1] > last_done:
+                        last_done = message[1]
+                        deadline = max(deadline, time.monotonic() + per_step)
                     if on_progress is not None:
                         on_progress(message[1], message[2])
                     continue
@@ -263,8 +270,21 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
     if memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     cpu = max(1, int(timeout) + 5)  # a backstop; the parent's wall-clock limit normally acts first
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-    progress.set_reporter(lambda done, total: conn.send(("progress", done, total)))
+    # the soft limit moves on with every step done, like the parent's deadline (see _wait)
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+
+    def cpu_limit(seconds: int) -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds if hard == resource.RLIM_INFINITY else min(seconds, hard),
+                                                 hard))
+
+    cpu_limit(cpu)
+
+    def report(done: int, total: int) -> None:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_limit(int(used.ru_utime + used.ru_stime) + cpu)
+        conn.send(("progress", done, total))
+
+    progress.set_reporter(report)
     try:
         from .registry import default_registry
 
