@@ -354,7 +354,8 @@ function progressOf(doc) {
   const p = doc.progress || {};
   if (doc.status === "READY") return { value: 1, max: 1, text: t("chunks_count", { count: doc.chunk_count }) };
   if (p.total && !STABLE.has(doc.status)) {
-    return { value: p.done || 0, max: p.total, text: t("progress_chunks", { done: p.done || 0, total: p.total }) };
+    const key = p.stage === "PARSING" ? "progress_pages" : "progress_chunks";  // OCR: pages read
+    return { value: p.done || 0, max: p.total, text: t(key, { done: p.done || 0, total: p.total }) };
   }
   return null;
 }
