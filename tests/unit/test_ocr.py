@@ -207,3 +207,10 @@ def test_the_time_limit_counts_from_the_last_page_done(monkeypatch: pytest.Monke
 
     assert run(per_step=3.0) == (("ok", "parsed"), [(0, 3), (1, 3), (2, 3)])
     assert run(per_step=0.0)[0] is None  # without the rule the same parse runs out of time
+
+
+def test_only_tiff_pages_are_pages_an_animated_png_is_read_once() -> None:
+    frames = [small_scan([INVOICE]), small_scan([CLAUSE])]
+    buffer = image_bytes(frames[0], "PNG", save_all=True, append_images=[frames[1].copy()])
+    parsed = parse("anim.png", buffer, ParseLimits(ocr="off"))
+    assert parsed.metadata["page_count"] == 1 and len(parsed.assets) == 1

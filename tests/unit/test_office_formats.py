@@ -152,6 +152,11 @@ def test_epub_entities_and_bombs_are_refused() -> None:
     with pytest.raises(InvalidDocumentError, match="EPUB archive unpacks to"):
         parse("bomb.epub", with_part(evil, "OEBPS/pad.bin", b"\0" * (3 * 1024 * 1024)),
               ParseLimits(max_archive_bytes=1024 * 1024))
+    opf_name = "OEBPS/content.opf"
+    with zipfile.ZipFile(io.BytesIO(evil)) as archive:
+        opf = archive.read(opf_name)
+    repeated = opf.replace(b'<itemref idref="ch1"/>', b'<itemref idref="ch1"/>' * 5000)
+    assert parse("loop.epub", with_part(evil, opf_name, repeated)).metadata["chapters"] == 1
     no_opf = package({"mimetype": b"application/epub+zip", "META-INF/container.xml": b"<container/>"})
     with pytest.raises(InvalidDocumentError, match="names no package document"):
         parse("empty.epub", no_opf)

@@ -59,8 +59,10 @@ class EpubParser:
             opf = self._xml(archive, opf_name)
             manifest = {item.get("id"): (resolve(opf_name, item.get("href") or ""), item.get("media-type") or "")
                         for item in opf.iter(f"{{{_OPF}}}item")}
-            spine = [manifest[ref.get("idref")] for ref in opf.iter(f"{{{_OPF}}}itemref")
-                     if ref.get("idref") in manifest and manifest[ref.get("idref")][1] in _HTML_TYPES]
+            # each chapter file once: a spine that lists one file 100 000 times is not 100 000 chapters
+            spine = list(dict.fromkeys(manifest[ref.get("idref")] for ref in opf.iter(f"{{{_OPF}}}itemref")
+                                       if ref.get("idref") in manifest
+                                       and manifest[ref.get("idref")][1] in _HTML_TYPES))
             titles = self._toc(archive, opf, manifest)
             blocks: list[Block] = []
             assets: list[ParsedAsset] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from PIL import Image, ImageSequence, UnidentifiedImageError
+from PIL import Image, ImageOps, ImageSequence, UnidentifiedImageError
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
@@ -21,7 +21,8 @@ from .assets import DECODE_CEILING, AssetGate, with_warnings
 from .limits import ParseLimits
 from .ocr import AUTO, FORCE, fit_for_ocr, ocr_blocks
 
-IMAGE_KINDS = {"binary:image/png": (".png",), "binary:image/jpeg": (".jpg", ".jpeg"),
+IMAGE_KINDS = {"binary:image/png": (".png",), "binary:image/apng": (".png",),
+               "binary:image/jpeg": (".jpg", ".jpeg"),
                "binary:image/tiff": (".tif", ".tiff"), "binary:image/webp": (".webp",)}
 _FORMATS = ("PNG", "JPEG", "TIFF", "WEBP")
 
@@ -48,7 +49,8 @@ class ImageParser:
                 raise InvalidDocumentError(
                     f"the image is {width}×{height} pixels, more than {DECODE_CEILING} times the limit of "
                     f"{self.limits.max_image_pixels} pixels")
-            frames = getattr(image, "n_frames", 1)
+            # TIFF pages are pages; the frames of an animated PNG or WebP are not (the first is read)
+            frames = getattr(image, "n_frames", 1) if image.format == "TIFF" else 1
             if frames > self.limits.max_pages:
                 raise InvalidDocumentError(f"the image has {frames} pages, more than the limit of "
                                            f"{self.limits.max_pages}")
@@ -61,6 +63,8 @@ class ImageParser:
         ocr = self.limits.ocr in (AUTO, FORCE)
         read = 0
         for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
+            if number > frames:
+                break
             progress.report(number - 1, frames)
             try:
                 frame.load()
@@ -74,7 +78,9 @@ class ImageParser:
                 blocks.append(Block(kind="figure", text=_figure_text(number, frames),
                                     locator=SourceLocator(page=number), asset_ids=(asset.locator_key,)))
             if ocr:
-                fitted, scale = fit_for_ocr(page, self.limits.ocr_max_pixels)
+                # a phone photo is stored sideways with an EXIF orientation: OCR reads it upright
+                # (its boxes are then in the upright image's pixels)
+                fitted, scale = fit_for_ocr(ImageOps.exif_transpose(page), self.limits.ocr_max_pixels)
                 found = ocr_blocks(fitted, number, scale=scale, asset_key=key)
                 read += bool(found)
                 blocks.extend(found)
