@@ -10,6 +10,8 @@
     .venv/bin/python -m bench.parse [--pages 200] [--big-mb 100]
 
 3. ``--corpus tests/corpus``: quality and speed on the regression corpus (bench/parse_corpus.py).
+4. ``--ocr N``: OCR pages per second and the parse child's peak memory on an N-page scanned PDF
+   (bench/parse_ocr.py).
 """
 
 from __future__ import annotations
@@ -184,8 +186,15 @@ def main() -> None:
     parser.add_argument("--big-mb", type=int, default=100)
     parser.add_argument("--corpus", type=Path, help="measure the regression corpus in this folder instead "
                         "(tests/corpus): see bench/parse_corpus.py")
+    parser.add_argument("--ocr", type=int, metavar="PAGES", help="measure OCR on a scanned PDF of this many "
+                        "pages instead: see bench/parse_ocr.py")
     args = parser.parse_args()
     print(f"machine: {machine()}")
+    if args.ocr:
+        from .parse_ocr import report
+
+        report(args.ocr)
+        return
     if args.corpus:
         from .parse_corpus import main as corpus_main
 

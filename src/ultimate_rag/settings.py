@@ -98,7 +98,7 @@ class Settings(BaseSettings):
     embedding_input_type_field: str | None = None  # e.g. "input_type": sends "query"/"passage"
     outbound_allow_networks: str = ""
 
-    # parsing (PDF, DOCX, HTML, CSV) and image descriptions
+    # parsing (PDF, DOCX, HTML, CSV, images, office formats), OCR and image descriptions
     parse_isolation: bool = True  # parse in a child process with the time and memory limits below
     parse_timeout_seconds: float = Field(default=300.0, gt=0)
     parse_memory_limit_mb: int = Field(default=2048, ge=0)  # address-space cap of a parse process; 0: none
@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     parse_max_archive_entries: int = Field(default=10_000, ge=1)
     parse_max_html_depth: int = Field(default=200, ge=1)
     parse_max_text_chars: int = Field(default=20_000_000, ge=1)
+    parse_max_sheets: int = Field(default=200, ge=1)  # XLSX/ODS sheets in a workbook
+    parse_max_cells: int = Field(default=5_000_000, ge=1)  # XLSX/ODS cells read in a workbook
+    ocr: Literal["off", "auto", "force"] = "auto"  # scans and images; force: every PDF page by OCR
     vision_base_url: str | None = None  # OpenAI-compatible endpoint; unset: alt text / captions are used
     vision_model: str | None = None
     vision_api_key: str | None = Field(default=None, repr=False)

@@ -171,7 +171,7 @@ class ChunkOut(BaseModel):
     content: str
     token_count: int
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     metadata: dict[str, Any]
 
     @classmethod
@@ -199,7 +199,7 @@ class SearchHit(BaseModel):
     content: str
     score: float
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     assets: list[dict[str, Any]]
 
     @classmethod

@@ -123,14 +123,22 @@ class SourceLocator:
     char_end: int | None = None
     row_start: int | None = None
     row_end: int | None = None
+    # text read by OCR: its box on the page (x0, y0, x1, y1), in PDF points for PDF pages and in
+    # pixels for uploaded images, origin at the top left
+    bbox: tuple[int, int, int, int] | None = None
 
-    def to_metadata(self) -> dict[str, int]:
-        return {k: v for k in _LOCATOR_FIELDS if (v := getattr(self, k)) is not None}
+    def to_metadata(self) -> dict[str, Any]:
+        data: dict[str, Any] = {k: v for k in _LOCATOR_FIELDS if (v := getattr(self, k)) is not None}
+        if self.bbox is not None:
+            data["bbox"] = list(self.bbox)
+        return data
 
     @classmethod
     def from_metadata(cls, data: dict[str, Any] | None) -> SourceLocator:
         data = data or {}
-        return cls(**{k: data.get(k) for k in _LOCATOR_FIELDS})
+        box = data.get("bbox")
+        bbox = tuple(int(v) for v in box) if isinstance(box, list | tuple) and len(box) == 4 else None
+        return cls(**{k: data.get(k) for k in _LOCATOR_FIELDS}, bbox=bbox)  # type: ignore[arg-type]
 
 
 _LOCATOR_FIELDS = ("page", "page_start", "page_end", "line_start", "line_end", "char_start", "char_end",

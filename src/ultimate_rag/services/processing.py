@@ -99,7 +99,8 @@ class DocumentProcessor:
         source = DocumentSource(row["id"], row["filename"], row["mime_type"], content)
         parser = self._parsers.resolve(source)
         await self._queue.record_parser(lease, parser.name, parser.version)
-        parsed: ParsedDocument = await _deterministic(self._parse_runner.parse(parser, source), "parse the file")
+        parsed: ParsedDocument = await _deterministic(
+            self._parse_runner.parse(parser, source, self._parse_progress(lease)), "parse the file")
         parsed = await self._describe_images(parsed)
         warnings = [str(w) for w in parsed.metadata.get("warnings") or ()]
         if warnings:
@@ -167,6 +168,20 @@ class DocumentProcessor:
             last, first_wait = now, first_wait and not waiting
             state = {"stage": "EMBEDDING", "done": done, "total": total, "from_cache": from_cache}
             await self._queue.report_progress(lease, state | ({"waiting": "embedder"} if waiting else {}))
+
+        return report
+
+    def _parse_progress(self, lease: Lease):  # type: ignore[no-untyped-def]
+        """Pages done / total while PARSING (OCR takes seconds a page), at most one write per interval."""
+        last = 0.0
+
+        async def report(done: int, total: int) -> None:
+            nonlocal last
+            now = asyncio.get_running_loop().time()
+            if done < total and now - last < self._progress_interval:
+                return
+            last = now
+            await self._queue.report_progress(lease, {"stage": "PARSING", "done": done, "total": total})
 
         return report
 

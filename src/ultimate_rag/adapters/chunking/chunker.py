@@ -260,4 +260,14 @@ def _union(locators: list[SourceLocator]) -> SourceLocator:
         char_end=bound([loc.char_end for loc in locators], max),
         row_start=bound([loc.row_start for loc in locators], min),
         row_end=bound([loc.row_end for loc in locators], max),
+        bbox=_box_union(locators) if len(pages) == 1 else None,
     )
+
+
+def _box_union(locators: list[SourceLocator]) -> tuple[int, int, int, int] | None:
+    """The box around the OCR text of a chunk on one page (parts without a box, such as the
+    page image's placeholder, add nothing); None when no part has one."""
+    known = [loc.bbox for loc in locators if loc.bbox is not None]
+    if not known:
+        return None
+    return (min(b[0] for b in known), min(b[1] for b in known), max(b[2] for b in known), max(b[3] for b in known))

@@ -38,6 +38,15 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _MIME_BY_KIND = {"markdown": "text/markdown", "text": "text/plain"}
+_OOXML = "application/vnd.openxmlformats-officedocument."
+_OOXML_PARTS = (("word/document.xml", _OOXML + "wordprocessingml.document"),
+                ("ppt/presentation.xml", _OOXML + "presentationml.presentation"),
+                ("xl/workbook.xml", _OOXML + "spreadsheetml.sheet"))
+_PACKAGE_MIMES = frozenset({"application/epub+zip", "application/vnd.oasis.opendocument.text",
+                            "application/vnd.oasis.opendocument.spreadsheet",
+                            "application/vnd.oasis.opendocument.presentation"})
+# signatures that are a zip archive underneath: their real type is read from the inner parts
+_ZIP_FAMILY = frozenset({"application/zip", *(mime for _, mime in _OOXML_PARTS), *_PACKAGE_MIMES})
 
 
 def detect_kind(content: bytes, extension: str) -> str:
@@ -52,7 +61,7 @@ def detect_kind(content: bytes, extension: str) -> str:
     match = filetype.guess(head) if head else None
     textual = _looks_like_text(head)
     if match is not None and (not textual or match.mime in _TEXTUAL_FORMATS):
-        if match.mime == "application/zip":
+        if match.mime in _ZIP_FAMILY:
             return f"binary:{_zip_kind(content) or match.mime}"
         return f"binary:{match.mime}"
     if not textual:
@@ -65,21 +74,33 @@ def detect_kind(content: bytes, extension: str) -> str:
 
 
 def _zip_kind(content: bytes) -> str | None:
-    """The format of a zip-based document the signature check calls plain zip: XPS (Microsoft's
-    and the ECMA OpenXPS) has a fixed-document sequence (``*.fdseq``) named in its relationships."""
+    """The format of a zip-based document, from its inner parts (the signature check only reads the
+    first entry, and calls many of them plain zip): XPS (Microsoft's and the ECMA OpenXPS) has a
+    fixed-document sequence (``*.fdseq``) named in its relationships; DOCX, PPTX and XLSX have
+    their main part (``word/document.xml``, ``ppt/presentation.xml``, ``xl/workbook.xml``);
+    EPUB and OpenDocument name their type in the ``mimetype`` entry. None when nothing says."""
     try:
         with zipfile.ZipFile(io.BytesIO(content)) as archive:
             names = archive.namelist()
-            relations = b""
+            relations = mimetype = b""
             if "_rels/.rels" in names:
                 with archive.open("_rels/.rels") as rels:
                     relations = rels.read(_SAMPLE_BYTES)
+            if "mimetype" in names:
+                with archive.open("mimetype") as entry:
+                    mimetype = entry.read(128).strip()
     except (zipfile.BadZipFile, OSError, ValueError, KeyError, NotImplementedError, RuntimeError):
         return None
     if b"openxps.org" in relations:
         return "application/oxps"
     if b"/xps/" in relations or any(name.lower().endswith(".fdseq") for name in names):
         return "application/vnd.ms-xpsdocument"
+    present = set(names)
+    for part, mime in _OOXML_PARTS:
+        if part in present and "[Content_Types].xml" in present:
+            return mime
+    if mimetype.decode("ascii", "replace") in _PACKAGE_MIMES:
+        return mimetype.decode("ascii")
     return None
 
 

@@ -36,6 +36,8 @@ _NS = {
 _EMBED = f"{{{_NS['r']}}}embed"
 _RID = f"{{{_NS['r']}}}id"
 _MAX_TABLE_DEPTH = 16  # tables nested deeper are indexed as flattened text
+# parts checked for DTDs: OOXML/ODF XML and relationships, EPUB packages, navigation and XHTML
+XML_SUFFIXES = (".xml", ".rels", ".opf", ".ncx", ".xhtml", ".html", ".htm", ".svg")
 
 
 class DocxParser:
@@ -173,35 +175,36 @@ class _Body:
             self.table(inner, depth + 1)
 
 
-def check_archive(content: bytes, limits: ParseLimits) -> None:
-    """Refuse zip bombs and DTDs before any part is parsed. Declared sizes are what zipfile
-    inflates at most (it stops at ``file_size``), so capping their sum caps the real work."""
+def check_archive(content: bytes, limits: ParseLimits, what: str = "DOCX") -> None:
+    """Refuse zip bombs and DTDs before any part is parsed (DOCX and every other zip-based format:
+    ``what`` names it in the reasons). Declared sizes are what zipfile inflates at most (it stops
+    at ``file_size``), so capping their sum caps the real work."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(content))
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise InvalidDocumentError(f"the file is not a readable DOCX document (bad zip: {exc})") from exc
+        raise InvalidDocumentError(f"the file is not a readable {what} document (bad zip: {exc})") from exc
     with archive:
         entries = archive.infolist()
         if len(entries) > limits.max_archive_entries:
             raise InvalidDocumentError(
-                f"the DOCX archive has {len(entries)} entries, more than the limit of {limits.max_archive_entries}")
+                f"the {what} archive has {len(entries)} entries, more than the limit of {limits.max_archive_entries}")
         total = sum(max(0, e.file_size) for e in entries)
         if total > limits.max_archive_bytes:
             raise InvalidDocumentError(
-                f"the DOCX archive unpacks to {total} bytes, more than the limit of {limits.max_archive_bytes} "
+                f"the {what} archive unpacks to {total} bytes, more than the limit of {limits.max_archive_bytes} "
                 "(a zip bomb?)")
         for entry in entries:
-            if not entry.filename.lower().endswith((".xml", ".rels")):
+            if not entry.filename.lower().endswith(XML_SUFFIXES):
                 continue
             try:
                 with archive.open(entry) as part:
                     head = part.read(4096)
                     data = head + part.read()
             except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as exc:
-                raise InvalidDocumentError(f"the DOCX archive is damaged ({entry.filename}: {exc})") from exc
+                raise InvalidDocumentError(f"the {what} archive is damaged ({entry.filename}: {exc})") from exc
             if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
                 raise InvalidDocumentError(
-                    f"the DOCX part {entry.filename} declares a DTD or XML entities, which are refused "
+                    f"the {what} part {entry.filename} declares a DTD or XML entities, which are refused "
                     "(XML entity expansion)")
 
 

@@ -20,13 +20,14 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError, UltimateRagError
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 
-from . import child_env
+from . import child_env, progress
 from .limits import ParseLimits
 from .sanitize import sanitize_parsed
 
@@ -56,12 +57,23 @@ class ParseRunner:
         self.memory_bytes = memory_limit_mb * 1024 * 1024 if memory_limit_mb > 0 else 0
         self.isolate = isolate
 
-    async def parse(self, parser: Any, source: DocumentSource) -> ParsedDocument:
-        if not self.isolate or not type(parser).__module__.startswith(_BUILTIN_PREFIX):
-            return check_parsed(await asyncio.to_thread(parser.parse, source), self.limits)
-        return await self._isolated(parser.name, source)  # the child ran check_parsed already
+    async def parse(self, parser: Any, source: DocumentSource,
+                    on_progress: Callable[[int, int], Awaitable[None]] | None = None) -> ParsedDocument:
+        """``on_progress(done, total)``: the parser's per-page progress (parsers call
+        ``progress.report``), awaited one at a time and never after this returns."""
+        pump = _ProgressPump(on_progress)
+        try:
+            if not self.isolate or not type(parser).__module__.startswith(_BUILTIN_PREFIX):
+                def run() -> ParsedDocument:
+                    progress.set_reporter(pump.notify)  # this thread's context only
+                    return parser.parse(source)  # type: ignore[no-any-return]
 
-    async def _isolated(self, name: str, source: DocumentSource) -> ParsedDocument:
+                return check_parsed(await asyncio.to_thread(run), self.limits)
+            return await self._isolated(parser.name, source, pump)  # the child ran check_parsed already
+        finally:
+            await pump.close()
+
+    async def _isolated(self, name: str, source: DocumentSource, pump: _ProgressPump) -> ParsedDocument:
         ctx = _mp_context()
         receive, send = ctx.Pipe(duplex=False)
         process = ctx.Process(target=_child, name=f"{_CHILD_PREFIX}{name}", daemon=True,
@@ -73,7 +85,8 @@ class ParseRunner:
         try:
             await asyncio.shield(starting)
             send.close()
-            outcome = await asyncio.to_thread(_wait, receive, process, time.monotonic() + self.timeout, stop)
+            outcome = await asyncio.to_thread(_wait, receive, process, time.monotonic() + self.timeout, stop,
+                                              pump.notify, self.timeout)
         finally:
             stop.set()
             if not starting.done():
@@ -125,22 +138,72 @@ class ParseRunner:
         raise InvalidDocumentError("the parser process ended without a result")
 
 
-def _wait(conn: Connection, process: Any, deadline: float,
-          stop: threading.Event) -> tuple[str, Any] | None:
-    """The child's message, ("died", None) when it ended without one, None past the deadline."""
+class _ProgressPump:
+    """Carries progress from the thread that waits on the child to the event loop: the latest
+    (done, total) is kept, and one task reports it, so reports never pile up or outlive the parse."""
+
+    def __init__(self, on_progress: Callable[[int, int], Awaitable[None]] | None) -> None:
+        self._on_progress = on_progress
+        self._latest: tuple[int, int] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._task = self._loop.create_task(self._run()) if on_progress is not None else None
+
+    def notify(self, done: int, total: int) -> None:  # any thread
+        if self._task is None:
+            return
+        self._latest = (done, total)
+        self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def _run(self) -> None:
+        assert self._on_progress is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            latest, self._latest = self._latest, None
+            if latest is not None:
+                try:
+                    await self._on_progress(*latest)
+                except Exception:  # progress is a courtesy; the parse result decides the outcome
+                    pass
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _wait(conn: Connection, process: Any, deadline: float, stop: threading.Event,
+          on_progress: Callable[[int, int], None] | None = None, per_step: float = 0.0) -> tuple[str, Any] | None:
+    """The child's message, ("died", None) when it ended without one, None past the deadline.
+    Progress messages (``("progress", done, total)``) go to ``on_progress`` on the way; a step
+    done (a page OCR'd) moves the deadline to ``per_step`` seconds from now: the time limit bounds
+    the time without progress, so a 40-page scan is not killed for being long, and a page that
+    hangs still is."""
+    last_done = -1
     while not stop.is_set():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return None
         try:
             if conn.poll(min(0.1, remaining)):
-                return conn.recv()  # type: ignore[no-any-return]
+                message = conn.recv()
+                if isinstance(message, tuple) and message and message[0] == "progress":
+                    if message[1] > last_done:
+                        last_done = message[1]
+                        deadline = max(deadline, time.monotonic() + per_step)
+                    if on_progress is not None:
+                        on_progress(message[1], message[2])
+                    continue
+                return message  # type: ignore[no-any-return]
         except (EOFError, OSError):
             return ("died", None)
         if not process.is_alive():
             try:
-                if conn.poll(0):
-                    return conn.recv()  # type: ignore[no-any-return]
+                while conn.poll(0):
+                    message = conn.recv()
+                    if not (isinstance(message, tuple) and message and message[0] == "progress"):
+                        return message  # type: ignore[no-any-return]
             except (EOFError, OSError):
                 pass
             return ("died", None)
@@ -183,7 +246,13 @@ def _mp_context() -> Any:
                                             "ultimate_rag.adapters.parsers.pdf",
                                             "ultimate_rag.adapters.parsers.docx",
                                             "ultimate_rag.adapters.parsers.html",
-                                            "ultimate_rag.adapters.parsers.tabular"])
+                                            "ultimate_rag.adapters.parsers.tabular",
+                                            "ultimate_rag.adapters.parsers.image",
+                                            "ultimate_rag.adapters.parsers.slides",
+                                            "ultimate_rag.adapters.parsers.sheets",
+                                            "ultimate_rag.adapters.parsers.epub",
+                                            "ultimate_rag.adapters.parsers.odf",
+                                            "ultimate_rag.adapters.parsers.preload"])
             _context = ctx
         return _context
 
@@ -197,10 +266,25 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
         os.nice(5)  # parsing yields to the worker's own event loop
     except OSError:
         pass
+    _few_malloc_arenas()
     if memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     cpu = max(1, int(timeout) + 5)  # a backstop; the parent's wall-clock limit normally acts first
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    # the soft limit moves on with every step done, like the parent's deadline (see _wait)
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+
+    def cpu_limit(seconds: int) -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds if hard == resource.RLIM_INFINITY else min(seconds, hard),
+                                                 hard))
+
+    cpu_limit(cpu)
+
+    def report(done: int, total: int) -> None:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_limit(int(used.ru_utime + used.ru_stime) + cpu)
+        conn.send(("progress", done, total))
+
+    progress.set_reporter(report)
     try:
         from .registry import default_registry
 
@@ -216,6 +300,18 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
         _send(conn, message)
     finally:
         conn.close()
+
+
+def _few_malloc_arenas() -> None:
+    """glibc gives each thread that allocates its own malloc arena, reserving 64 MB of address
+    space apiece; OCR's thread pools (onnxruntime, OpenCV, OpenBLAS) would spend ~400 MB of the
+    address-space limit on reservations alone. Two arenas are plenty for one parse."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(-8, 2)  # M_ARENA_MAX
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass
 
 
 def _report_environment(conn: Connection) -> None:

@@ -21,3 +21,7 @@ class ParseLimits:
     max_html_depth: int = 200  # HTML element nesting
     max_text_chars: int = 20_000_000  # characters of text after parsing, any format
     max_csv_field_chars: int = 1_000_000  # one CSV cell
+    max_sheets: int = 200  # XLSX/ODS: sheets in one workbook (fails the document)
+    max_cells: int = 5_000_000  # XLSX/ODS: non-empty cells read in all sheets together (fails the document)
+    ocr: str = "auto"  # "off" | "auto" (pages without readable text, images) | "force" (every page)
+    ocr_max_pixels: int = 12_000_000  # a page or image is scaled down to this many pixels before OCR

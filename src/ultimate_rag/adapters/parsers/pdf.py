@@ -1,6 +1,7 @@
 """PDF parser on PyMuPDF (MuPDF): text per page in a column-aware reading order, headings from
 font sizes (pdf_text.py), and embedded images as assets with their original bytes, page and
-position. Pages whose text layer cannot be read are left out (text_quality.py); a file MuPDF
+position. Pages without a text layer (scans) and pages whose text layer cannot be read are read
+by OCR (pdf_ocr.py; or left out, text_quality.py, when OCR is off); a file MuPDF
 cannot open, or in which it finds no pages, is read by pypdf instead (pdf_fallback.py).
 
 Why PyMuPDF first and not pypdf: see docs/formats.md (speed, original image bytes; AGPL noted there).
@@ -17,10 +18,12 @@ import pymupdf
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
 
+from . import progress
 from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
 from .pdf_fallback import ENCRYPTED, PAGE_TREE_WARNING, parse_with_pypdf, rebuild_page_tree
 from .pdf_images import page_images
+from .pdf_ocr import needs_ocr, ocr_page, ocr_warnings
 from .pdf_text import Item as _Item
 from .pdf_text import mark_headings, text_items
 from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, unreadable_warnings
@@ -35,7 +38,7 @@ CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그�
 class PdfParser:
     extensions = (".pdf",)
     name = "pdf"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -58,8 +61,9 @@ class PdfParser:
         if doc is None:
             return parse_with_pypdf(content, self.limits, error)
         gate = AssetGate(self.limits)
+        ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]] = {}
         try:
-            pages = self._pages(doc, gate)
+            pages = self._pages(doc, gate, ocr)
             metadata = {k: v for k, v in (doc.metadata or {}).items() if v and k in ("title", "author", "subject")}
             metadata["page_count"] = doc.page_count
         finally:
@@ -68,6 +72,11 @@ class PdfParser:
         blocks: list[Block] = []
         assets: list[ParsedAsset] = []
         for number, items in enumerate(mark_headings(pages), start=1):
+            if number in ocr:
+                ocr_page_blocks, page_asset, _ = ocr[number]
+                blocks.extend(ocr_page_blocks)
+                assets.extend([page_asset] if page_asset is not None else [])
+                continue
             for item in items:
                 locator = SourceLocator(page=number)
                 if item.asset is not None:
@@ -82,12 +91,19 @@ class PdfParser:
             if unreadable:
                 raise InvalidDocumentError(UNREADABLE_REASON)
             if not assets:
-                raise InvalidDocumentError("the PDF has no extractable text (it may be scanned images only)")
+                off = " and OCR is off" if self.limits.ocr not in ("auto", "force") else ""
+                raise InvalidDocumentError(f"the PDF has no extractable text (it may be scanned images only{off})")
         warnings = [*repaired, *unreadable_warnings(unreadable, partly, metadata["page_count"])]
+        if ocr:
+            metadata["ocr_pages"] = len(ocr)
+            warnings += ocr_warnings({n: why for n, (_, _, why) in ocr.items()}, metadata["page_count"])
         return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, [*gate.warnings, *warnings]),
                               assets=tuple(assets))
 
-    def _pages(self, doc: pymupdf.Document, gate: AssetGate) -> list[list[_Item]]:
+    def _pages(self, doc: pymupdf.Document, gate: AssetGate,
+               ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]]) -> list[list[_Item]]:
+        """The text and image items of each page; pages read by OCR go into ``ocr`` instead (and
+        are empty in the list). Progress: pages done / total."""
         if doc.page_count > self.limits.max_pages:
             raise InvalidDocumentError(
                 f"the PDF has {doc.page_count} pages, more than the limit of {self.limits.max_pages}")
@@ -95,11 +111,20 @@ class PdfParser:
         for index in range(doc.page_count):
             page = doc[index]
             items = text_items(page)
+            progress.report(index, doc.page_count)
+            why = needs_ocr(page, [it.text for it in items], self.limits.ocr)
+            if why:
+                read = ocr_page(page, index + 1, gate, self.limits)
+                if read is not None:
+                    ocr[index + 1] = (*read, why)
+                    pages.append([])
+                    continue
             # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
             images = [_Item(*rect, asset=asset) for rect, asset in page_images(doc, page, index + 1, gate)]
             for image in images:
                 _attach_caption(image, items)
             pages.append(reading_order(items + images, page.rect.width))
+        progress.report(doc.page_count, doc.page_count)
         return pages
 
 

@@ -46,7 +46,10 @@ class ParserRegistry:
 # the MIME type recorded for a document, by the parser its detected content resolved to
 _MIME_BY_PARSER = {"markdown": "text/markdown", "text": "text/plain", "pdf": "application/pdf",
                    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-                   "html": "text/html", "csv": "text/csv"}
+                   "html": "text/html", "csv": "text/csv",
+                   "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+                   "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                   "epub": "application/epub+zip"}
 
 
 def detected_mime(parser_name: str, source: DocumentSource) -> str:
@@ -71,12 +74,18 @@ def unsupported_reason(kind: str, extension: str) -> str:
 
 
 def default_registry(limits: ParseLimits | None = None) -> ParserRegistry:
-    """Every built-in parser. PDF, DOCX and HTML load their libraries on first use."""
+    """Every built-in parser. PDF, DOCX, HTML and the office formats load their libraries on first use."""
     from .docx import DocxParser
+    from .epub import EpubParser
     from .html import HtmlParser
+    from .image import ImageParser
+    from .odf import OdfParser
     from .pdf import PdfParser
+    from .sheets import XlsxParser
+    from .slides import PptxParser
     from .tabular import CsvParser
 
     limits = limits or ParseLimits()
     return ParserRegistry([MarkdownParser(), PlainTextParser(), PdfParser(limits), DocxParser(limits),
-                           HtmlParser(limits), CsvParser(limits)])
+                           HtmlParser(limits), CsvParser(limits), ImageParser(limits), PptxParser(limits),
+                           XlsxParser(limits), EpubParser(limits), OdfParser(limits)])

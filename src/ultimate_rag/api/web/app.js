@@ -354,7 +354,8 @@ function progressOf(doc) {
   const p = doc.progress || {};
   if (doc.status === "READY") return { value: 1, max: 1, text: t("chunks_count", { count: doc.chunk_count }) };
   if (p.total && !STABLE.has(doc.status)) {
-    const key = p.waiting === "embedder" ? "progress_waiting" : "progress_chunks";
+    const key = p.stage === "PARSING" ? "progress_pages"  // OCR: pages read
+      : p.waiting === "embedder" ? "progress_waiting" : "progress_chunks";
     return { value: p.done || 0, max: p.total, text: t(key, { done: p.done || 0, total: p.total }) };
   }
   return null;

@@ -1,0 +1,254 @@
+"""OpenDocument (ODT text, ODS spreadsheets, ODP presentations) read from the package's
+``content.xml`` with lxml directly (no odfpy: nothing it adds is needed, and the XML is small).
+
+* ODT: headings (``text:h`` with their outline level), paragraphs, lists, tables (Markdown),
+  sections, images (``Pictures/…``, through the gate) in document order.
+* ODS: every sheet a section with one table, rows located like XLSX (``sheets.py``); repeated
+  rows and cells (``number-rows-repeated``, a classic way to claim a billion cells) are counted
+  against ``max_cells`` before they are expanded, and trailing empty ones are never expanded.
+* ODP: every slide a page (its number the locator), its title frame a heading, text boxes,
+  tables, images and the speaker notes.
+
+The zip is checked first (``docx.check_archive``: entries, unpacked size, DTDs refused).
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from typing import Any
+
+from ultimate_rag.domain.errors import InvalidDocumentError
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
+
+from . import progress
+from .assets import AssetGate, with_warnings
+from .docx import check_archive, table_markdown
+from .limits import ParseLimits
+from .pdf import figure_text
+from .sheets import CellCounter, check_sheet_count, sheet_blocks
+from .slides import NOTES_PREFIX
+from .zipxml import parse_xml, read_part
+
+_NS = {
+    "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
+    "text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0",
+    "table": "urn:oasis:names:tc:opendocument:xmlns:table:1.0",
+    "draw": "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0",
+    "presentation": "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0",
+    "xlink": "http://www.w3.org/1999/xlink",
+    "svg": "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0",
+}
+ODF_KINDS = {".odt": "binary:application/vnd.oasis.opendocument.text",
+             ".ods": "binary:application/vnd.oasis.opendocument.spreadsheet",
+             ".odp": "binary:application/vnd.oasis.opendocument.presentation"}
+_MAX_DEPTH = 64  # sections, lists and frames nested deeper are read as plain text
+
+
+def _q(name: str) -> str:
+    prefix, local = name.split(":")
+    return f"{{{_NS[prefix]}}}{local}"
+
+
+class OdfParser:
+    extensions = (".odp", ".ods", ".odt")
+    name = "odf"
+    version = "1.0.0"
+
+    def __init__(self, limits: ParseLimits | None = None) -> None:
+        self.limits = limits or ParseLimits()
+
+    def accepts(self, source: DocumentSource, detected_kind: str) -> bool:
+        return ODF_KINDS.get(source.extension) == detected_kind
+
+    def parse(self, source: DocumentSource) -> ParsedDocument:
+        what = source.extension[1:].upper()
+        check_archive(source.content, self.limits, what)
+        with zipfile.ZipFile(io.BytesIO(source.content)) as archive:
+            data = read_part(archive, "content.xml", self.limits, what)
+            if data is None:
+                raise InvalidDocumentError(f"the {what} package has no content.xml")
+            body = parse_xml(data, "content.xml", what).find(f"{_q('office:body')}")
+            if body is None:
+                raise InvalidDocumentError(f"the {what} document has no body")
+            reader = _Reader(archive, self.limits, what)
+            if (sheet := body.find(_q("office:spreadsheet"))) is not None:
+                reader.spreadsheet(sheet)
+            elif (slides := body.find(_q("office:presentation"))) is not None:
+                reader.presentation(slides)
+            else:
+                reader.flow(body.find(_q("office:text")) if body.find(_q("office:text")) is not None else body,
+                            None, 0)
+        return ParsedDocument(blocks=tuple(reader.blocks), assets=tuple(reader.assets),
+                              metadata=with_warnings(reader.metadata, reader.gate.warnings))
+
+
+class _Reader:
+    def __init__(self, archive: zipfile.ZipFile, limits: ParseLimits, what: str) -> None:
+        self.archive = archive
+        self.limits = limits
+        self.what = what
+        self.gate = AssetGate(limits)
+        self.blocks: list[Block] = []
+        self.assets: list[ParsedAsset] = []
+        self.metadata: dict[str, Any] = {}
+
+    def flow(self, element: Any, page: int | None, depth: int) -> None:
+        """Text content in order: headings, paragraphs, lists, tables, images, sections."""
+        here = SourceLocator(page=page)
+        for child in element:
+            tag = child.tag
+            if tag == _q("text:h"):
+                level = int(child.get(_q("text:outline-level")) or 1)
+                self._add("heading", _text(child), here, min(max(level, 1), 6))
+                self._frames(child, page, depth)
+            elif tag == _q("text:p"):
+                self._add("paragraph", _text(child), here)
+                self._frames(child, page, depth)
+            elif tag == _q("text:list"):
+                items = [_text(p) for p in child.iter(_q("text:p"), _q("text:h"))]
+                self._add("list", "\n".join(f"- {t}" for t in items if t), here)
+            elif tag == _q("table:table"):
+                self._add("table", table_markdown(_table_rows(child, CellCounter(self.limits))), here)
+            elif tag == _q("draw:frame") and depth < _MAX_DEPTH:
+                self._frame(child, page, depth + 1)
+            elif depth < _MAX_DEPTH and tag in (_q("text:section"), _q("draw:text-box"), _q("draw:g"),
+                                                 _q("draw:custom-shape"), _q("text:index-body")):
+                self.flow(child, page, depth + 1)
+
+    def spreadsheet(self, element: Any) -> None:
+        sheets = element.findall(_q("table:table"))
+        check_sheet_count(len(sheets), self.limits)
+        counter = CellCounter(self.limits)
+        for index, sheet in enumerate(sheets):
+            progress.report(index, len(sheets))
+            rows = _numbered_rows(sheet, counter)
+            self.blocks.extend(sheet_blocks(sheet.get(_q("table:name")) or f"Sheet {index + 1}", rows))
+        self.metadata.update(sheets=len(sheets), cells=counter.cells)
+
+    def presentation(self, element: Any) -> None:
+        pages = element.findall(_q("draw:page"))
+        if len(pages) > self.limits.max_pages:
+            raise InvalidDocumentError(f"the presentation has {len(pages)} slides, more than the limit of "
+                                       f"{self.limits.max_pages}")
+        for number, page in enumerate(pages, start=1):
+            progress.report(number - 1, len(pages))
+            titles = [f for f in page.iter(_q("draw:frame")) if f.get(_q("presentation:class")) == "title"]
+            title = _text(titles[0]) if titles else ""
+            here = SourceLocator(page=number)
+            self.blocks.append(Block(kind="heading", text=title or f"Slide {number}", locator=here, level=1))
+            for child in page:
+                if child.tag == _q("presentation:notes"):
+                    continue
+                if child.tag == _q("draw:frame") and child in titles:
+                    continue
+                self.flow([child], number, 1)
+            notes = page.find(_q("presentation:notes"))
+            if notes is not None:
+                texts = [_text(p) for p in notes.iter(_q("text:p"))]
+                text = "\n".join(t for t in texts if t)
+                if text:
+                    self.blocks.append(Block(kind="paragraph", text=f"{NOTES_PREFIX} {text}", locator=here))
+        self.metadata["page_count"] = len(pages)
+
+    def _frame(self, frame: Any, page: int | None, depth: int) -> None:
+        for child in frame:
+            if child.tag == _q("draw:image"):
+                self._image(child, frame, page)
+            else:
+                self.flow([child], page, depth)
+
+    def _frames(self, paragraph: Any, page: int | None, depth: int) -> None:
+        """Images and text boxes anchored in a paragraph, after it."""
+        if depth >= _MAX_DEPTH:
+            return
+        for frame in paragraph.findall(f".//{_q('draw:frame')}"):
+            if any(a.tag == _q("draw:frame") for a in frame.iterancestors() if a is not paragraph
+                   and paragraph in a.iterancestors()):
+                continue  # a frame inside another frame's text box is read with that box
+            self._frame(frame, page, depth + 1)
+
+    def _image(self, image: Any, frame: Any, page: int | None) -> None:
+        href = (image.get(_q("xlink:href")) or "").lstrip("./")
+        if not href or "://" in href:
+            return
+        try:
+            entry = self.archive.getinfo(href)
+        except KeyError:
+            return
+        what = f"the image {href}"
+        if self.gate.too_large(entry.file_size, what):
+            return
+        data = read_part(self.archive, href, self.limits, self.what) or b""
+        alt = " ".join("".join(t for d in frame.findall(_q("svg:desc")) for t in d.itertext()).split())
+        key = f"part-{href}"
+        asset = self.gate.admit(ParsedAsset(locator_key=key, data=data, mime_type="application/octet-stream",
+                                            page=page, description=alt), what)
+        if asset is not None:
+            self.assets.append(asset)
+            self.blocks.append(Block(kind="figure", text=figure_text(asset), locator=SourceLocator(page=page),
+                                     asset_ids=(key,)))
+
+    def _add(self, kind: str, text: str, locator: SourceLocator, level: int = 0) -> None:
+        if text:
+            self.blocks.append(Block(kind=kind, text=text, locator=locator, level=level))
+
+
+def _text(element: Any) -> str:
+    """The text of a paragraph: spaces (``text:s``), tabs and line breaks written out; notes'
+    citations and the frames inside (images, text boxes read on their own) left out."""
+    out: list[str] = []
+    skip = {_q("text:note-citation"), _q("draw:frame"), _q("office:annotation")}
+
+    def walk(node: Any) -> None:
+        if node.text:
+            out.append(node.text)
+        for child in node:
+            if child.tag in skip:
+                pass
+            elif child.tag == _q("text:s"):
+                out.append(" " * min(int(child.get(_q("text:c")) or 1), 100))
+            elif child.tag in (_q("text:tab"), _q("text:line-break")):
+                out.append(" ")
+            else:
+                walk(child)
+            if child.tail:
+                out.append(child.tail)
+
+    walk(element)
+    return " ".join("".join(out).split())
+
+
+def _cells(row: Any, counter: CellCounter) -> list[str]:
+    """A row's cells with ``number-columns-repeated`` expanded (trailing empty cells never)."""
+    cells: list[str] = []
+    pending_empty = 0
+    for cell in row:
+        if cell.tag not in (_q("table:table-cell"), _q("table:covered-table-cell")):
+            continue
+        repeat = max(1, int(cell.get(_q("table:number-columns-repeated")) or 1))
+        text = "\n".join(t for t in (_text(p) for p in cell.iter(_q("text:p"))) if t)
+        if not text:
+            pending_empty += repeat
+            continue
+        counter.add(pending_empty + repeat)  # checked before anything is expanded
+        cells.extend([""] * pending_empty + [text] * repeat)
+        pending_empty = 0
+    return cells
+
+
+def _numbered_rows(sheet: Any, counter: CellCounter) -> list[tuple[int, list[str]]]:
+    rows: list[tuple[int, list[str]]] = []
+    number = 0
+    for row in sheet.iter(_q("table:table-row")):
+        repeat = max(1, int(row.get(_q("table:number-rows-repeated")) or 1))
+        cells = _cells(row, counter)
+        if cells:
+            counter.add(len(cells) * (repeat - 1))
+            rows.extend((number + k + 1, list(cells)) for k in range(repeat))
+        number += repeat
+    return rows
+
+
+def _table_rows(table: Any, counter: CellCounter) -> list[list[str]]:
+    return [cells for _, cells in _numbered_rows(table, counter)]

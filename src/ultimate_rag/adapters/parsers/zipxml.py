@@ -1,0 +1,49 @@
+"""Reading XML parts of a zip package (OpenDocument, EPUB) safely: entries are read no larger than
+they declare (and never past the archive cap), and parsed by lxml with no DTD loading, no entity
+resolution and no network. ``docx.check_archive`` has already refused DTDs and zip bombs."""
+
+from __future__ import annotations
+
+import posixpath
+import zipfile
+from typing import Any
+
+from ultimate_rag.domain.errors import InvalidDocumentError
+
+from .limits import ParseLimits
+
+
+def read_part(archive: zipfile.ZipFile, name: str, limits: ParseLimits, what: str) -> bytes | None:
+    """The bytes of one entry, None when the package has no such entry."""
+    try:
+        entry = archive.getinfo(name)
+    except KeyError:
+        return None
+    try:
+        with archive.open(entry) as part:
+            data = part.read(min(entry.file_size, limits.max_archive_bytes) + 1)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as exc:
+        raise InvalidDocumentError(f"the {what} archive is damaged ({name}: {exc})"[:300]) from exc
+    if len(data) > entry.file_size:
+        raise InvalidDocumentError(f"the {what} archive is damaged ({name} is larger than it says)")
+    return data
+
+
+def parse_xml(data: bytes, name: str, what: str) -> Any:
+    """The root element of an XML part; InvalidDocumentError when it is not well-formed."""
+    from lxml import etree
+
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
+                             remove_comments=True, remove_pis=True)
+    try:
+        return etree.fromstring(data, parser=parser)
+    except etree.XMLSyntaxError as exc:
+        raise InvalidDocumentError(f"the {what} part {name} is not well-formed XML ({exc})"[:300]) from exc
+
+
+def resolve(base: str, href: str) -> str:
+    """A package-relative reference (``../images/a.png`` from ``OEBPS/text/c1.xhtml``) as an entry name."""
+    href = href.split("#", 1)[0]
+    from urllib.parse import unquote
+
+    return posixpath.normpath(posixpath.join(posixpath.dirname(base), unquote(href))).lstrip("/")
