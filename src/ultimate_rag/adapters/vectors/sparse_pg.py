@@ -26,6 +26,7 @@ from ..postgres.search_filters import heading_condition, matching_document_ids, 
 
 SPARSE_TABLE = "chunk_sparse_vectors"
 MAX_PUSHED_DOCUMENT_IDS = 16384  # beyond this the dense store filters on the knowledge base only
+MAX_DENSE_FETCH = 16384  # Milvus' largest search limit
 
 
 def as_sparsevec(vector: Mapping[int, float]) -> SparseVector:
@@ -144,12 +145,7 @@ class HybridVectors:
                 document_ids = await matching_document_ids(self._db, knowledge_base_id, filters)
                 if len(document_ids) > MAX_PUSHED_DOCUMENT_IDS:
                     document_ids = None  # the double filter applies the filters; the search over-fetches
-            hits = await self.dense.search(knowledge_base_id, query.dense, limit, document_ids=document_ids)
-            exhausted = len(hits) < limit
-            dense = {h.chunk_id: h.score for h in hits}
-            if filters.heading is not None and dense:
-                keep = await self._with_heading(list(dense), filters)
-                dense = {k: v for k, v in dense.items() if k in keep}
+            dense, exhausted = await self._dense(knowledge_base_id, query, limit, document_ids, filters)
         sparse: dict[UUID, float] = {}
         if mode is not SearchMode.DENSE:
             found, sparse_done = await self.sparse.search(knowledge_base_id, query.sparse, limit, filters)
@@ -163,6 +159,24 @@ class HybridVectors:
             floor = 0.0
         ids = dense.keys() | sparse.keys()
         return [ScoredChunk(c, dense.get(c, floor), sparse.get(c, 0.0)) for c in ids], exhausted
+
+    async def _dense(self, knowledge_base_id: UUID, query: QueryVectors, limit: int,
+                     document_ids: list[UUID] | None, filters: SearchFilters) -> tuple[dict[UUID, float], bool]:
+        """The dense top ``limit``; a heading filter (per chunk, unknown to the dense store) is checked
+        in PostgreSQL, over-fetching until ``limit`` chunks pass or the store has no more."""
+        fetch = limit
+        while True:
+            hits = await self.dense.search(knowledge_base_id, query.dense, fetch, document_ids=document_ids)
+            exhausted = len(hits) < fetch
+            dense = {h.chunk_id: h.score for h in hits}
+            if filters.heading is None or not dense:
+                return dense, exhausted
+            keep = await self._with_heading(list(dense), filters)
+            dense = {k: v for k, v in dense.items() if k in keep}
+            if len(dense) >= limit or exhausted or fetch >= MAX_DENSE_FETCH:
+                top = sorted(dense.items(), key=lambda kv: -kv[1])[:limit]
+                return dict(top), exhausted and len(dense) <= limit
+            fetch = min(fetch * 4, MAX_DENSE_FETCH)
 
     async def _with_heading(self, chunk_ids: list[UUID], filters: SearchFilters) -> set[UUID]:
         conds, params = heading_condition(filters)
