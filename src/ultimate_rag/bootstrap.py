@@ -16,6 +16,7 @@ from .adapters.embedders.sparse import LocalSparseEncoder
 from .adapters.parsers.isolation import ParseRunner
 from .adapters.parsers.limits import ParseLimits
 from .adapters.parsers.registry import ParserRegistry, default_registry
+from .adapters.postgres.centroids import LanguageCentroids
 from .adapters.postgres.database import Database
 from .adapters.postgres.documents import DocumentRepository
 from .adapters.postgres.embedded import start_embedded_postgres
@@ -213,6 +214,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     if not isinstance(vectors, PgVectorStore):  # Milvus, Qdrant: the sparse side stays in PostgreSQL
         vectors = HybridVectors(vectors, db)
     sparse = make_sparse_encoder(settings, embedder)
+    centroids = LanguageCentroids(db) if settings.language_centering else None
     limits = parse_limits(settings)
     parsers = default_registry(limits)
     embedding = EmbeddingService(embedder, EmbeddingCache(db), batch_size=settings.embed_batch_size,
@@ -224,6 +226,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
         vision=make_vision(settings), dedup=Deduplicator(queue, vectors, settings.dedup_min_chars),
+        centroids=centroids,
     )
     ingestion = IngestionService(
         documents=documents, knowledge_bases=kbs, storage=storage, parsers=parsers,
@@ -233,7 +236,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     search = SearchService(embedder=embedder, vectors=vectors, documents=documents, sparse=sparse,
                            max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars,
                            fusion=Fusion(settings.search_fusion), dense_weight=settings.search_dense_weight,
-                           query_cache_size=settings.query_cache_size, metrics=SearchMetrics())
+                           query_cache_size=settings.query_cache_size, metrics=SearchMetrics(), centroids=centroids)
     kb_removal = KnowledgeBaseRemoval(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=vectors, snapshots=snapshots)

@@ -103,12 +103,12 @@ def fuse(candidates: Iterable[ScoredChunk], mode: SearchMode, *, fusion: Fusion 
     if mode is SearchMode.DENSE:
         scored = [(c.chunk_id, c.dense) for c in items]
     elif mode is SearchMode.SPARSE:
-        scored = [(c.chunk_id, c.sparse) for c in items if c.sparse > 0]
+        scored = [(c.chunk_id, c.sparse) for c in items]
     elif fusion is Fusion.RRF:
         by_dense = {c.chunk_id: r for r, c in enumerate(sorted(items, key=lambda c: -c.dense), 1)}
         by_sparse = {c.chunk_id: r for r, c in enumerate(sorted(items, key=lambda c: -c.sparse), 1)}
-        scored = [(c.chunk_id, 1 / (RRF_K + by_dense[c.chunk_id])
-                   + (1 / (RRF_K + by_sparse[c.chunk_id]) if c.sparse > 0 else 0.0)) for c in items]
+        scored = [(c.chunk_id, 1 / (RRF_K + by_dense[c.chunk_id]) + 1 / (RRF_K + by_sparse[c.chunk_id]))
+                  for c in items]
     else:
         scored = [(c.chunk_id, dense_weight * c.dense + (1 - dense_weight) * c.sparse) for c in items]
     scored.sort(key=lambda pair: pair[1], reverse=True)
@@ -161,3 +161,40 @@ def highlights(content: str, query: str, limit: int = 64) -> list[tuple[int, int
         else:
             merged.append((start, end))
     return merged[:limit]
+
+
+# --- language centring --------------------------------------------------------------------------
+# A multilingual model scores a question higher against any text in the question's own language
+# than against a relevant text in another. Each chunk's similarity is shifted by its language's
+# mean similarity to the query (the query against the mean vector of that language's chunks in the
+# knowledge base), relative to the average over the languages: ranking within one language is
+# unchanged, and a knowledge base in one language is not affected at all.
+
+_SCRIPTS = {"hangul": re.compile("[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]"),
+            "kana": re.compile("[\u3040-\u30ff]"), "han": re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"),
+            "latin": re.compile("[A-Za-z\u00c0-\u024f]"), "cyrillic": re.compile("[\u0400-\u04ff]"),
+            "arabic": re.compile("[\u0600-\u06ff]")}
+
+
+def script_language(text: str) -> str:
+    """The dominant script of ``text`` as a language label: ko, ja, zh, latin, cyrillic, arabic or
+    other (Japanese: any kana among Han characters)."""
+    counts = {name: len(p.findall(text)) for name, p in _SCRIPTS.items()}
+    if counts["kana"] and counts["kana"] + counts["han"] >= max(counts.values()):
+        return "ja"
+    best = max(counts, key=lambda k: counts[k])
+    if not counts[best]:
+        return "other"
+    return {"hangul": "ko", "han": "zh"}.get(best, best)
+
+
+@dataclass(frozen=True, slots=True)
+class LanguageOffsets:
+    """Per language: what to subtract from a chunk's dense and sparse similarity."""
+
+    dense: Mapping[str, float] = field(default_factory=dict)
+    sparse: Mapping[str, float] = field(default_factory=dict)
+
+    def apply(self, chunk: ScoredChunk, language: str) -> ScoredChunk:
+        return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0),
+                           chunk.sparse - self.sparse.get(language, 0.0))

@@ -63,8 +63,10 @@ class DocumentProcessor:
     def __init__(self, *, queue: JobQueue, storage: ObjectStorage, parsers: ParserResolver, chunker: Chunker,
                  embedding: EmbeddingService, vectors: VectorStore, snapshots: ChunkSnapshotStore,
                  default_chunk_size: int, default_overlap: int, progress_interval: float = 1.0,
-                 parse_runner: ParseRunner | None = None, vision: Any = None, dedup: Any = None) -> None:
+                 parse_runner: ParseRunner | None = None, vision: Any = None, dedup: Any = None,
+                 centroids: Any = None) -> None:
         self._queue = queue
+        self._centroids = centroids  # LanguageCentroids: per-language means for search's language centring
         self._storage = storage
         self._parsers = parsers
         self._chunker = chunker
@@ -136,6 +138,8 @@ class DocumentProcessor:
         async def write_vectors() -> None:
             await self._vectors.delete_by_document(lease.document_id)
             await self._vectors.upsert(row["knowledge_base_id"], embedded)
+            if self._centroids is not None:
+                await self._centroids.add(row["knowledge_base_id"], self._embedding.embedder.name, embedded)
 
         hooks = self._dedup.completion_hooks(row["knowledge_base_id"], row["id"], decision) if decision else {}
         await self._queue.complete_ready(lease, chunks, write_vectors, **hooks)

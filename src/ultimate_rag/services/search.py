@@ -13,14 +13,28 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
+import numpy as np
+
 from ..adapters.embedders.sparse import LocalSparseEncoder, SparseVector
+from ..adapters.postgres.centroids import LanguageCentroids
 from ..adapters.postgres.documents import DocumentRepository
 from ..domain.errors import InvalidRequestError
 from ..domain.models import SearchResult, SourceLocator
 from ..domain.ports import Embedder, VectorStore
-from ..domain.search import Fusion, QueryVectors, ScoredChunk, SearchFilters, SearchMode, fuse, highlights
+from ..domain.search import (
+    Fusion,
+    LanguageOffsets,
+    QueryVectors,
+    ScoredChunk,
+    SearchFilters,
+    SearchMode,
+    fuse,
+    highlights,
+    script_language,
+)
 
 MAX_FETCH = 16384
+MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw similarity ranks lower
 
 
 class QueryCache:
@@ -48,8 +62,8 @@ class QueryCache:
 class SearchService:
     def __init__(self, *, embedder: Embedder, vectors: VectorStore, documents: DocumentRepository,
                  max_top_k: int, max_query_chars: int, sparse: LocalSparseEncoder | None = None,
-                 fusion: Fusion = Fusion.WEIGHTED, dense_weight: float = 0.5, query_cache_size: int = 1024,
-                 metrics: Any = None) -> None:
+                 fusion: Fusion = Fusion.WEIGHTED, dense_weight: float = 0.6, query_cache_size: int = 1024,
+                 metrics: Any = None, centroids: LanguageCentroids | None = None) -> None:
         self._embedder = embedder
         self._sparse = sparse
         self._vectors = vectors
@@ -60,6 +74,7 @@ class SearchService:
         self._dense_weight = dense_weight
         self._cache = QueryCache(query_cache_size)
         self.metrics = metrics
+        self._centroids = centroids
 
     async def search(self, knowledge_base_id: UUID, query: str, top_k: int, *,
                      mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
@@ -109,16 +124,39 @@ class SearchService:
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
                        filters: SearchFilters, min_score: float | None, group: bool) -> list[SearchResult]:
-        fetch = top_k * (4 if group else 2)
+        fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
+        offsets = await self._offsets(knowledge_base_id, vectors)
         while True:
             found, exhausted = await self._candidates(knowledge_base_id, vectors, fetch, mode, filters)
+            if mode is SearchMode.SPARSE:
+                found = [c for c in found if c.sparse > 0]
+            rows = {r["id"]: r for r in await self._documents.ready_chunks(
+                knowledge_base_id, [c.chunk_id for c in found], filters)}
+            if offsets is not None:
+                found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
+                         if c.chunk_id in rows]
             ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
-            rows = await self._documents.ready_chunks(knowledge_base_id, [c for c, _ in ranked], filters)
-            results = self._assemble(ranked, {r["id"]: r for r in rows}, query, top_k, min_score, group)
+            results = self._assemble(ranked, rows, query, top_k, min_score, group)
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
                 return results
             fetch = min(fetch * 4, MAX_FETCH)
+
+    async def _offsets(self, knowledge_base_id: UUID, vectors: QueryVectors) -> LanguageOffsets | None:
+        """Language centring (domain/search.py): None when the knowledge base has one language."""
+        if self._centroids is None:
+            return None
+        means = await self._centroids.means(knowledge_base_id, self._embedder.name)
+        if len(means) < 2:
+            return None
+        q = np.asarray(vectors.dense, dtype=np.float32)
+        idx = np.fromiter(vectors.sparse.keys(), dtype=np.int64, count=len(vectors.sparse))
+        val = np.fromiter(vectors.sparse.values(), dtype=np.float32, count=len(vectors.sparse))
+        dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _) in means.items()}
+        sparse = {lang: float(val @ s[idx]) if len(idx) else 0.0 for lang, (_, s) in means.items()}
+        dense_bar, sparse_bar = sum(dense.values()) / len(dense), sum(sparse.values()) / len(sparse)
+        return LanguageOffsets(dense={k: v - dense_bar for k, v in dense.items()},
+                               sparse={k: v - sparse_bar for k, v in sparse.items()})
 
     @staticmethod
     def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], query: str, top_k: int,

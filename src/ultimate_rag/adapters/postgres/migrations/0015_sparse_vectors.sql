@@ -21,3 +21,17 @@ ALTER TABLE embedding_cache ADD CONSTRAINT embedding_cache_one_vector
 
 -- Chunks of documents that were READY before this migration get their sparse vectors from the
 -- worker's backfill (no manual step); until then they are found by their dense vector alone.
+
+-- Cross-language retrieval: per knowledge base, model and script language, the sum of the chunks'
+-- dense and sparse vectors (float32, little-endian) and their count. Search subtracts each
+-- language's mean similarity to the query (see domain/search.py, language centring), so a question
+-- in one language is not pulled towards every document written in its own language.
+CREATE TABLE language_centroids (
+    knowledge_base_id  uuid NOT NULL REFERENCES knowledge_bases (id) ON DELETE CASCADE,
+    model              text NOT NULL,
+    language           text NOT NULL,
+    n                  bigint NOT NULL,
+    dense              bytea NOT NULL,
+    sparse             bytea NOT NULL,
+    PRIMARY KEY (knowledge_base_id, model, language)
+);
