@@ -31,6 +31,7 @@ from .adapters.vectors.sparse_pg import HybridVectors
 from .domain.ports import Embedder, ObjectStorage, VectorStore
 from .domain.search import Fusion
 from .observability import SearchMetrics
+from .services.backfill import SparseBackfill
 from .services.connectors.wiring import ConnectorServices, build_connectors
 from .services.dedup import Deduplicator
 from .services.deletion import DocumentDeleter
@@ -161,10 +162,12 @@ class Container:
     lifecycle: DocumentLifecycle
     knowledge_base_removal: KnowledgeBaseRemoval
     connectors: ConnectorServices | None = None
+    backfill: SparseBackfill | None = None
 
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
-                               connector_runner=self.connectors.runner if self.connectors else None)
+                               connector_runner=self.connectors.runner if self.connectors else None,
+                               backfill=self.backfill)
 
     async def open(self) -> None:
         await self.db.open()
@@ -217,7 +220,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     centroids = LanguageCentroids(db) if settings.language_centering else None
     limits = parse_limits(settings)
     parsers = default_registry(limits)
-    embedding = EmbeddingService(embedder, EmbeddingCache(db), batch_size=settings.embed_batch_size,
+    cache = EmbeddingCache(db)
+    embedding = EmbeddingService(embedder, cache, batch_size=settings.embed_batch_size,
                                  rate_limit_max_wait=settings.rate_limit_max_wait_seconds, sparse=sparse)
     processor = DocumentProcessor(
         queue=queue, storage=storage, parsers=parsers, chunker=StructuredChunker(embedder.count_tokens),
@@ -252,7 +256,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      storage=storage, snapshots=snapshots, embedder=embedder, embedding=embedding,
                      vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
                      deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal,
-                     connectors=build_connectors(settings, db, storage, parsers))
+                     connectors=build_connectors(settings, db, storage, parsers),
+                     backfill=SparseBackfill(db, embedding, cache, centroids))
 
 
 def run_migrations(settings: Settings, url: str | None = None) -> list[int]:

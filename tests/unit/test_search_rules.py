@@ -5,7 +5,17 @@ from __future__ import annotations
 import re
 from uuid import uuid4
 
-from ultimate_rag.domain.search import Fusion, ScoredChunk, SearchMode, fuse, glob_to_regex, highlights, query_terms
+from ultimate_rag.domain.search import (
+    Fusion,
+    LanguageOffsets,
+    ScoredChunk,
+    SearchMode,
+    fuse,
+    glob_to_regex,
+    highlights,
+    query_terms,
+    script_language,
+)
 
 
 def spans(content: str, query: str) -> list[str]:
@@ -42,8 +52,18 @@ def test_fusion_keeps_score_gaps_and_modes_use_their_own_similarity() -> None:
     a, b, c = uuid4(), uuid4(), uuid4()
     items = [ScoredChunk(a, 0.80, 0.10), ScoredChunk(b, 0.78, 0.60), ScoredChunk(c, 0.70, 0.0)]
     assert [i for i, _ in fuse(items, SearchMode.DENSE)] == [a, b, c]
-    assert [i for i, _ in fuse(items, SearchMode.SPARSE)] == [b, a]  # no sparse match: not a sparse result
+    assert [i for i, _ in fuse(items, SearchMode.SPARSE)] == [b, a, c]
     weighted = fuse(items, SearchMode.HYBRID, dense_weight=0.5)
     assert [i for i, _ in weighted] == [b, a, c] and abs(weighted[0][1] - 0.69) < 1e-9
     rrf = dict(fuse(items, SearchMode.HYBRID, fusion=Fusion.RRF))  # ranks only: a and b tie, the gap is lost
     assert abs(rrf[a] - rrf[b]) < 1e-12 and rrf[c] < rrf[a]
+
+
+def test_language_of_a_text_and_centring_offsets() -> None:
+    assert [script_language(t) for t in ("Hello world", "北京是首都", "서울 지하철", "東京の地下鉄", "Привет", "123")] == [
+        "latin", "zh", "ko", "ja", "cyrillic", "other"]
+    assert script_language("# Tea\n\n龙井茶用八十度的水冲泡。") == "zh"
+    chunk = ScoredChunk(uuid4(), 0.5, 0.25)
+    moved = LanguageOffsets(dense={"zh": 0.1}, sparse={"zh": -0.05}).apply(chunk, "zh")
+    assert (round(moved.dense, 6), round(moved.sparse, 6)) == (0.4, 0.3)
+    assert LanguageOffsets(dense={"zh": 0.1}).apply(chunk, "ko") == chunk

@@ -35,6 +35,9 @@ from ..domain.search import (
 
 MAX_FETCH = 16384
 MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw similarity ranks lower
+# A language's mean says "this language" only over enough chunks; over a handful it is their content,
+# and centring on it would cancel exactly the similarity that matters.
+MIN_LANGUAGE_CHUNKS = 10
 
 
 class QueryCache:
@@ -146,7 +149,7 @@ class SearchService:
         """Language centring (domain/search.py): None when the knowledge base has one language."""
         if self._centroids is None:
             return None
-        means = await self._centroids.means(knowledge_base_id, self._embedder.name)
+        means = await self._centroids.means(knowledge_base_id, self._embedder.name, min_chunks=MIN_LANGUAGE_CHUNKS)
         if len(means) < 2:
             return None
         q = np.asarray(vectors.dense, dtype=np.float32)

@@ -25,7 +25,7 @@ class LanguageCentroids:
     def __init__(self, db: Database, *, ttl: float = 60.0) -> None:
         self._db = db
         self._ttl = ttl
-        self._cache: dict[tuple[UUID, str], tuple[float, Centroids]] = {}
+        self._cache: dict[tuple[UUID, str, int], tuple[float, Centroids]] = {}
 
     async def add(self, knowledge_base_id: UUID, model: str, items: Sequence[EmbeddedChunk]) -> None:
         by_language: dict[str, list[EmbeddedChunk]] = {}
@@ -58,14 +58,15 @@ class LanguageCentroids:
                      (np.frombuffer(row["sparse"], dtype=np.float32) + sparse).tobytes(),
                      knowledge_base_id, model, language))
 
-    async def means(self, knowledge_base_id: UUID, model: str) -> Centroids:
-        key = (knowledge_base_id, model)
+    async def means(self, knowledge_base_id: UUID, model: str, *, min_chunks: int = 1) -> Centroids:
+        """The mean vectors of each language with at least ``min_chunks`` chunks."""
+        key = (knowledge_base_id, model, min_chunks)
         hit = self._cache.get(key)
         if hit is not None and time.monotonic() - hit[0] < self._ttl:
             return hit[1]
         rows = await self._db.fetchall(
             "SELECT language, n, dense, sparse FROM language_centroids WHERE knowledge_base_id = %s AND model = %s"
-            " AND n > 0", (knowledge_base_id, model))
+            " AND n >= %s", (knowledge_base_id, model, max(1, min_chunks)))
         means = {r["language"]: (np.frombuffer(r["dense"], dtype=np.float32) / r["n"],
                                  np.frombuffer(r["sparse"], dtype=np.float32) / r["n"]) for r in rows}
         if len(self._cache) > 4096:
