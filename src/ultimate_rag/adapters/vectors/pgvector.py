@@ -30,6 +30,7 @@ class PgVectorStore:
         self.dimension = dimension
         self.table = f"chunk_vectors_{int(dimension)}"
         self.sparse = PostgresSparseIndex(db)
+        self.exact_reruns = 0  # candidates() statements run again without the index (bench/retrieval reports it)
 
     async def ensure_ready(self) -> None:
         async with self._db.transaction() as conn:
@@ -128,6 +129,7 @@ class PgVectorStore:
             rows = await (await conn.execute(statement, params)).fetchall()
             full = bool(rows) and min(rows[0]["n_d"], rows[0]["n_s"]) >= limit
             if not full:  # a side came back short: the index gave up on a selective filter, or that is all
+                self.exact_reruns += 1
                 await conn.execute("SET LOCAL enable_indexscan = off")
                 rows = await (await conn.execute(statement, params)).fetchall()
         exhausted = not rows or min(rows[0]["n_d"], rows[0]["n_s"]) < limit
