@@ -196,5 +196,5 @@ class LanguageOffsets:
     sparse: Mapping[str, float] = field(default_factory=dict)
 
     def apply(self, chunk: ScoredChunk, language: str) -> ScoredChunk:
-        return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0),
-                           chunk.sparse - self.sparse.get(language, 0.0))
+        sparse = chunk.sparse - self.sparse.get(language, 0.0) if chunk.sparse else 0.0  # none yet: no bonus
+        return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0), sparse)
