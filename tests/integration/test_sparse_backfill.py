@@ -23,6 +23,8 @@ async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
     chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]
     assert await sparse_rows(container) == chunks
+    indexed = await container.db.fetchall("SELECT language, n FROM language_centroids ORDER BY language")
+    assert [(r["language"], r["n"]) for r in indexed] == [("ko", 1), ("latin", 1), ("zh", 1)]  # written at indexing
     # as the knowledge base was before migration 0015
     await container.db.execute("DELETE FROM chunk_sparse_vectors")
     await container.db.execute("DELETE FROM language_centroids")
