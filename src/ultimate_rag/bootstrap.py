@@ -11,9 +11,12 @@ from typing import Any
 
 from .adapters.chunking.chunker import StructuredChunker
 from .adapters.embedders.cache import EmbeddingCache
+from .adapters.embedders.local import LocalE5Embedder
+from .adapters.embedders.sparse import LocalSparseEncoder
 from .adapters.parsers.isolation import ParseRunner
 from .adapters.parsers.limits import ParseLimits
 from .adapters.parsers.registry import ParserRegistry, default_registry
+from .adapters.postgres.centroids import LanguageCentroids
 from .adapters.postgres.database import Database
 from .adapters.postgres.documents import DocumentRepository
 from .adapters.postgres.embedded import start_embedded_postgres
@@ -24,9 +27,12 @@ from .adapters.postgres.queue import JobQueue
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.storage.local import LocalObjectStorage
 from .adapters.vectors.pgvector import PgVectorStore
+from .adapters.vectors.sparse_pg import HybridVectors
 from .domain.ports import ChatModel, Embedder, ObjectStorage, VectorStore
-from .observability import AnswerMetrics
+from .domain.search import Fusion
+from .observability import AnswerMetrics, SearchMetrics
 from .services.answering import AnswerConfig, AnswerService
+from .services.backfill import SparseBackfill
 from .services.connectors.wiring import ConnectorServices, build_connectors
 from .services.dedup import Deduplicator
 from .services.deletion import DocumentDeleter
@@ -85,6 +91,16 @@ def make_embedder(settings: Settings) -> Embedder:
 
     return LocalE5Embedder(batch_size=settings.local_embed_micro_batch,
                            query_concurrency=settings.embed_query_concurrency)
+
+
+def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEncoder | None:
+    """The local model's sparse head, whatever computes the dense vectors (one copy of the weights
+    when the local model is also the dense embedder)."""
+    if not settings.sparse_enabled:
+        return None
+    loader = embedder.model if isinstance(embedder, LocalE5Embedder) else None
+    return LocalSparseEncoder(top_k=settings.sparse_top_k, loader=loader,
+                              query_concurrency=settings.embed_query_concurrency)
 
 
 def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default") -> VectorStore:
@@ -174,6 +190,7 @@ class Container:
     knowledge_base_removal: KnowledgeBaseRemoval
     answers: AnswerService
     connectors: ConnectorServices | None = None
+    backfill: SparseBackfill | None = None
 
     @property
     def answer_metrics(self) -> AnswerMetrics:
@@ -181,7 +198,8 @@ class Container:
 
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
-                               connector_runner=self.connectors.runner if self.connectors else None)
+                               connector_runner=self.connectors.runner if self.connectors else None,
+                               backfill=self.backfill)
 
     async def open(self) -> None:
         await self.db.open()
@@ -232,10 +250,15 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      poison_after=settings.poison_lost_leases)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)
     vectors = make_vector_store(settings, db, embedder.dimension, embedder.name)
+    if not isinstance(vectors, PgVectorStore):  # Milvus, Qdrant: the sparse side stays in PostgreSQL
+        vectors = HybridVectors(vectors, db)
+    sparse = make_sparse_encoder(settings, embedder)
+    centroids = LanguageCentroids(db) if settings.language_centering else None
     limits = parse_limits(settings)
     parsers = default_registry(limits)
-    embedding = EmbeddingService(embedder, EmbeddingCache(db), batch_size=settings.embed_batch_size,
-                                 rate_limit_max_wait=settings.rate_limit_max_wait_seconds)
+    cache = EmbeddingCache(db)
+    embedding = EmbeddingService(embedder, cache, batch_size=settings.embed_batch_size,
+                                 rate_limit_max_wait=settings.rate_limit_max_wait_seconds, sparse=sparse)
     processor = DocumentProcessor(
         queue=queue, storage=storage, parsers=parsers, chunker=StructuredChunker(embedder.count_tokens),
         embedding=embedding, vectors=vectors, snapshots=snapshots,
@@ -243,14 +266,17 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
         vision=make_vision(settings), dedup=Deduplicator(queue, vectors, settings.dedup_min_chars),
+        centroids=centroids,
     )
     ingestion = IngestionService(
         documents=documents, knowledge_bases=kbs, storage=storage, parsers=parsers,
         max_upload_bytes=settings.max_upload_bytes, max_filename_length=settings.max_filename_length,
         max_attempts=settings.max_attempts,
     )
-    search = SearchService(embedder=embedder, vectors=vectors, documents=documents,
-                           max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars)
+    search = SearchService(embedder=embedder, vectors=vectors, documents=documents, sparse=sparse,
+                           max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars,
+                           fusion=Fusion(settings.search_fusion), dense_weight=settings.search_dense_weight,
+                           query_cache_size=settings.query_cache_size, metrics=SearchMetrics(), centroids=centroids)
     kb_removal = KnowledgeBaseRemoval(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=vectors, snapshots=snapshots)
@@ -267,7 +293,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
                      deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal,
                      answers=make_answers(settings, search, chat),
-                     connectors=build_connectors(settings, db, storage, parsers))
+                     connectors=build_connectors(settings, db, storage, parsers),
+                     backfill=SparseBackfill(db, embedding, cache, centroids))
 
 
 def run_migrations(settings: Settings, url: str | None = None) -> list[int]:

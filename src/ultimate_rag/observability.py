@@ -92,6 +92,24 @@ class WorkerMetrics:
             self._server = None
 
 
+SEARCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class SearchMetrics:
+    """Search latency of this API process by mode (``/metrics`` adds it to the database gauges)."""
+
+    def __init__(self) -> None:
+        self.seconds = Histogram("ultimate_rag_search_duration_seconds",
+                                 "Search latency (query embedding, vector query, double filter) by mode",
+                                 ["mode"], buckets=SEARCH_BUCKETS, registry=None)
+
+    def observe(self, mode: str, seconds: float) -> None:
+        self.seconds.labels(mode=mode).observe(seconds)
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.seconds.collect()
+
+
 class _EmbedderSeconds:
     def __init__(self, service: _EmbeddingClock) -> None:
         self._service = service

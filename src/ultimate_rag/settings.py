@@ -31,6 +31,12 @@ class Settings(BaseSettings):
     max_event_streams: int = Field(default=200, ge=1)  # concurrent event streams in all, per API process
     event_stream_key_check_seconds: float = Field(default=5.0, gt=0)  # how often a stream re-checks its key
     embed_query_concurrency: int = Field(default=4, ge=1)  # search queries embedded at once, per process
+    sparse_enabled: bool = True  # learned sparse vectors (hybrid search) from the local model's sparse head
+    sparse_top_k: int = Field(default=256, ge=1, le=1000)  # non-zero weights kept per sparse vector
+    search_fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
+    search_dense_weight: float = Field(default=0.6, ge=0, le=1)  # weighted fusion: dense share of the score
+    language_centering: bool = True  # shift scores by each language's mean similarity (cross-language search)
+    query_cache_size: int = Field(default=1024, ge=0)  # repeated search queries' embeddings kept, per process
     key_last_used_interval_seconds: float = Field(default=60.0, ge=0)  # last_used_at is written at most this often
 
     upload_lease_seconds: float = Field(default=600.0, gt=0)  # a re-upload's UPLOADING lease; expired: restored

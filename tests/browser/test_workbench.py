@@ -261,7 +261,26 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     assert first.locator(".cite-file").inner_text() == "harbour.md"
     assert "Harbour operations" in first.locator(".cite-heading").inner_text()
     assert "lines" in first.locator(".cite-loc").inner_text()
+    assert "tankers" in [m.lower() for m in first.locator("mark").all_inner_texts()]  # highlighted matches
     page.screenshot(path=str(shots / "05-search.png"), full_page=True)
+    # mode, filters, and a citation that opens the document at its passage
+    page.select_option("#search-mode", "sparse")
+    page.fill("#search-filename", "*.pdf")
+    page.click("#search-form button[type=submit]")
+    until(page, "() => /0|no/i.test(document.getElementById('search-status').textContent)"
+                " && !document.querySelector('#search-results li')")
+    page.fill("#search-filename", "harb*")
+    page.fill("#search-heading", "harbour")
+    page.select_option("#search-mode", "hybrid")
+    page.click("#search-form button[type=submit]")
+    first.wait_for()
+    assert first.locator(".cite-file").inner_text() == "harbour.md"
+    first.locator("button.cite-loc").click()
+    dialog.locator(".chunk.focus").wait_for()
+    assert dialog.locator(".chunk.focus").is_visible()
+    page.click("#doc-close")
+    page.fill("#search-filename", "")
+    page.fill("#search-heading", "")
 
     # languages: 中文 and 한국어, switchable, and every visible string changes
     page.select_option("#lang", "zh")

@@ -1,4 +1,4 @@
-"""The VectorStore contract against pgvector (real PostgreSQL), Milvus (``milvus-lite server``: a
+"""The VectorStore contract, and the hybrid-search contract, against pgvector (real PostgreSQL), Milvus (``milvus-lite server``: a
 separate gRPC server process that API and worker processes share, exactly as they would share
 Milvus standalone) and Qdrant. No Qdrant server can be installed here, so Qdrant runs on
 qdrant-client's embedded local engine (exact search, payload indexes ignored): the same client
@@ -17,9 +17,11 @@ from ultimate_rag.adapters.postgres.database import Database
 from ultimate_rag.adapters.vectors.milvus import MilvusVectorStore, collection_name
 from ultimate_rag.adapters.vectors.pgvector import PgVectorStore
 from ultimate_rag.adapters.vectors.qdrant import QdrantVectorStore
+from ultimate_rag.adapters.vectors.sparse_pg import HybridVectors
 from ultimate_rag.domain.errors import TransientError
 from ultimate_rag.testing import VectorStoreContract
 from ultimate_rag.testing.contracts import embedded, unit_vector
+from ultimate_rag.testing.hybrid_contract import HybridVectorStoreContract
 from ultimate_rag.testing.servers import MilvusLiteServer, free_port
 
 MODEL = "contract-model"
@@ -102,3 +104,42 @@ async def test_milvus_unreachable_is_transient() -> None:
     store = MilvusVectorStore(uri=f"http://127.0.0.1:{free_port()}", dimension=8, model="x", timeout=2, max_retries=1)
     with pytest.raises(TransientError):
         await store.ensure_ready()
+
+
+# --- hybrid search: the stores as bootstrap builds them (the sparse side in PostgreSQL) ---------
+class TestPgVectorHybrid(HybridVectorStoreContract):
+    @pytest.fixture
+    async def hybrid(self, db_url: str) -> AsyncIterator[tuple[PgVectorStore, Database]]:
+        db = Database(db_url, max_size=4)
+        await db.open()
+        store = PgVectorStore(db, self.dimension)
+        await store.ensure_ready()
+        yield store, db
+        await db.close()
+
+
+class TestMilvusHybrid(HybridVectorStoreContract):
+    @pytest.fixture
+    async def hybrid(self, db_url: str, milvus_server: MilvusLiteServer) -> AsyncIterator[tuple[HybridVectors, Database]]:
+        db = Database(db_url, max_size=4)
+        await db.open()
+        dense = MilvusVectorStore(uri=milvus_server.uri, dimension=self.dimension, model=f"hybrid-{uuid4().hex[:6]}",
+                                  consistency_level="Strong")
+        store = HybridVectors(dense, db)
+        await store.ensure_ready()
+        yield store, db
+        await dense.aclose()
+        await db.close()
+
+
+class TestQdrantLocalHybrid(HybridVectorStoreContract):
+    @pytest.fixture
+    async def hybrid(self, db_url: str, tmp_path: Path) -> AsyncIterator[tuple[HybridVectors, Database]]:
+        db = Database(db_url, max_size=4)
+        await db.open()
+        dense = QdrantVectorStore(path=str(tmp_path / "qdrant"), dimension=self.dimension, model=MODEL)
+        store = HybridVectors(dense, db)
+        await store.ensure_ready()
+        yield store, db
+        await dense.aclose()
+        await db.close()

@@ -165,7 +165,11 @@ async def test_a_key_of_another_knowledge_base_cannot_probe_ids(client: httpx.As
     assert existing.status_code == missing.status_code == 404 and existing.json() == missing.json()
     listed = (await client.get("/api/knowledge-bases", headers=h)).json()["items"]
     assert [k["id"] for k in listed] == [str(world["b"])]
-    # search is confined to the key's knowledge base whatever the filters say
+    # search is confined to the key's knowledge base whatever the filters say: naming another
+    # knowledge base's document finds nothing, and a knowledge-base filter does not exist (422)
+    r = await client.post(f"/api/knowledge-bases/{world['b']}/search", headers=h,
+                          json={"query": "some text", "filters": {"document_ids": [str(doc)]}})
+    assert r.status_code == 200 and r.json()["results"] == []
     r = await client.post(f"/api/knowledge-bases/{world['b']}/search", headers=h,
                           json={"query": "some text", "filters": {"knowledge_base_id": str(world["a"])}})
-    assert r.status_code == 200 and r.json()["results"] == []
+    assert r.status_code == 422 and str(world["a"]) not in r.text

@@ -11,6 +11,7 @@ from ..domain.chat import ChatMessage
 from ..services.answering import Answer
 from ..services.grounding import Passage
 from .schemas import Text, body_of
+from .search_schemas import SearchFiltersIn
 
 
 class Turn(BaseModel):
@@ -21,7 +22,7 @@ class Turn(BaseModel):
 class AnswerIn(BaseModel):
     question: Text = Field(min_length=1)
     top_k: int = Field(default=8, ge=1)
-    filters: dict[str, Any] | None = None
+    filters: SearchFiltersIn | None = None
     messages: list[Turn] = Field(default_factory=list, max_length=50,
                                  description="earlier turns of the conversation, oldest first")
     stream: bool = Field(default=False, description="answer as server-sent events")

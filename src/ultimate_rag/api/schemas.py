@@ -10,7 +10,7 @@ from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from ..domain.models import Chunk, Document, KnowledgeBase, SearchResult
+from ..domain.models import Chunk, Document, KnowledgeBase
 from ..domain.redact import redact_config
 from ..domain.status import PIPELINE
 from ..services.lifecycle import BulkReindexFilter
@@ -184,33 +184,6 @@ class ChunkOut(BaseModel):
 class ChunkList(BaseModel):
     items: list[ChunkOut]
     next_cursor: str | None = None
-
-
-class SearchIn(BaseModel):
-    query: Text = Field(min_length=1)
-    top_k: int = Field(default=10, ge=1)
-    filters: dict[str, Any] | None = None
-
-
-class SearchHit(BaseModel):
-    chunk_id: UUID
-    document_id: UUID
-    filename: str
-    content: str
-    score: float
-    heading_path: list[str]
-    locator: dict[str, Any]
-    assets: list[dict[str, Any]]
-
-    @classmethod
-    def of(cls, r: SearchResult) -> SearchHit:
-        return cls(chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename, content=r.content,
-                   score=r.score, heading_path=list(r.heading_path), locator=r.locator.to_metadata(),
-                   assets=list(r.assets))
-
-
-class SearchOut(BaseModel):
-    results: list[SearchHit]
 
 
 class ReindexIn(BaseModel):

@@ -223,6 +223,7 @@ class Chunk:
 class EmbeddedChunk:
     chunk: Chunk
     embedding: tuple[float, ...]
+    sparse: dict[int, float] | None = None  # learned sparse vector (index -> weight), L2-normalised
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,3 +255,4 @@ class SearchResult:
     heading_path: tuple[str, ...]
     locator: SourceLocator
     assets: tuple[dict[str, Any], ...] = ()
+    highlights: tuple[tuple[int, int], ...] = ()

@@ -20,6 +20,7 @@ from uuid import UUID
 from ..domain.chat import ChatMessage, ChatUsage
 from ..domain.errors import InvalidRequestError
 from ..domain.ports import ChatModel
+from ..domain.search import SearchFilters
 from ..observability import AnswerMetrics
 from .grounding import (
     NOTHING_RELEVANT,
@@ -101,7 +102,7 @@ class AnswerService:
         return self._chat
 
     async def prepare(self, knowledge_base_id: UUID, question: str, *, top_k: int,
-                      filters: dict[str, Any] | None = None, history: Sequence[ChatMessage] = (),
+                      filters: SearchFilters | None = None, history: Sequence[ChatMessage] = (),
                       searchable: bool = True) -> Prepared:
         started = time.perf_counter()
         question = question.strip()
@@ -125,9 +126,8 @@ class AnswerService:
             self.metrics.tokens.labels(direction="out").inc(usage.completion_tokens)
             rewrite_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
-        # ``filters`` go to the search service the way the search route sends them: today it takes
-        # none (the route ignores them); when it does, they are passed here in the same way
-        results = await self._search.search(knowledge_base_id, query, top_k) if searchable else []
+        # the search path itself: the same modes, filters (applied inside the vector query) and READY rule
+        results = await self._search.search(knowledge_base_id, query, top_k, filters=filters) if searchable else []
         retrieval = time.perf_counter() - t1
         self.metrics.retrieval_seconds.observe(retrieval)
         passages = select_passages(results, budget_tokens=self._config.context_tokens,

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from uuid import UUID
 
 from ..adapters.embedders.cache import EmbeddingCache
+from ..adapters.embedders.sparse import LocalSparseEncoder, SparseVector
 from ..domain.errors import PermanentError, RateLimitedError, TransientError, UltimateRagError
 from ..domain.ids import text_hash
 from ..domain.ports import Embedder
@@ -27,8 +28,9 @@ SERIAL_STEP = 4  # chunks per call to an embedder that runs one call at a time
 
 class EmbeddingService:
     def __init__(self, embedder: Embedder, cache: EmbeddingCache | None, *, batch_size: int,
-                 rate_limit_max_wait: float = 600.0) -> None:
+                 rate_limit_max_wait: float = 600.0, sparse: LocalSparseEncoder | None = None) -> None:
         self.embedder = embedder
+        self.sparse = sparse
         self._cache = cache
         self._batch_size = batch_size
         self._rate_limit_max_wait = rate_limit_max_wait
@@ -80,6 +82,30 @@ class EmbeddingService:
         if any(r is None for r in results):
             raise TransientError("some chunks were left without an embedding")
         return results  # type: ignore[return-value]
+
+    async def sparse_passages(self, texts: Sequence[str], *, knowledge_base_id: UUID) -> list[SparseVector] | None:
+        """The learned sparse vectors of ``texts``, through the same per-knowledge-base cache as the
+        dense ones (under the sparse model's name). None when no sparse encoder is configured."""
+        if self.sparse is None:
+            return None
+        model = self.sparse.name
+        cached = await self._cache.get_sparse(knowledge_base_id, model, texts) if self._cache else {}
+        results = [cached.get(text_hash(t)) for t in texts]
+        missing = [i for i, r in enumerate(results) if r is None]
+        for start in range(0, len(missing), self._batch_size):
+            idx = missing[start:start + self._batch_size]
+            batch = [texts[i] for i in idx]
+            self._enter()
+            try:
+                vectors = await self.sparse.encode_documents(batch)
+            finally:
+                self._leave()
+            for i, vector in zip(idx, vectors, strict=True):
+                results[i] = vector
+            if self._cache:
+                await self._cache.put_sparse(knowledge_base_id, model, self.sparse.dimension,
+                                             list(zip(batch, vectors, strict=True)))
+        return [r or {} for r in results]
 
     async def _embed_with_rate_limit(self, batch: list[str]) -> list[list[float]]:
         waited = 0.0

@@ -63,8 +63,10 @@ class DocumentProcessor:
     def __init__(self, *, queue: JobQueue, storage: ObjectStorage, parsers: ParserResolver, chunker: Chunker,
                  embedding: EmbeddingService, vectors: VectorStore, snapshots: ChunkSnapshotStore,
                  default_chunk_size: int, default_overlap: int, progress_interval: float = 1.0,
-                 parse_runner: ParseRunner | None = None, vision: Any = None, dedup: Any = None) -> None:
+                 parse_runner: ParseRunner | None = None, vision: Any = None, dedup: Any = None,
+                 centroids: Any = None) -> None:
         self._queue = queue
+        self._centroids = centroids  # LanguageCentroids: per-language means for search's language centring
         self._storage = storage
         self._parsers = parsers
         self._chunker = chunker
@@ -125,15 +127,20 @@ class DocumentProcessor:
 
         total = len(chunks)
         await self._queue.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
-        vectors = await self._embedding.embed_passages([c.embedding_text for c in chunks], self._progress(lease),
+        texts = [c.embedding_text for c in chunks]
+        vectors = await self._embedding.embed_passages(texts, self._progress(lease),
                                                        knowledge_base_id=row["knowledge_base_id"])
-        embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
+        sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=row["knowledge_base_id"])
+        embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
+                    for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
 
         await self._queue.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})
 
         async def write_vectors() -> None:
             await self._vectors.delete_by_document(lease.document_id)
             await self._vectors.upsert(row["knowledge_base_id"], embedded)
+            if self._centroids is not None:
+                await self._centroids.add(row["knowledge_base_id"], self._embedding.embedder.name, embedded)
 
         hooks = self._dedup.completion_hooks(row["knowledge_base_id"], row["id"], decision) if decision else {}
         await self._queue.complete_ready(lease, chunks, write_vectors, **hooks)

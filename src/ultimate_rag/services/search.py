@@ -1,27 +1,87 @@
-"""Search (SPEC §10): embed the query, ask the vector store for candidates in the knowledge base,
-then keep only chunks whose document PostgreSQL says is READY — even if a crashed worker left
-vectors behind (the double filter). Over-fetches until top_k READY results or the index is exhausted."""
+"""Search (SPEC §10): embed the query (dense and learned sparse, a small LRU in front), ask the
+vector index for candidates of the knowledge base restricted by the filters inside its query, fuse
+dense and sparse similarity per chunk, then keep only chunks whose document PostgreSQL says is
+READY and passes the filters — even if a crashed worker left vectors behind (the double filter).
+Over-fetches until top_k results survive or the index has nothing more."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
+import numpy as np
+
+from ..adapters.embedders.sparse import LocalSparseEncoder, SparseVector
+from ..adapters.postgres.centroids import LanguageCentroids
 from ..adapters.postgres.documents import DocumentRepository
 from ..domain.errors import InvalidRequestError
 from ..domain.models import SearchResult, SourceLocator
 from ..domain.ports import Embedder, VectorStore
+from ..domain.search import (
+    Fusion,
+    LanguageOffsets,
+    QueryVectors,
+    ScoredChunk,
+    SearchFilters,
+    SearchMode,
+    fuse,
+    highlights,
+    script_language,
+)
+
+MAX_FETCH = 16384
+MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw similarity ranks lower
+# A language's mean says "this language" only over enough chunks; over a handful it is their content,
+# and centring on it would cancel exactly the similarity that matters.
+MIN_LANGUAGE_CHUNKS = 10
+
+
+class QueryCache:
+    """Per process, bounded, least recently used: a repeated query is not embedded again."""
+
+    def __init__(self, size: int) -> None:
+        self._size = max(0, size)
+        self._items: OrderedDict[tuple[str, str], Any] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> Any:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: tuple[str, str], value: Any) -> None:
+        if not self._size:
+            return
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
 
 
 class SearchService:
     def __init__(self, *, embedder: Embedder, vectors: VectorStore, documents: DocumentRepository,
-                 max_top_k: int, max_query_chars: int) -> None:
+                 max_top_k: int, max_query_chars: int, sparse: LocalSparseEncoder | None = None,
+                 fusion: Fusion = Fusion.WEIGHTED, dense_weight: float = 0.6, query_cache_size: int = 1024,
+                 metrics: Any = None, centroids: LanguageCentroids | None = None) -> None:
         self._embedder = embedder
+        self._sparse = sparse
         self._vectors = vectors
         self._documents = documents
         self._max_top_k = max_top_k
         self._max_query_chars = max_query_chars
+        self._fusion = fusion
+        self._dense_weight = dense_weight
+        self._cache = QueryCache(query_cache_size)
+        self.metrics = metrics
+        self._centroids = centroids
 
-    async def search(self, knowledge_base_id: UUID, query: str, top_k: int) -> list[SearchResult]:
+    async def search(self, knowledge_base_id: UUID, query: str, top_k: int, *,
+                     mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
+                     min_score: float | None = None, group_by_document: bool = False) -> list[SearchResult]:
         query = query.strip()
         if not query:
             raise InvalidRequestError("the query is empty")
@@ -29,25 +89,97 @@ class SearchService:
             raise InvalidRequestError(f"the query is longer than {self._max_query_chars} characters")
         if not 1 <= top_k <= self._max_top_k:
             raise InvalidRequestError(f"top_k must be between 1 and {self._max_top_k}")
-        vector = await self._embedder.embed_query(query)
-        fetch = top_k * 2
+        if mode is SearchMode.SPARSE and self._sparse is None:
+            raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
+        effective = mode if self._sparse is not None else SearchMode.DENSE
+        started = time.perf_counter()
+        vectors = await self._query_vectors(query, effective)
+        results = await self._collect(knowledge_base_id, query, vectors, top_k, effective, filters or SearchFilters(),
+                                      min_score, group_by_document)
+        if self.metrics is not None:
+            self.metrics.observe(mode.value, time.perf_counter() - started)
+        return results
+
+    async def _query_vectors(self, query: str, mode: SearchMode) -> QueryVectors:
+        dense = self._cache.get(("dense", query))
+        sparse: SparseVector | None = self._cache.get(("sparse", query)) if mode is not SearchMode.DENSE else {}
+        jobs = []
+        if dense is None:
+            jobs.append(self._embedder.embed_query(query))
+        if sparse is None and self._sparse is not None:
+            jobs.append(self._sparse.encode_query(query))
+        done = list(await asyncio.gather(*jobs))
+        if dense is None:
+            dense = tuple(done.pop(0))
+            self._cache.put(("dense", query), dense)
+        if sparse is None:
+            sparse = done.pop(0) if self._sparse is not None else {}
+            self._cache.put(("sparse", query), sparse)
+        return QueryVectors(dense=dense, sparse=sparse or {})
+
+    async def _candidates(self, knowledge_base_id: UUID, vectors: QueryVectors, limit: int, mode: SearchMode,
+                          filters: SearchFilters) -> tuple[list[ScoredChunk], bool]:
+        candidates = getattr(self._vectors, "candidates", None)
+        if candidates is not None:
+            return await candidates(knowledge_base_id, vectors, limit, mode=mode, filters=filters)
+        hits = await self._vectors.search(knowledge_base_id, vectors.dense, limit)  # a dense-only store
+        return [ScoredChunk(h.chunk_id, h.score, 0.0) for h in hits], len(hits) < limit
+
+    async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
+                       filters: SearchFilters, min_score: float | None, group: bool) -> list[SearchResult]:
+        fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
+        offsets = await self._offsets(knowledge_base_id, vectors)
         while True:
-            hits = await self._vectors.search(knowledge_base_id, vector, fetch)
-            rows = await self._documents.ready_chunks(knowledge_base_id, [h.chunk_id for h in hits])
-            if len(rows) >= top_k or len(hits) < fetch or fetch >= 4096:
-                break
-            fetch *= 4
-        by_id = {r["id"]: r for r in rows}
-        results = []
-        for hit in hits:
-            row = by_id.get(hit.chunk_id)
-            if row is None:
+            found, exhausted = await self._candidates(knowledge_base_id, vectors, fetch, mode, filters)
+            if mode is SearchMode.SPARSE:
+                found = [c for c in found if c.sparse > 0]
+            rows = {r["id"]: r for r in await self._documents.ready_chunks(
+                knowledge_base_id, [c.chunk_id for c in found], filters)}
+            if offsets is not None:
+                found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
+                         if c.chunk_id in rows]
+            ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
+            results = self._assemble(ranked, rows, query, top_k, min_score, group)
+            below = min_score is not None and ranked and ranked[-1][1] < min_score
+            if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
+                return results
+            fetch = min(fetch * 4, MAX_FETCH)
+
+    async def _offsets(self, knowledge_base_id: UUID, vectors: QueryVectors) -> LanguageOffsets | None:
+        """Language centring (domain/search.py): None when the knowledge base has one language."""
+        if self._centroids is None:
+            return None
+        means = await self._centroids.means(knowledge_base_id, self._embedder.name, min_chunks=MIN_LANGUAGE_CHUNKS)
+        if len(means) < 2:
+            return None
+        q = np.asarray(vectors.dense, dtype=np.float32)
+        idx = np.fromiter(vectors.sparse.keys(), dtype=np.int64, count=len(vectors.sparse))
+        val = np.fromiter(vectors.sparse.values(), dtype=np.float32, count=len(vectors.sparse))
+        dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _) in means.items()}
+        sparse = {lang: float(val @ s[idx]) if len(idx) else 0.0 for lang, (_, s) in means.items()}
+        dense_bar, sparse_bar = sum(dense.values()) / len(dense), sum(sparse.values()) / len(sparse)
+        return LanguageOffsets(dense={k: v - dense_bar for k, v in dense.items()},
+                               sparse={k: v - sparse_bar for k, v in sparse.items()})
+
+    @staticmethod
+    def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], query: str, top_k: int,
+                  min_score: float | None, group: bool) -> list[SearchResult]:
+        results: list[SearchResult] = []
+        seen: set[UUID] = set()
+        for chunk_id, score in ranked:
+            row = rows.get(chunk_id)
+            if row is None or (min_score is not None and score < min_score):
                 continue
+            if group:  # a document ranks by its best chunk, and appears once
+                if row["document_id"] in seen:
+                    continue
+                seen.add(row["document_id"])
             results.append(SearchResult(
-                chunk_id=hit.chunk_id, document_id=row["document_id"], filename=row["filename"],
-                content=row["content"], score=hit.score, heading_path=tuple(row["heading_path"] or ()),
+                chunk_id=chunk_id, document_id=row["document_id"], filename=row["filename"],
+                content=row["content"], score=score, heading_path=tuple(row["heading_path"] or ()),
                 locator=SourceLocator.from_metadata(row["locator"]),
                 assets=tuple(row["metadata"].get("assets", ())) if row["metadata"] else (),
+                highlights=tuple(highlights(row["content"], query)),
             ))
             if len(results) == top_k:
                 break

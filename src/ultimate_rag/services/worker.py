@@ -14,6 +14,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
@@ -53,8 +54,9 @@ class IngestionWorker:
     def __init__(self, queue: JobQueue, processor: DocumentProcessor, config: WorkerConfig,
                  worker_id: str | None = None, deleter: DocumentDeleter | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None) -> None:
+                 connector_runner: SyncRunner | None = None, backfill: Any = None) -> None:
         self.queue = queue
+        self.backfill = backfill  # SparseBackfill: run a batch whenever no job is due
         self.processor = processor
         self.deleter = deleter
         self.config = config
@@ -112,10 +114,21 @@ class IngestionWorker:
                 slot_freed.clear()
                 await _first_of(stop.wait(), slot_freed.wait())
             elif not claimed:
+                if not self._tasks and await self._backfill_step():
+                    continue
                 slot_freed.clear()
                 await _first_of(stop.wait(), self.queue.wait_for_work(self.config.poll_interval_seconds, stop),
                                 slot_freed.wait() if self._tasks else asyncio.sleep(3600))
         await self._shutdown()
+
+    async def _backfill_step(self) -> bool:
+        if self.backfill is None or self.backfill.done:
+            return False
+        try:
+            return bool(await self.backfill.step())
+        except Exception as exc:  # never let the backfill stop the worker; it tries again when idle
+            log.warning("sparse backfill failed: %s", exc)
+            return False
 
     async def run_until_idle(self, max_jobs: int | None = None) -> int:
         """Process due jobs one at a time until none is left (tests, benchmarks, one-shot runs)."""

@@ -266,6 +266,21 @@ class VectorStoreContract:
         hits = await self._search(vector_store, small, query, 5, lambda h: len(h) == 5)
         assert len(hits) == 5
 
+    async def test_document_ids_restrict_inside_the_query(self, vector_store: Any) -> None:
+        """Search filters reach the store as document ids: the few allowed documents come back even
+        when every other vector is nearer the query (no post-filter that returns too few)."""
+        rng = random.Random(14)
+        kb = uuid4()
+        query = unit_vector(rng, self.dimension)
+        others = [embedded(kb, uuid4(), near(query, rng, 0.9), i) for i in range(60)]
+        far = [embedded(kb, uuid4(), unit_vector(rng, self.dimension)) for _ in range(3)]
+        await vector_store.upsert(kb, others + far)
+        allowed = [far[0].chunk.document_id, far[2].chunk.document_id]
+        hits = await eventually(lambda: vector_store.search(kb, query, 5, document_ids=allowed),
+                                lambda h: len(h) == 2, self.visibility_timeout)
+        assert sorted(h.chunk_id for h in hits) == sorted([far[0].chunk.id, far[2].chunk.id])
+        assert await vector_store.search(kb, query, 5, document_ids=[]) == []
+
 
 # ---------------------------------------------------------------------------------------------
 def cosine(a: list[float], b: list[float]) -> float:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 import numpy as np
-from pgvector import Vector
+from pgvector import SparseVector, Vector
 
 from ...domain.ids import text_hash
 from ..postgres.database import Database
@@ -24,7 +24,7 @@ TOUCH_AFTER_SECONDS = 600.0
 
 _GET = """
 WITH hits AS (
-    SELECT text_hash, embedding, last_used_at FROM embedding_cache
+    SELECT text_hash, {column}, last_used_at FROM embedding_cache
     WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND text_hash = ANY(%(hashes)s)
 ), touched AS (
     UPDATE embedding_cache e SET last_used_at = now()
@@ -32,7 +32,7 @@ WITH hits AS (
     WHERE e.knowledge_base_id = %(kb)s AND e.model = %(model)s AND e.text_hash = h.text_hash
       AND h.last_used_at < now() - make_interval(secs => %(touch_after)s)
 )
-SELECT text_hash, embedding FROM hits
+SELECT text_hash, {column} FROM hits
 """
 
 _EVICT = """
@@ -53,9 +53,9 @@ class EmbeddingCache:
         hashes = list({text_hash(t) for t in texts})
         if not hashes:
             return {}
-        found = await self._db.fetchall(_GET, {"kb": knowledge_base_id, "model": model, "hashes": hashes,
-                                               "touch_after": TOUCH_AFTER_SECONDS})
-        return {bytes(r["text_hash"]): _as_list(r["embedding"]) for r in found}
+        found = await self._db.fetchall(_GET.format(column="embedding"), {
+            "kb": knowledge_base_id, "model": model, "hashes": hashes, "touch_after": TOUCH_AFTER_SECONDS})
+        return {bytes(r["text_hash"]): _as_list(r["embedding"]) for r in found if r["embedding"] is not None}
 
     async def put_many(self, knowledge_base_id: UUID, model: str,
                        items: Sequence[tuple[str, Sequence[float]]]) -> None:
@@ -66,6 +66,27 @@ class EmbeddingCache:
                 "INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, embedding)"
                 " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 [(knowledge_base_id, model, text_hash(t), Vector(np.asarray(v, dtype=np.float32))) for t, v in items],
+            )
+
+    async def get_sparse(self, knowledge_base_id: UUID, model: str,
+                         texts: Sequence[str]) -> dict[bytes, dict[int, float]]:
+        """Sparse vectors (index -> weight) cached under ``model`` (the sparse model's name)."""
+        hashes = list({text_hash(t) for t in texts})
+        if not hashes:
+            return {}
+        found = await self._db.fetchall(_GET.format(column="sparse"), {
+            "kb": knowledge_base_id, "model": model, "hashes": hashes, "touch_after": TOUCH_AFTER_SECONDS})
+        return {bytes(r["text_hash"]): sparse_as_dict(r["sparse"]) for r in found if r["sparse"] is not None}
+
+    async def put_sparse(self, knowledge_base_id: UUID, model: str, dimension: int,
+                         items: Sequence[tuple[str, dict[int, float]]]) -> None:
+        if not items:
+            return
+        async with self._db.transaction() as conn, conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, sparse)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(knowledge_base_id, model, text_hash(t), SparseVector(v, dimension)) for t, v in items],
             )
 
     async def evict(self, max_entries: int, batch_size: int = 10_000) -> int:
@@ -92,3 +113,12 @@ def _as_list(value: object) -> list[float]:
     if isinstance(value, str):  # the vector type was not registered on this connection
         return [float(x) for x in value.strip("[]").split(",")]
     return [float(x) for x in value]  # type: ignore[attr-defined]
+
+
+def sparse_as_dict(value: object) -> dict[int, float]:
+    if isinstance(value, SparseVector):
+        return {int(i): float(v) for i, v in zip(value.indices(), value.values(), strict=True)}
+    if isinstance(value, str):  # '{1:0.5,7:0.25}/16384', indices 1-based
+        body = value.split("/")[0].strip("{}")
+        return {int(k) - 1: float(v) for k, v in (p.split(":") for p in body.split(",") if p)}
+    raise TypeError(f"not a sparse vector: {type(value).__name__}")

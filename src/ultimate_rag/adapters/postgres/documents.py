@@ -7,13 +7,16 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...domain.errors import ConflictError, ResourceNotFoundError
 from ...domain.models import Chunk, Document, DocumentAsset
+from ...domain.search import SearchFilters
 from ...domain.status import DocumentStatus
 from . import rows
 from .database import Connection, Database
+from .search_filters import document_conditions, heading_condition
 
 NOTIFY_CHANNEL = "ultimate_rag_jobs"
 
@@ -107,14 +110,19 @@ class DocumentRepository:
         )
         return [rows.asset(r) for r in found]
 
-    async def ready_chunks(self, knowledge_base_id: UUID, chunk_ids: list[UUID]) -> list[dict[str, Any]]:
-        """The double filter (SPEC §4 rule 3): only chunks whose document is READY right now."""
+    async def ready_chunks(self, knowledge_base_id: UUID, chunk_ids: list[UUID],
+                           filters: SearchFilters | None = None) -> list[dict[str, Any]]:
+        """The double filter (SPEC §4 rule 3): only chunks whose document is READY right now — and
+        that pass the search filters, whatever the vector store proposed."""
+        conds, params = (document_conditions(filters) if filters else ([], {}))
+        hconds, hparams = (heading_condition(filters) if filters else ([], {}))
+        extra = sql.SQL("").join(sql.SQL(" AND ") + c for c in [*conds, *hconds])
         return await self._db.fetchall(
-            "SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, d.filename"
-            " FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE c.id = ANY(%s) AND c.knowledge_base_id = %s AND d.knowledge_base_id = %s"
-            " AND d.status = 'READY'",
-            (chunk_ids, knowledge_base_id, knowledge_base_id),
+            sql.SQL("SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, d.filename"
+                    " FROM chunks c JOIN documents d ON d.id = c.document_id"
+                    " WHERE c.id = ANY(%(ids)s) AND c.knowledge_base_id = %(kb)s AND d.knowledge_base_id = %(kb)s"
+                    " AND d.status = 'READY'{}").format(extra),
+            {"ids": chunk_ids, "kb": knowledge_base_id, **params, **hparams},
         )
 
 

@@ -154,15 +154,19 @@ class MilvusVectorStore:
             consistency_level="Strong"))
         return int(found[0]["count(*)"]) if found else 0
 
-    async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int) -> list[VectorHit]:
-        if limit <= 0:
+    async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int, *,
+                     document_ids: Sequence[UUID] | None = None) -> list[VectorHit]:
+        """``document_ids``: only those documents' vectors (a filter expression inside Milvus's search)."""
+        if limit <= 0 or (document_ids is not None and not document_ids):
             return []
-        return await self._run("search", self._search, str(UUID(str(knowledge_base_id))),
-                               [float(x) for x in vector], int(limit))
+        expression = f'knowledge_base_id == "{UUID(str(knowledge_base_id))}"'
+        if document_ids is not None:  # UUID() re-formats each id: nothing but hex and dashes reaches the expression
+            expression += " and document_id in [" + ", ".join(f'"{UUID(str(d))}"' for d in document_ids) + "]"
+        return await self._run("search", self._search, expression, [float(x) for x in vector], int(limit))
 
-    def _search(self, kb: str, vector: list[float], limit: int) -> list[VectorHit]:
+    def _search(self, expression: str, vector: list[float], limit: int) -> list[VectorHit]:
         client = self._get()
-        kwargs = {"data": [vector], "anns_field": "embedding", "filter": f'knowledge_base_id == "{kb}"',
+        kwargs = {"data": [vector], "anns_field": "embedding", "filter": expression,
                   "limit": min(limit, 16384), "output_fields": ["chunk_id"],
                   "search_params": {"metric_type": "COSINE", "params": {"ef": max(64, min(limit * 2, 2048))}},
                   "consistency_level": self._consistency}

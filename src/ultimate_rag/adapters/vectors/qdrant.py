@@ -121,13 +121,18 @@ class QdrantVectorStore:
             self.collection, count_filter=self._match("document_id", document_id), exact=True))
         return int(result.count)
 
-    async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int) -> list[VectorHit]:
-        if limit <= 0:
+    async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int, *,
+                     document_ids: Sequence[UUID] | None = None) -> list[VectorHit]:
+        """``document_ids``: only those documents' vectors (a filter inside Qdrant's query)."""
+        if limit <= 0 or (document_ids is not None and not document_ids):
             return []
         m = self._models()
+        query_filter = self._match("knowledge_base_id", knowledge_base_id)
+        if document_ids is not None:
+            query_filter.must.append(m.FieldCondition(
+                key="document_id", match=m.MatchAny(any=[str(UUID(str(d))) for d in document_ids])))
         result = await self._run("search", self._get().query_points(
-            self.collection, query=[float(x) for x in vector], query_filter=self._match("knowledge_base_id",
-                                                                                         knowledge_base_id),
+            self.collection, query=[float(x) for x in vector], query_filter=query_filter,
             limit=int(limit), with_payload=False, with_vectors=False,
             # the local engine searches exactly and warns about search params
             search_params=m.SearchParams(hnsw_ef=max(64, min(int(limit) * 2, 2048))) if self._url else None))

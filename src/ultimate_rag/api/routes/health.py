@@ -45,7 +45,8 @@ async def metrics_access(container: ContainerDep, request: Request) -> None:
                        401: {"description": "the metrics token is required"}})
 async def metrics(container: ContainerDep) -> Response:
     """Gauges read from PostgreSQL at scrape time, so they cover every API and worker process:
-    documents per status, stuck documents, jobs, queue depth and the age of the oldest due job.
+    documents per status, stuck documents, jobs, queue depth and the age of the oldest due job;
+    and this API process's search latency by mode (``ultimate_rag_search_duration_seconds``).
     Each worker serves its own counters and histograms (``ULTIMATE_RAG_WORKER_METRICS_PORT``); the
     answer metrics (latency, tokens, provider errors: docs/answers.md) are this API process's own."""
     queries = OperationsQueries(container.db)
@@ -54,4 +55,6 @@ async def metrics(container: ContainerDep) -> Response:
     documents = await queries.document_metrics(stuck_after, container.settings.lease_seconds)
     registry.register(DatabaseGauges(documents, await queries.job_metrics(), stuck_after))
     registry.register(container.answer_metrics)  # this process's answer latency, tokens, provider errors
+    if container.search.metrics is not None:
+        registry.register(container.search.metrics)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -22,10 +22,8 @@ from ..schemas import (
     KnowledgeBaseOut,
     ReindexIn,
     ReindexOut,
-    SearchHit,
-    SearchIn,
-    SearchOut,
 )
+from ..search_schemas import SearchHit, SearchIn, SearchOut
 from ..uploads import UPLOAD_BODY, UploadedFile
 
 router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)],
@@ -119,5 +117,7 @@ async def reindex_knowledge_base(kb: EditableKB, container: ContainerDep, audit:
 async def search(kb: ReadableKB, body: SearchIn, container: ContainerDep) -> SearchOut:
     if kb.deleting:  # its documents stop being searchable the moment the delete is accepted
         return SearchOut(results=[])
-    results = await container.search.search(kb.id, body.query, body.top_k)
+    results = await container.search.search(
+        kb.id, body.query, body.top_k, mode=body.mode, filters=body.filters.to_domain() if body.filters else None,
+        min_score=body.min_score, group_by_document=body.group_by_document)
     return SearchOut(results=[SearchHit.of(r) for r in results])

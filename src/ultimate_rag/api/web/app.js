@@ -716,7 +716,7 @@ function scheduleCounts() {
 
 // ---------- document view ----------
 
-async function openDocument(id, refresh) {
+async function openDocument(id, refresh, focusChunk) {
   const dlg = $("doc-dialog");
   dlg.dataset.id = id;
   if (!refresh) {
@@ -766,7 +766,7 @@ async function openDocument(id, refresh) {
     h("button", { type: "button", class: "secondary", onclick: () => download(doc.id, doc.filename), text: t("download") })));
   body.push(h("p", { id: "doc-notice", class: "notice", role: "alert", hidden: true }));
   $("doc-body").replaceChildren(...body);
-  loadSnapshot(doc, chunkBox, assetBox);
+  loadSnapshot(doc, chunkBox, assetBox, focusChunk);
 }
 
 function showDialogNotice(text) {
@@ -785,7 +785,7 @@ function locatorText(loc) {
   return parts.join(" · ");
 }
 
-async function loadSnapshot(doc, chunkBox, assetBox) {
+async function loadSnapshot(doc, chunkBox, assetBox, focusChunk) {
   let snap;
   try { snap = await api("GET", `/api/documents/${doc.id}/snapshot`); } catch (err) {
     chunkBox.replaceChildren(h("p", { class: "muted", text: err.status === 404 ? t("no_snapshot") : errorText(err) }));
@@ -793,9 +793,11 @@ async function loadSnapshot(doc, chunkBox, assetBox) {
   }
   const chunks = snap.chunks || [];
   const shown = chunks.slice(0, 50);
+  const focus = focusChunk ? chunks.find((c) => c.id === focusChunk) : null;
+  if (focus && !shown.includes(focus)) shown.push(focus);  // a cited chunk is always shown
   chunkBox.replaceChildren(
     h("p", { class: "muted", text: t("chunks_shown", { shown: shown.length, total: chunks.length }) }),
-    h("ol", { class: "chunk-list" }, ...shown.map((c) => h("li", { class: "chunk" },
+    h("ol", { class: "chunk-list" }, ...shown.map((c) => h("li", { class: c === focus ? "chunk focus" : "chunk", id: `chunk-${c.id}` },
       h("div", { class: "chunk-meta" },
         h("span", { class: "heading-path", text: (c.heading_path || []).join(" › ") || t("no_heading") }),
         h("span", { class: "muted", text: [locatorText(c.locator || {}), t("tokens_n", { n: c.token_count })].filter(Boolean).join(" · ") })),
@@ -803,6 +805,7 @@ async function loadSnapshot(doc, chunkBox, assetBox) {
   const assets = new Map();
   for (const c of chunks) for (const a of (c.metadata && c.metadata.assets) || []) assets.set(a.id, a);
   showImages([...assets.values()].slice(0, 24), assetBox, t("no_images"));
+  if (focus) document.getElementById(`chunk-${focus.id}`)?.scrollIntoView({ block: "center" });
 }
 
 function showImages(assets, box, emptyText) {
@@ -814,44 +817,7 @@ function showImages(assets, box, emptyText) {
   }));
 }
 
-// ---------- search ----------
-
-async function runSearch(ev) {
-  ev.preventDefault();
-  const status = $("search-status");
-  say(status, () => t("searching"));
-  $("search-results").replaceChildren();
-  state.lastSearch = null;
-  try {
-    const res = await api("POST", `/api/knowledge-bases/${state.kb.id}/search`,
-      { query: $("search-query").value, top_k: Number($("search-k").value) || 10 });
-    say(status, () => (res.results.length ? t("results_n", { n: res.results.length }) : t("no_results")));
-    state.lastSearch = res;
-    renderSearch();
-  } catch (err) {
-    say(status, () => errorText(err));
-  }
-}
-
-function renderSearch() {
-  const res = state.lastSearch;
-  if (!res) return;
-  {
-    $("search-results").replaceChildren(...res.results.map((r, i) => {
-      const imgs = h("div", { class: "assets" });
-      showImages(r.assets || [], imgs, null);
-      return h("li", { class: "result" },
-        h("div", { class: "cite" },
-          h("span", { class: "rank", text: `#${i + 1}` }),
-          h("button", { type: "button", class: "link cite-file", text: r.filename, onclick: () => openDocument(r.document_id) }),
-          h("span", { class: "cite-heading", text: (r.heading_path || []).join(" › ") }),
-          h("span", { class: "cite-loc muted", text: locatorText(r.locator || {}) }),
-          h("span", { class: "score muted", text: `${t("score")} ${r.score.toFixed(3)}` })),
-        h("p", { class: "chunk-text", text: r.content.length > 800 ? `${r.content.slice(0, 800)}…` : r.content }),
-        imgs);
-    }));
-  }
-}
+// ---------- search: search.js ----------
 
 // ---------- dialogs, tabs ----------
 
@@ -935,7 +901,6 @@ function wire() {
     dz.classList.remove("over");
     if (e.dataTransfer && e.dataTransfer.files.length) uploadFiles(e.dataTransfer.files);
   });
-  $("search-form").addEventListener("submit", runSearch);
   $("doc-close").addEventListener("click", () => $("doc-dialog").close());
   $("doc-dialog").addEventListener("close", () => { for (const u of state.blobUrls.splice(0)) URL.revokeObjectURL(u); });
 }

@@ -1,0 +1,193 @@
+"""Retrieval quality and latency (SPEC §10) on the evaluation set in ``bench/retrieval_set``.
+
+Quality: the set's documents go through the real pipeline (parse, chunk, dense + sparse embedding,
+index) into one knowledge base; every question is searched with ``group_by_document`` and scored
+at document level: top-1, MRR@10, recall@10, per mode (dense, sparse, hybrid), per question kind,
+and for hybrid per fusion (weighted at several dense weights, reciprocal-rank).
+
+Latency: ``--chunks`` synthetic chunks (real chunk vectors of the set, perturbed) are inserted
+directly into a second knowledge base of the same tables; each mode's search latency p50/p95 over
+the questions, with the query embeddings cached (the index and the double filter: what differs
+between modes) and uncached (the full request path).
+
+    .venv/bin/python -m bench.retrieval [--chunks 100000] [--repeat 3]
+
+Prints ``RESULT`` lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import numpy as np
+
+from ultimate_rag.bootstrap import build
+from ultimate_rag.domain.models import KnowledgeBaseSettings
+from ultimate_rag.domain.search import Fusion, SearchMode
+from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.settings import Settings
+
+from .common import fresh_database, machine
+from .retrieval_set.build import files
+from .retrieval_set.questions import QUESTIONS
+
+MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
+
+
+async def ingest(container) -> tuple[UUID, dict[UUID, str]]:  # type: ignore[no-untyped-def]
+    kb = await container.knowledge_bases.create("retrieval-eval", "", KnowledgeBaseSettings())
+    key_of: dict[UUID, str] = {}
+    for key, (filename, data) in files().items():
+        doc = await container.ingestion.submit(kb.id, filename, None, data)
+        key_of[doc.id] = key
+    started = time.perf_counter()
+    await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
+    rows = await container.db.fetchall("SELECT filename, status, error_message FROM documents")
+    bad = [r for r in rows if r["status"] != "READY"]
+    if bad:
+        raise SystemExit(f"not READY: {bad}")
+    chunks = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+    print(f"ingested {len(rows)} documents, {chunks['n']} chunks in {time.perf_counter() - started:.1f}s")
+    return kb.id, key_of
+
+
+async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMode) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
+    per_kind: dict[str, list[int | None]] = defaultdict(list)
+    for question, expected, kind in QUESTIONS:
+        results = await container.search.search(kb, question, 10, mode=mode, group_by_document=True)
+        ranked = [key_of[r.document_id] for r in results]
+        rank = ranked.index(expected) + 1 if expected in ranked else None
+        per_kind[kind].append(rank)
+        per_kind["all"].append(rank)
+    return {kind: {"top1": sum(r == 1 for r in ranks) / len(ranks),
+                   "mrr10": sum(1 / r for r in ranks if r) / len(ranks),
+                   "recall10": sum(r is not None for r in ranks) / len(ranks), "n": len(ranks)}
+            for kind, ranks in per_kind.items()}
+
+
+def report(label: str, scores: dict[str, dict[str, float]]) -> None:
+    for kind in ("all", "paraphrase", "cross", "identifier"):
+        s = scores[kind]
+        print(f"RESULT retrieval {label} kind={kind} n={s['n']:.0f} top1={s['top1']:.3f} "
+              f"mrr10={s['mrr10']:.3f} recall10={s['recall10']:.3f}")
+
+
+async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:  # type: ignore[no-untyped-def]
+    """``n_chunks`` chunks in a new knowledge base: each the vectors of a real chunk, perturbed."""
+    kb = await container.knowledge_bases.create("retrieval-latency", "", KnowledgeBaseSettings())
+    table = container.vectors.table
+    real = await container.db.fetchall(
+        f"SELECT v.embedding AS dense, s.embedding AS sparse FROM {table} v"
+        " JOIN chunk_sparse_vectors s USING (chunk_id)")
+    dense = np.array([np.asarray(r["dense"].to_list(), dtype=np.float32) for r in real])
+    sparse = [(r["sparse"].indices(), r["sparse"].values()) for r in real]
+    rng = np.random.default_rng(7)
+    started = time.perf_counter()
+    hnsw = {"dense": f"{table}_hnsw_idx", "sparse": "chunk_sparse_vectors_hnsw_idx"}
+    for name in hnsw.values():  # bulk load first, then build the indexes (as a restore would)
+        await container.db.execute(f"DROP INDEX IF EXISTS {name}")
+    async with container.db.connection() as conn:
+        for first in range(0, n_chunks, per_doc):
+            doc = uuid4()
+            await conn.execute(
+                "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key,"
+                " status) VALUES (%s, %s, %s, 'text/plain', 1, 'x', 'x', 'READY')", (doc, kb.id, f"synthetic-{first}.txt"))
+            ids = [uuid4() for _ in range(min(per_doc, n_chunks - first))]
+            picks = rng.integers(0, len(dense), len(ids))
+            async with conn.cursor() as cur:
+                async with cur.copy("COPY chunks (id, document_id, knowledge_base_id, ordinal, content, token_count)"
+                                    " FROM STDIN") as copy:
+                    for i, cid in enumerate(ids):
+                        await copy.write_row((cid, doc, kb.id, i, f"synthetic chunk {first + i}", 4))
+                vecs = dense[picks] + rng.normal(0, 0.03, (len(ids), dense.shape[1])).astype(np.float32)
+                vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+                async with cur.copy(f"COPY {table} (chunk_id, document_id, knowledge_base_id, embedding) FROM STDIN") as copy:
+                    for cid, vec in zip(ids, vecs, strict=True):
+                        await copy.write_row((cid, doc, kb.id, "[" + ",".join(f"{x:.5f}" for x in vec) + "]"))
+                async with cur.copy("COPY chunk_sparse_vectors (chunk_id, document_id, knowledge_base_id, embedding)"
+                                    " FROM STDIN") as copy:
+                    for cid, p in zip(ids, picks, strict=True):
+                        idx, val = sparse[p]
+                        keep = rng.random(len(idx)) > 0.2
+                        w = np.asarray(val)[keep] * rng.uniform(0.8, 1.2, int(keep.sum()))
+                        w /= np.linalg.norm(w)
+                        body = ",".join(f"{i + 1}:{v:.5f}" for i, v in zip(np.asarray(idx)[keep], w, strict=True))
+                        await copy.write_row((cid, doc, kb.id, "{" + body + "}/16384"))
+    print(f"inserted {n_chunks} synthetic chunks in {time.perf_counter() - started:.1f}s")
+    started = time.perf_counter()
+    async with container.db.connection() as conn:
+        await conn.execute("SET maintenance_work_mem = '2GB'")
+        await conn.execute(f"CREATE INDEX {hnsw['dense']} ON {table} USING hnsw (embedding vector_cosine_ops)")
+        await conn.execute(f"CREATE INDEX {hnsw['sparse']} ON chunk_sparse_vectors"
+                           " USING hnsw (embedding sparsevec_cosine_ops)")
+        await conn.execute("ANALYZE")
+    print(f"built the HNSW indexes in {time.perf_counter() - started:.1f}s")
+    return kb.id
+
+
+async def latency(container, kb: UUID, repeat: int) -> None:  # type: ignore[no-untyped-def]
+    questions = [q for q, _, _ in QUESTIONS]
+    for mode in MODES:  # warm: the query embeddings come from the per-process cache
+        for q in questions:
+            await container.search.search(kb, q, 10, mode=mode)
+    for cached in (True, False):
+        for mode in MODES:
+            samples = []
+            reruns = getattr(container.vectors, "exact_reruns", 0)
+            for _ in range(repeat):
+                order = questions[:]
+                random.shuffle(order)
+                for q in order:
+                    if not cached:
+                        container.search._cache = type(container.search._cache)(0)
+                    started = time.perf_counter()
+                    await container.search.search(kb, q, 10, mode=mode)
+                    samples.append(time.perf_counter() - started)
+            cut = statistics.quantiles(samples, n=20)
+            print(f"RESULT retrieval latency mode={mode.value} query_embedding={'cached' if cached else 'computed'} "
+                  f"n={len(samples)} p50_ms={statistics.median(samples) * 1000:.1f} p95_ms={cut[18] * 1000:.1f} "
+                  f"exact_reruns={getattr(container.vectors, 'exact_reruns', 0) - reruns}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=100_000, help="synthetic chunks for the latency run (0: none)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--latency-only", action="store_true", help="skip the quality runs")
+    args = parser.parse_args()
+    print(machine())
+    url, server, root = fresh_database()
+    settings = Settings(database_url=url, data_dir=Path(root) / "data", admin_key="bench-admin-key-0123456789")
+    container = build(settings, url=url)
+    await container.open()
+    try:
+        kb, key_of = await ingest(container)
+        for mode in () if args.latency_only else MODES:
+            report(f"mode={mode.value}", await evaluate(container, kb, key_of, mode))
+        search = container.search
+        for weight in () if args.latency_only else (0.3, 0.4, 0.5, 0.6, 0.7):
+            search._fusion, search._dense_weight = Fusion.WEIGHTED, weight
+            report(f"mode=hybrid fusion=weighted dense_weight={weight}",
+                   await evaluate(container, kb, key_of, SearchMode.HYBRID))
+        if not args.latency_only:
+            search._fusion = Fusion.RRF
+            report("mode=hybrid fusion=rrf", await evaluate(container, kb, key_of, SearchMode.HYBRID))
+        search._fusion, search._dense_weight = Fusion(settings.search_fusion), settings.search_dense_weight
+        if args.chunks:
+            await latency(container, await synthetic(container, args.chunks), args.repeat)
+    finally:
+        await container.close()
+        server.cleanup()  # type: ignore[attr-defined]
+        shutil.rmtree(root, ignore_errors=True)  # 100,000 chunks leave over a gigabyte behind
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

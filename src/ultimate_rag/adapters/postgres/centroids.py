@@ -1,0 +1,75 @@
+"""Per knowledge base, model and script language: the running sum and count of the chunks' dense
+and sparse vectors (``language_centroids``), for the language centring of search scores.
+
+Written when a document is indexed (added, never subtracted: a deleted or re-indexed document
+leaves its share in, which shifts a mean only as much as that document is typical of its
+language). Read by the search service, cached per process for ``ttl`` seconds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from uuid import UUID
+
+import numpy as np
+
+from ...domain.models import EmbeddedChunk
+from ...domain.search import script_language
+from ..embedders.sparse import SPARSE_DIMENSION
+from .database import Database
+
+Centroids = dict[str, tuple[np.ndarray, np.ndarray]]  # language -> (dense mean, sparse mean)
+
+
+class LanguageCentroids:
+    def __init__(self, db: Database, *, ttl: float = 60.0) -> None:
+        self._db = db
+        self._ttl = ttl
+        self._cache: dict[tuple[UUID, str, int], tuple[float, Centroids]] = {}
+
+    async def add(self, knowledge_base_id: UUID, model: str, items: Sequence[EmbeddedChunk]) -> None:
+        by_language: dict[str, list[EmbeddedChunk]] = {}
+        for item in items:
+            by_language.setdefault(script_language(item.chunk.content), []).append(item)
+        async with self._db.transaction() as conn:
+            for language, group in sorted(by_language.items()):
+                dense = np.sum([np.asarray(i.embedding, dtype=np.float32) for i in group], axis=0)
+                sparse = np.zeros(SPARSE_DIMENSION, dtype=np.float32)
+                for i in group:
+                    for index, weight in (i.sparse or {}).items():
+                        sparse[index] += weight
+                await conn.execute(
+                    "INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse)"
+                    " VALUES (%s, %s, %s, 0, %s, %s) ON CONFLICT DO NOTHING",
+                    (knowledge_base_id, model, language, np.zeros_like(dense).tobytes(),
+                     np.zeros_like(sparse).tobytes()))
+                cur = await conn.execute(
+                    "SELECT n, dense, sparse FROM language_centroids WHERE knowledge_base_id = %s AND model = %s"
+                    " AND language = %s FOR UPDATE", (knowledge_base_id, model, language))
+                row = await cur.fetchone()
+                assert row is not None
+                old_dense = np.frombuffer(row["dense"], dtype=np.float32)
+                if old_dense.shape != dense.shape:  # another dimension: start over
+                    old_dense, row["n"] = np.zeros_like(dense), 0
+                await conn.execute(
+                    "UPDATE language_centroids SET n = %s, dense = %s, sparse = %s WHERE knowledge_base_id = %s"
+                    " AND model = %s AND language = %s",
+                    (row["n"] + len(group), (old_dense + dense).tobytes(),
+                     (np.frombuffer(row["sparse"], dtype=np.float32) + sparse).tobytes(),
+                     knowledge_base_id, model, language))
+
+    async def means(self, knowledge_base_id: UUID, model: str, *, min_chunks: int = 1) -> Centroids:
+        """The mean vectors of each language with at least ``min_chunks`` chunks."""
+        key = (knowledge_base_id, model, min_chunks)
+        hit = self._cache.get(key)
+        if hit is not None and time.monotonic() - hit[0] < self._ttl:
+            return hit[1]
+        rows = await self._db.fetchall(
+            "SELECT language, n, dense, sparse FROM language_centroids WHERE knowledge_base_id = %s AND model = %s"
+            " AND n >= %s", (knowledge_base_id, model, max(1, min_chunks)))
+        means = {r["language"]: (np.frombuffer(r["dense"], dtype=np.float32) / r["n"],
+                                 np.frombuffer(r["sparse"], dtype=np.float32) / r["n"]) for r in rows}
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[key] = (time.monotonic(), means)
+        return means

@@ -1,0 +1,186 @@
+"""The sparse side of hybrid search, in PostgreSQL for every vector store (``chunk_sparse_vectors``,
+pgvector ``sparsevec`` with an HNSW cosine index), and the hybrid wrapper that pairs it with a
+dense store living elsewhere (Milvus, Qdrant).
+
+Why PostgreSQL for Milvus and Qdrant too: the filters of SPEC §10 (file name, MIME type, dates,
+connector, heading) are PostgreSQL columns; the sparse query applies them in SQL, and the dense
+store gets them as a list of document ids inside its own query (heading, per chunk, is checked on
+the dense candidates and the search over-fetches until enough survive). One sparse format, one
+cache, one backfill, whatever the dense store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from pgvector import SparseVector
+from psycopg import sql
+
+from ...domain.models import EmbeddedChunk, VectorHit
+from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
+from ..embedders.sparse import SPARSE_DIMENSION
+from ..postgres.database import Connection, Database
+from ..postgres.search_filters import heading_condition, matching_document_ids, vector_row_filter
+
+SPARSE_TABLE = "chunk_sparse_vectors"
+MAX_PUSHED_DOCUMENT_IDS = 16384  # beyond this the dense store filters on the knowledge base only
+MAX_DENSE_FETCH = 16384  # Milvus' largest search limit
+
+
+def as_sparsevec(vector: Mapping[int, float]) -> SparseVector:
+    return SparseVector(dict(vector), SPARSE_DIMENSION)
+
+
+async def knn(conn: Connection, query: sql.Composable, params: dict[str, Any],
+              limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """Run an ``ORDER BY distance LIMIT`` query through HNSW (iterative scan: filters apply during
+    the index walk); when the index yields fewer than ``limit`` rows — a selective filter can make
+    it give up after ``hnsw.max_scan_tuples`` — run it again exactly. Returns the rows and whether
+    they are all there is (exhausted)."""
+    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    await conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, min(int(limit), 1000)))))
+    rows = await (await conn.execute(query, params)).fetchall()
+    if len(rows) >= limit:
+        return rows, False
+    await conn.execute("SET LOCAL enable_indexscan = off")
+    rows = await (await conn.execute(query, params)).fetchall()
+    await conn.execute("SET LOCAL enable_indexscan = on")
+    return rows, len(rows) < limit
+
+
+class PostgresSparseIndex:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def upsert_in(self, conn: Connection, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
+        rows = [(i.chunk.id, i.chunk.document_id, knowledge_base_id, as_sparsevec(i.sparse))
+                for i in items if i.sparse]
+        if not rows:
+            return
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                f"INSERT INTO {SPARSE_TABLE} (chunk_id, document_id, knowledge_base_id, embedding)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding,"
+                " document_id = EXCLUDED.document_id, knowledge_base_id = EXCLUDED.knowledge_base_id", rows)
+
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
+        async with self._db.transaction() as conn:
+            await self.upsert_in(conn, knowledge_base_id, items)
+
+    async def delete_by_document(self, document_id: UUID) -> None:
+        await self._db.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s", (document_id,))
+
+    async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
+        await self._db.execute(f"DELETE FROM {SPARSE_TABLE} WHERE knowledge_base_id = %s", (knowledge_base_id,))
+
+    async def search(self, knowledge_base_id: UUID, vector: Mapping[int, float], limit: int,
+                     filters: SearchFilters | None = None) -> tuple[list[tuple[UUID, float]], bool]:
+        if not vector:
+            return [], True
+        where, params = vector_row_filter(filters)
+        query = sql.SQL("SELECT chunk_id, 1 - (embedding <=> %(qs)s) AS score FROM {}"
+                        " WHERE knowledge_base_id = %(kb)s{} ORDER BY embedding <=> %(qs)s LIMIT %(n)s"
+                        ).format(sql.Identifier(SPARSE_TABLE), where)
+        async with self._db.transaction() as conn:
+            rows, exhausted = await knn(conn, query, {"qs": as_sparsevec(vector), "kb": knowledge_base_id,
+                                                      "n": limit, **params}, limit)
+        return [(r["chunk_id"], float(r["score"])) for r in rows], exhausted
+
+    async def scores(self, chunk_ids: Sequence[UUID], vector: Mapping[int, float]) -> dict[UUID, float]:
+        if not chunk_ids or not vector:
+            return {}
+        rows = await self._db.fetchall(
+            f"SELECT chunk_id, 1 - (embedding <=> %s) AS score FROM {SPARSE_TABLE} WHERE chunk_id = ANY(%s)",
+            (as_sparsevec(vector), list(chunk_ids)))
+        return {r["chunk_id"]: float(r["score"]) for r in rows}
+
+
+class HybridVectors:
+    """A dense vector store outside PostgreSQL (Milvus, Qdrant) plus the PostgreSQL sparse side.
+    Implements the ``VectorStore`` port (writes and deletes go to both) and ``candidates``."""
+
+    def __init__(self, dense: Any, db: Database) -> None:
+        self.dense = dense
+        self.dimension = dense.dimension
+        self._db = db
+        self.sparse = PostgresSparseIndex(db)
+
+    def __getattr__(self, name: str) -> Any:  # ping, aclose, collection, uri, ... of the dense store
+        return getattr(self.dense, name)
+
+    async def ensure_ready(self) -> None:
+        await self.dense.ensure_ready()
+
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
+        await self.dense.upsert(knowledge_base_id, items)
+        await self.sparse.upsert(knowledge_base_id, items)
+
+    async def delete_by_document(self, document_id: UUID) -> None:
+        await self.dense.delete_by_document(document_id)
+        await self.sparse.delete_by_document(document_id)
+
+    async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
+        await self.dense.delete_by_knowledge_base(knowledge_base_id)
+        await self.sparse.delete_by_knowledge_base(knowledge_base_id)
+
+    async def count_by_document(self, document_id: UUID) -> int:
+        return int(await self.dense.count_by_document(document_id))
+
+    async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int,
+                     **kwargs: Any) -> list[VectorHit]:
+        return list(await self.dense.search(knowledge_base_id, vector, limit, **kwargs))
+
+    async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
+                         filters: SearchFilters | None = None) -> tuple[list[ScoredChunk], bool]:
+        """Up to ``limit`` candidates from each side with both similarities, and whether the index
+        has nothing more to give (the search stops over-fetching)."""
+        filters = filters or SearchFilters()
+        dense: dict[UUID, float] = {}
+        exhausted = True
+        if mode is not SearchMode.SPARSE:
+            document_ids = None
+            if filters.document_level:
+                document_ids = await matching_document_ids(self._db, knowledge_base_id, filters)
+                if len(document_ids) > MAX_PUSHED_DOCUMENT_IDS:
+                    document_ids = None  # the double filter applies the filters; the search over-fetches
+            dense, exhausted = await self._dense(knowledge_base_id, query, limit, document_ids, filters)
+        sparse: dict[UUID, float] = {}
+        if mode is not SearchMode.DENSE:
+            found, sparse_done = await self.sparse.search(knowledge_base_id, query.sparse, limit, filters)
+            sparse = dict(found)
+            exhausted = exhausted and sparse_done if mode is SearchMode.HYBRID else sparse_done
+        if mode is SearchMode.HYBRID:
+            missing = [c for c in dense if c not in sparse]
+            sparse |= await self.sparse.scores(missing, query.sparse)
+            floor = min(dense.values(), default=0.0)  # not in the dense top: at most the lowest dense score there
+        else:
+            floor = 0.0
+        ids = dense.keys() | sparse.keys()
+        return [ScoredChunk(c, dense.get(c, floor), sparse.get(c, 0.0)) for c in ids], exhausted
+
+    async def _dense(self, knowledge_base_id: UUID, query: QueryVectors, limit: int,
+                     document_ids: list[UUID] | None, filters: SearchFilters) -> tuple[dict[UUID, float], bool]:
+        """The dense top ``limit``; a heading filter (per chunk, unknown to the dense store) is checked
+        in PostgreSQL, over-fetching until ``limit`` chunks pass or the store has no more."""
+        fetch = limit
+        while True:
+            hits = await self.dense.search(knowledge_base_id, query.dense, fetch, document_ids=document_ids)
+            exhausted = len(hits) < fetch
+            dense = {h.chunk_id: h.score for h in hits}
+            if filters.heading is None or not dense:
+                return dense, exhausted
+            keep = await self._with_heading(list(dense), filters)
+            dense = {k: v for k, v in dense.items() if k in keep}
+            if len(dense) >= limit or exhausted or fetch >= MAX_DENSE_FETCH:
+                top = sorted(dense.items(), key=lambda kv: -kv[1])[:limit]
+                return dict(top), exhausted and len(dense) <= limit
+            fetch = min(fetch * 4, MAX_DENSE_FETCH)
+
+    async def _with_heading(self, chunk_ids: list[UUID], filters: SearchFilters) -> set[UUID]:
+        conds, params = heading_condition(filters)
+        rows = await self._db.fetchall(
+            sql.SQL("SELECT c.id FROM chunks c WHERE c.id = ANY(%(ids)s) AND {}").format(conds[0]),
+            {"ids": chunk_ids, **params})
+        return {r["id"] for r in rows}

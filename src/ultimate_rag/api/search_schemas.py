@@ -1,0 +1,83 @@
+"""Search request and response (SPEC §10). ``SearchFiltersIn`` forbids unknown keys: a misspelt
+filter is a 422, never a filter silently ignored. Reusable by any endpoint that retrieves."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from ..domain.models import SearchResult
+from ..domain.search import SearchFilters, SearchMode
+from .schemas import Text
+
+
+def _aware(value: datetime) -> datetime:
+    """An ISO 8601 time without an offset is taken as UTC."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+Instant = Annotated[datetime, AfterValidator(_aware)]
+MimeType = Annotated[str, Field(min_length=3, max_length=255, pattern=r"^[\w.+-]+/[\w.+-]+$")]
+
+
+class SearchFiltersIn(BaseModel):
+    """All optional, combined with AND. Dates are inclusive bounds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
+    filename: Text | None = Field(default=None, min_length=1, max_length=255,
+                                  description='a glob on the whole file name: "*.pdf", "report-202?-*.docx"')
+    mime_types: list[MimeType] | None = Field(default=None, min_length=1, max_length=100)
+    created_after: Instant | None = None
+    created_before: Instant | None = None
+    updated_after: Instant | None = None
+    updated_before: Instant | None = None
+    connector_id: UUID | None = None
+    heading: Text | None = Field(default=None, min_length=1, max_length=500,
+                                 description="text contained in the heading path (case-insensitive)")
+
+    def to_domain(self) -> SearchFilters:
+        return SearchFilters(
+            document_ids=tuple(self.document_ids) if self.document_ids is not None else None,
+            filename=self.filename, mime_types=tuple(self.mime_types) if self.mime_types is not None else None,
+            created_after=self.created_after, created_before=self.created_before,
+            updated_after=self.updated_after, updated_before=self.updated_before,
+            connector_id=self.connector_id, heading=self.heading)
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: Text = Field(min_length=1)
+    top_k: int = Field(default=10, ge=1)
+    mode: SearchMode = SearchMode.HYBRID
+    filters: SearchFiltersIn | None = None
+    min_score: float | None = Field(default=None, ge=-1, le=1)
+    group_by_document: bool = False
+
+
+class SearchHit(BaseModel):
+    chunk_id: UUID
+    document_id: UUID
+    filename: str
+    content: str
+    score: float
+    heading_path: list[str]
+    locator: dict[str, int]
+    highlights: list[tuple[int, int]] = Field(description="[start, end) character offsets in content of what "
+                                                          "matched the query")
+    assets: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, r: SearchResult) -> SearchHit:
+        return cls(chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename, content=r.content,
+                   score=r.score, heading_path=list(r.heading_path), locator=r.locator.to_metadata(),
+                   highlights=[tuple(h) for h in r.highlights], assets=list(r.assets))
+
+
+class SearchOut(BaseModel):
+    results: list[SearchHit]

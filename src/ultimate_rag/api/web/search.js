@@ -1,0 +1,71 @@
+// ultimate-rag workbench: the search panel (SPEC §10). A classic script loaded after app.js, whose
+// helpers it uses (h, t, api, say, state, openDocument, locatorText, showImages, errorText).
+"use strict";
+
+function searchFilters() {
+  const filters = {};
+  const name = $("search-filename").value.trim();
+  if (name) filters.filename = name;
+  const mimes = $("search-mime").value.split(",").map((m) => m.trim()).filter(Boolean);
+  if (mimes.length) filters.mime_types = mimes;
+  const heading = $("search-heading").value.trim();
+  if (heading) filters.heading = heading;
+  return filters;
+}
+
+async function runSearch(ev) {
+  ev.preventDefault();
+  const status = $("search-status");
+  say(status, () => t("searching"));
+  $("search-results").replaceChildren();
+  state.lastSearch = null;
+  const body = { query: $("search-query").value, top_k: Number($("search-k").value) || 10, mode: $("search-mode").value,
+    group_by_document: $("search-group").checked };
+  const filters = searchFilters();
+  if (Object.keys(filters).length) body.filters = filters;
+  try {
+    const res = await api("POST", `/api/knowledge-bases/${state.kb.id}/search`, body);
+    say(status, () => (res.results.length ? t("results_n", { n: res.results.length }) : t("no_results")));
+    state.lastSearch = res;
+    renderSearch();
+  } catch (err) {
+    say(status, () => errorText(err));
+  }
+}
+
+// The content with each [start, end) highlight in a <mark>; cut after `limit` characters.
+function highlighted(content, spans, limit) {
+  const parts = [];
+  let at = 0;
+  for (const [start, end] of spans || []) {
+    if (start >= limit) break;
+    if (start > at) parts.push(content.slice(at, start));
+    parts.push(h("mark", { text: content.slice(Math.max(start, at), Math.min(end, limit)) }));
+    at = Math.min(end, limit);
+  }
+  if (at < Math.min(content.length, limit)) parts.push(content.slice(at, limit));
+  if (content.length > limit) parts.push("…");
+  return parts;
+}
+
+function renderSearch() {
+  const res = state.lastSearch;
+  if (!res) return;
+  $("search-results").replaceChildren(...res.results.map((r, i) => {
+    const imgs = h("div", { class: "assets" });
+    showImages(r.assets || [], imgs, null);
+    const where = locatorText(r.locator || {});
+    return h("li", { class: "result" },
+      h("div", { class: "cite" },
+        h("span", { class: "rank", text: `#${i + 1}` }),
+        h("button", { type: "button", class: "link cite-file", text: r.filename, onclick: () => openDocument(r.document_id, false, r.chunk_id) }),
+        h("span", { class: "cite-heading", text: (r.heading_path || []).join(" › ") }),
+        where ? h("button", { type: "button", class: "link cite-loc", text: where, title: t("open_at_chunk"),
+          onclick: () => openDocument(r.document_id, false, r.chunk_id) }) : null,
+        h("span", { class: "score muted", text: `${t("score")} ${r.score.toFixed(3)}` })),
+      h("p", { class: "chunk-text" }, ...highlighted(r.content, r.highlights, 800)),
+      imgs);
+  }));
+}
+
+$("search-form").addEventListener("submit", runSearch);

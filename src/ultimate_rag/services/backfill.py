@@ -1,0 +1,79 @@
+"""Sparse vectors for chunks indexed before hybrid search existed (migration 0015): an idle worker
+computes them from the stored chunk text, a few chunks at a time, with no manual step and without
+taking any document out of search (their dense vectors keep serving meanwhile). The chunk's
+embedding text is rebuilt as the chunker makes it (heading context, then content), so the
+per-knowledge-base embedding cache serves it; the dense vector is read back from the cache to
+add the chunk to its language's centroid."""
+
+from __future__ import annotations
+
+import logging
+from uuid import UUID
+
+from ..adapters.chunking.chunker import embedding_text
+from ..adapters.embedders.cache import EmbeddingCache
+from ..adapters.postgres.centroids import LanguageCentroids
+from ..adapters.postgres.database import Database
+from ..adapters.vectors.sparse_pg import PostgresSparseIndex
+from ..domain.ids import text_hash
+from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
+from .embedding import EmbeddingService
+
+log = logging.getLogger(__name__)
+
+_MISSING = """
+SELECT c.id, c.document_id, c.knowledge_base_id, c.ordinal, c.content, c.heading_path
+FROM chunks c JOIN documents d ON d.id = c.document_id
+WHERE d.status = 'READY' AND c.id > %(after)s
+  AND NOT EXISTS (SELECT 1 FROM chunk_sparse_vectors s WHERE s.chunk_id = c.id)
+ORDER BY c.id LIMIT %(n)s
+"""
+
+
+class SparseBackfill:
+    def __init__(self, db: Database, embedding: EmbeddingService, cache: EmbeddingCache | None,
+                 centroids: LanguageCentroids | None, *, batch_size: int = 8) -> None:
+        self._db = db
+        self._embedding = embedding
+        self._cache = cache
+        self._centroids = centroids
+        self._sparse = PostgresSparseIndex(db)
+        self._batch = batch_size
+        self._after = UUID(int=0)
+        self.done = embedding.sparse is None  # nothing to backfill without a sparse encoder
+
+    async def step(self) -> int:
+        """One batch; returns how many chunks were looked at (0: a full pass found nothing left)."""
+        if self.done:
+            return 0
+        rows = await self._db.fetchall(_MISSING, {"after": self._after, "n": self._batch})
+        if not rows:
+            if self._after == UUID(int=0):
+                self.done = True
+            self._after = UUID(int=0)  # start the next pass from the beginning
+            return 0
+        self._after = rows[-1]["id"]
+        by_kb: dict[UUID, list[dict]] = {}  # type: ignore[type-arg]
+        for row in rows:
+            by_kb.setdefault(row["knowledge_base_id"], []).append(row)
+        for kb, group in by_kb.items():
+            await self._fill(kb, group)
+        return len(rows)
+
+    async def _fill(self, kb: UUID, rows: list[dict]) -> None:  # type: ignore[type-arg]
+        texts = [embedding_text(r["content"], tuple(r["heading_path"] or ()), " > ".join(r["heading_path"] or ()))
+                 for r in rows]
+        sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=kb) or []
+        model = self._embedding.embedder.name
+        dense = await self._cache.get_many(kb, model, texts) if self._cache else {}
+        items = [EmbeddedChunk(chunk=Chunk(id=r["id"], document_id=r["document_id"], knowledge_base_id=kb,
+                                           ordinal=r["ordinal"], content=r["content"], token_count=0,
+                                           heading_path=tuple(r["heading_path"] or ()), locator=SourceLocator()),
+                               embedding=tuple(dense.get(text_hash(t), ())), sparse=s)
+                 for r, t, s in zip(rows, texts, sparse, strict=True)]
+        await self._sparse.upsert(kb, items)
+        if self._centroids is not None:
+            with_dense = [i for i in items if len(i.embedding) == self._embedding.embedder.dimension]
+            if with_dense:
+                await self._centroids.add(kb, model, with_dense)
+        log.info("backfilled sparse vectors of %d chunks in knowledge base %s", len(items), kb)

@@ -1,0 +1,114 @@
+"""The hybrid-search contract: a vector store as ``bootstrap`` builds it (pgvector, or Milvus /
+Qdrant wrapped with the PostgreSQL sparse side) answers ``candidates`` in every mode, with the
+search filters applied inside the query, and writes and deletes both sides.
+
+Fixture: ``hybrid`` — ``(store, db)``: the store after ``ensure_ready`` and the migrated database
+it (or its sparse side) uses. Document and chunk rows are written to the database directly,
+since the filters read them there."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+from uuid import UUID, uuid4
+
+from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
+from ..domain.search import QueryVectors, SearchFilters, SearchMode
+from .contracts import eventually, near, unit_vector
+
+MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
+
+
+def sparse_of(*indices: int) -> dict[int, float]:
+    w = 1 / len(indices) ** 0.5
+    return {i: w for i in indices}
+
+
+async def add_document(db: Any, kb: UUID, filename: str, mime: str, vectors: list[tuple[tuple[float, ...],
+                       dict[int, float], tuple[str, ...]]]) -> list[EmbeddedChunk]:
+    doc = uuid4()
+    await db.execute("INSERT INTO knowledge_bases (id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING", (kb, str(kb)))
+    await db.execute("INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256,"
+                     " object_key, status) VALUES (%s, %s, %s, %s, 1, 'x', 'x', 'READY')", (doc, kb, filename, mime))
+    items = []
+    for i, (dense, sparse, headings) in enumerate(vectors):
+        chunk = Chunk(id=uuid4(), document_id=doc, knowledge_base_id=kb, ordinal=i, content="x", token_count=1,
+                      heading_path=headings, locator=SourceLocator())
+        await db.execute("INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count,"
+                         " heading_path) VALUES (%s, %s, %s, %s, 'x', 1, %s)", (chunk.id, doc, kb, i, list(headings)))
+        items.append(EmbeddedChunk(chunk=chunk, embedding=dense, sparse=sparse))
+    return items
+
+
+class HybridVectorStoreContract:
+    dimension = 16
+    visibility_timeout = 10.0
+
+    async def _candidates(self, store: Any, kb: UUID, query: QueryVectors, limit: int, mode: SearchMode,
+                          filters: SearchFilters | None = None, expect: int | None = None) -> list[Any]:
+        async def fetch() -> list[Any]:
+            found, _ = await store.candidates(kb, query, limit, mode=mode, filters=filters)
+            return sorted(found, key=lambda c: -(c.dense if mode is SearchMode.DENSE else c.sparse))
+        return await eventually(fetch, lambda f: expect is None or len(f) == expect, self.visibility_timeout)
+
+    async def test_every_mode_finds_its_own_nearest(self, hybrid: tuple[Any, Any]) -> None:
+        store, db = hybrid
+        rng = random.Random(21)
+        kb = uuid4()
+        q = unit_vector(rng, self.dimension)
+        dense_twin = await add_document(db, kb, "dense.txt", "text/plain", [(q, sparse_of(900, 901), ())])
+        sparse_twin = await add_document(db, kb, "sparse.txt", "text/plain",
+                                         [(unit_vector(rng, self.dimension), sparse_of(5, 6, 7), ())])
+        await store.upsert(kb, dense_twin + sparse_twin)
+        query = QueryVectors(dense=q, sparse=sparse_of(5, 6, 7))
+        dense = await self._candidates(store, kb, query, 5, SearchMode.DENSE, expect=2)
+        assert dense[0].chunk_id == dense_twin[0].chunk.id and dense[0].dense > 0.999
+        sparse = await self._candidates(store, kb, query, 5, SearchMode.SPARSE, expect=1)
+        assert sparse[0].chunk_id == sparse_twin[0].chunk.id and sparse[0].sparse > 0.999
+        hybrid_found = await self._candidates(store, kb, query, 5, SearchMode.HYBRID, expect=2)
+        by_id = {c.chunk_id: c for c in hybrid_found}
+        assert by_id[sparse_twin[0].chunk.id].sparse > 0.999 and by_id[dense_twin[0].chunk.id].dense > 0.999
+        assert by_id[dense_twin[0].chunk.id].sparse == 0.0  # no shared sparse dimension
+
+    async def test_filters_apply_inside_the_query_in_every_mode(self, hybrid: tuple[Any, Any]) -> None:
+        store, db = hybrid
+        rng = random.Random(22)
+        kb = uuid4()
+        q = unit_vector(rng, self.dimension)
+        qs = sparse_of(1, 2, 3)
+        items = []
+        for i in range(30):  # near the query on both sides, and not allowed by the filters
+            items += await add_document(db, kb, f"noise-{i}.txt", "text/plain",
+                                        [(near(q, rng, 0.95), sparse_of(1, 2, 3, 40 + i), ("Intro",))])
+        wanted = await add_document(db, kb, "wanted.pdf", "application/pdf", [
+            (unit_vector(rng, self.dimension), sparse_of(3, 500), ("Guide", "Error codes")),
+            (unit_vector(rng, self.dimension), sparse_of(3, 501), ("Guide", "Paper"))])
+        await store.upsert(kb, items + wanted)
+        query = QueryVectors(dense=q, sparse=qs)
+        cases = [(SearchFilters(filename="*.pdf"), {c.chunk.id for c in wanted}),
+                 (SearchFilters(mime_types=("application/pdf",)), {c.chunk.id for c in wanted}),
+                 (SearchFilters(document_ids=(wanted[0].chunk.document_id,)), {c.chunk.id for c in wanted}),
+                 (SearchFilters(heading="error codes"), {wanted[0].chunk.id}),
+                 (SearchFilters(filename="*.pdf", heading="paper"), {wanted[1].chunk.id})]
+        for filters, expected in cases:
+            for mode in MODES:
+                found = await self._candidates(store, kb, query, 5, mode, filters, expect=len(expected))
+                assert {c.chunk_id for c in found} == expected, (filters, mode)
+
+    async def test_deletes_remove_both_sides(self, hybrid: tuple[Any, Any]) -> None:
+        store, db = hybrid
+        rng = random.Random(23)
+        kb = uuid4()
+        q = unit_vector(rng, self.dimension)
+        a = await add_document(db, kb, "a.txt", "text/plain", [(q, sparse_of(8), ())])
+        b = await add_document(db, kb, "b.txt", "text/plain", [(q, sparse_of(8), ())])
+        await store.upsert(kb, a + b)
+        query = QueryVectors(dense=q, sparse=sparse_of(8))
+        assert len(await self._candidates(store, kb, query, 5, SearchMode.HYBRID, expect=2)) == 2
+        await store.delete_by_document(a[0].chunk.document_id)
+        for mode in MODES:
+            found = await self._candidates(store, kb, query, 5, mode, expect=1)
+            assert [c.chunk_id for c in found] == [b[0].chunk.id], mode
+        await store.delete_by_knowledge_base(kb)
+        for mode in MODES:
+            assert await self._candidates(store, kb, query, 5, mode, expect=0) == []

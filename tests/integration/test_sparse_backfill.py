@@ -1,0 +1,50 @@
+"""Chunks indexed before hybrid search (no sparse vector, no language centroid) get both from an
+idle worker, with no manual step, and stay searchable by their dense vectors meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from ultimate_rag.services.worker import WorkerConfig
+
+
+async def sparse_rows(container) -> int:  # type: ignore[no-untyped-def]
+    row = await container.db.fetchone("SELECT count(*) AS n FROM chunk_sparse_vectors")
+    return int(row["n"])
+
+
+async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+    kb = (await client.post("/api/knowledge-bases", json={"name": "old"})).json()["id"]
+    for name, text in (("a.txt", "Error E-4821 means the toner cartridge is not seated."),
+                       ("b.txt", "서울 지하철 2호선은 순환선이다."), ("c.md", "# Tea\n\n龙井茶用八十度的水冲泡。")):
+        await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": (name, text.encode())})
+    await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
+    chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]
+    assert await sparse_rows(container) == chunks
+    indexed = await container.db.fetchall("SELECT language, n FROM language_centroids ORDER BY language")
+    assert [(r["language"], r["n"]) for r in indexed] == [("ko", 1), ("latin", 1), ("zh", 1)]  # written at indexing
+    # as the knowledge base was before migration 0015
+    await container.db.execute("DELETE FROM chunk_sparse_vectors")
+    await container.db.execute("DELETE FROM language_centroids")
+    body = {"query": "E-4821", "top_k": 1}
+    hit = (await client.post(f"/api/knowledge-bases/{kb}/search", json=body)).json()["results"][0]
+    assert hit["filename"] == "a.txt"  # hybrid falls back on the dense side
+    assert (await client.post(f"/api/knowledge-bases/{kb}/search", json={**body, "mode": "sparse"})).json()["results"] == []
+
+    stop = asyncio.Event()
+    worker = container.worker(WorkerConfig(heartbeat_seconds=5, poll_interval_seconds=0.2))
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        while await sparse_rows(container) < chunks:
+            assert not task.done()
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await task
+    hits = (await client.post(f"/api/knowledge-bases/{kb}/search", json={**body, "mode": "sparse"})).json()["results"]
+    assert hits[0]["filename"] == "a.txt"
+    languages = await container.db.fetchall("SELECT language, n FROM language_centroids ORDER BY language")
+    assert [(r["language"], r["n"]) for r in languages] == [("ko", 1), ("latin", 1), ("zh", 1)]
+    assert container.backfill.done or await container.backfill.step() == 0
