@@ -153,11 +153,16 @@ async def test_readers_may_ask_and_only_their_knowledge_base_reaches_the_prompt(
         keys = ApiKeyRepository(container.db)
         reader = {"Authorization": f"Bearer {await keys.create(is_admin=False, scopes={ids['kb']: Role.READER})}"}
         standin.script({"reply": "Reset it [1]."})
-        question = {"question": "What is the router password and how do I reset the router?",
+        secret_doc = r.json()["id"]
+        smuggled = {"question": "What is the router password and how do I reset the router?",
                     "filters": {"knowledge_base_id": other}}
+        r = await client.post(f"/api/knowledge-bases/{ids['kb']}/answer", json=smuggled, headers=reader)
+        assert r.status_code == 422, r.text  # not a filter: refused, never ignored
+        # a filter naming another knowledge base's document finds nothing of it
+        question = {"question": smuggled["question"], "filters": {"document_ids": [secret_doc, ids["router.md"]]}}
         r = await client.post(f"/api/knowledge-bases/{ids['kb']}/answer", json=question, headers=reader)
         assert r.status_code == 200, r.text
-        assert {c["filename"] for c in r.json()["citations"]} <= {"router.md", "ferry.pdf"}
+        assert {c["filename"] for c in r.json()["citations"]} <= {"router.md"}
         assert "hunter2" not in prompt_of(standin.state()["requests"][0])
         denied = await client.post(f"/api/knowledge-bases/{other}/answer", json=question, headers=reader)
         assert denied.status_code == 404 and "hunter2" not in denied.text

@@ -256,3 +256,6 @@ class SearchResult:
     locator: SourceLocator
     assets: tuple[dict[str, Any], ...] = ()
     highlights: tuple[tuple[int, int], ...] = ()
+    # the chunk's dense cosine similarity alone (``score`` may be a fusion): a relevance scale that
+    # does not depend on the search mode, used to decide whether anything relevant was found
+    dense_score: float | None = None

@@ -133,13 +133,14 @@ class SearchService:
             found, exhausted = await self._candidates(knowledge_base_id, vectors, fetch, mode, filters)
             if mode is SearchMode.SPARSE:
                 found = [c for c in found if c.sparse > 0]
+            dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
             if offsets is not None:
                 found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
                          if c.chunk_id in rows]
             ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
-            results = self._assemble(ranked, rows, query, top_k, min_score, group)
+            results = self._assemble(ranked, rows, query, top_k, min_score, group, dense_of)
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
                 return results
@@ -163,7 +164,7 @@ class SearchService:
 
     @staticmethod
     def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], query: str, top_k: int,
-                  min_score: float | None, group: bool) -> list[SearchResult]:
+                  min_score: float | None, group: bool, dense_of: dict[UUID, float]) -> list[SearchResult]:
         results: list[SearchResult] = []
         seen: set[UUID] = set()
         for chunk_id, score in ranked:
@@ -179,7 +180,7 @@ class SearchService:
                 content=row["content"], score=score, heading_path=tuple(row["heading_path"] or ()),
                 locator=SourceLocator.from_metadata(row["locator"]),
                 assets=tuple(row["metadata"].get("assets", ())) if row["metadata"] else (),
-                highlights=tuple(highlights(row["content"], query)),
+                highlights=tuple(highlights(row["content"], query)), dense_score=dense_of.get(chunk_id),
             ))
             if len(results) == top_k:
                 break

@@ -28,7 +28,8 @@ async def answer(kb: ReadableKB, body: AnswerIn, container: ContainerDep) -> Any
     Nothing relevant: says so without asking the model; no model configured: the passages and
     ``answer: null``; ``stream: true``: server-sent events ``citations``, ``delta``…, ``done`` / ``error``."""
     service = container.answers
-    prepared = await service.prepare(kb.id, body.question, top_k=body.top_k, filters=body.filters.to_domain() if body.filters else None,
+    filters = body.filters.to_domain() if body.filters else None
+    prepared = await service.prepare(kb.id, body.question, top_k=body.top_k, filters=filters,
                                      history=body.history(), searchable=not kb.deleting)
     if not body.stream:
         return AnswerOut.of(await service.complete(prepared))
