@@ -19,10 +19,10 @@ POISON_PREFIX = "poison"
 _parse = ParseRunner.parse
 
 
-async def _parse_or_die(self: ParseRunner, parser: Any, source: DocumentSource) -> Any:
+async def _parse_or_die(self: ParseRunner, parser: Any, source: DocumentSource, *args: Any, **kwargs: Any) -> Any:
     if source.filename.startswith(POISON_PREFIX):
         os.kill(os.getpid(), signal.SIGKILL)
-    return await _parse(self, parser, source)
+    return await _parse(self, parser, source, *args, **kwargs)
 
 
 ParseRunner.parse = _parse_or_die  # type: ignore[method-assign]
