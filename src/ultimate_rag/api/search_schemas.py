@@ -67,7 +67,7 @@ class SearchHit(BaseModel):
     content: str
     score: float
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     highlights: list[tuple[int, int]] = Field(description="[start, end) character offsets in content of what "
                                                           "matched the query")
     assets: list[dict[str, Any]]
