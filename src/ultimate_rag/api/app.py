@@ -17,6 +17,7 @@ from .gate import ApiKeyGate
 from .limits import BodySizeLimit, SecurityHeaders
 from .routes import admin, answers, api_docs, connectors, documents, health, knowledge_bases, operations
 from .routes import events as events_routes
+from .routes import statuses as statuses_routes
 from .routes import web as web_routes
 
 
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.include_router(documents.router)
     app.include_router(admin.router)
     app.include_router(events_routes.router)
+    app.include_router(statuses_routes.router)  # the status vocabulary the workbench reads
     app.include_router(web_routes.router)  # the workbench: `/` and `/web/...`
     app.mount("/web", web_routes.static_files(), name="web")
     app.include_router(api_docs.router)  # Swagger UI from the installed package, no CDN

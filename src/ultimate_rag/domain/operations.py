@@ -1,0 +1,66 @@
+"""Which operations each document status allows (SPEC §6), derived from the status sets of
+``status.py``, and the vocabulary the API serves to clients at ``GET /api/statuses`` so that the
+workbench (and any other client) never copies status names or rules from the Python code.
+
+The rules: an active document refuses reindex, re-upload and delete (the 409 rule); a DELETED one
+can only be deleted for good (hard); fail ends any active document except one a connector is
+fetching (its sync is aborted instead); recover (fail, then a forced reindex) is for a document in
+a running stage."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from .status import ACTIVE, PIPELINE, RUNNING, STABLE, DocumentStatus, JobStatus, sources_of
+
+D = DocumentStatus
+# a worker is on the document: a running stage of the ingest pipeline, or the delete's DELETING
+WORKING: frozenset[DocumentStatus] = RUNNING | {D.DELETING}
+JOB_ACTIVE: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.RUNNING})
+
+
+class DocumentOperation(StrEnum):
+    REINDEX = "reindex"
+    UPLOAD = "upload"  # a re-upload over the document
+    DELETE = "delete"  # soft
+    HARD_DELETE = "hard_delete"
+    FAIL = "fail"
+    RECOVER = "recover"
+
+
+Op = DocumentOperation
+
+_ALLOWED_IN: dict[DocumentOperation, frozenset[DocumentStatus]] = {
+    Op.REINDEX: STABLE & sources_of(D.PENDING),
+    Op.UPLOAD: STABLE & sources_of(D.UPLOADING),
+    Op.DELETE: (STABLE - {D.DELETED}) & sources_of(D.PENDING),
+    Op.HARD_DELETE: STABLE & sources_of(D.PENDING),
+    Op.FAIL: (ACTIVE - {D.FETCHING}) & sources_of(D.FAILED),
+    Op.RECOVER: RUNNING & sources_of(D.FAILED),
+}
+
+
+def operations_of(status: DocumentStatus | str) -> frozenset[DocumentOperation]:
+    """The operations a document in ``status`` accepts; any other answers 409."""
+    s = DocumentStatus(status)
+    return frozenset(op for op, allowed in _ALLOWED_IN.items() if s in allowed)
+
+
+def allows(status: DocumentStatus | str, operation: DocumentOperation | str) -> bool:
+    return DocumentStatus(status) in _ALLOWED_IN[DocumentOperation(operation)]
+
+
+def vocabulary() -> dict[str, Any]:
+    """The status names (in the order a client lists them: intake, pipeline, delete, then the
+    stable ones), their kinds and the operations each allows; the job statuses and theirs."""
+    return {
+        "document_statuses": [
+            {"name": s.value, "active": s in ACTIVE, "stable": s in STABLE, "running": s in RUNNING,
+             "working": s in WORKING, "operations": [op.value for op in Op if s in _ALLOWED_IN[op]]}
+            for s in DocumentStatus],
+        "pipeline": [s.value for s in PIPELINE],
+        "job_statuses": [{"name": s.value, "active": s in JOB_ACTIVE, "stable": s not in JOB_ACTIVE}
+                         for s in JobStatus],
+        "operations": [op.value for op in Op],
+    }

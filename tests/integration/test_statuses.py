@@ -1,0 +1,57 @@
+"""GET /api/statuses (the status vocabulary the workbench reads): served to any valid key, refused
+without one, and telling the truth: for every status and operation, the API accepts exactly what
+the table says and answers 409 for the rest."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
+from ultimate_rag.domain.auth import Role
+from ultimate_rag.domain.operations import DocumentOperation as Op
+from ultimate_rag.domain.operations import vocabulary
+from ultimate_rag.domain.status import DocumentStatus
+
+from .helpers import new_kb, queue_document
+
+
+async def test_any_valid_key_reads_the_vocabulary_and_no_key_is_refused(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    reader = await ApiKeyRepository(container.db).create(is_admin=False, scopes={kb: Role.READER})
+    for headers in ({}, {"Authorization": f"Bearer {reader}"}):
+        r = await client.get("/api/statuses", headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.json() == vocabulary()
+    assert (await client.get("/api/statuses", headers={"Authorization": "Bearer wrong"})).status_code == 401
+    body = r.json()
+    ready = next(s for s in body["document_statuses"] if s["name"] == "READY")
+    assert ready == {"name": "READY", "active": False, "stable": True, "running": False, "working": False,
+                     "operations": ["reindex", "upload", "delete", "hard_delete"]}
+
+
+async def _attempt(client: httpx.AsyncClient, doc: str, op: Op) -> int:
+    if op is Op.REINDEX:
+        r = await client.post(f"/api/documents/{doc}/reindex")
+    elif op is Op.UPLOAD:
+        r = await client.put(f"/api/documents/{doc}/content", files={"file": ("new.txt", b"new text", "text/plain")})
+    elif op in (Op.DELETE, Op.HARD_DELETE):
+        r = await client.delete(f"/api/documents/{doc}", params={"force": str(op is Op.HARD_DELETE).lower()})
+    else:
+        r = await client.post(f"/api/documents/{doc}/{op.value}")
+    assert r.status_code in (200, 202, 409), (op, r.status_code, r.text)
+    return r.status_code
+
+
+@pytest.mark.parametrize("status", list(DocumentStatus))
+async def test_the_api_allows_exactly_the_operations_the_vocabulary_lists(client: httpx.AsyncClient, container,  # type: ignore[no-untyped-def]
+                                                                          status: DocumentStatus) -> None:
+    kb = await new_kb(container)
+    served = {s["name"]: set(s["operations"]) for s in (await client.get("/api/statuses")).json()["document_statuses"]}
+    for op in Op:
+        doc = await queue_document(container, kb, f"text for {status} {op}")
+        await container.db.execute(
+            "UPDATE documents SET status = %s, deleted_at = CASE WHEN %s = 'DELETED' THEN now() END WHERE id = %s",
+            (status.value, status.value, doc))
+        code = await _attempt(client, str(doc), op)
+        assert (code != 409) == (op.value in served[status.value]), (status, op, code)
