@@ -1,41 +1,17 @@
-// The workbench's "Ask" tab: a question box, the answer streamed as it is written, its citations
-// as chips that open the document view at the cited chunk and page, and follow-up questions in the
-// same thread (sent as `messages`). It uses app.js's globals (state, t, h, api helpers,
-// openDocument) and adds no hook to it: tab switching and language changes are observed.
-// POST /api/knowledge-bases/{kb_id}/answer with stream: true (SPEC §10; docs/answers.md).
+// The "Ask" tab: a question box, the answer streamed as it is written, its citations as chips
+// that open the document view at the cited chunk and page, and follow-up questions in the same
+// thread (sent as `messages`). POST /api/knowledge-bases/{kb_id}/answer with stream: true
+// (SPEC §10; docs/answers.md).
 
-const $ = (id) => document.getElementById(id);
-const TABS = ["documents", "search", "ask"];
+import { authHeaders, errorText } from "./api.js";
+import { locatorText, openDocument, showImages } from "./docview.js";
+import { h } from "./dom.js";
+import { t } from "./i18n.js";
+import { logout } from "./session.js";
+import { $, on, state } from "./state.js";
+
 const thread = { kb: null, turns: [], controller: null };
 // a turn: { question, answer, citations, query, reason, invalid, error, streaming }
-
-// ---------- tabs ----------
-
-function showAsk() {
-  showTab("ask");  // app.js hides its panels and unselects its tabs for a name it does not know
-  $("tab-ask").setAttribute("aria-selected", "true");
-  $("tab-ask").tabIndex = 0;
-  $("panel-ask").hidden = false;
-  resetIfOtherKb();
-  render();
-  $("ask-question").focus();
-}
-
-function hideAsk() {
-  $("tab-ask").setAttribute("aria-selected", "false");
-  $("tab-ask").tabIndex = -1;
-  $("panel-ask").hidden = true;
-}
-
-function onTabKey(e) {
-  if (e.key !== "ArrowRight" && e.key !== "ArrowLeft") return;
-  const here = TABS.indexOf(e.currentTarget.id.replace("tab-", ""));
-  const next = TABS[(here + (e.key === "ArrowRight" ? 1 : TABS.length - 1)) % TABS.length];
-  e.preventDefault();
-  e.stopImmediatePropagation();
-  if (next === "ask") showAsk(); else { hideAsk(); showTab(next); }
-  $(`tab-${next}`).focus();
-}
 
 // ---------- the thread ----------
 
@@ -77,7 +53,7 @@ async function ask(ev) {
   try {
     const res = await fetch(`/api/knowledge-bases/${state.kb.id}/answer`, {
       method: "POST", signal: controller.signal,
-      headers: { Authorization: `Bearer ${state.key}`, "Content-Type": "application/json", Accept: "text/event-stream" },
+      headers: authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" }),
       body: JSON.stringify({ question, messages, top_k: 8, stream: true }),
     });
     if (res.status === 401) { logout(() => t("key_rejected")); return; }
@@ -223,28 +199,16 @@ function markChunk(body, c) {
 
 // ---------- wiring ----------
 
-function wireAsk() {
-  $("tab-ask").addEventListener("click", showAsk);
-  for (const n of ["documents", "search"]) $(`tab-${n}`).addEventListener("click", hideAsk);
-  for (const n of TABS) $(`tab-${n}`).addEventListener("keydown", onTabKey, { capture: true });
+export function wireAsk() {
+  $("tab-ask").addEventListener("click", () => $("ask-question").focus());
   $("ask-form").addEventListener("submit", ask);
   $("ask-question").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("ask-form").requestSubmit(); }
   });
   $("ask-stop").addEventListener("click", () => { if (thread.controller) thread.controller.abort(); });
   $("ask-new").addEventListener("click", () => { newThread(); $("ask-question").focus(); });
-  // the language changed (app.js sets <html lang> once the strings are in): re-render the thread
-  new MutationObserver(render).observe(document.documentElement, { attributes: true, attributeFilter: ["lang"] });
-  // another knowledge base was opened (app.js shows its documents): hide the tab's panel, new thread
-  let seenKb = null;
-  new MutationObserver(() => {
-    const kb = state.kb ? state.kb.id : null;
-    if (kb === seenKb) return;
-    seenKb = kb;
-    hideAsk();
-    if (thread.kb !== kb) newThread(kb);
-  }).observe($("kb-title"), { childList: true, characterData: true, subtree: true });
+  on("tab", (name) => { if (name === "ask") { resetIfOtherKb(); render(); } });
+  on("language", render);
+  on("kb", (kb) => { if (thread.kb !== kb) newThread(kb); });  // another knowledge base: a new thread
   render();
 }
-
-wireAsk();

@@ -1,6 +1,12 @@
-// ultimate-rag workbench: the search panel (SPEC §10). A classic script loaded after app.js, whose
-// helpers it uses (h, t, api, say, state, openDocument, locatorText, showImages, errorText).
-"use strict";
+// The search panel (SPEC §10): ranked chunks with their citation (file, heading path, page / lines,
+// score), the text with what matched highlighted, linked images; mode, grouping and filters. The
+// file name or the citation opens the document view at that chunk.
+
+import { api, errorText } from "./api.js";
+import { locatorText, openDocument, showImages } from "./docview.js";
+import { h, say } from "./dom.js";
+import { t } from "./i18n.js";
+import { $, on, state } from "./state.js";
 
 function searchFilters() {
   const filters = {};
@@ -68,4 +74,13 @@ function renderSearch() {
   }));
 }
 
-$("search-form").addEventListener("submit", runSearch);
+export function wireSearch() {
+  $("search-form").addEventListener("submit", runSearch);
+  $("tab-search").addEventListener("click", () => $("search-query").focus());
+  on("language", () => { if (state.key && state.kb) renderSearch(); });
+  on("kb", () => {  // another knowledge base: its search starts empty
+    $("search-results").replaceChildren();
+    state.lastSearch = null;
+    say($("search-status"), "");
+  });
+}

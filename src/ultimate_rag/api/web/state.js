@@ -1,0 +1,47 @@
+// The page's one state object, shared by the views, and a small event bus between them: a view
+// announces what changed ("language", "kb", "tab") and the others re-render on their own, so no
+// module reaches into another's rendering.
+
+export const KEY_STORE = "ultimate-rag.key";
+export const LANG_STORE = "ultimate-rag.lang";
+export const PAGE_SIZE = 50;
+export const POLL_MS = 5000;
+
+export const state = {
+  key: null,
+  lang: "en",
+  strings: {},
+  fallback: {},
+  kbs: [],
+  kb: null,          // the selected knowledge base (with document_counts)
+  rows: new Map(),   // document id -> document JSON on the current page
+  selected: new Set(),
+  cursors: [null],   // cursor of each page visited; the last one is the current page
+  nextCursor: null,
+  live: "off",       // "listen" | "poll" | "off"
+  stream: null,      // AbortController of the event stream
+  pollTimer: null,
+  pending: new Set(),
+  pendingTimer: null,
+  countsTimer: null,
+  blobUrls: [],
+  lastSearch: null,
+  pageSeq: 0,
+  eventSeq: new Map(),  // document id -> events seen, so an older fetch never overwrites newer news
+  messages: new Map(),  // element -> function that renders its message in the current language
+};
+
+export const $ = (id) => document.getElementById(id);
+
+const listeners = new Map();
+
+/** Run `fn(...args)` whenever `name` is emitted: "language" (the strings changed), "kb" (another
+ * knowledge base, or none, is open), "tab" (a tab was shown). */
+export function on(name, fn) {
+  if (!listeners.has(name)) listeners.set(name, []);
+  listeners.get(name).push(fn);
+}
+
+export function emit(name, ...args) {
+  for (const fn of listeners.get(name) || []) fn(...args);
+}
