@@ -21,6 +21,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+import ultimate_rag
+
 from ..acceptance.test_up import free_port, wait_until
 from ..conftest import TEMPLATE
 
@@ -140,6 +142,47 @@ def drop_files(page, files: list[tuple[str, str, bytes]]) -> None:  # type: igno
     }""", [[n, t, list(b)] for n, t, b in files])
 
 
+def scripts_are_modules(page) -> None:  # type: ignore[no-untyped-def]
+    """Every script of the page is an ES module that the page loaded, and none leaves a global behind."""
+    assert page.evaluate("() => [...document.scripts].map((s) => s.type)") == ["module"]
+    loaded = page.evaluate("() => performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname)")
+    web = Path(ultimate_rag.__file__).parent / "api" / "web"
+    assert {f"/web/{p.name}" for p in web.glob("*.js")} <= set(loaded)
+    leaked = ["state", "t", "h", "api", "loadKbs", "runAction", "openDocument", "loadPage", "renderSearch", "thread", "STATUSES"]
+    assert page.evaluate("(names) => names.filter((n) => n in window)", leaked) == []
+
+
+# The published revision (SPEC §4): fields the document JSON carries beside `status`. The rendering
+# module is run in the page on document JSON written here, as a server with rebuilds would send it.
+SEARCHABILITY = """async (docs) => {
+    const m = await import("/web/searchability.js");
+    const rows = await import("/web/documents.js");
+    return docs.map((d) => [m.searchability(d), m.searchabilityText(d, true),
+                            rows.renderRow(d).querySelector(".status-cell .searchability").textContent]);
+}"""
+DOC = {"id": "00000000-0000-0000-0000-000000000001", "filename": "x.md", "attempts": 1, "max_attempts": 3,
+       "updated_at": None, "progress": {}, "chunk_count": 3}
+REBUILDING = DOC | {"status": "EMBEDDING", "searchable": True, "published_revision": 1, "content_revision": 2}
+
+
+def published_revision_is_shown(page) -> None:  # type: ignore[no-untyped-def]
+    docs = [DOC | {"status": "READY", "searchable": True, "published_revision": 2, "content_revision": 2},
+            REBUILDING,
+            DOC | {"status": "FAILED", "searchable": True, "published_revision": 1, "content_revision": 2},
+            DOC | {"status": "PENDING", "searchable": False, "published_revision": None, "content_revision": 1},
+            DOC | {"status": "FAILED", "searchable": False, "published_revision": None, "content_revision": 1},
+            DOC | {"status": "READY"},  # an older server: neither field, only READY is searched
+            DOC | {"status": "INDEXING"}]
+    assert page.evaluate(SEARCHABILITY, docs) == [
+        ["searchable", "searchable (revision 2)", "searchable"],
+        ["searchable_previous", "searchable: previous version (revision 1)", "searchable: previous version"],
+        ["searchable_previous", "searchable: previous version (revision 1)", "searchable: previous version"],
+        ["not_searchable", "not searchable", "not searchable"],
+        ["not_searchable", "not searchable", "not searchable"],
+        ["searchable", "searchable", "searchable"],
+        ["not_searchable", "not searchable", "not searchable"]]
+
+
 def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def, type-arg]
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -157,6 +200,7 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     assert "key=" not in page.url
     assert page.evaluate("sessionStorage.getItem('ultimate-rag.key')").startswith("urk_admin_")
     assert page.locator("#main").is_visible() and page.locator("#login").is_hidden()
+    scripts_are_modules(page)
 
     # create a knowledge base with chunking and dedup settings
     page.click("#kb-create-box summary")
@@ -168,6 +212,12 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     page.click("#kb-create button[type=submit]")
     page.wait_for_selector("#kb-title:has-text('Harbour manuals')")
     page.evaluate("window.__noReload = true")  # gone if the page reloads
+
+    # the status filter lists the statuses the API serves (GET /api/statuses), in its order
+    key = page.evaluate("sessionStorage.getItem('ultimate-rag.key')")
+    served = httpx.get(f"{server['base']}/api/statuses", headers={"Authorization": f"Bearer {key}"}).json()
+    statuses = [s["name"] for s in served["document_statuses"]]
+    assert page.locator("#status-filter option").evaluate_all("(os) => os.map((o) => o.value)") == ["", *statuses]
 
     # record every status a row is rendered with (rows are re-rendered on each event)
     page.evaluate("""() => {
@@ -191,6 +241,10 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     assert page.locator('li.upload[data-name="harbour.md"] progress').get_attribute("value") == "100"
     wait_status(page, "harbour.md", "PENDING")
     assert row(page, "picture.txt").count() == 0
+    # the operations a status allows come from the API: a queued document may be failed, not recovered
+    assert row(page, "harbour.md").locator("[data-action=fail]").count() == 1
+    assert row(page, "harbour.md").locator("[data-action=recover]").count() == 0
+    assert row(page, "harbour.md").locator(".searchability").inner_text() == "not searchable"
     page.screenshot(path=str(shots / "01-uploads.png"), full_page=True)
 
     # a 409: deleting a document that is still active shows the busy message, not a crash
@@ -208,6 +262,8 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     wait_status(page, "broken.pdf", "FAILED")
     assert page.evaluate("window.__noReload") is True
     assert "corrupt" in row(page, "broken.pdf").locator("td.error-cell").inner_text()
+    assert row(page, "harbour.md").locator(".searchability").inner_text() == "searchable"
+    assert row(page, "broken.pdf").locator(".searchability").inner_text() == "not searchable"
     assert page.locator("#live").inner_text() == "Live"
     good_id = row(page, "harbour.md").get_attribute("data-id")
     seen = page.evaluate("window.__seen")[good_id]
@@ -223,6 +279,8 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     assert len(stages) >= 5 and "Ready" in stages[-1], stages
     assert "Tide tables" in dialog.locator(".chunk-list").inner_text()
     assert "tokens" in dialog.locator(".chunk-meta").first.inner_text()
+    assert dialog.locator(".facts .searchability").inner_text().startswith("searchable")
+    published_revision_is_shown(page)
     page.screenshot(path=str(shots / "04-document-view.png"), full_page=True)
     page.click("#doc-close")
 
@@ -293,12 +351,15 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     assert row(page, "harbour.md").locator("[data-action=reindex]").inner_text() == "重新解析"
     assert "不支持的文件格式" in rejected.locator(".upload-msg").inner_text()  # messages already shown change too
     assert page.locator('li.upload[data-name="harbour.md"] .upload-msg').inner_text() == "已上传"
+    assert row(page, "harbour.md").locator(".searchability").inner_text() == "可检索"
+    assert page.evaluate(SEARCHABILITY, [REBUILDING])[0][1:] == ["可检索：上一版本 (第 1 版)", "可检索：上一版本"]
     page.screenshot(path=str(shots / "06-zh.png"), full_page=True)
     page.select_option("#lang", "ko")
     until(page, "() => document.documentElement.lang === 'ko'")
     assert page.locator("#tab-documents").inner_text() == "문서"
     assert row(page, "harbour.md").locator(".badge").inner_text() == "준비 완료"
     assert page.locator("#live").inner_text() == "실시간"
+    assert page.evaluate(SEARCHABILITY, [REBUILDING])[0][1] == "검색 가능: 이전 버전 (1번째 버전)"
     page.screenshot(path=str(shots / "07-ko.png"), full_page=True)
     page.reload()  # the choice is remembered
     page.wait_for_selector("body[data-ready=true]")
