@@ -497,3 +497,49 @@ def test_a_key_link_never_switches_keys_silently(server: dict, browser) -> None:
     until(page, f"() => sessionStorage.getItem('ultimate-rag.key') === {other!r}")
     until(page, "() => document.getElementById('kb-list').textContent.includes(\"Attacker's\")")
     context.close()
+
+
+def test_a_list_read_while_a_document_changes_never_leaves_the_row_stale(server: dict, browser) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """The list is read (a filter, a reconnect's catch-up) while live events change a row: the list's
+    older picture of that document must not stay on screen. The list response is held back in the
+    browser (Playwright's routing: the server is real, only the response's arrival is delayed)."""
+    key = (server["data_dir"] / "admin.key").read_text().strip()
+    api = httpx.Client(base_url=server["base"], headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    kb = api.post("/api/knowledge-bases", json={"name": "Stale lists"}).json()["id"]
+    doc = api.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("stale.md", b"# Stale\n\nSome text.\n")}).json()
+    if not server["workers"]:
+        start_worker(server)
+    wait_until(lambda: api.get(f"/api/documents/{doc['id']}").json()["status"] == "READY", timeout=120)
+    stale = api.get(f"/api/knowledge-bases/{kb}/documents", params={"limit": 50, "q": "stale"}).text
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(server["base"] + "/#key=" + key)
+    page.wait_for_selector("body[data-ready=true]")
+    page.locator(".kb-item", has_text="Stale lists").click()
+    wait_status(page, "stale.md", "READY")
+
+    held: list = []  # type: ignore[type-arg]
+
+    def hold_or_answer_stale(route) -> None:  # type: ignore[no-untyped-def]
+        if not held:
+            held.append(route)  # the first list read waits until the document has changed
+        else:
+            route.fulfill(status=200, content_type="application/json", body=stale)
+
+    page.route(re.compile(r"/api/knowledge-bases/[0-9a-f-]+/documents\?"), hold_or_answer_stale)
+    page.fill("#name-filter", "stale")
+    deadline = time.monotonic() + 30
+    while not held:
+        assert time.monotonic() < deadline, "the list was never requested"
+        page.evaluate("() => true")  # lets Playwright deliver the routed request
+    assert api.delete(f"/api/documents/{doc['id']}").status_code == 202
+    wait_status(page, "stale.md", "DELETED")  # live, while the list read is still in flight
+    page.evaluate("""(id) => { window.__after = [];
+        new MutationObserver((records) => { for (const r of records) for (const n of r.addedNodes)
+            if (n.dataset && n.dataset.id === id) window.__after.push(n.dataset.status);
+        }).observe(document.getElementById("doc-rows"), { childList: true }); }""", doc["id"])
+    held[0].fulfill(status=200, content_type="application/json", body=stale)  # READY: read before the delete
+    until(page, "() => window.__after.includes('READY')")
+    wait_status(page, "stale.md", "DELETED", timeout=15_000)
+    context.close()

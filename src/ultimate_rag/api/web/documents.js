@@ -8,6 +8,7 @@ import { openDocument } from "./docview.js";
 import { debounce, h, say } from "./dom.js";
 import { fmtTime, t } from "./i18n.js";
 import { renderKbHead, reportError } from "./kbs.js";
+import { refreshSoon } from "./live.js";
 import { searchabilityLabel } from "./searchability.js";
 import { $, on, PAGE_SIZE, state } from "./state.js";
 import { allows, isStable, statusLabel, statusNames } from "./statuses.js";
@@ -36,6 +37,7 @@ export async function loadPage() {
   const kbId = state.kb.id;
   const seq = ++state.pageSeq;
   const cursor = state.cursors[state.cursors.length - 1];
+  const seen = new Map(state.eventSeq);
   const page = await api("GET", listUrl(cursor));
   if (!state.kb || state.kb.id !== kbId || seq !== state.pageSeq) return;  // a newer load is on its way
   state.rows = new Map(page.items.map((d) => [d.id, d]));
@@ -46,6 +48,8 @@ export async function loadPage() {
   renderPager();
   renderKbHead();
   renderStatusFilter();
+  // a document that changed while the list was read may be shown as it was: fetch it again
+  for (const d of page.items) if (state.eventSeq.get(d.id) !== seen.get(d.id)) refreshSoon(d.id);
 }
 
 function progressOf(doc) {

@@ -104,10 +104,13 @@ function onDocumentEvent(ev) {
   if (known && ev.status && known.status !== ev.status && isWorking(ev.status)) {
     updateRow({ ...known, status: ev.status, error_message: null });
   }
-  if (known || (ev.op === "I" && state.cursors.length === 1)) {
-    state.pending.add(ev.id);
-    if (!state.pendingTimer) state.pendingTimer = setTimeout(flushPending, 250);
-  }
+  if (known || (ev.op === "I" && state.cursors.length === 1)) refreshSoon(ev.id);
+}
+
+/** Fetch the document again in the next batch (every 250 ms) and repaint its row. */
+export function refreshSoon(id) {
+  state.pending.add(id);
+  if (!state.pendingTimer) state.pendingTimer = setTimeout(flushPending, 250);
 }
 
 async function flushPending() {
