@@ -539,7 +539,10 @@ def test_a_list_read_while_a_document_changes_never_leaves_the_row_stale(server:
         new MutationObserver((records) => { for (const r of records) for (const n of r.addedNodes)
             if (n.dataset && n.dataset.id === id) window.__after.push(n.dataset.status);
         }).observe(document.getElementById("doc-rows"), { childList: true }); }""", doc["id"])
-    held[0].fulfill(status=200, content_type="application/json", body=stale)  # READY: read before the delete
-    until(page, "() => window.__after.includes('READY')")
-    wait_status(page, "stale.md", "DELETED", timeout=15_000)
+    # the list says READY (read before the delete): the row keeps its newer status and is fetched again
+    with page.expect_response(lambda r: r.url.endswith(f"/api/documents/{doc['id']}"), timeout=15_000):
+        held[0].fulfill(status=200, content_type="application/json", body=stale)
+    until(page, "() => window.__after.length > 0")  # the list was rendered
+    wait_status(page, "stale.md", "DELETED")
+    assert "READY" not in page.evaluate("window.__after")
     context.close()

@@ -40,7 +40,13 @@ export async function loadPage() {
   const seen = new Map(state.eventSeq);
   const page = await api("GET", listUrl(cursor));
   if (!state.kb || state.kb.id !== kbId || seq !== state.pageSeq) return;  // a newer load is on its way
-  state.rows = new Map(page.items.map((d) => [d.id, d]));
+  // a document that changed while the list was read keeps the newer row it has, and is fetched again:
+  // the list's older picture of it (an earlier stage, FAILED's reason missing) never shows
+  state.rows = new Map(page.items.map((d) => {
+    if (state.eventSeq.get(d.id) === seen.get(d.id)) return [d.id, d];
+    refreshSoon(d.id);
+    return [d.id, state.rows.get(d.id) || d];
+  }));
   state.nextCursor = page.next_cursor;
   state.kb.document_counts = page.counts;
   for (const id of [...state.selected]) if (!state.rows.has(id)) state.selected.delete(id);
@@ -48,8 +54,6 @@ export async function loadPage() {
   renderPager();
   renderKbHead();
   renderStatusFilter();
-  // a document that changed while the list was read may be shown as it was: fetch it again
-  for (const d of page.items) if (state.eventSeq.get(d.id) !== seen.get(d.id)) refreshSoon(d.id);
 }
 
 function progressOf(doc) {
