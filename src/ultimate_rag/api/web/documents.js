@@ -37,13 +37,13 @@ export async function loadPage() {
   const kbId = state.kb.id;
   const seq = ++state.pageSeq;
   const cursor = state.cursors[state.cursors.length - 1];
-  const seen = new Map(state.eventSeq);
+  const since = state.eventClock;
   const page = await api("GET", listUrl(cursor));
   if (!state.kb || state.kb.id !== kbId || seq !== state.pageSeq) return;  // a newer load is on its way
   // a document that changed while the list was read keeps the newer row it has, and is fetched again:
   // the list's older picture of it (an earlier stage, FAILED's reason missing) never shows
   state.rows = new Map(page.items.map((d) => {
-    if (state.eventSeq.get(d.id) === seen.get(d.id)) return [d.id, d];
+    if (!(state.eventSeq.get(d.id) > since)) return [d.id, d];
     refreshSoon(d.id);
     return [d.id, state.rows.get(d.id) || d];
   }));

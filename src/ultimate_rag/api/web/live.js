@@ -97,7 +97,7 @@ function onDocumentEvent(ev) {
     removeRow(ev.id);
     return;
   }
-  state.eventSeq.set(ev.id, (state.eventSeq.get(ev.id) || 0) + 1);
+  state.eventSeq.set(ev.id, ++state.eventClock);
   const known = state.rows.get(ev.id);
   // A stage a worker is in is painted at once (entering it clears any stale error); a stable or
   // queued status waits for the fetch below, so FAILED never shows without its reason.

@@ -27,7 +27,8 @@ export const state = {
   blobUrls: [],
   lastSearch: null,
   pageSeq: 0,
-  eventSeq: new Map(),  // document id -> events seen, so an older fetch never overwrites newer news
+  eventClock: 0,        // document events received so far
+  eventSeq: new Map(),  // document id -> eventClock at its latest event, so older news never overwrites newer
   messages: new Map(),  // element -> function that renders its message in the current language
 };
 
