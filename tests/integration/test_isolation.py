@@ -51,6 +51,7 @@ RULES = {
     ("GET", "/api/keys"): ADMIN, ("POST", "/api/keys"): ADMIN, ("DELETE", "/api/keys/{key_id}"): ADMIN,
     ("GET", "/api/audit"): ADMIN,
     ("GET", "/api/knowledge-bases/{kb_id}/events"): KB_READ,
+    ("GET", "/api/statuses"): ANY_KEY,
 }
 PRINCIPALS = ["admin", "reader A", "editor A", "editor B", "revoked", "expired", "none"]
 
