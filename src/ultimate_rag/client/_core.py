@@ -40,7 +40,7 @@ class RetryPolicy:
             after = retry_after_seconds(response.headers.get("retry-after"))
             if after is not None:
                 return min(after, self.max_delay_seconds)
-        base = self.backoff_seconds * (2 ** attempt)
+        base = self.backoff_seconds * (2.0 ** attempt)
         return min(base * (0.5 + random.random() / 2), self.max_delay_seconds)
 
 
