@@ -44,6 +44,12 @@ class RetryPolicy:
         return min(base * (0.5 + random.random() / 2), self.max_delay_seconds)
 
 
+def http_options(url: str, key: str | None, timeout: float) -> dict[str, Any]:
+    """The ``httpx`` client settings of both clients: base URL, bearer key, timeouts."""
+    return {"base_url": url.rstrip("/"), "headers": {"Authorization": f"Bearer {key}"} if key else {},
+            "timeout": httpx.Timeout(timeout, connect=10.0)}
+
+
 def retry_after_seconds(value: str | None) -> float | None:
     """``Retry-After`` as seconds: a number, or an HTTP date."""
     if not value:
