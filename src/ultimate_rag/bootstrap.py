@@ -306,6 +306,8 @@ def run_migrations(settings: Settings, url: str | None = None) -> list[int]:
 def prepare_storage(settings: Settings) -> None:
     """S3: check the bucket, and create it when ``ULTIMATE_RAG_S3_CREATE_BUCKET`` allows."""
     if settings.storage_url and settings.storage_url.startswith("s3://"):
+        from .adapters.storage.s3 import S3ObjectStorage
+
         storage = make_storage(settings)
-        if storage.ensure_bucket(create=settings.s3_create_bucket):  # type: ignore[attr-defined]
+        if isinstance(storage, S3ObjectStorage) and storage.ensure_bucket(create=settings.s3_create_bucket):
             log.info("created the S3 bucket for %s", settings.storage_url)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ def _run_api(host: str, port: int, on_signal: Callable[[], object] | None = None
             super().handle_exit(sig, frame)
 
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[no-untyped-def]
+        def capture_signals(self) -> Iterator[None]:
             previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
             try:
                 yield
@@ -99,7 +99,7 @@ def _run_api(host: str, port: int, on_signal: Callable[[], object] | None = None
 
     settings = Settings()
     # JSON logs: uvicorn's records go through the root handler instead of its own text handlers
-    logging_config = {} if settings.log_format == "text" else {"log_config": None}
+    logging_config: dict[str, Any] = {} if settings.log_format == "text" else {"log_config": None}
     config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="info", proxy_headers=False,
                             **logging_config)
     Server(config).run()

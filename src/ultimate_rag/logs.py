@@ -41,10 +41,6 @@ def log_context(**ids: object) -> Iterator[None]:
             var.reset(token)
 
 
-def current_context() -> dict[str, str]:
-    return {name: value for name, var in _context.items() if (value := var.get()) is not None}
-
-
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     for secret in secrets:
         if secret:

@@ -20,7 +20,8 @@ _bearer = HTTPBearer(auto_error=False, description="an ultimate-rag API key")
 
 
 async def get_container(request: Request) -> Container:
-    return request.app.state.container  # type: ignore[no-any-return]
+    container: Container = request.app.state.container
+    return container
 
 
 ContainerDep = Annotated[Container, Depends(get_container)]

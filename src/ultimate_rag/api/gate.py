@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
+from ..bootstrap import Container
 from ..domain.errors import AuthenticationError
 from .deps import authenticate
 
@@ -24,7 +25,8 @@ class ApiKeyGate:
         if not (path == "/api" or path.startswith("/api/")):
             await self.app(scope, receive, send)
             return
-        container = getattr(scope["app"].state, "container", None)
+        # set by the app at startup, before any request is served
+        container = cast(Container, getattr(scope["app"].state, "container", None))
         header = next((v for k, v in scope.get("headers") or [] if k == b"authorization"), None)
         try:
             who = await authenticate(container, header.decode("latin-1") if header is not None else None)

@@ -58,13 +58,13 @@ class BodySizeLimit:
 
         async def counting_receive() -> dict[str, Any]:
             nonlocal seen, exceeded
-            message = await receive()
+            message: dict[str, Any] = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
                     exceeded = True
                     raise BodyTooLarge()
-            return message  # type: ignore[no-any-return]
+            return message
 
         async def tracking_send(message: dict[str, Any]) -> None:
             # the framework may turn the aborted body read into its own error response: say 413

@@ -76,7 +76,7 @@ class SearchHit(BaseModel):
     def of(cls, r: SearchResult) -> SearchHit:
         return cls(chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename, content=r.content,
                    score=r.score, heading_path=list(r.heading_path), locator=r.locator.to_metadata(),
-                   highlights=[tuple(h) for h in r.highlights], assets=list(r.assets))
+                   highlights=[(start, end) for start, end in r.highlights], assets=list(r.assets))
 
 
 class SearchOut(BaseModel):

@@ -11,7 +11,7 @@ from .query import add_query_commands
 from .status import add_status_command
 
 
-def add_http_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_http_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = sub.add_parser("mcp", help="MCP server over stdio for agents (talks to a running server over HTTP)")
     add_connection_options(mcp)
     mcp.set_defaults(func=_mcp)

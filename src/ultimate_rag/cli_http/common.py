@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +83,10 @@ def consoles(quiet: bool = False) -> tuple[Console, Console]:
     return out, err
 
 
-def run(work: Callable[[], Awaitable[int]]) -> int:
+def run(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run a command; API and connection errors become one line on stderr and exit status 1."""
     try:
-        return asyncio.run(work())  # type: ignore[arg-type]
+        return asyncio.run(work())
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.status

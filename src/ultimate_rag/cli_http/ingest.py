@@ -31,7 +31,7 @@ from .common import CliError, add_connection_options, connect, consoles, knowled
 from .plan import NEW, UNCHANGED, UPDATE, Step, collect, plan, sha256_of
 
 
-def add_ingest_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_ingest_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("ingest", help="upload files and folders into a knowledge base (over HTTP, resumable)")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--kb", required=True, help="knowledge base name or id")

@@ -14,7 +14,7 @@ from ..client._core import not_found_route
 from .common import CliError, add_connection_options, citation_line, connect, consoles, knowledge_base, run, snippet
 
 
-def add_query_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_query_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     search = sub.add_parser("search", help="search a knowledge base (over HTTP)")
     search.add_argument("query")
     search.add_argument("--kb", required=True, help="knowledge base name or id")

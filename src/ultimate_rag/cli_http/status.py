@@ -16,7 +16,7 @@ ORDER = ["UPLOADING", "FETCHING", "PENDING", "PARSING", "CHUNKING", "EMBEDDING",
          "FAILED", "OUTDATED", "DELETED"]
 
 
-def add_status_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_status_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="documents per status, stuck documents, queue depth (over HTTP)")
     p.add_argument("--kb", help="one knowledge base (name or id); default: every one this key sees")
     p.add_argument("--json", action="store_true", help="print as JSON")
@@ -27,7 +27,7 @@ def add_status_command(sub: argparse._SubParsersAction) -> None:  # type: ignore
 async def _status(args: argparse.Namespace) -> int:
     async with connect(args) as rag:
         kbs = [await knowledge_base(rag, args.kb)] if args.kb else await rag.list_knowledge_bases()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for kb in kbs:
             full = await rag.get_knowledge_base(kb.id)
             rows.append({"id": full.id, "name": full.name, "counts": full.document_counts or {}})

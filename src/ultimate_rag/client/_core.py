@@ -40,8 +40,14 @@ class RetryPolicy:
             after = retry_after_seconds(response.headers.get("retry-after"))
             if after is not None:
                 return min(after, self.max_delay_seconds)
-        base = self.backoff_seconds * (2 ** attempt)
+        base = self.backoff_seconds * (2.0 ** attempt)
         return min(base * (0.5 + random.random() / 2), self.max_delay_seconds)
+
+
+def http_options(url: str, key: str | None, timeout: float) -> dict[str, Any]:
+    """The ``httpx`` client settings of both clients: base URL, bearer key, timeouts."""
+    return {"base_url": url.rstrip("/"), "headers": {"Authorization": f"Bearer {key}"} if key else {},
+            "timeout": httpx.Timeout(timeout, connect=10.0)}
 
 
 def retry_after_seconds(value: str | None) -> float | None:

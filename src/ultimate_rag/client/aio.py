@@ -4,31 +4,18 @@ awaited."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import replace
+from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
 import httpx
 
-from ._core import (
-    DEFAULT_URL,
-    RETRY_STATUSES,
-    Call,
-    Calls,
-    Id,
-    ProgressCallback,
-    RetryPolicy,
-    SseReader,
-    make_upload,
-    pending_of,
-    read_answer,
-)
-from .errors import ApiError, NotFound, TransportError
+from . import _flows as flows
+from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
+from ._flows import LIST_ABOVE as LIST_ABOVE  # re-exported: refresh more documents than this with one listing
 from .models import Answer, Chunk, Document, KnowledgeBase, Page, ReindexResult, SearchHit
 
 T = TypeVar("T")
-LIST_ABOVE = 20  # refresh more documents than this with the list endpoint
 
 
 class AsyncClient:
@@ -36,9 +23,7 @@ class AsyncClient:
 
     def __init__(self, url: str = DEFAULT_URL, key: str | None = None, *, timeout: float = 60.0,
                  retry: RetryPolicy | None = None, http: httpx.AsyncClient | None = None) -> None:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._http = http or httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers,
-                                               timeout=httpx.Timeout(timeout, connect=10.0))
+        self._http = http or httpx.AsyncClient(**http_options(url, key, timeout))
         self._owned = http is None
         self.retry = retry or RetryPolicy()
 
@@ -53,34 +38,43 @@ class AsyncClient:
             await self._http.aclose()
 
     async def _send(self, call: Call[T]) -> T:
-        attempt = 0
+        return await self._run(flows.send(call, self.retry))
+
+    async def _run(self, flow: flows.Flow[T]) -> T:
+        async with AsyncExitStack() as events:  # the event stream a flow opens, closed at the latest here
+            lines: AsyncIterator[str] | None = None
+
+            async def perform(effect: flows.Effect) -> Any:
+                nonlocal lines
+                if isinstance(effect, flows.Request):
+                    with flows.request_kwargs(effect.call) as kwargs:
+                        return await self._http.request(effect.call.method, effect.call.path, **kwargs)
+                if isinstance(effect, flows.Sleep):
+                    await asyncio.sleep(effect.seconds)
+                elif isinstance(effect, flows.OpenEvents):
+                    response = await events.enter_async_context(
+                        self._http.stream("GET", effect.path, params=effect.params))
+                    if not response.is_success:
+                        await response.aread()
+                        read_answer(response)
+                    lines = response.aiter_lines()
+                elif isinstance(effect, flows.NextLine):
+                    return await anext(lines, None) if lines is not None else None
+                else:
+                    await events.aclose()
+                return None
+
+            return await flows.arun(flow, perform)
+
+    async def _iterate(self, call_for: Callable[[str | None], Call[Page[T]]]) -> AsyncIterator[T]:
+        cursor = None
         while True:
-            stream = None
-            try:
-                kwargs: dict[str, Any] = {"params": call.params}
-                if call.json is not None:
-                    kwargs["json"] = call.json
-                if call.upload is not None:
-                    stream, size, owned = call.upload.open()
-                    kwargs["files"] = call.upload.files(stream, size)
-                try:
-                    response = await self._http.request(call.method, call.path, **kwargs)
-                finally:
-                    if stream is not None and owned:
-                        stream.close()
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                response = None
-                if attempt >= self.retry.retries:
-                    raise TransportError(f"cannot reach the server: {exc}") from exc
-            except httpx.TransportError as exc:
-                if not call.idempotent or attempt >= self.retry.retries:
-                    raise TransportError(f"the connection failed: {exc}") from exc
-                response = None
-            if response is not None and (response.status_code not in RETRY_STATUSES
-                                         or attempt >= self.retry.retries):
-                return call.parse(read_answer(response))
-            await asyncio.sleep(self.retry.delay(attempt, response))
-            attempt += 1
+            page = await self._send(call_for(cursor))
+            for item in page.items:
+                yield item
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     # knowledge bases
     async def list_knowledge_bases(self) -> list[KnowledgeBase]:
@@ -95,10 +89,7 @@ class AsyncClient:
 
     async def find_knowledge_base(self, name_or_id: str) -> KnowledgeBase:
         """A knowledge base by id or exact name; NotFound if this key sees none."""
-        for kb in await self.list_knowledge_bases():
-            if name_or_id in (kb.id, kb.name):
-                return kb
-        raise NotFound(404, f"no knowledge base named or with id {name_or_id!r} is visible to this key")
+        return flows.find_knowledge_base(await self.list_knowledge_bases(), name_or_id)
 
     async def reindex_knowledge_base(self, kb_id: Id, which: str | None = None) -> ReindexResult:
         return await self._send(Calls.reindex_knowledge_base(kb_id, which))
@@ -108,16 +99,9 @@ class AsyncClient:
                              cursor: str | None = None, filename_contains: str | None = None) -> Page[Document]:
         return await self._send(Calls.list_documents(kb_id, status, limit, cursor, filename_contains))
 
-    async def iter_documents(self, kb_id: Id, *, status: str | None = None,
-                             page_size: int = 200) -> AsyncIterator[Document]:
-        cursor = None
-        while True:
-            page = await self.list_documents(kb_id, status=status, limit=page_size, cursor=cursor)
-            for doc in page.items:
-                yield doc
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+    def iter_documents(self, kb_id: Id, *, status: str | None = None,
+                       page_size: int = 200) -> AsyncIterator[Document]:
+        return self._iterate(lambda cursor: Calls.list_documents(kb_id, status, page_size, cursor, None))
 
     async def get_document(self, document_id: Id) -> Document:
         return await self._send(Calls.get_document(document_id))
@@ -142,15 +126,8 @@ class AsyncClient:
                           cursor: str | None = None) -> Page[Chunk]:
         return await self._send(Calls.list_chunks(document_id, limit, cursor))
 
-    async def iter_chunks(self, document_id: Id, *, page_size: int = 100) -> AsyncIterator[Chunk]:
-        cursor = None
-        while True:
-            page = await self.list_chunks(document_id, limit=page_size, cursor=cursor)
-            for chunk in page.items:
-                yield chunk
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+    def iter_chunks(self, document_id: Id, *, page_size: int = 100) -> AsyncIterator[Chunk]:
+        return self._iterate(lambda cursor: Calls.list_chunks(document_id, page_size, cursor))
 
     async def stuck_documents(self, older_than_seconds: float | None = None) -> list[dict[str, Any]]:
         return await self._send(Calls.stuck_documents(older_than_seconds))
@@ -177,77 +154,4 @@ class AsyncClient:
                                on_update: Callable[[Document], None] | None = None) -> list[Document]:
         """Wait until every document is stable (READY, FAILED, DELETED or OUTDATED) and return them, in
         order. Follows the knowledge base's event stream; polls when the server has none."""
-        ids = [str(i) for i in document_ids]
-        deadline = time.monotonic() + timeout
-        docs: dict[str, Document] = {}
-        for i in ids:
-            docs[i] = await self._fresh(i)
-            if on_update:
-                on_update(docs[i])
-        streaming = True
-        while pending := pending_of(docs, ids):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(pending)} document(s) not ready after {timeout:g}s")
-            kb = docs[pending[0]].knowledge_base_id
-            group = [i for i in pending if docs[i].knowledge_base_id == kb]
-            try:
-                streaming = streaming and await self._follow(kb, group, docs, deadline, on_update)
-            except (ApiError, TransportError, httpx.HTTPError):
-                streaming = False
-            if not streaming:  # no event stream (or it broke): poll from now on
-                await asyncio.sleep(max(0.0, min(poll_interval, deadline - time.monotonic())))
-                await self._refresh(group, docs, on_update)
-        return [docs[i] for i in ids]
-
-    async def _fresh(self, document_id: str, previous: Document | None = None) -> Document:
-        try:
-            return await self.get_document(document_id)
-        except NotFound:
-            if previous is None:
-                raise
-            return replace(previous, status="DELETED")  # removed for good while we waited
-
-    async def _refresh(self, ids: list[str], docs: dict[str, Document],
-                       on_update: Callable[[Document], None] | None) -> None:
-        if len(ids) > LIST_ABOVE:  # one listing (pages of 500) rather than a request per document
-            wanted, found = set(ids), {}
-            async for d in self.iter_documents(docs[ids[0]].knowledge_base_id, page_size=500):
-                if d.id in wanted:
-                    found[d.id] = d
-            fresh = [found.get(i) or replace(docs[i], status="DELETED") for i in ids]
-        else:
-            fresh = [await self._fresh(i, docs[i]) for i in ids]
-        for doc in fresh:
-            if on_update and doc.status != docs[doc.id].status:
-                on_update(doc)
-            docs[doc.id] = doc
-
-    async def _follow(self, kb: str, group: list[str], docs: dict[str, Document], deadline: float,
-                      on_update: Callable[[Document], None] | None) -> bool:
-        """Read one event stream; False when the server says to poll instead."""
-        wanted = set(group)
-        seconds = max(1, min(25, int(deadline - time.monotonic()) + 1))
-        async with self._http.stream("GET", f"/api/knowledge-bases/{kb}/events",
-                                     params={"max_seconds": seconds}) as response:
-            if not response.is_success:
-                await response.aread()
-                read_answer(response)
-            reader = SseReader()
-            async for line in response.aiter_lines():
-                event = reader.feed(line)
-                if event is None:
-                    continue
-                if event.event == "fallback":
-                    return False
-                if event.event == "ready":  # subscribed: catch up on what changed before
-                    await self._refresh(sorted(wanted), docs, on_update)
-                elif event.event == "document" and isinstance(event.data, dict) and event.data.get("id") in wanted:
-                    await self._refresh([event.data["id"]], docs, on_update)
-                elif event.event in ("resync", "reconnect"):
-                    await self._refresh(sorted(wanted), docs, on_update)
-                    return True
-                wanted = {i for i in wanted if not docs[i].is_stable}
-                if not wanted:
-                    return True
-        return True
-
+        return await self._run(flows.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update))

@@ -4,29 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
+from contextlib import ExitStack
 from typing import Any, TypeVar
 
 import httpx
 
-from ._core import (
-    DEFAULT_URL,
-    RETRY_STATUSES,
-    Call,
-    Calls,
-    Id,
-    ProgressCallback,
-    RetryPolicy,
-    SseReader,
-    make_upload,
-    pending_of,
-    read_answer,
-)
-from .errors import ApiError, NotFound, TransportError
+from . import _flows as flows
+from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
 from .models import Answer, Chunk, Document, KnowledgeBase, Page, ReindexResult, SearchHit
 
 T = TypeVar("T")
-LIST_ABOVE = 20  # refresh more documents than this with the list endpoint
 
 
 class Client:
@@ -34,9 +21,7 @@ class Client:
 
     def __init__(self, url: str = DEFAULT_URL, key: str | None = None, *, timeout: float = 60.0,
                  retry: RetryPolicy | None = None, http: httpx.Client | None = None) -> None:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._http = http or httpx.Client(base_url=url.rstrip("/"), headers=headers,
-                                               timeout=httpx.Timeout(timeout, connect=10.0))
+        self._http = http or httpx.Client(**http_options(url, key, timeout))
         self._owned = http is None
         self.retry = retry or RetryPolicy()
 
@@ -51,34 +36,41 @@ class Client:
             self._http.close()
 
     def _send(self, call: Call[T]) -> T:
-        attempt = 0
+        return self._run(flows.send(call, self.retry))
+
+    def _run(self, flow: flows.Flow[T]) -> T:
+        with ExitStack() as events:  # the event stream a flow opens, closed at the latest here
+            lines: Iterator[str] = iter(())
+
+            def perform(effect: flows.Effect) -> Any:
+                nonlocal lines
+                if isinstance(effect, flows.Request):
+                    with flows.request_kwargs(effect.call) as kwargs:
+                        return self._http.request(effect.call.method, effect.call.path, **kwargs)
+                if isinstance(effect, flows.Sleep):
+                    time.sleep(effect.seconds)
+                elif isinstance(effect, flows.OpenEvents):
+                    response = events.enter_context(self._http.stream("GET", effect.path, params=effect.params))
+                    if not response.is_success:
+                        response.read()
+                        read_answer(response)
+                    lines = response.iter_lines()
+                elif isinstance(effect, flows.NextLine):
+                    return next(lines, None)
+                else:
+                    events.close()
+                return None
+
+            return flows.run(flow, perform)
+
+    def _iterate(self, call_for: Callable[[str | None], Call[Page[T]]]) -> Iterator[T]:
+        cursor = None
         while True:
-            stream = None
-            try:
-                kwargs: dict[str, Any] = {"params": call.params}
-                if call.json is not None:
-                    kwargs["json"] = call.json
-                if call.upload is not None:
-                    stream, size, owned = call.upload.open()
-                    kwargs["files"] = call.upload.files(stream, size)
-                try:
-                    response = self._http.request(call.method, call.path, **kwargs)
-                finally:
-                    if stream is not None and owned:
-                        stream.close()
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                response = None
-                if attempt >= self.retry.retries:
-                    raise TransportError(f"cannot reach the server: {exc}") from exc
-            except httpx.TransportError as exc:
-                if not call.idempotent or attempt >= self.retry.retries:
-                    raise TransportError(f"the connection failed: {exc}") from exc
-                response = None
-            if response is not None and (response.status_code not in RETRY_STATUSES
-                                         or attempt >= self.retry.retries):
-                return call.parse(read_answer(response))
-            time.sleep(self.retry.delay(attempt, response))
-            attempt += 1
+            page = self._send(call_for(cursor))
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     # knowledge bases
     def list_knowledge_bases(self) -> list[KnowledgeBase]:
@@ -93,10 +85,7 @@ class Client:
 
     def find_knowledge_base(self, name_or_id: str) -> KnowledgeBase:
         """A knowledge base by id or exact name; NotFound if this key sees none."""
-        for kb in self.list_knowledge_bases():
-            if name_or_id in (kb.id, kb.name):
-                return kb
-        raise NotFound(404, f"no knowledge base named or with id {name_or_id!r} is visible to this key")
+        return flows.find_knowledge_base(self.list_knowledge_bases(), name_or_id)
 
     def reindex_knowledge_base(self, kb_id: Id, which: str | None = None) -> ReindexResult:
         return self._send(Calls.reindex_knowledge_base(kb_id, which))
@@ -108,13 +97,7 @@ class Client:
 
     def iter_documents(self, kb_id: Id, *, status: str | None = None,
                              page_size: int = 200) -> Iterator[Document]:
-        cursor = None
-        while True:
-            page = self.list_documents(kb_id, status=status, limit=page_size, cursor=cursor)
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        return self._iterate(lambda cursor: Calls.list_documents(kb_id, status, page_size, cursor, None))
 
     def get_document(self, document_id: Id) -> Document:
         return self._send(Calls.get_document(document_id))
@@ -140,13 +123,7 @@ class Client:
         return self._send(Calls.list_chunks(document_id, limit, cursor))
 
     def iter_chunks(self, document_id: Id, *, page_size: int = 100) -> Iterator[Chunk]:
-        cursor = None
-        while True:
-            page = self.list_chunks(document_id, limit=page_size, cursor=cursor)
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        return self._iterate(lambda cursor: Calls.list_chunks(document_id, page_size, cursor))
 
     def stuck_documents(self, older_than_seconds: float | None = None) -> list[dict[str, Any]]:
         return self._send(Calls.stuck_documents(older_than_seconds))
@@ -173,77 +150,4 @@ class Client:
                                on_update: Callable[[Document], None] | None = None) -> list[Document]:
         """Wait until every document is stable (READY, FAILED, DELETED or OUTDATED) and return them, in
         order. Follows the knowledge base's event stream; polls when the server has none."""
-        ids = [str(i) for i in document_ids]
-        deadline = time.monotonic() + timeout
-        docs: dict[str, Document] = {}
-        for i in ids:
-            docs[i] = self._fresh(i)
-            if on_update:
-                on_update(docs[i])
-        streaming = True
-        while pending := pending_of(docs, ids):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(pending)} document(s) not ready after {timeout:g}s")
-            kb = docs[pending[0]].knowledge_base_id
-            group = [i for i in pending if docs[i].knowledge_base_id == kb]
-            try:
-                streaming = streaming and self._follow(kb, group, docs, deadline, on_update)
-            except (ApiError, TransportError, httpx.HTTPError):
-                streaming = False
-            if not streaming:  # no event stream (or it broke): poll from now on
-                time.sleep(max(0.0, min(poll_interval, deadline - time.monotonic())))
-                self._refresh(group, docs, on_update)
-        return [docs[i] for i in ids]
-
-    def _fresh(self, document_id: str, previous: Document | None = None) -> Document:
-        try:
-            return self.get_document(document_id)
-        except NotFound:
-            if previous is None:
-                raise
-            return replace(previous, status="DELETED")  # removed for good while we waited
-
-    def _refresh(self, ids: list[str], docs: dict[str, Document],
-                       on_update: Callable[[Document], None] | None) -> None:
-        if len(ids) > LIST_ABOVE:  # one listing (pages of 500) rather than a request per document
-            wanted, found = set(ids), {}
-            for d in self.iter_documents(docs[ids[0]].knowledge_base_id, page_size=500):
-                if d.id in wanted:
-                    found[d.id] = d
-            fresh = [found.get(i) or replace(docs[i], status="DELETED") for i in ids]
-        else:
-            fresh = [self._fresh(i, docs[i]) for i in ids]
-        for doc in fresh:
-            if on_update and doc.status != docs[doc.id].status:
-                on_update(doc)
-            docs[doc.id] = doc
-
-    def _follow(self, kb: str, group: list[str], docs: dict[str, Document], deadline: float,
-                      on_update: Callable[[Document], None] | None) -> bool:
-        """Read one event stream; False when the server says to poll instead."""
-        wanted = set(group)
-        seconds = max(1, min(25, int(deadline - time.monotonic()) + 1))
-        with self._http.stream("GET", f"/api/knowledge-bases/{kb}/events",
-                                     params={"max_seconds": seconds}) as response:
-            if not response.is_success:
-                response.read()
-                read_answer(response)
-            reader = SseReader()
-            for line in response.iter_lines():
-                event = reader.feed(line)
-                if event is None:
-                    continue
-                if event.event == "fallback":
-                    return False
-                if event.event == "ready":  # subscribed: catch up on what changed before
-                    self._refresh(sorted(wanted), docs, on_update)
-                elif event.event == "document" and isinstance(event.data, dict) and event.data.get("id") in wanted:
-                    self._refresh([event.data["id"]], docs, on_update)
-                elif event.event in ("resync", "reconnect"):
-                    self._refresh(sorted(wanted), docs, on_update)
-                    return True
-                wanted = {i for i in wanted if not docs[i].is_stable}
-                if not wanted:
-                    return True
-        return True
-
+        return self._run(flows.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update))

@@ -96,7 +96,3 @@ class ProviderRateLimitedError(ProviderError):
     def __init__(self, message: str | None = None, retry_after: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-
-
-def is_permanent(exc: BaseException) -> bool:
-    return isinstance(exc, PermanentError)

@@ -77,24 +77,6 @@ class Document:
 
 
 @dataclass(frozen=True, slots=True)
-class IngestionJob:
-    id: UUID
-    document_id: UUID
-    operation: JobOperation
-    force: bool
-    status: JobStatus
-    attempts: int
-    max_attempts: int
-    available_at: datetime
-    locked_by: str | None
-    locked_at: datetime | None
-    last_error: str | None
-    error_history: list[dict[str, Any]]
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
 class Lease:
     """What a worker proves on every write it makes for a job (fencing, SPEC §4)."""
 
@@ -137,8 +119,11 @@ class SourceLocator:
     def from_metadata(cls, data: dict[str, Any] | None) -> SourceLocator:
         data = data or {}
         box = data.get("bbox")
-        bbox = tuple(int(v) for v in box) if isinstance(box, list | tuple) and len(box) == 4 else None
-        return cls(**{k: data.get(k) for k in _LOCATOR_FIELDS}, bbox=bbox)  # type: ignore[arg-type]
+        bbox = None
+        if isinstance(box, list | tuple) and len(box) == 4:
+            x0, y0, x1, y1 = (int(v) for v in box)
+            bbox = (x0, y0, x1, y1)
+        return cls(**{k: data.get(k) for k in _LOCATOR_FIELDS}, bbox=bbox)
 
 
 _LOCATOR_FIELDS = ("page", "page_start", "page_end", "line_start", "line_end", "char_start", "char_end",

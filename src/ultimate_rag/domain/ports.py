@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
@@ -58,6 +58,14 @@ class Parser(Protocol):
     def parse(self, source: DocumentSource) -> ParsedDocument: ...
 
 
+class ParserResolver(Protocol):
+    """The parser registry, as the services need it."""
+
+    @property
+    def parsers(self) -> tuple[Parser, ...]: ...
+    def resolve(self, source: DocumentSource) -> Parser: ...
+
+
 class Chunker(Protocol):
     def split(self, parsed: ParsedDocument, *, document_id: UUID, knowledge_base_id: UUID,
               revision: int, chunk_size: int, overlap: int) -> list[Chunk]: ...
@@ -79,4 +87,4 @@ class ChatModel(Protocol):
     name: str
 
     async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ChatReply: ...
-    def stream(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> AsyncIterator[str | ChatUsage]: ...
+    def stream(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> AsyncGenerator[str | ChatUsage, None]: ...

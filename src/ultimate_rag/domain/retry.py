@@ -15,8 +15,9 @@ def backoff_seconds(attempt: int, base_delay: float, *, jitter: float = 0.1,
     that many documents failing together (a provider outage) do not return in lockstep; the cap
     holds after jitter too.
     """
-    raw = min(base_delay * (2 ** max(attempt - 1, 0)), MAX_RETRY_DELAY_SECONDS)
-    factor = 1.0 + (rng or random).uniform(-jitter, jitter) if jitter else 1.0
+    raw = min(base_delay * (2.0 ** max(attempt - 1, 0)), MAX_RETRY_DELAY_SECONDS)
+    uniform = rng.uniform if rng is not None else random.uniform
+    factor = 1.0 + uniform(-jitter, jitter) if jitter else 1.0
     return max(0.0, min(raw * factor, MAX_RETRY_DELAY_SECONDS))
 
 

@@ -8,10 +8,10 @@ import base64
 import binascii
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -24,6 +24,7 @@ from ..client import AnswerCitation, ApiError, AsyncClient, Chunk, Document, Sea
 from ..client._core import not_found_route
 
 ClientFor = Callable[[Context], AbstractAsyncContextManager[AsyncClient]]
+T = TypeVar("T")
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -37,7 +38,7 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
     ``upload_document`` may read a path (stdio only: the agent's own machine, never the server's)."""
     server = _quiet(lambda: MCPServer("ultimate-rag", version=__version__, instructions=INSTRUCTIONS))
 
-    async def call(ctx: Context, work: Callable[[AsyncClient], Any]) -> Any:
+    async def call(ctx: Context, work: Callable[[AsyncClient], Awaitable[T]]) -> T:
         try:
             async with client_for(ctx) as rag:
                 return await work(rag)
@@ -53,7 +54,7 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
             kbs = await rag.list_knowledge_bases()
             return {"knowledge_bases": [{"id": kb.id, "name": kb.name, "description": kb.description,
                                          "document_counts": kb.document_counts} for kb in kbs]}
-        return await call(ctx, work)  # type: ignore[no-any-return]
+        return await call(ctx, work)
 
     @server.tool(annotations=READ)
     async def search(
@@ -72,14 +73,14 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
             kb = await rag.find_knowledge_base(knowledge_base)
             hits = await rag.search(kb.id, query, top_k=top_k, mode=mode, filters=filters)
             return {"knowledge_base": kb.name, "results": [_hit(h) for h in hits]}
-        return await call(ctx, work)  # type: ignore[no-any-return]
+        return await call(ctx, work)
 
     @server.tool(annotations=READ)
     async def get_document(ctx: Context, document_id: str) -> dict[str, Any]:
         """A document's status and metadata (error, progress, chunks, parser, dates)."""
         async def work(rag: AsyncClient) -> dict[str, Any]:
             return _document(await rag.get_document(document_id))
-        return await call(ctx, work)  # type: ignore[no-any-return]
+        return await call(ctx, work)
 
     @server.tool(annotations=READ)
     async def read_chunks(
@@ -96,7 +97,7 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
                 raise ToolError(f"chunk {chunk_id} is not in document {document_id}")
             return {"document_id": doc.id, "filename": doc.filename,
                     "chunks": [_chunk(doc.filename, c, c.id == chunk_id) for c in window]}
-        return await call(ctx, work)  # type: ignore[no-any-return]
+        return await call(ctx, work)
 
     @server.tool(annotations=READ)
     async def answer(
@@ -118,7 +119,7 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
             if result.answer is None:
                 out["reason"] = result.reason or "no model configured"
             return out
-        return await call(ctx, work)  # type: ignore[no-any-return]
+        return await call(ctx, work)
 
     @server.tool(annotations=WRITE)
     async def upload_document(
@@ -142,6 +143,7 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
             elif content_base64 is not None:
                 content = base64.b64decode(content_base64, validate=True)
             else:
+                assert path is not None  # exactly one of the three is given (checked above)
                 content = await anyio.to_thread.run_sync(_read_local, path)
         except (binascii.Error, ValueError) as exc:
             raise ToolError("content_base64 is not valid base64") from exc
@@ -151,7 +153,7 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
         async def work(rag: AsyncClient) -> dict[str, Any]:
             kb = await rag.find_knowledge_base(knowledge_base)
             return _document(await rag.upload(kb.id, content, filename=Path(filename).name or "document.txt"))
-        return await call(ctx, work)  # type: ignore[no-any-return]
+        return await call(ctx, work)
 
     @server.tool(annotations=WRITE)
     async def reindex(
@@ -166,10 +168,11 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
         async def work(rag: AsyncClient) -> dict[str, Any]:
             if document_id is not None:
                 return _document(await rag.reindex_document(document_id))
-            kb = await rag.find_knowledge_base(knowledge_base)  # type: ignore[arg-type]
+            assert knowledge_base is not None  # exactly one of the two is given (checked above)
+            kb = await rag.find_knowledge_base(knowledge_base)
             done = await rag.reindex_knowledge_base(kb.id)
             return {"knowledge_base": kb.name, "queued": done.queued, "skipped_active": done.skipped_active}
-        return await call(ctx, work)  # type: ignore[no-any-return]
+        return await call(ctx, work)
 
     return server
 

@@ -11,7 +11,7 @@ provider failure while rewriting) are plain HTTP errors even for a streamed answ
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,7 +152,7 @@ class AnswerService:
                     return piece
         raise AssertionError("the stream ends with its answer")  # pragma: no cover
 
-    async def stream(self, prepared: Prepared) -> AsyncIterator[str | Answer]:
+    async def stream(self, prepared: Prepared) -> AsyncGenerator[str | Answer, None]:
         """The answer's text pieces (invented citations already removed), then the ``Answer``."""
         if prepared.messages is None or self._chat is None:
             if prepared.answer:

@@ -8,6 +8,7 @@ add the chunk to its language's centroid."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 from uuid import UUID
 
 from ..adapters.chunking.chunker import embedding_text
@@ -53,14 +54,14 @@ class SparseBackfill:
             self._after = UUID(int=0)  # start the next pass from the beginning
             return 0
         self._after = rows[-1]["id"]
-        by_kb: dict[UUID, list[dict]] = {}  # type: ignore[type-arg]
+        by_kb: dict[UUID, list[dict[str, Any]]] = {}
         for row in rows:
             by_kb.setdefault(row["knowledge_base_id"], []).append(row)
         for kb, group in by_kb.items():
             await self._fill(kb, group)
         return len(rows)
 
-    async def _fill(self, kb: UUID, rows: list[dict]) -> None:  # type: ignore[type-arg]
+    async def _fill(self, kb: UUID, rows: list[dict[str, Any]]) -> None:
         texts = [embedding_text(r["content"], tuple(r["heading_path"] or ()), " > ".join(r["heading_path"] or ()))
                  for r in rows]
         sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=kb) or []

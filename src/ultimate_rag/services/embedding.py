@@ -79,9 +79,10 @@ class EmbeddingService:
             done += len(batch)
             if progress:
                 await progress(done, total, from_cache)
-        if any(r is None for r in results):
+        complete = [r for r in results if r is not None]
+        if len(complete) != total:
             raise TransientError("some chunks were left without an embedding")
-        return results  # type: ignore[return-value]
+        return complete
 
     async def sparse_passages(self, texts: Sequence[str], *, knowledge_base_id: UUID) -> list[SparseVector] | None:
         """The learned sparse vectors of ``texts``, through the same per-knowledge-base cache as the

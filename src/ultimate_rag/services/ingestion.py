@@ -15,8 +15,7 @@ from ..adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError
 from ..domain.ids import source_object_key
 from ..domain.models import Document, DocumentSource
-from ..domain.ports import ObjectStorage
-from .processing import ParserResolver
+from ..domain.ports import ObjectStorage, ParserResolver
 
 log = logging.getLogger(__name__)
 

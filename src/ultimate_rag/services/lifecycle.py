@@ -14,10 +14,9 @@ from ..adapters.postgres.lifecycle import LifecycleRepository
 from ..domain.errors import FileTooLargeError
 from ..domain.ids import source_object_key
 from ..domain.models import Document, DocumentSource
-from ..domain.ports import ObjectStorage, VectorStore
+from ..domain.ports import ObjectStorage, ParserResolver, VectorStore
 from ..domain.status import DocumentStatus
 from .ingestion import mime_for, safe_filename
-from .processing import ParserResolver
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +110,7 @@ class DocumentLifecycle:
         statuses = ["FAILED"] if which == BulkReindexFilter.FAILED else ["READY", "FAILED", "OUTDATED"]
         parsers = None
         if which == BulkReindexFilter.OUTDATED_PARSER:
-            parsers = [f"{p.name}:{p.version}" for p in self._parsers.parsers]  # type: ignore[attr-defined]
+            parsers = [f"{p.name}:{p.version}" for p in self._parsers.parsers]
         return await self._repo.bulk_reindex(knowledge_base_id, statuses=statuses, current_parsers=parsers)
 
     async def _drop_vectors(self, document_id: UUID) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import mimetypes
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -34,9 +34,9 @@ from ..domain.models import (
     ParsedAsset,
     ParsedDocument,
 )
-from ..domain.ports import Chunker, ChunkSnapshotStore, ObjectStorage, VectorStore
+from ..domain.ports import Chunker, ChunkSnapshotStore, ObjectStorage, ParserResolver, VectorStore
 from ..domain.status import DocumentStatus as S
-from .embedding import EmbeddingService
+from .embedding import EmbeddingService, ProgressCallback
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -53,10 +53,6 @@ async def _deterministic(work: Awaitable[T], what: str) -> T:
         raise InvalidDocumentError(f"could not {what}: it needs too much memory") from exc
     except Exception as exc:
         raise InvalidDocumentError(f"could not {what}: {exc.__class__.__name__}: {exc}"[:500]) from exc
-
-
-class ParserResolver:  # the registry's shape, as the pipeline needs it
-    def resolve(self, source: DocumentSource) -> Any: ...
 
 
 class DocumentProcessor:
@@ -159,7 +155,7 @@ class DocumentProcessor:
     async def cleanup_partial_index(self, lease: Lease) -> None:
         await self._vectors.delete_by_document(lease.document_id)
 
-    def _progress(self, lease: Lease):  # type: ignore[no-untyped-def]
+    def _progress(self, lease: Lease) -> ProgressCallback:
         last = 0.0
 
         first_wait = True
@@ -178,7 +174,7 @@ class DocumentProcessor:
 
         return report
 
-    def _parse_progress(self, lease: Lease):  # type: ignore[no-untyped-def]
+    def _parse_progress(self, lease: Lease) -> Callable[[int, int], Awaitable[None]]:
         """Pages done / total while PARSING (OCR takes seconds a page), at most one write per interval."""
         last = 0.0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -103,7 +103,7 @@ class SearchService:
     async def _query_vectors(self, query: str, mode: SearchMode) -> QueryVectors:
         dense = self._cache.get(("dense", query))
         sparse: SparseVector | None = self._cache.get(("sparse", query)) if mode is not SearchMode.DENSE else {}
-        jobs = []
+        jobs: list[Awaitable[Any]] = []
         if dense is None:
             jobs.append(self._embedder.embed_query(query))
         if sparse is None and self._sparse is not None:
@@ -121,7 +121,9 @@ class SearchService:
                           filters: SearchFilters) -> tuple[list[ScoredChunk], bool]:
         candidates = getattr(self._vectors, "candidates", None)
         if candidates is not None:
-            return await candidates(knowledge_base_id, vectors, limit, mode=mode, filters=filters)
+            found: tuple[list[ScoredChunk], bool] = await candidates(knowledge_base_id, vectors, limit, mode=mode,
+                                                                     filters=filters)
+            return found
         hits = await self._vectors.search(knowledge_base_id, vectors.dense, limit)  # a dense-only store
         return [ScoredChunk(h.chunk_id, h.score, 0.0) for h in hits], len(hits) < limit
 

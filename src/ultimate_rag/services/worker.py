@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +94,11 @@ class IngestionWorker:
     async def _loop(self, stop: asyncio.Event) -> None:
         log.info("worker %s started (concurrency %d)", self.worker_id, self.config.concurrency)
         slot_freed = asyncio.Event()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            self._tasks.pop(task, None)
+            slot_freed.set()
+
         while not stop.is_set():
             # a suspect (its last attempt's worker died) runs alone: nothing is claimed beside it
             alone = any(lease.suspect for lease in self._tasks.values())
@@ -109,7 +115,7 @@ class IngestionWorker:
             for lease in claimed:
                 task = asyncio.create_task(self._run_job(lease), name=f"job-{lease.job_id}")
                 self._tasks[task] = lease
-                task.add_done_callback(lambda t: (self._tasks.pop(t, None), slot_freed.set()))
+                task.add_done_callback(finished)
             if claimed and len(claimed) == free:
                 slot_freed.clear()
                 await _first_of(stop.wait(), slot_freed.wait())
@@ -281,7 +287,7 @@ async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), seconds)
 
 
-async def _first_of(*aws) -> None:  # type: ignore[no-untyped-def]
+async def _first_of(*aws: Awaitable[object]) -> None:
     tasks = [asyncio.ensure_future(a) for a in aws]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

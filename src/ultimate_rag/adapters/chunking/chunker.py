@@ -13,6 +13,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from uuid import UUID
 
 from ultimate_rag.domain.ids import chunk_id
@@ -52,7 +53,7 @@ class StructuredChunker:
             context = _context(probe, path)
             reserve = probe.cost(context) + 1 if context else 0
             packer = Packer(self._count, chunk_size, overlap, reserve=reserve,
-                            embed=lambda text, p=path, c=context: embedding_text(text, p, c))
+                            embed=partial(embedding_text, path=path, context=context))
             units = [unit for index, block in items for unit in _units(packer, index, block)]
             drafts.extend(_Draft(path, context, chosen, content, tokens)
                           for chosen, content, tokens in packer.pack(units))

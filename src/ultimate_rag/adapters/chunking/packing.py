@@ -191,6 +191,7 @@ class Packer:
         for unit in reversed(units):
             if not unit.prose or self.overlap == 0:
                 break
+            pieces: list[tuple[str, str, int | None, int]]
             if unit.whole:
                 pieces = [(s, g, None, unit.start + at) for s, g, at in split_sentences(unit.text)]
             else:

@@ -84,8 +84,11 @@ def _record_units(packer: Packer, index: int, names: list[str], cells: list[str]
         if packer.count(prefix + line) <= limit:
             lines.append(line)
             continue
-        pieces = hard_split(value, lambda s, p=prefix, lb=label: packer.count(f"{p}{lb}: {s}"),  # type: ignore[misc]
-                            limit, packer.guess)
+
+        def cost(s: str, p: str = prefix, lb: str = label) -> int:
+            return packer.count(f"{p}{lb}: {s}")
+
+        pieces = hard_split(value, cost, limit, packer.guess)
         lines.extend(f"{label}: {piece}" for piece, _, _, _ in pieces)
     key = lines[0]
     parts = packer.split_lines(lines[1:], lambda rest: "\n".join([key, *rest])) if len(lines) > 1 else [

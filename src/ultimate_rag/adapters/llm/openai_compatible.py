@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 import httpx
@@ -28,6 +28,7 @@ from ...domain.chat import ChatMessage, ChatReply, ChatUsage
 from ...domain.errors import ProviderError, ProviderRateLimitedError, ProviderTimeoutError
 from ...domain.redact import redact_url
 from ..embedders.openai import parse_retry_after
+from ..http.loop_client import LoopClient
 
 log = logging.getLogger(__name__)
 _HINTS = {
@@ -62,8 +63,7 @@ class OpenAICompatibleChat:
         self._max_retry_wait = max_retry_wait
         self._temperature = temperature
         self._on_error = on_error or (lambda kind: None)
-        self._client: httpx.AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients = LoopClient(lambda: httpx.AsyncClient(timeout=self._timeout))
 
     # the port --------------------------------------------------------------------------------
     async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ChatReply:
@@ -76,7 +76,8 @@ class OpenAICompatibleChat:
             except _Retry as retry:
                 attempt = await self._backoff(attempt, retry)
 
-    async def stream(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> AsyncIterator[str | ChatUsage]:
+    async def stream(self, messages: Sequence[ChatMessage], *,
+                     max_tokens: int) -> AsyncGenerator[str | ChatUsage, None]:
         body = self._body(messages, max_tokens, stream=True)
         attempt = 0
         while True:
@@ -107,17 +108,11 @@ class OpenAICompatibleChat:
             await response.aclose()
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._clients.aclose()
 
     # internals -------------------------------------------------------------------------------
     def _http(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = httpx.AsyncClient(timeout=self._timeout)
-            self._loop = loop
-        return self._client
+        return self._clients.get()
 
     def _body(self, messages: Sequence[ChatMessage], max_tokens: int, *, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.name, "max_tokens": max_tokens, "stream": stream,

@@ -15,7 +15,9 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument
@@ -24,6 +26,11 @@ from .assets import AssetGate, with_warnings
 from .docx_notes import Notes, header_footer_blocks
 from .limits import ParseLimits
 from .pdf import CAPTION, figure_text
+
+if TYPE_CHECKING:
+    from docx.document import Document as DocxDocument
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
 
 DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
@@ -79,7 +86,7 @@ class _Body:
     their captions, tables — with the tables nested in their cells after them — and the notes and
     comments each paragraph references."""
 
-    def __init__(self, document, notes: Notes, gate: AssetGate) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, document: DocxDocument, notes: Notes, gate: AssetGate) -> None:
         self.document = document
         self.notes = notes
         self.gate = gate
@@ -88,14 +95,14 @@ class _Body:
         self.assets: dict[str, ParsedAsset] = {}
         self.pending: list[int] = []  # figure blocks still without a description, waiting for a caption
 
-    def items(self, items, depth: int) -> None:  # type: ignore[no-untyped-def]
+    def items(self, items: Iterable[Paragraph | Table], depth: int) -> None:
         for item in items:
-            if item.__class__.__name__ == "Table":
-                self.table(item, depth)
+            if item.__class__.__name__ == "Table":  # python-docx is imported only when a file is parsed
+                self.table(cast("Table", item), depth)
             else:
-                self.paragraph(item)
+                self.paragraph(cast("Paragraph", item))
 
-    def paragraph(self, item) -> None:  # type: ignore[no-untyped-def]
+    def paragraph(self, item: Paragraph) -> None:
         text, refs = self.notes.paragraph_text(item)
         text = text.strip()
         style = (item.style.name if item.style is not None else "") or ""
@@ -104,7 +111,7 @@ class _Body:
             self.text(text, style)
         self.blocks.extend(self.notes.blocks_for(refs))
 
-    def images(self, paragraph) -> None:  # type: ignore[no-untyped-def]
+    def images(self, paragraph: Paragraph) -> None:
         for key, found in _paragraph_images(self.document, paragraph, len(self.assets)):
             if key in self.assets or key in self.refused:
                 continue
@@ -137,17 +144,17 @@ class _Body:
         else:
             self.blocks.append(Block(kind="paragraph", text=text))
 
-    def table(self, table, depth: int) -> None:  # type: ignore[no-untyped-def]
+    def table(self, table: Table, depth: int) -> None:
         """A Markdown table; a table nested in a cell is marked there (``[nested table]``) and
         follows as its own table. A one-cell table is a layout frame: its content is read as body."""
         grid = [list(row.cells) for row in table.rows]
-        cells = {}  # merged cells repeat in python-docx's rows: each cell's content is read once
+        cells: dict[Any, Any] = {}  # merged cells repeat in python-docx's rows: each cell's content is read once
         for cell in (c for row in grid for c in row):
             cells.setdefault(cell._tc, cell)
         if len(cells) == 1 and depth < _MAX_TABLE_DEPTH:
             self.items(next(iter(cells.values())).iter_inner_content(), depth + 1)
             return
-        texts: dict = {}
+        texts: dict[Any, str] = {}
         nested, paragraphs, refs = [], [], []
         for tc, cell in cells.items():
             parts = []
@@ -256,7 +263,7 @@ def table_markdown(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _paragraph_images(document, paragraph, count: int) -> list[tuple[str, ParsedAsset]]:  # type: ignore[no-untyped-def]
+def _paragraph_images(document: DocxDocument, paragraph: Paragraph, count: int) -> list[tuple[str, ParsedAsset]]:
     """Images drawn in a paragraph (DrawingML blips and legacy VML), with their alt text."""
     found: list[tuple[str, ParsedAsset]] = []
     element = paragraph._element
@@ -266,11 +273,11 @@ def _paragraph_images(document, paragraph, count: int) -> list[tuple[str, Parsed
         for doc_pr in drawing.iter(f"{{{_NS['wp']}}}docPr"):
             alt = (doc_pr.get("descr") or doc_pr.get("title") or "").strip()
         for blip in drawing.iter(f"{{{_NS['a']}}}blip"):
-            if blip.get(_EMBED):
-                refs.append((blip.get(_EMBED), alt))
+            if embed := blip.get(_EMBED):
+                refs.append((embed, alt))
     for image_data in element.iter(f"{{{_NS['v']}}}imagedata"):
-        if image_data.get(_RID):
-            refs.append((image_data.get(_RID), (image_data.get("title") or "").strip()))
+        if rid := image_data.get(_RID):
+            refs.append((rid, (image_data.get("title") or "").strip()))
     related = document.part.related_parts
     for rid, alt in refs:
         part = related.get(rid)

@@ -14,9 +14,16 @@ The note parts are parsed with lxml without entity resolution, DTD loading or ne
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ultimate_rag.domain.models import Block
+
+if TYPE_CHECKING:
+    from docx.document import Document as DocxDocument
+    from docx.text.paragraph import Paragraph
+    from lxml import etree
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _RT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
@@ -33,7 +40,7 @@ class Notes:
     used: set[str] = field(default_factory=set)
 
     @classmethod
-    def load(cls, document) -> Notes:  # type: ignore[no-untyped-def]
+    def load(cls, document: DocxDocument) -> Notes:
         found = cls()
         for rel in document.part.rels.values():
             if rel.is_external:
@@ -49,7 +56,7 @@ class Notes:
                         found.comments[str(comment.comment_id)] = (" ".join((comment.author or "").split()), text)
         return found
 
-    def paragraph_text(self, paragraph) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+    def paragraph_text(self, paragraph: Paragraph) -> tuple[str, list[str]]:
         """The paragraph's text with note markers where the notes are referenced, and the keys of
         the notes and comments it references (``^1``, ``^e1``, ``c:0``) in order."""
         element = paragraph._element
@@ -83,11 +90,11 @@ class Notes:
         return self.blocks_for([*self.notes, *(f"c:{k}" for k in self.comments)])
 
 
-def _ref_key(element) -> str:  # type: ignore[no-untyped-def]
+def _ref_key(element: etree._Element) -> str:
     ident = element.get(f"{{{W}}}id")
     if ident is None:
         return ""
-    return f"c:{ident}" if element.tag == _COMMENT_REF else _REFS[element.tag] + ident
+    return f"c:{ident}" if element.tag == _COMMENT_REF else _REFS[str(element.tag)] + ident
 
 
 def _note_texts(blob: bytes, tag: str) -> dict[str, str]:
@@ -110,12 +117,12 @@ def _note_texts(blob: bytes, tag: str) -> dict[str, str]:
     return out
 
 
-def _run_text(paragraph):  # type: ignore[no-untyped-def]
+def _run_text(paragraph: etree._Element) -> Iterator[str]:
     for element in paragraph.iter(f"{{{W}}}t", f"{{{W}}}tab", f"{{{W}}}br"):
         yield (element.text or "") if element.tag == f"{{{W}}}t" else " "
 
 
-def header_footer_blocks(document, title: str) -> tuple[list[Block], list[Block]]:  # type: ignore[no-untyped-def]
+def header_footer_blocks(document: DocxDocument, title: str) -> tuple[list[Block], list[Block]]:
     """Each distinct header and footer once, unless it is only a page number or the title."""
     seen = {_norm(title)} if title else set()
     headers: list[Block] = []

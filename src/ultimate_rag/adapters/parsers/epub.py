@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument
@@ -27,6 +27,9 @@ from .html_walk import Walker
 from .limits import ParseLimits
 from .pdf import figure_text
 from .zipxml import parse_xml, read_part, resolve
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
 
 EPUB_KIND = "binary:application/epub+zip"
 _CONTAINER = "urn:oasis:names:tc:opendocument:xmlns:container"
@@ -142,7 +145,7 @@ class _ChapterWalker(Walker):
         super().__init__(gate)
         self.archive, self.chapter, self.limits, self.first = archive, chapter, limits, first
 
-    def _image(self, element) -> None:  # type: ignore[no-untyped-def]
+    def _image(self, element: HtmlElement) -> None:
         src = (element.get("src") or element.get("{http://www.w3.org/1999/xlink}href") or "").strip()
         if not src or ":" in src.split("/", 1)[0]:
             return super()._image(element)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import re
+from typing import TYPE_CHECKING
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
@@ -28,6 +29,9 @@ from .detect import decode_text
 from .html_main import main_content
 from .html_walk import Walker
 from .limits import ParseLimits
+
+if TYPE_CHECKING:  # lxml.html is imported where it is used (parse workers preload it)
+    from lxml.html import HtmlElement, HTMLParser
 
 HTML_EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
 _DROP = {"script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "iframe",
@@ -63,7 +67,7 @@ class HtmlParser:
         return ParsedDocument(blocks=tuple(walker.blocks), metadata=with_warnings(metadata, walker.gate.warnings),
                               assets=tuple(walker.assets))
 
-    def _load(self, source: DocumentSource):  # type: ignore[no-untyped-def]
+    def _load(self, source: DocumentSource) -> tuple[HtmlElement, str]:
         import lxml.html
 
         text, encoding = decode_text(source.content)
@@ -81,14 +85,14 @@ class HtmlParser:
         return root, encoding
 
 
-def safe_parser():  # type: ignore[no-untyped-def]
+def safe_parser() -> HTMLParser:
     import lxml.html
 
     return lxml.html.HTMLParser(remove_comments=True, remove_pis=True, no_network=True,
                                 remove_blank_text=False, huge_tree=False)
 
 
-def _max_depth(root) -> int:  # type: ignore[no-untyped-def]
+def _max_depth(root: HtmlElement) -> int:
     deepest = 0
     stack = [(root, 1)]
     while stack:
@@ -98,7 +102,7 @@ def _max_depth(root) -> int:  # type: ignore[no-untyped-def]
     return deepest
 
 
-def strip_page(root) -> None:  # type: ignore[no-untyped-def]
+def strip_page(root: HtmlElement) -> None:
     """Drops what is never content: scripts, styles, navigation, page headers and footers, asides,
     forms, hidden elements (an article's own header stays: it holds its title)."""
     doomed = []
@@ -114,7 +118,7 @@ def strip_page(root) -> None:  # type: ignore[no-untyped-def]
             element.drop_tree()  # keeps the tail text that follows the element
 
 
-def page_content(root):  # type: ignore[no-untyped-def]
+def page_content(root: HtmlElement) -> HtmlElement:
     """The full-page fallback: ``<main>``, ``[role=main]`` or the largest ``<article>``, else the body."""
     for path in (".//main", ".//*[@role='main']", ".//article"):
         found = root.findall(path)

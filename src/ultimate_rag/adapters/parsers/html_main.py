@@ -4,6 +4,7 @@ page has no identifiable main content (then ``html.py`` indexes the full page in
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from readability import Document  # imported at module level: the parse forkserver preloads it
 from readability.htmls import shorten_title
@@ -12,6 +13,9 @@ from ultimate_rag.domain.models import Block
 
 from .assets import AssetGate
 from .html_walk import Walker
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
 
 MIN_PAGE_WORDS = 120  # a shorter page is indexed whole: there is nothing to gain and text to lose
 MIN_SHARE = 0.15  # main content under this share of the page's words is not main content
@@ -22,7 +26,7 @@ class _Reader(Document):
     """readability's rules, except that tables and lists of text (not of links) inside the article
     are kept: its conditional cleaning drops short data tables and lists, which are content here."""
 
-    def get_preserved_elements(self, node):  # type: ignore[no-untyped-def]
+    def get_preserved_elements(self, node: Any) -> Any:  # readability ships no types
         allowed = super().get_preserved_elements(node)
         for element in self.tags(node, "table", "ul", "ol"):
             if element.tag == "table" or self.get_link_density(element) < 0.5:
@@ -30,7 +34,7 @@ class _Reader(Document):
         return allowed
 
 
-def main_content(original, page_blocks: list[Block], gate: AssetGate) -> Walker | None:  # type: ignore[no-untyped-def]
+def main_content(original: HtmlElement, page_blocks: list[Block], gate: AssetGate) -> Walker | None:
     """The page's main content as blocks (the page title first when it has no ``<h1>``), or None
     when there is none to trust."""
     page_words = words(page_blocks)
@@ -47,7 +51,8 @@ def main_content(original, page_blocks: list[Block], gate: AssetGate) -> Walker 
     except Exception:  # readability.Unparseable or a page it cannot handle: the full page it is
         return None
     walker = Walker(gate)
-    walker.walk(article.find(".//body") if article.find(".//body") is not None else article)
+    body = article.find(".//body")
+    walker.walk(body if body is not None else article)
     if words(walker.blocks) < MIN_SHARE * page_words:
         return None
     if title and not any(b.kind == "heading" and (b.level == 1 or _norm(b.text) == _norm(title))
@@ -62,7 +67,7 @@ def words(blocks: list[Block]) -> int:
                for b in blocks if b.kind != "figure")
 
 
-def _title(original) -> str:  # type: ignore[no-untyped-def]
+def _title(original: HtmlElement) -> str:
     """The ``<title>`` without the site's name (readability's rule; it prefers a matching heading)."""
     try:
         return " ".join((shorten_title(original) or "").split())

@@ -8,12 +8,16 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from typing import TYPE_CHECKING
 
 from ultimate_rag.domain.models import Block, ParsedAsset
 
 from .assets import AssetGate
 from .docx import table_markdown
 from .pdf import figure_text
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
 
 HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _LEAF = {"p": "paragraph", "pre": "code", "blockquote": "quote", "figcaption": "paragraph", "dt": "paragraph",
@@ -31,14 +35,14 @@ class Walker:
         self.assets: list[ParsedAsset] = []
         self._loose: list[str] = []
 
-    def walk(self, top) -> None:  # type: ignore[no-untyped-def]
-        stack: list[tuple[object, bool]] = [(top, False)]
+    def walk(self, top: HtmlElement) -> None:
+        stack: list[tuple[HtmlElement, bool]] = [(top, False)]
         while stack:
             element, tail_only = stack.pop()
             if tail_only:
                 self._text(getattr(element, "tail", None))
                 continue
-            tag = element.tag if isinstance(element.tag, str) else ""  # type: ignore[attr-defined]
+            tag = element.tag if isinstance(element.tag, str) else ""
             if element is not top:
                 stack.append((element, True))  # the tail is read after the element itself
             if tag in HEADINGS:
@@ -54,8 +58,8 @@ class Walker:
             elif tag == "br":
                 self._text("\n")
             else:
-                self._text(element.text)  # type: ignore[attr-defined]
-                stack.extend((child, False) for child in reversed(list(element)))  # type: ignore[call-overload]
+                self._text(element.text)
+                stack.extend((child, False) for child in reversed(list(element)))
         self._flush()
 
     def _text(self, text: str | None) -> None:
@@ -73,10 +77,10 @@ class Walker:
         if text:
             self.blocks.append(Block(kind=kind, text=text, level=level))
 
-    def _heading(self, element, level: int) -> None:  # type: ignore[no-untyped-def]
+    def _heading(self, element: HtmlElement, level: int) -> None:
         self._add("heading", " ".join(element.text_content().split()), level)
 
-    def _leaf(self, element, kind: str) -> None:  # type: ignore[no-untyped-def]
+    def _leaf(self, element: HtmlElement, kind: str) -> None:
         images = element.findall(".//img")
         if kind == "code":
             self._add("code", "```\n" + element.text_content().strip("\n") + "\n```")
@@ -85,7 +89,7 @@ class Walker:
         for image in images:
             self._image(image)
 
-    def _list(self, element) -> None:  # type: ignore[no-untyped-def]
+    def _list(self, element: HtmlElement) -> None:
         ordered = element.tag == "ol"
         lines = []
         for n, item in enumerate(element.iter("li"), start=1):
@@ -99,13 +103,13 @@ class Walker:
                 lines.append(f"{n}. {text}" if ordered else f"- {text}")
         self._add("list", "\n".join(lines))
 
-    def _table(self, element) -> None:  # type: ignore[no-untyped-def]
+    def _table(self, element: HtmlElement) -> None:
         rows = []
         for row in element.iter("tr"):
             rows.append([" ".join(cell.text_content().split()) for cell in row if cell.tag in ("td", "th")])
         self._add("table", table_markdown(rows))
 
-    def _image(self, element) -> None:  # type: ignore[no-untyped-def]
+    def _image(self, element: HtmlElement) -> None:
         alt = " ".join((element.get("alt") or element.get("title") or "").split())
         alt = "" if _FILE_NAME.match(alt) else alt  # a file name says nothing about the image
         src = (element.get("src") or "").strip()

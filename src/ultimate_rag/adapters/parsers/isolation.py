@@ -22,10 +22,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast
 
 from ultimate_rag.domain.errors import InvalidDocumentError, UltimateRagError
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
+from ultimate_rag.domain.ports import Parser
 
 from . import child_env, progress
 from .limits import ParseLimits
@@ -57,7 +58,7 @@ class ParseRunner:
         self.memory_bytes = memory_limit_mb * 1024 * 1024 if memory_limit_mb > 0 else 0
         self.isolate = isolate
 
-    async def parse(self, parser: Any, source: DocumentSource,
+    async def parse(self, parser: Parser, source: DocumentSource,
                     on_progress: Callable[[int, int], Awaitable[None]] | None = None) -> ParsedDocument:
         """``on_progress(done, total)``: the parser's per-page progress (parsers call
         ``progress.report``), awaited one at a time and never after this returns."""
@@ -66,7 +67,7 @@ class ParseRunner:
             if not self.isolate or not type(parser).__module__.startswith(_BUILTIN_PREFIX):
                 def run() -> ParsedDocument:
                     progress.set_reporter(pump.notify)  # this thread's context only
-                    return parser.parse(source)  # type: ignore[no-any-return]
+                    return parser.parse(source)
 
                 return check_parsed(await asyncio.to_thread(run), self.limits)
             return await self._isolated(parser.name, source, pump)  # the child ran check_parsed already
@@ -117,14 +118,16 @@ class ParseRunner:
             receive.close()
         if outcome is None or outcome[0] != "ok":
             raise InvalidDocumentError("the environment probe gave no answer")
-        return outcome[1]  # type: ignore[no-any-return]
+        environment: dict[str, Any] = outcome[1]
+        return environment
 
     def _result(self, outcome: tuple[str, Any] | None, exitcode: int | None) -> ParsedDocument:
         if outcome is None:
             raise InvalidDocumentError(f"parsing took longer than the limit of {self.timeout:g} seconds")
         kind, value = outcome
         if kind == "ok":
-            return value  # type: ignore[no-any-return]
+            parsed: ParsedDocument = value
+            return parsed
         if kind == "memory":
             raise InvalidDocumentError(
                 f"parsing needs more memory than the limit of {self.memory_bytes // (1024 * 1024)} MB")
@@ -195,7 +198,7 @@ def _wait(conn: Connection, process: Any, deadline: float, stop: threading.Event
                     if on_progress is not None:
                         on_progress(message[1], message[2])
                     continue
-                return message  # type: ignore[no-any-return]
+                return cast("tuple[str, Any]", message)  # the child sends (kind, value)
         except (EOFError, OSError):
             return ("died", None)
         if not process.is_alive():
@@ -203,7 +206,7 @@ def _wait(conn: Connection, process: Any, deadline: float, stop: threading.Event
                 while conn.poll(0):
                     message = conn.recv()
                     if not (isinstance(message, tuple) and message and message[0] == "progress"):
-                        return message  # type: ignore[no-any-return]
+                        return cast("tuple[str, Any]", message)
             except (EOFError, OSError):
                 pass
             return ("died", None)
@@ -218,11 +221,11 @@ def _without_main(original: Any) -> Any:
     the whole application, seconds per parse; for a script without a main guard: a crash). A parse
     child needs only this module, so its preparation leaves the main module out."""
     def prepare(name: str) -> dict[str, Any]:
-        data = original(name)
+        data: dict[str, Any] = original(name)
         if name.startswith(_CHILD_PREFIX):
             data.pop("init_main_from_name", None)
             data.pop("init_main_from_path", None)
-        return data  # type: ignore[no-any-return]
+        return data
 
     prepare.wrapped = original  # type: ignore[attr-defined]
     return prepare

@@ -14,6 +14,7 @@ import math
 import os
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from PIL import Image
 
@@ -36,7 +37,7 @@ class Line:
         return self.box[3] - self.box[1]
 
 
-def _get_engine():  # type: ignore[no-untyped-def]
+def _get_engine() -> Any:  # a RapidOCR (it ships no types)
     global _engine
     with _engine_lock:
         if _engine is None:

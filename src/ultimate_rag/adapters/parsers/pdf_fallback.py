@@ -62,7 +62,7 @@ def rebuild_page_tree(doc: pymupdf.Document) -> pymupdf.Document | None:
 
 def _is_page(doc: pymupdf.Document, xref: int) -> bool:
     try:
-        return doc.xref_get_key(xref, "Type") == ("name", "/Page")
+        return bool(doc.xref_get_key(xref, "Type") == ("name", "/Page"))
     except Exception:
         return False
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import pymupdf
 
@@ -58,7 +59,7 @@ def _referenced(doc: pymupdf.Document, page: pymupdf.Page, number: int,
     return items
 
 
-def _placements(page: pymupdf.Page, info: tuple, oversized: bool) -> list[pymupdf.Rect]:  # type: ignore[type-arg]
+def _placements(page: pymupdf.Page, info: tuple[Any, ...], oversized: bool) -> list[pymupdf.Rect]:
     """Where the image is drawn. ``get_image_rects`` decodes the image (to hash it), so an image
     over the pixel limit is placed with ``get_image_bbox``, which does not."""
     try:
@@ -132,5 +133,5 @@ def _inline(page: pymupdf.Page, number: int, gate: AssetGate) -> list[tuple[Rect
         asset = gate.admit(ParsedAsset(locator_key=key, data=bytes(block["image"]),
                                        mime_type="application/octet-stream", page=number), what)
         if asset is not None:
-            items.append((tuple(block["bbox"]), asset))  # type: ignore[arg-type]
+            items.append((tuple(block["bbox"]), asset))
     return items

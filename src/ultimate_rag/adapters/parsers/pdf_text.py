@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import pymupdf
 
@@ -63,7 +64,7 @@ def text_items(page: pymupdf.Page) -> list[Item]:
         if not lines:
             continue
         crosses = any(line["bbox"][0] < mid <= line["bbox"][2] for line in lines)
-        groups: dict[int, list[dict]] = {}  # type: ignore[type-arg]
+        groups: dict[int, list[dict[str, Any]]] = {}
         for line in lines:
             side = 0 if crosses or (line["bbox"][0] + line["bbox"][2]) / 2 < mid else 1
             groups.setdefault(side, []).append(line)
@@ -74,7 +75,7 @@ def text_items(page: pymupdf.Page) -> list[Item]:
     return items
 
 
-def _item(lines: list[dict]) -> Item | None:  # type: ignore[type-arg]
+def _item(lines: list[dict[str, Any]]) -> Item | None:
     texts: list[str] = []
     sizes: Counter[float] = Counter()
     bold = 0

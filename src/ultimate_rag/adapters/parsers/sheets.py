@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
@@ -118,7 +119,7 @@ def cell_text(value: object) -> str:
     return " ".join(str(value).split())
 
 
-def _first_cell(row):  # type: ignore[no-untyped-def]
+def _first_cell(row: Iterable[Any]) -> Any:
     """A cell of the row that knows its row number (read-only rows may start with empty cells)."""
     for cell in row:
         if getattr(cell, "row", None) is not None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
@@ -18,6 +20,9 @@ from .assets import AssetGate, with_warnings
 from .docx import check_archive, table_markdown, without_oversized_parts
 from .limits import ParseLimits
 from .pdf import figure_text
+
+if TYPE_CHECKING:
+    from pptx.slide import Slide
 
 PPTX_MIME = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 NOTES_PREFIX = "Speaker notes:"
@@ -63,7 +68,7 @@ class PptxParser:
                               assets=tuple(assets))
 
 
-def _slide(slide, number: int, gate: AssetGate, assets: list[ParsedAsset]) -> list[Block]:  # type: ignore[no-untyped-def]
+def _slide(slide: Slide, number: int, gate: AssetGate, assets: list[ParsedAsset]) -> list[Block]:
     here = SourceLocator(page=number)
     title_shape = slide.shapes.title
     title = _text_of(title_shape) if title_shape is not None else ""
@@ -94,7 +99,7 @@ def _slide(slide, number: int, gate: AssetGate, assets: list[ParsedAsset]) -> li
     return blocks
 
 
-def _shapes(shapes):  # type: ignore[no-untyped-def]
+def _shapes(shapes: Iterable[Any]) -> Iterator[Any]:
     """Every shape, the members of groups included (a group is not read as one)."""
     stack = list(shapes)
     while stack:
@@ -105,14 +110,14 @@ def _shapes(shapes):  # type: ignore[no-untyped-def]
             yield shape
 
 
-def _text_of(shape) -> str:  # type: ignore[no-untyped-def]
+def _text_of(shape: Any) -> str:  # shapes are read by what they have, whatever their class
     if not getattr(shape, "has_text_frame", False) or not shape.has_text_frame:
         return ""
     lines = [" ".join(p.text.split()) for p in shape.text_frame.paragraphs]
     return "\n".join(line for line in lines if line)
 
 
-def _picture(shape, number: int, gate: AssetGate) -> ParsedAsset | None:  # type: ignore[no-untyped-def]
+def _picture(shape: Any, number: int, gate: AssetGate) -> ParsedAsset | None:
     try:
         image = shape.image
         blob = image.blob

@@ -24,13 +24,14 @@ class AuditLog:
 
     async def list(self, *, limit: int, before_id: int | None = None, knowledge_base_id: UUID | None = None,
                    ) -> list[dict[str, Any]]:
-        where, params = ["true"], {"limit": limit}
+        where = ["true"]
+        params: dict[str, Any] = {"limit": limit}
         if before_id is not None:
             where.append("id < %(before)s")
             params["before"] = before_id
         if knowledge_base_id is not None:
             where.append("knowledge_base_id = %(kb)s")
-            params["kb"] = knowledge_base_id  # type: ignore[assignment]
+            params["kb"] = knowledge_base_id
         return await self._db.fetchall(
             f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT %(limit)s", params)
 

@@ -73,12 +73,7 @@ class SyncQueue:
     async def find_item(self, lease: SyncLease, external_id: str) -> ItemState | None:
         row = await self._db.fetchone(Q["find_item"], {"kb": lease.knowledge_base_id,
                                                        "connector_id": lease.connector_id, "external_id": external_id})
-        if row is None:
-            return None
-        return ItemState(id=row["id"], status=DocumentStatus(row["status"]), sha256=row["sha256"],
-                         object_key=row["object_key"], content_revision=row["content_revision"],
-                         remote_etag=row["remote_etag"], remote_last_modified=row["remote_last_modified"],
-                         connector_sync_id=row["connector_sync_id"], filename=row["filename"])
+        return None if row is None else _item_state(row)
 
     async def start_new_item(self, lease: SyncLease, external_id: str, filename: str, max_attempts: int) -> UUID:
         """A new remote item: its document is created FETCHING (with an idle job: nothing may claim
@@ -126,12 +121,7 @@ class SyncQueue:
         row = await self._db.fetchone(
             "SELECT id, status, sha256, object_key, content_revision, remote_etag, remote_last_modified,"
             " connector_sync_id, filename FROM documents WHERE id = %s", (document_id,))
-        if row is None:
-            return None
-        return ItemState(id=row["id"], status=DocumentStatus(row["status"]), sha256=row["sha256"],
-                         object_key=row["object_key"], content_revision=row["content_revision"],
-                         remote_etag=row["remote_etag"], remote_last_modified=row["remote_last_modified"],
-                         connector_sync_id=row["connector_sync_id"], filename=row["filename"])
+        return None if row is None else _item_state(row)
 
     async def finish_item(self, lease: SyncLease, document_id: UUID, *, object_key: str, filename: str,
                           mime_type: str, size_bytes: int, sha256: str, revision: int, etag: str | None,
@@ -236,6 +226,13 @@ class SyncQueue:
     async def release(self, lease: SyncLease) -> None:
         async with self.fenced(lease) as conn:
             await conn.execute(Q["release_sync"], {"sync_id": lease.sync_id})
+
+
+def _item_state(row: dict[str, Any]) -> ItemState:
+    return ItemState(id=row["id"], status=DocumentStatus(row["status"]), sha256=row["sha256"],
+                     object_key=row["object_key"], content_revision=row["content_revision"],
+                     remote_etag=row["remote_etag"], remote_last_modified=row["remote_last_modified"],
+                     connector_sync_id=row["connector_sync_id"], filename=row["filename"])
 
 
 def _params(lease: SyncLease) -> dict[str, Any]:

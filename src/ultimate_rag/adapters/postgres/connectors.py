@@ -13,6 +13,7 @@ attempt, the connector's deletion — fails every document it left in intake in 
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -169,7 +170,8 @@ class ConnectorRepository:
     async def update(self, knowledge_base_id: UUID, connector_id: UUID, *, name: str | None = None,
                      config: dict[str, Any] | None = None, schedule_seconds: int | None = None,
                      schedule_given: bool = False) -> Connector:
-        sets, params = ["updated_at = now()"], []
+        sets: list[str] = ["updated_at = now()"]
+        params: list[Any] = []
         if name is not None:
             sets.append("name = %s")
             params.append(name)
@@ -245,7 +247,7 @@ class ConnectorRepository:
             raise ResourceNotFoundError("sync not found")
         return _sync(row)
 
-    async def syncs(self, connector_id: UUID, limit: int = 20) -> list[Sync]:
+    async def syncs(self, connector_id: UUID, limit: int = 20) -> builtins.list[Sync]:  # not the method `list`
         found = await self._db.fetchall(
             "SELECT * FROM connector_syncs WHERE connector_id = %s ORDER BY created_at DESC, id DESC LIMIT %s",
             (connector_id, limit))

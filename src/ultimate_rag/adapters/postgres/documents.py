@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import builtins
 from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
@@ -95,7 +96,8 @@ class DocumentRepository:
         next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if len(found) > limit else None
         return items, next_cursor
 
-    async def chunks(self, document_id: UUID, *, after_ordinal: int = -1, limit: int | None = None) -> list[Chunk]:
+    async def chunks(self, document_id: UUID, *, after_ordinal: int = -1,
+                     limit: int | None = None) -> builtins.list[Chunk]:  # `list` here is the method above
         """In order; a page of ``limit`` chunks after ``after_ordinal`` when asked for one."""
         found = await self._db.fetchall(
             "SELECT * FROM chunks WHERE document_id = %s AND ordinal > %s ORDER BY ordinal LIMIT %s",
@@ -103,15 +105,15 @@ class DocumentRepository:
         )
         return [rows.chunk(r) for r in found]
 
-    async def assets(self, document_id: UUID) -> list[DocumentAsset]:
+    async def assets(self, document_id: UUID) -> builtins.list[DocumentAsset]:
         found = await self._db.fetchall(
             "SELECT * FROM document_assets WHERE document_id = %s ORDER BY page NULLS FIRST, locator_key",
             (document_id,),
         )
         return [rows.asset(r) for r in found]
 
-    async def ready_chunks(self, knowledge_base_id: UUID, chunk_ids: list[UUID],
-                           filters: SearchFilters | None = None) -> list[dict[str, Any]]:
+    async def ready_chunks(self, knowledge_base_id: UUID, chunk_ids: builtins.list[UUID],
+                           filters: SearchFilters | None = None) -> builtins.list[dict[str, Any]]:
         """The double filter (SPEC §4 rule 3): only chunks whose document is READY right now — and
         that pass the search filters, whatever the vector store proposed."""
         conds, params = (document_conditions(filters) if filters else ([], {}))

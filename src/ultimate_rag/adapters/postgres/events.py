@@ -48,7 +48,6 @@ class DocumentEventHub:
         self._subscribers: dict[UUID, set[Subscription]] = {}
         self._task: asyncio.Task[None] | None = None
         self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._ready: asyncio.Event | None = None
         self._lock = asyncio.Lock()
 
     @property

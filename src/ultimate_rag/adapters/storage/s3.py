@@ -101,8 +101,9 @@ class S3ObjectStorage:
 
     async def get(self, key: str) -> bytes:
         full = self._key(key)
-        return await self._call(lambda: self._client.get_object(Bucket=self.bucket, Key=full)["Body"].read(),
-                                what=f"read {key}", key=key)
+        data: bytes = await self._call(lambda: self._client.get_object(Bucket=self.bucket, Key=full)["Body"].read(),
+                                       what=f"read {key}", key=key)
+        return data
 
     async def exists(self, key: str) -> bool:
         full = self._key(key)

@@ -27,14 +27,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from uuid import UUID
 
 from ...domain.errors import PermanentError, TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 CONSISTENCY_LEVELS = ("Strong", "Session", "Bounded", "Eventually")
 
 
@@ -74,7 +75,7 @@ class MilvusVectorStore:
             self._client = pymilvus.MilvusClient(uri=self.uri, token=self._token or "", timeout=self._timeout)
         return self._client
 
-    async def _run(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _run(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Every call here is idempotent (upsert by primary key, delete by filter, reads), so a
         failure — a dropped gRPC channel, a server busy or restarting — is retried a few times
         with backoff before it becomes the job's transient error."""

@@ -33,7 +33,7 @@ def as_sparsevec(vector: Mapping[int, float]) -> SparseVector:
     return SparseVector(dict(vector), SPARSE_DIMENSION)
 
 
-async def knn(conn: Connection, query: sql.Composable, params: dict[str, Any],
+async def knn(conn: Connection, query: sql.Composed, params: dict[str, Any],
               limit: int) -> tuple[list[dict[str, Any]], bool]:
     """Run an ``ORDER BY distance LIMIT`` query through HNSW (iterative scan: filters apply during
     the index walk); when the index yields fewer than ``limit`` rows — a selective filter can make

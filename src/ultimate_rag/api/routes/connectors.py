@@ -5,6 +5,7 @@ need an admin key."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -19,7 +20,7 @@ from ...domain.redact import redact_config, redact_text, restore_secrets
 from ...services.connectors.base import ADMIN_KINDS
 from ...services.connectors.sources import validate_config
 from ...services.connectors.wiring import ConnectorServices
-from ..audit import AuditDep
+from ..audit import AuditDep, Auditor
 from ..deps import ContainerDep, EditableKB, PrincipalDep, ReadableKB, principal
 from ..schemas import ERROR_RESPONSES, Name
 
@@ -177,11 +178,8 @@ async def delete_connector(kb: EditableKB, connector_id: UUID, services: Service
 async def sync_connector(kb: EditableKB, connector_id: UUID, services: Services, who: PrincipalDep,
                          audit: AuditDep) -> SyncOut:
     """Queue a sync; a worker runs it. 409 while one is queued or running."""
-    connector = await services.repository.get(kb.id, connector_id)
-    _may_use(connector.kind, who)
-    sync = await services.repository.request_sync(kb.id, connector_id)
-    await audit.record("connector.sync", knowledge_base_id=kb.id, connector_id=connector_id, sync_id=sync.id)
-    return SyncOut.of(sync)
+    return await _act_on_sync(kb.id, connector_id, services, who, audit, "connector.sync",
+                              services.repository.request_sync)
 
 
 @router.post("/{connector_id}/abort", response_model=SyncOut)
@@ -190,10 +188,15 @@ async def abort_connector(kb: EditableKB, connector_id: UUID, services: Services
     """Abort the queued or running sync: the worker running it stops at its next write, and every
     document it was fetching becomes FAILED ("connector sync aborted"). 409 when none is active.
     ``directory`` and ``s3`` connectors are admin only, as for every other change."""
-    connector = await services.repository.get(kb.id, connector_id)
+    return await _act_on_sync(kb.id, connector_id, services, who, audit, "connector.abort", services.repository.abort)
+
+
+async def _act_on_sync(kb_id: UUID, connector_id: UUID, services: ConnectorServices, who: Principal, audit: Auditor,
+                       event: str, act: Callable[[UUID, UUID], Awaitable[Sync]]) -> SyncOut:
+    connector = await services.repository.get(kb_id, connector_id)
     _may_use(connector.kind, who)
-    sync = await services.repository.abort(kb.id, connector_id)
-    await audit.record("connector.abort", knowledge_base_id=kb.id, connector_id=connector_id, sync_id=sync.id)
+    sync = await act(kb_id, connector_id)
+    await audit.record(event, knowledge_base_id=kb_id, connector_id=connector_id, sync_id=sync.id)
     return SyncOut.of(sync)
 
 

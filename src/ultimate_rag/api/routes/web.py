@@ -5,10 +5,12 @@ routes, called with the API key the page keeps in ``sessionStorage`` (docs/workb
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
@@ -24,7 +26,7 @@ async def workbench() -> FileResponse:
 class _StaticFiles(StaticFiles):
     """Static files that are revalidated on every load (they change with the installed version)."""
 
-    def file_response(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
         response = super().file_response(*args, **kwargs)
         response.headers["Cache-Control"] = "no-cache"
         return response

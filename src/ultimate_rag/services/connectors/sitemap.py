@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from lxml import etree
 
@@ -116,7 +116,9 @@ class SitemapReader:
     def __init__(self, max_bytes: int, on_loc: Callable[[str, str], bool]) -> None:
         self.max_bytes = max_bytes
         self._target = _Target(on_loc)
-        self._parser = etree.XMLParser(target=self._target, resolve_entities=False, no_network=True,
+        # lxml calls only the target methods that exist; the stubs' ParserTarget protocol lists them all
+        target = cast("etree.ParserTarget[str]", self._target)
+        self._parser = etree.XMLParser(target=target, resolve_entities=False, no_network=True,
                                        huge_tree=False, load_dtd=False, dtd_validation=False)
         self._inner = _Inflate(self._parse)
         self._outer = _Inflate(self._inner.feed)

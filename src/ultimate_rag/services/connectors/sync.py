@@ -32,14 +32,12 @@ from ...adapters.postgres.connectors import Connector, ConnectorRepository, Item
 from ...domain.errors import ConflictError, LeaseLostError, PermanentError, UltimateRagError
 from ...domain.ids import source_object_key
 from ...domain.models import DocumentSource
-from ...domain.ports import ObjectStorage
+from ...domain.ports import ObjectStorage, ParserResolver
 from ...domain.status import DocumentStatus, is_active
 from ..ingestion import mime_for, safe_filename
-from ..processing import ParserResolver
 from .base import ConnectorConfigError, Fetched, Known, RemoteItem, Source, with_extension
 
 log = logging.getLogger(__name__)
-OUTCOMES = ("new", "updated", "unchanged", "removed", "failed", "skipped_active")
 _INTAKE = (DocumentStatus.FETCHING, DocumentStatus.UPLOADING)
 
 

@@ -11,9 +11,8 @@ from ...adapters.http.outbound import OutboundPolicy, SafeHttpClient
 from ...adapters.postgres.connector_syncs import SyncQueue
 from ...adapters.postgres.connectors import Connector, ConnectorRepository
 from ...adapters.postgres.database import Database
-from ...domain.ports import ObjectStorage
+from ...domain.ports import ObjectStorage, ParserResolver
 from ...settings import Settings
-from ..processing import ParserResolver
 from .base import Source
 from .runner import SyncRunner
 from .sources import ConnectorLimits, build_source
