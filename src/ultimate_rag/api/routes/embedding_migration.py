@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from ...domain.errors import ConflictError, ResourceNotFoundError
+from ...domain.errors import ConflictError
 from ..audit import AuditDep
 from ..deps import ContainerDep, EditableKB, ReadableKB, principal
 from ..schemas import ERROR_RESPONSES
@@ -57,14 +57,13 @@ async def start_migration(kb: EditableKB, body: EmbeddingMigrationIn, container:
     return EmbeddingMigrationOut.of(row)
 
 
-@router.get("/{kb_id}/embedding-migration", response_model=EmbeddingMigrationOut)
-async def migration_progress(kb: ReadableKB, container: ContainerDep) -> EmbeddingMigrationOut:
-    """The latest migration of the knowledge base (running or finished), with its progress."""
+@router.get("/{kb_id}/embedding-migration", response_model=EmbeddingMigrationOut | None)
+async def migration_progress(kb: ReadableKB, container: ContainerDep) -> EmbeddingMigrationOut | None:
+    """The latest migration of the knowledge base (running or finished) with its progress; null
+    when it never changed its model."""
     assert container.migrations is not None
     row = await container.migrations.repository.latest(kb.id)
-    if row is None:
-        raise ResourceNotFoundError("this knowledge base has never changed its embedding model")
-    return EmbeddingMigrationOut.of(row)
+    return EmbeddingMigrationOut.of(row) if row else None
 
 
 @router.delete("/{kb_id}/embedding-migration", response_model=EmbeddingMigrationOut)
