@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from ultimate_rag.adapters.vectors.generations import generation_prefix, generation_table
+from ultimate_rag.client import AsyncClient
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
@@ -207,11 +208,14 @@ async def test_abort_drops_the_new_generation_and_bad_requests_are_422(client: h
     assert (await client.get(url)).json() is None
     assert (await client.delete(url)).status_code == 409
 
-    assert (await client.post(url, json={"embedder": "openai", "model": HTTP_MODEL, "dimension": 384})).status_code == 202
+    rag = AsyncClient(http=client)  # the Python client, over the same app
+    started = await rag.migrate_embedding(kb, "openai", HTTP_MODEL, 384)
+    assert started is not None and started.status == "RUNNING" and started.progress["total"] == 2
     await container.migrations.step("test-worker")
+    assert (await rag.embedding_migration(kb)).progress["done"] == 1  # type: ignore[union-attr]
     assert await _generation_exists(container, kb, 1)
-    r = await client.delete(url)
-    assert r.status_code == 200 and r.json()["status"] == "ABORTED"
+    aborted = await rag.abort_embedding_migration(kb)
+    assert aborted is not None and aborted.status == "ABORTED"
     assert not await _generation_exists(container, kb, 1)
     assert (await client.get(url)).json()["progress"]["pending"] == 0
     shown = (await client.get(f"/api/knowledge-bases/{kb}")).json()

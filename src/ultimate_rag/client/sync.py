@@ -23,7 +23,7 @@ from ._core import (
     read_answer,
 )
 from .errors import ApiError, NotFound, TransportError
-from .models import Answer, Chunk, Document, KnowledgeBase, Page, ReindexResult, SearchHit
+from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchHit
 
 T = TypeVar("T")
 LIST_ABOVE = 20  # refresh more documents than this with the list endpoint
@@ -100,6 +100,17 @@ class Client:
 
     def reindex_knowledge_base(self, kb_id: Id, which: str | None = None) -> ReindexResult:
         return self._send(Calls.reindex_knowledge_base(kb_id, which))
+
+    def migrate_embedding(self, kb_id: Id, embedder: str, model: str | None = None,
+                          dimension: int | None = None) -> EmbeddingMigration | None:
+        """Start moving the knowledge base to another embedding model (``local`` or ``openai``)."""
+        return self._send(Calls.migrate_embedding(kb_id, embedder, model, dimension))
+
+    def embedding_migration(self, kb_id: Id) -> EmbeddingMigration | None:
+        return self._send(Calls.embedding_migration(kb_id))
+
+    def abort_embedding_migration(self, kb_id: Id) -> EmbeddingMigration | None:
+        return self._send(Calls.abort_embedding_migration(kb_id))
 
     # documents
     def list_documents(self, kb_id: Id, *, status: str | None = None, limit: int | None = None,

@@ -18,8 +18,8 @@ import numpy as np
 from ..adapters.embedders.sparse import LocalSparseEncoder, SparseVector
 from ..adapters.postgres.centroids import LanguageCentroids
 from ..adapters.postgres.documents import DocumentRepository
-from ..adapters.vectors.generations import IndexGenerations
-from ..domain.errors import InvalidRequestError
+from ..adapters.vectors.generations import GenerationGone, IndexGenerations
+from ..domain.errors import InvalidRequestError, TransientError
 from ..domain.models import SearchResult, SourceLocator
 from ..domain.ports import Embedder, VectorStore
 from ..domain.search import (
@@ -95,10 +95,17 @@ class SearchService:
             raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
         effective = mode if self._sparse is not None else SearchMode.DENSE
         started = time.perf_counter()
-        plan, embedder = await self._index_of(knowledge_base_id)
-        vectors = await self._query_vectors(query, effective, embedder)
-        results = await self._collect(knowledge_base_id, query, vectors, top_k, effective, filters or SearchFilters(),
-                                      min_score, group_by_document, plan, embedder)
+        for _ in range(3):  # a switch between reading the plan and the index: read it again
+            plan, embedder = await self._index_of(knowledge_base_id)
+            vectors = await self._query_vectors(query, effective, embedder)
+            try:
+                results = await self._collect(knowledge_base_id, query, vectors, top_k, effective,
+                                              filters or SearchFilters(), min_score, group_by_document, plan, embedder)
+                break
+            except GenerationGone:
+                continue
+        else:
+            raise TransientError("the knowledge base is switching embedding models; try again", service="search")
         if self.metrics is not None:
             self.metrics.observe(mode.value, time.perf_counter() - started)
         return results

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import psycopg
+
 from ...domain.embedding_models import EmbeddingSpec
 from ...domain.models import EmbeddedChunk, VectorHit
 from ..postgres.database import Database
@@ -65,6 +67,10 @@ class IndexPlan:
         return [self.current] + ([self.target] if self.target else [])
 
 
+class GenerationGone(Exception):
+    """The generation a search planned to read was dropped meanwhile (its migration switched)."""
+
+
 DenseFactory = Callable[[EmbeddingSpec, int, UUID], Any]  # (spec, generation, kb) -> a dense store
 PlanReader = Callable[[UUID], Awaitable[IndexPlan | None]]
 
@@ -96,6 +102,13 @@ class IndexGenerations:
         return store
 
     async def searchable(self, kb_id: UUID, g: Generation) -> Any:
+        """A read never creates a migration's generation: one dropped between reading the plan and
+        this call (past the grace period) raises GenerationGone, and the caller reads the plan again."""
+        key = self._key(kb_id, g)
+        if g.number and key not in self._ready:
+            store = await self.dense(kb_id, g, create=False)
+            if not await store.exists():
+                raise GenerationGone(f"index generation {g.number} of {kb_id} is gone")
         store = await self.dense(kb_id, g)
         return store if isinstance(store, PgVectorStore) else HybridVectors(store, self._db)
 
@@ -182,7 +195,11 @@ class IndexGenerations:
                          filters: Any = None, plan: IndexPlan | None = None) -> Any:
         plan = plan or await self.plan(knowledge_base_id)
         store = await self.searchable(knowledge_base_id, plan.current)
-        return await store.candidates(knowledge_base_id, query, limit, mode=mode, filters=filters)
+        try:
+            return await store.candidates(knowledge_base_id, query, limit, mode=mode, filters=filters)
+        except psycopg.errors.UndefinedTable as exc:  # dropped by another process after this one used it
+            self._ready.discard(self._key(knowledge_base_id, plan.current))
+            raise GenerationGone(str(exc)) from exc
 
     async def aclose(self) -> None:
         for store in self._stores.values():

@@ -152,6 +152,9 @@ class MilvusVectorStore:
         """Remove the whole collection (an index generation that lost its migration), or ``name``."""
         await self._run("drop a collection", lambda: self._get().drop_collection(name or self.collection))
 
+    async def exists(self) -> bool:
+        return bool(await self._run("check a collection", lambda: self._get().has_collection(self.collection)))
+
     async def list_collections(self) -> list[str]:
         return list(await self._run("list collections", lambda: self._get().list_collections()))
 

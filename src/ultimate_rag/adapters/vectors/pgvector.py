@@ -78,6 +78,10 @@ class PgVectorStore:
             if self._with_sparse:
                 await conn.execute(f"DELETE FROM {SPARSE_TABLE} WHERE knowledge_base_id = %s", (knowledge_base_id,))
 
+    async def exists(self) -> bool:
+        row = await self._db.fetchone("SELECT to_regclass(%s) AS t", (self.table,))
+        return bool(row and row["t"])
+
     async def drop(self) -> None:
         """Remove the whole table (an index generation that lost its migration)."""
         await self._db.execute(f"DROP TABLE IF EXISTS {self.table}")

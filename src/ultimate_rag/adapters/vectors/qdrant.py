@@ -97,6 +97,9 @@ class QdrantVectorStore:
         """Remove the whole collection (an index generation that lost its migration), or ``name``."""
         await self._run("drop a collection", self._get().delete_collection(name or self.collection))
 
+    async def exists(self) -> bool:
+        return bool(await self._run("check a collection", self._get().collection_exists(self.collection)))
+
     async def list_collections(self) -> list[str]:
         found = await self._run("list collections", self._get().get_collections())
         return [c.name for c in found.collections]
