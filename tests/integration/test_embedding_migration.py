@@ -15,8 +15,9 @@ from uuid import UUID
 import httpx
 import pytest
 
-from ultimate_rag.adapters.vectors.generations import generation_prefix, generation_table
+from ultimate_rag.adapters.vectors.generations import Generation, generation_prefix, generation_table
 from ultimate_rag.client import AsyncClient
+from ultimate_rag.domain.embedding_models import EmbeddingSpec
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
@@ -216,6 +217,11 @@ async def test_abort_drops_the_new_generation_and_bad_requests_are_422(client: h
     assert await _generation_exists(container, kb, 1)
     aborted = await rag.abort_embedding_migration(kb)
     assert aborted is not None and aborted.status == "ABORTED"
+    assert not await _generation_exists(container, kb, 1)
+    # a pipeline run that planned both generations before the abort writes the current one only
+    plan = await container.indexes.plan(UUID(kb))
+    target = Generation(EmbeddingSpec("openai", HTTP_MODEL, 384), 1)
+    await container.indexes.write(UUID(kb), [(plan.current, []), (target, [])])
     assert not await _generation_exists(container, kb, 1)
     assert (await client.get(url)).json()["progress"]["pending"] == 0
     shown = (await client.get(f"/api/knowledge-bases/{kb}")).json()

@@ -172,7 +172,9 @@ class EmbeddingMigrations:
                                            ordinal=r["ordinal"], content=r["content"], token_count=0,
                                            heading_path=tuple(r["heading_path"] or ()), locator=SourceLocator()),
                                embedding=tuple(v)) for r, v in zip(rows, vectors, strict=True)]
-        store = await self._indexes.dense(kb_id, target)
+        store = await self._indexes.existing(kb_id, target)
+        if store is None:
+            raise LeaseLostError("the new index generation is gone (the migration was aborted)")
         await self.repository.heartbeat(lease)  # still ours: only then write into the generation
         await store.delete_by_document(lease.document_id)
         await store.upsert(kb_id, items)

@@ -12,6 +12,7 @@ deletes to every live one, searches read the current one — read from PostgreSQ
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from ..postgres.database import Database
 from .pgvector import PgVectorStore
 from .sparse_pg import HybridVectors, PostgresSparseIndex
 
+log = logging.getLogger(__name__)
 PG_GENERATION_TABLE = re.compile(r"^cv_([0-9a-f]{32})_g(\d+)$")
 COLLECTION_GENERATION = re.compile(r"^urag_kb([0-9a-f]{32})_g(\d+)_")
 
@@ -101,15 +103,23 @@ class IndexGenerations:
             self._ready.add(key)
         return store
 
-    async def searchable(self, kb_id: UUID, g: Generation) -> Any:
-        """A read never creates a migration's generation: one dropped between reading the plan and
-        this call (past the grace period) raises GenerationGone, and the caller reads the plan again."""
+    async def existing(self, kb_id: UUID, g: Generation) -> Any:
+        """The generation's dense store if its table or collection exists (a migration's is made
+        when the migration starts and never again: a write racing an abort must not bring it
+        back), else None."""
         key = self._key(kb_id, g)
         if g.number and key not in self._ready:
             store = await self.dense(kb_id, g, create=False)
             if not await store.exists():
-                raise GenerationGone(f"index generation {g.number} of {kb_id} is gone")
-        store = await self.dense(kb_id, g)
+                return None
+        return await self.dense(kb_id, g)
+
+    async def searchable(self, kb_id: UUID, g: Generation) -> Any:
+        """A read never creates a migration's generation: one dropped between reading the plan and
+        this call (past the grace period) raises GenerationGone, and the caller reads the plan again."""
+        store = await self.existing(kb_id, g)
+        if store is None:
+            raise GenerationGone(f"index generation {g.number} of {kb_id} is gone")
         return store if isinstance(store, PgVectorStore) else HybridVectors(store, self._db)
 
     async def plan(self, kb_id: UUID) -> IndexPlan:
@@ -119,9 +129,20 @@ class IndexGenerations:
     # -- writes the pipeline makes -------------------------------------------------------------
     async def write(self, kb_id: UUID,
                     items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None:
-        """Each generation's vectors (embedded with its model), then the shared sparse side once."""
-        for g, items in items_by_generation:
-            await (await self.dense(kb_id, g)).upsert(kb_id, items)
+        """Each generation's vectors (embedded with its model), then the shared sparse side once. A
+        migration's generation that an abort dropped meanwhile is skipped."""
+        for i, (g, items) in enumerate(items_by_generation):
+            if i == 0:
+                await (await self.dense(kb_id, g)).upsert(kb_id, items)
+                continue
+            store = await self.existing(kb_id, g)
+            try:
+                if store is not None:
+                    await store.upsert(kb_id, items)
+            except Exception:
+                if (await self.plan(kb_id)).target == g:
+                    raise
+                log.info("index generation %s of %s was dropped while it was written", g.number, kb_id)
         if items_by_generation:
             await self.sparse.upsert(kb_id, items_by_generation[0][1])
 

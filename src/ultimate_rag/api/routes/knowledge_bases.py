@@ -87,6 +87,8 @@ async def delete_knowledge_base(kb: ReadableKB, container: ContainerDep, _: Admi
                                 audit: AuditDep) -> KnowledgeBaseOut:
     """Everything the knowledge base owns is removed through the queue; it stops being searchable at
     once, refuses uploads (409), and disappears when its last document is gone."""
+    if container.migrations is not None:  # a model migration of a knowledge base being deleted stops
+        await container.migrations.abort(kb.id)
     queued = await container.knowledge_base_removal.request(kb.id)
     await audit.record("knowledge_base.delete", knowledge_base_id=kb.id, name=kb.name, documents=queued)
     try:
