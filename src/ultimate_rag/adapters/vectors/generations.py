@@ -22,6 +22,7 @@ from uuid import UUID
 import psycopg
 
 from ...domain.embedding_models import EmbeddingSpec
+from ...domain.errors import TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
 from ..postgres.database import Database
 from .pgvector import PgVectorStore
@@ -133,7 +134,11 @@ class IndexGenerations:
         migration's generation that an abort dropped meanwhile is skipped."""
         for i, (g, items) in enumerate(items_by_generation):
             if i == 0:
-                await (await self.dense(kb_id, g)).upsert(kb_id, items)
+                current = await self.existing(kb_id, g)
+                if current is None:  # dropped: the knowledge base switched models since the plan was read
+                    raise TransientError("the knowledge base switched to another embedding model while this "
+                                         "document was indexed; it is indexed again with the new model")
+                await current.upsert(kb_id, items)
                 continue
             store = await self.existing(kb_id, g)
             try:
