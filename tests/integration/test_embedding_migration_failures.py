@@ -70,3 +70,30 @@ async def test_a_document_the_new_model_fails_on_stops_the_switch(client: httpx.
         await container.migrations.step("test-worker")
     again = (await client.get(url)).json()
     assert again["status"] == "SWITCHED" and again["progress"]["chunks_from_cache"] >= 1
+
+
+async def test_an_upload_the_new_model_fails_on_is_ready_and_its_item_retries(client: httpx.AsyncClient,
+                                                                              container: Any, fault_proxy: Any) -> None:
+    kb = (await client.post("/api/knowledge-bases", json={"name": "uploads"})).json()["id"]
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents",
+                          files={"file": ("old.txt", b"The lighthouse keeper logs every passing ship.")})
+    await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
+    url = f"/api/knowledge-bases/{kb}/embedding-migration"
+    assert (await client.post(url, json={"embedder": "openai", "model": "e5-small-http", "dimension": 384})
+            ).status_code == 202
+    fault_proxy.inject(Fault(status=400, body='{"error": {"message": "input rejected"}}'))  # the upload's 2nd model
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents",
+                          files={"file": ("new.txt", b"Glaciers carve fjords over thousands of years.")})
+    new = r.json()["id"]
+    await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
+    assert (await client.get(f"/api/documents/{new}")).json()["status"] == "READY"  # the current model worked
+    assert fault_proxy.faulted == 1
+    assert (await client.get(url)).json()["progress"]["total"] == 2  # the upload got an item of its own
+    for _ in range(20):
+        if (await client.get(url)).json()["status"] != "RUNNING":
+            break
+        await container.migrations.step("test-worker")
+    done = (await client.get(url)).json()
+    assert done["status"] == "SWITCHED" and done["progress"]["done"] == 2, done
+    hits = (await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "how are fjords made"})).json()
+    assert new in {h["document_id"] for h in hits["results"]}

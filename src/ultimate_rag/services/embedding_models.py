@@ -74,5 +74,5 @@ class EmbeddingModels:
         target = row["target"]
         if not target:
             return IndexPlan(kb_id, current)
-        return IndexPlan(kb_id, current, Generation(EmbeddingSpec(target["embedder"], target["model"],
-                                                                  int(target["dimension"])), int(target["generation"])))
+        spec = EmbeddingSpec(target["embedder"], target["model"], int(target["dimension"]))
+        return IndexPlan(kb_id, current, Generation(spec, int(target["generation"])), row["migration_id"])

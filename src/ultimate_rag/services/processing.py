@@ -136,7 +136,7 @@ class DocumentProcessor:
         sparse = await embedding.sparse_passages(texts, knowledge_base_id=row["knowledge_base_id"])
         embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
                     for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
-        also = await self._embed_for_target(plan, chunks, texts, row["knowledge_base_id"])
+        also = await self._embed_for_target(plan, chunks, texts, row["knowledge_base_id"], lease.document_id)
 
         await self._queue.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})
 
@@ -146,7 +146,7 @@ class DocumentProcessor:
                 await self._vectors.upsert(row["knowledge_base_id"], embedded)
             else:
                 await self._vectors.write(row["knowledge_base_id"], [(plan.current, embedded), *also])
-                await self._check_plan(plan)
+                await self._check_plan(plan, [plan.current, *(g for g, _ in also)])
             if self._centroids is not None:
                 await self._centroids.add(row["knowledge_base_id"], embedding.embedder.name, embedded)
 
@@ -154,19 +154,28 @@ class DocumentProcessor:
         await self._queue.complete_ready(lease, chunks, write_vectors, **hooks)
 
     async def _embed_for_target(self, plan: IndexPlan | None, chunks: list[Chunk], texts: list[str],
-                                kb_id: Any) -> list[tuple[Generation, list[EmbeddedChunk]]]:
-        """While an embedding-model migration runs, new content is embedded for both generations."""
+                                kb_id: Any, document_id: Any) -> list[tuple[Generation, list[EmbeddedChunk]]]:
+        """While an embedding-model migration runs, new content is embedded for both generations.
+        The new model failing does not fail the document: the migration gets an item for it, which
+        retries on its own attempts (and, if it fails for good, stops the switch)."""
         if plan is None or plan.target is None or self._models is None:
             return []
-        vectors = await self._models.embedding(plan.target.spec).embed_passages(texts, knowledge_base_id=kb_id)
+        try:
+            vectors = await self._models.embedding(plan.target.spec).embed_passages(texts, knowledge_base_id=kb_id)
+        except Exception as exc:
+            log.warning("document %s: the migration's new model failed (%s); its item will retry", document_id, exc)
+            migrations = self._models.migrations
+            if migrations is not None and plan.migration_id is not None:
+                await migrations.requeue(plan.migration_id, document_id)
+            return []
         items = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
         return [(plan.target, items)]
 
-    async def _check_plan(self, plan: IndexPlan) -> None:
+    async def _check_plan(self, plan: IndexPlan, written: list[Generation]) -> None:
         """The knowledge base switched generations to one this run did not write (a migration that
         began and ended while it ran): index again rather than serve a document from nowhere."""
         now = await self._vectors.plan(plan.knowledge_base_id)
-        if now.current not in plan.generations:
+        if now.current not in written:
             raise TransientError("the knowledge base switched to another embedding model while this document was "
                                  "indexed; it is indexed again with the new model")
 

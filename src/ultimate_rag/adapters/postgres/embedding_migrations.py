@@ -108,8 +108,9 @@ class EmbeddingMigrationRepository:
     async def index_state(self, kb_id: UUID) -> dict[str, Any] | None:
         """The knowledge base's settings and the target of its running migration, in one read."""
         return await self._db.fetchone(
-            "SELECT kb.settings, m.target FROM knowledge_bases kb LEFT JOIN embedding_migrations m"
-            " ON m.knowledge_base_id = kb.id AND m.status = 'RUNNING' WHERE kb.id = %s", (kb_id,))
+            "SELECT kb.settings, m.target, m.id AS migration_id FROM knowledge_bases kb"
+            " LEFT JOIN embedding_migrations m ON m.knowledge_base_id = kb.id AND m.status = 'RUNNING'"
+            " WHERE kb.id = %s", (kb_id,))
 
     async def abort(self, kb_id: UUID) -> dict[str, Any] | None:
         async with self._db.transaction() as conn:
@@ -123,6 +124,16 @@ class EmbeddingMigrationRepository:
                 "UPDATE embedding_migration_items SET status = 'CANCELLED', locked_by = NULL, updated_at = now()"
                 " WHERE migration_id = %s AND status IN ('PENDING', 'RUNNING')", (row["id"],))
         return await self.get(row["id"])
+
+    async def requeue(self, migration_id: int, document_id: UUID) -> None:
+        """The pipeline could not embed a document for the new generation: its item (made anew if
+        the document is newer than the migration) runs again, on its own attempts."""
+        await self._db.execute(
+            "INSERT INTO embedding_migration_items (migration_id, document_id, max_attempts) VALUES (%s, %s, %s)"
+            " ON CONFLICT (migration_id, document_id) DO UPDATE SET status = 'PENDING', attempts = 0,"
+            " locked_by = NULL, available_at = now(), updated_at = now()"
+            " WHERE embedding_migration_items.status NOT IN ('RUNNING', 'CANCELLED')",
+            (migration_id, document_id, self._max_attempts))
 
     # -- items ---------------------------------------------------------------------------------
     async def claim(self, worker_id: str) -> MigrationLease | None:
