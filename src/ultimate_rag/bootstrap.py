@@ -8,6 +8,7 @@ import logging
 import os
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from .adapters.chunking.chunker import StructuredChunker
 from .adapters.embedders.cache import EmbeddingCache
@@ -20,14 +21,17 @@ from .adapters.postgres.centroids import LanguageCentroids
 from .adapters.postgres.database import Database
 from .adapters.postgres.documents import DocumentRepository
 from .adapters.postgres.embedded import start_embedded_postgres
+from .adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
 from .adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from .adapters.postgres.lifecycle import KnowledgeBaseDeletionRepository, LifecycleRepository
 from .adapters.postgres.migrations import migrate
 from .adapters.postgres.queue import JobQueue
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.storage.local import LocalObjectStorage
+from .adapters.vectors.generations import IndexGenerations, generation_prefix, generation_table
 from .adapters.vectors.pgvector import PgVectorStore
 from .adapters.vectors.sparse_pg import HybridVectors
+from .domain.embedding_models import EmbeddingSpec
 from .domain.ports import ChatModel, Embedder, ObjectStorage, VectorStore
 from .domain.search import Fusion
 from .observability import AnswerMetrics, SearchMetrics
@@ -37,6 +41,8 @@ from .services.connectors.wiring import ConnectorServices, build_connectors
 from .services.dedup import Deduplicator
 from .services.deletion import DocumentDeleter
 from .services.embedding import EmbeddingService
+from .services.embedding_migration import EmbeddingMigrations
+from .services.embedding_models import EmbeddingModels
 from .services.ingestion import IngestionService
 from .services.knowledge_base_removal import KnowledgeBaseRemoval
 from .services.lifecycle import DocumentLifecycle
@@ -93,6 +99,27 @@ def make_embedder(settings: Settings) -> Embedder:
                            query_concurrency=settings.embed_query_concurrency)
 
 
+def make_embedder_for(settings: Settings, spec: EmbeddingSpec, local: Embedder | None = None) -> Embedder:
+    """A knowledge base's embedder (services/embedding_models.py builds each once per process):
+    the local model (one instance per process: ``local`` when it is already loaded), or the
+    OpenAI-compatible server of the settings with the knowledge base's model and dimension."""
+    if spec.embedder == "local":
+        return local if local is not None else make_embedder(settings.model_copy(update={"embedder": "local"}))
+    return make_embedder(settings.model_copy(update={
+        "embedder": "openai", "embedding_model": spec.model, "embedding_dimensions": spec.dimension}))
+
+
+def make_generation_store(settings: Settings, db: Database, spec: EmbeddingSpec, generation: int,
+                          kb_id: UUID) -> Any:
+    """The dense store of one index generation (adapters/vectors/generations.py): generation 0 is
+    the model's shared index; a migration's generation is a table or collection of its own."""
+    if settings.vector_store == "pgvector":
+        return PgVectorStore(db, spec.dimension, table=generation_table(kb_id, generation) if generation else None,
+                             with_sparse=False)
+    prefix = generation_prefix(kb_id, generation) if generation else "urag"
+    return make_vector_store(settings, db, spec.dimension, spec.model, collection_prefix=prefix)
+
+
 def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEncoder | None:
     """The local model's sparse head, whatever computes the dense vectors (one copy of the weights
     when the local model is also the dense embedder)."""
@@ -103,7 +130,8 @@ def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEn
                               query_concurrency=settings.embed_query_concurrency)
 
 
-def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default") -> VectorStore:
+def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default",
+                      collection_prefix: str = "urag") -> VectorStore:
     if settings.vector_store == "milvus":
         from .adapters.vectors.milvus import MilvusVectorStore
 
@@ -112,13 +140,13 @@ def make_vector_store(settings: Settings, db: Database, dimension: int, model: s
         return MilvusVectorStore(uri=settings.milvus_uri, token=settings.milvus_token, dimension=dimension,
                                  model=model, consistency_level=settings.milvus_consistency_level,
                                  batch_size=settings.milvus_batch_size, num_partitions=settings.milvus_num_partitions,
-                                 timeout=settings.milvus_timeout_seconds)
+                                 timeout=settings.milvus_timeout_seconds, collection_prefix=collection_prefix)
     if settings.vector_store == "qdrant":
         from .adapters.vectors.qdrant import QdrantVectorStore
 
         return QdrantVectorStore(url=settings.qdrant_url, api_key=settings.qdrant_api_key, path=settings.qdrant_path,
                                  dimension=dimension, model=model, batch_size=settings.qdrant_batch_size,
-                                 timeout=settings.qdrant_timeout_seconds)
+                                 timeout=settings.qdrant_timeout_seconds, collection_prefix=collection_prefix)
     if settings.vector_store != "pgvector":
         raise ValueError(f"unsupported vector store {settings.vector_store!r}: 'pgvector', 'milvus' or 'qdrant'")
     return PgVectorStore(db, dimension)
@@ -191,6 +219,9 @@ class Container:
     answers: AnswerService
     connectors: ConnectorServices | None = None
     backfill: SparseBackfill | None = None
+    models: EmbeddingModels | None = None  # each knowledge base's embedder, one per model per process
+    indexes: IndexGenerations | None = None  # each knowledge base's current index generation
+    migrations: EmbeddingMigrations | None = None
 
     @property
     def answer_metrics(self) -> AnswerMetrics:
@@ -199,7 +230,7 @@ class Container:
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
                                connector_runner=self.connectors.runner if self.connectors else None,
-                               backfill=self.backfill)
+                               backfill=self.backfill, migrations=self.migrations)
 
     async def open(self) -> None:
         await self.db.open()
@@ -210,7 +241,10 @@ class Container:
         await self.queue.close()
         await self.queue.db.close()
         await self.db.close()
-        for client in (self.vectors, self.embedder, self.answers.chat):  # HTTP/gRPC clients of remote backends
+        others = [e.embedder for e in self.models.services()] if self.models else []
+        closers = [self.vectors, self.embedder, self.answers.chat, self.indexes,
+                   *(e for e in others if e is not self.embedder)]
+        for client in closers:  # HTTP/gRPC clients of remote backends
             aclose = getattr(client, "aclose", None)
             if aclose is not None:
                 await aclose()
@@ -257,15 +291,32 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     limits = parse_limits(settings)
     parsers = default_registry(limits)
     cache = EmbeddingCache(db)
-    embedding = EmbeddingService(embedder, cache, batch_size=settings.embed_batch_size,
-                                 rate_limit_max_wait=settings.rate_limit_max_wait_seconds, sparse=sparse)
+
+    def embedding_service(model: Embedder) -> EmbeddingService:
+        return EmbeddingService(model, cache, batch_size=settings.embed_batch_size,
+                                rate_limit_max_wait=settings.rate_limit_max_wait_seconds, sparse=sparse)
+
+    embedding = embedding_service(embedder)
+    migration_rows = EmbeddingMigrationRepository(db, lease_seconds=settings.lease_seconds,
+                                                  max_attempts=settings.max_attempts)
+    local = embedder if isinstance(embedder, LocalE5Embedder) else None
+    models = EmbeddingModels(
+        default=embedding, local=EmbeddingSpec("local", LocalE5Embedder.name, LocalE5Embedder.dimension),
+        make_embedder=lambda spec: make_embedder_for(settings, spec, local), make_service=embedding_service,
+        openai_configured=bool(settings.embedding_base_url),
+        max_dimension=2000 if settings.vector_store == "pgvector" else 32768, migrations=migration_rows)
+    indexes = IndexGenerations(db, lambda spec, g, kb: make_generation_store(settings, db, spec, g, kb),
+                               models.read_plan, models.default)
+    migrations = EmbeddingMigrations(db=db, repository=migration_rows, models=models, indexes=indexes,
+                                     retry_delay_seconds=settings.retry_delay_seconds,
+                                     drop_grace_seconds=settings.embedding_migration_grace_seconds)
     processor = DocumentProcessor(
         queue=queue, storage=storage, parsers=parsers, chunker=StructuredChunker(embedder.count_tokens),
-        embedding=embedding, vectors=vectors, snapshots=snapshots,
+        embedding=embedding, vectors=indexes, snapshots=snapshots, models=models,
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
         parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
-        vision=make_vision(settings), dedup=Deduplicator(queue, vectors, settings.dedup_min_chars),
+        vision=make_vision(settings), dedup=Deduplicator(queue, indexes, settings.dedup_min_chars),
         centroids=centroids,
     )
     ingestion = IngestionService(
@@ -273,19 +324,19 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         max_upload_bytes=settings.max_upload_bytes, max_filename_length=settings.max_filename_length,
         max_attempts=settings.max_attempts,
     )
-    search = SearchService(embedder=embedder, vectors=vectors, documents=documents, sparse=sparse,
+    search = SearchService(embedder=embedder, vectors=indexes, documents=documents, sparse=sparse, models=models,
                            max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars,
                            fusion=Fusion(settings.search_fusion), dense_weight=settings.search_dense_weight,
                            query_cache_size=settings.query_cache_size, metrics=SearchMetrics(), centroids=centroids)
     kb_removal = KnowledgeBaseRemoval(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
-        vectors=vectors, snapshots=snapshots)
-    deleter = DocumentDeleter(queue=queue, storage=storage, vectors=vectors, snapshots=snapshots,
+        vectors=indexes, snapshots=snapshots)
+    deleter = DocumentDeleter(queue=queue, storage=storage, vectors=indexes, snapshots=snapshots,
                               knowledge_bases=kb_removal)
     lifecycle = DocumentLifecycle(
         repository=LifecycleRepository(db, max_attempts=settings.max_attempts,
                                        upload_lease_seconds=settings.upload_lease_seconds), documents=documents,
-        storage=storage, vectors=vectors, parsers=parsers, max_upload_bytes=settings.max_upload_bytes,
+        storage=storage, vectors=indexes, parsers=parsers, max_upload_bytes=settings.max_upload_bytes,
         max_filename_length=settings.max_filename_length,
     )
     return Container(settings=settings, db=db, knowledge_bases=kbs, documents=documents, queue=queue,
@@ -294,7 +345,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal,
                      answers=make_answers(settings, search, chat),
                      connectors=build_connectors(settings, db, storage, parsers),
-                     backfill=SparseBackfill(db, embedding, cache, centroids))
+                     backfill=SparseBackfill(db, embedding, cache, centroids),
+                     models=models, indexes=indexes, migrations=migrations)
 
 
 def run_migrations(settings: Settings, url: str | None = None) -> list[int]:

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     embedding_model: str | None = None
     embedding_api_key: str | None = Field(default=None, repr=False)
     embedding_dimensions: int | None = None
+    # an embedding-model migration's losing index generation is dropped this long after the switch
+    # (a search that read the knowledge base just before it still finds its vectors)
+    embedding_migration_grace_seconds: float = Field(default=60.0, ge=0)
 
     # production backends (later issues use these; named here so the surface is fixed)
     vector_store: str = "pgvector"

@@ -27,6 +27,9 @@ RULES = {
     ("POST", "/api/knowledge-bases/{kb_id}/documents"): KB_EDIT,
     ("GET", "/api/knowledge-bases/{kb_id}/documents"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/reindex"): KB_EDIT,
+    ("POST", "/api/knowledge-bases/{kb_id}/embedding-migration"): KB_EDIT,
+    ("GET", "/api/knowledge-bases/{kb_id}/embedding-migration"): KB_READ,
+    ("DELETE", "/api/knowledge-bases/{kb_id}/embedding-migration"): KB_EDIT,
     ("POST", "/api/knowledge-bases/{kb_id}/search"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/answer"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/connectors"): KB_EDIT,
@@ -139,6 +142,8 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
             kwargs["json"] = {"query": "text"}
         elif path.endswith("/answer"):
             kwargs["json"] = {"question": "text"}
+        elif path.endswith("/embedding-migration") and method == "POST":
+            kwargs["json"] = {"embedder": "local"}
         elif path.endswith("/connectors") and method == "POST":
             kwargs["json"] = {"kind": "urls", "config": {"urls": ["https://example.com/b.md"]}}
         elif "{connector_id}" in path and method == "PATCH":

@@ -16,6 +16,7 @@ from .errors import install_error_handlers
 from .gate import ApiKeyGate
 from .limits import BodySizeLimit, SecurityHeaders
 from .routes import admin, answers, api_docs, connectors, documents, health, knowledge_bases, operations
+from .routes import embedding_migration as embedding_migration_routes
 from .routes import events as events_routes
 from .routes import statuses as statuses_routes
 from .routes import web as web_routes
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
 
     app.include_router(health.router)
     app.include_router(knowledge_bases.router)
+    app.include_router(embedding_migration_routes.router)
     app.include_router(answers.router)
     app.include_router(connectors.router)
     app.include_router(operations.router)  # before documents: /api/documents/{document_id} would take /stuck

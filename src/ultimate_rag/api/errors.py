@@ -22,6 +22,7 @@ _STATUS: list[tuple[type[Exception], int]] = [
     (e.ConflictError, 409),
     (e.FileTooLargeError, 413),
     (e.UnsupportedFormatError, 415),
+    (e.UnprocessableRequestError, 422),
     (e.InvalidRequestError, 400),
     (e.InvalidDocumentError, 422),
     (e.ProviderTimeoutError, 504),

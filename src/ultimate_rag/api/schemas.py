@@ -68,6 +68,10 @@ class KnowledgeBaseSettingsIn(BaseModel):
     chunk_overlap_tokens: int | None = Field(default=None, ge=0, le=256)
     dedup_mode: str | None = Field(default=None, pattern="^(off|exact|near)$")
     near_duplicate_threshold: float | None = Field(default=None, gt=0, le=1)
+    embedder: str | None = Field(default=None, max_length=20, description="'local' or 'openai' (default: the "
+                                 "process's ULTIMATE_RAG_EMBEDDER)")
+    embedding_model: str | None = Field(default=None, max_length=200)
+    embedding_dimension: int | None = None
 
 
 class KnowledgeBaseIn(BaseModel):
@@ -84,11 +88,17 @@ class KnowledgeBaseOut(BaseModel):
     created_at: datetime
     deleting: bool = False
     document_counts: dict[str, int] | None = None
+    embedding: dict[str, Any] | None = Field(default=None, description="the current model: embedder, model, "
+                                             "dimension, generation")
+    embedding_migration: dict[str, Any] | None = Field(default=None, description="a running model migration: "
+                                                       "id, target and progress")
 
     @classmethod
-    def of(cls, kb: KnowledgeBase, counts: dict[str, int] | None = None) -> KnowledgeBaseOut:
+    def of(cls, kb: KnowledgeBase, counts: dict[str, int] | None = None, *, embedding: dict[str, Any] | None = None,
+           migration: dict[str, Any] | None = None) -> KnowledgeBaseOut:
         return cls(id=kb.id, name=kb.name, description=kb.description, settings=kb.settings.to_dict(),
-                   created_at=kb.created_at, deleting=kb.deleting, document_counts=counts)
+                   created_at=kb.created_at, deleting=kb.deleting, document_counts=counts, embedding=embedding,
+                   embedding_migration=migration)
 
 
 class KnowledgeBaseList(BaseModel):

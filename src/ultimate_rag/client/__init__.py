@@ -31,12 +31,24 @@ from .errors import (
     UnsupportedFormat,
     ValidationFailed,
 )
-from .models import Answer, AnswerCitation, Chunk, Citation, Document, KnowledgeBase, Page, ReindexResult, SearchHit
+from .models import (
+    Answer,
+    AnswerCitation,
+    Chunk,
+    Citation,
+    Document,
+    EmbeddingMigration,
+    KnowledgeBase,
+    Page,
+    ReindexResult,
+    SearchHit,
+)
 from .sync import Client
 
 __all__ = [
     "DEFAULT_URL", "Answer", "AnswerCitation", "ApiError", "AsyncClient", "AuthenticationFailed", "BadRequest",
-    "Chunk", "Citation", "Client", "Conflict", "Document", "KnowledgeBase", "NotFound", "Page", "PayloadTooLarge",
+    "Chunk", "Citation", "Client", "Conflict", "Document", "EmbeddingMigration", "KnowledgeBase", "NotFound", "Page",
+    "PayloadTooLarge",
     "PermissionDenied", "RateLimited", "ReindexResult", "RetryPolicy", "SearchHit", "ServerError",
     "ServiceUnavailable", "TransportError", "UltimateRagError", "UnsupportedFormat", "ValidationFailed",
 ]

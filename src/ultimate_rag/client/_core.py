@@ -17,7 +17,17 @@ from uuid import UUID
 import httpx
 
 from .errors import ApiError, error_for
-from .models import STABLE_STATUSES, Answer, Chunk, Document, KnowledgeBase, Page, ReindexResult, SearchHit
+from .models import (
+    STABLE_STATUSES,
+    Answer,
+    Chunk,
+    Document,
+    EmbeddingMigration,
+    KnowledgeBase,
+    Page,
+    ReindexResult,
+    SearchHit,
+)
 
 T = TypeVar("T")
 Id = str | UUID
@@ -206,6 +216,21 @@ class Calls:
         return Call("POST", f"/api/knowledge-bases/{kb}/reindex",
                     lambda d: ReindexResult(queued=d["queued"], skipped_active=d["skipped_active"]),
                     json={"filter": which} if which else None)
+
+    @staticmethod
+    def migrate_embedding(kb: Id, embedder: str, model: str | None,
+                          dimension: int | None) -> Call[EmbeddingMigration | None]:
+        return Call("POST", f"/api/knowledge-bases/{kb}/embedding-migration", EmbeddingMigration.from_json,
+                    json=_params(embedder=embedder, model=model, dimension=dimension))
+
+    @staticmethod
+    def embedding_migration(kb: Id) -> Call[EmbeddingMigration | None]:
+        return Call("GET", f"/api/knowledge-bases/{kb}/embedding-migration", EmbeddingMigration.from_json,
+                    idempotent=True)
+
+    @staticmethod
+    def abort_embedding_migration(kb: Id) -> Call[EmbeddingMigration | None]:
+        return Call("DELETE", f"/api/knowledge-bases/{kb}/embedding-migration", EmbeddingMigration.from_json)
 
     @staticmethod
     def delete_document(document_id: Id, force: bool) -> Call[Document]:

@@ -13,7 +13,7 @@ import httpx
 from . import _flows as flows
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
 from ._flows import LIST_ABOVE as LIST_ABOVE  # re-exported: refresh more documents than this with one listing
-from .models import Answer, Chunk, Document, KnowledgeBase, Page, ReindexResult, SearchHit
+from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchHit
 
 T = TypeVar("T")
 
@@ -93,6 +93,17 @@ class AsyncClient:
 
     async def reindex_knowledge_base(self, kb_id: Id, which: str | None = None) -> ReindexResult:
         return await self._send(Calls.reindex_knowledge_base(kb_id, which))
+
+    async def migrate_embedding(self, kb_id: Id, embedder: str, model: str | None = None,
+                          dimension: int | None = None) -> EmbeddingMigration | None:
+        """Start moving the knowledge base to another embedding model (``local`` or ``openai``)."""
+        return await self._send(Calls.migrate_embedding(kb_id, embedder, model, dimension))
+
+    async def embedding_migration(self, kb_id: Id) -> EmbeddingMigration | None:
+        return await self._send(Calls.embedding_migration(kb_id))
+
+    async def abort_embedding_migration(self, kb_id: Id) -> EmbeddingMigration | None:
+        return await self._send(Calls.abort_embedding_migration(kb_id))
 
     # documents
     async def list_documents(self, kb_id: Id, *, status: str | None = None, limit: int | None = None,

@@ -179,6 +179,26 @@ class ReindexResult:
 
 
 @dataclass(frozen=True)
+class EmbeddingMigration:
+    """A knowledge base's move to another embedding model: ``status`` RUNNING, SWITCHED, ABORTED
+    or FAILED; ``progress`` total / done / skipped / failed / pending / chunks / chunks_from_cache."""
+
+    id: int
+    status: str
+    target: dict[str, Any]
+    progress: dict[str, int]
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> EmbeddingMigration | None:
+        if not d:
+            return None
+        return cls(id=int(d["id"]), status=d["status"], target=d.get("target") or {},
+                   progress=d.get("progress") or {}, failures=d.get("failures") or [], raw=d)
+
+
+@dataclass(frozen=True)
 class Page(Generic[T]):
     """One page of a list; pass ``next_cursor`` back for the next one (None: this was the last)."""
 

@@ -11,7 +11,7 @@ import httpx
 
 from . import _flows as flows
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
-from .models import Answer, Chunk, Document, KnowledgeBase, Page, ReindexResult, SearchHit
+from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchHit
 
 T = TypeVar("T")
 
@@ -89,6 +89,17 @@ class Client:
 
     def reindex_knowledge_base(self, kb_id: Id, which: str | None = None) -> ReindexResult:
         return self._send(Calls.reindex_knowledge_base(kb_id, which))
+
+    def migrate_embedding(self, kb_id: Id, embedder: str, model: str | None = None,
+                          dimension: int | None = None) -> EmbeddingMigration | None:
+        """Start moving the knowledge base to another embedding model (``local`` or ``openai``)."""
+        return self._send(Calls.migrate_embedding(kb_id, embedder, model, dimension))
+
+    def embedding_migration(self, kb_id: Id) -> EmbeddingMigration | None:
+        return self._send(Calls.embedding_migration(kb_id))
+
+    def abort_embedding_migration(self, kb_id: Id) -> EmbeddingMigration | None:
+        return self._send(Calls.abort_embedding_migration(kb_id))
 
     # documents
     def list_documents(self, kb_id: Id, *, status: str | None = None, limit: int | None = None,

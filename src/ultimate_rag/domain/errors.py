@@ -57,6 +57,10 @@ class InvalidRequestError(UltimateRagError):
     """The request is invalid."""
 
 
+class UnprocessableRequestError(InvalidRequestError):
+    """Well-formed, but its values cannot be used (an unknown embedder, a wrong dimension): 422."""
+
+
 class ConflictError(UltimateRagError):
     """The resource is busy or in a state that does not allow this operation."""
 

@@ -18,6 +18,8 @@ class KnowledgeBaseSettings:
     near_duplicate_threshold: float = 0.9
     embedding_model: str | None = None
     embedding_dimension: int | None = None
+    embedder: str | None = None  # "local" | "openai"; None on knowledge bases made before it was recorded
+    index_generation: int = 0  # the vector index generation search reads (0: the shared index of the model)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -27,6 +29,8 @@ class KnowledgeBaseSettings:
             "near_duplicate_threshold": self.near_duplicate_threshold,
             "embedding_model": self.embedding_model,
             "embedding_dimension": self.embedding_dimension,
+            "embedder": self.embedder,
+            "index_generation": self.index_generation,
         }
 
     @classmethod

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..adapters.embedders.cache import EmbeddingCache
@@ -54,11 +54,13 @@ class SweepReport:
     temp_files: list[str] = field(default_factory=list)  # temp files of interrupted snapshot writes
     vectors: dict[UUID, int] = field(default_factory=dict)  # vectors removed per document
     cache_entries: int = 0  # embedding cache entries evicted (least recently used, beyond the bound)
+    generations: list[str] = field(default_factory=list)  # index generations nothing uses
     errors: list[str] = field(default_factory=list)
 
     @property
     def removed_anything(self) -> bool:
-        return bool(self.objects or self.snapshots or self.temp_files or self.vectors or self.cache_entries)
+        return bool(self.objects or self.snapshots or self.temp_files or self.vectors or self.cache_entries
+                    or self.generations)
 
     def summary(self) -> str:
         if not self.ran:
@@ -66,15 +68,17 @@ class SweepReport:
         text = (f"removed {len(self.objects)} orphaned object(s), {len(self.snapshots)} chunk snapshot "
                 f"directory(ies), {sum(self.vectors.values())} vector(s) of {len(self.vectors)} document(s), "
                 f"{len(self.temp_files)} temp file(s) of interrupted writes, {self.cache_entries} embedding cache "
-                "entry(ies)")
+                f"entry(ies), {len(self.generations)} orphaned index generation(s)")
         return text + (f"; {len(self.errors)} part(s) failed: " + "; ".join(self.errors) if self.errors else "")
 
 
 class Janitor:
     def __init__(self, *, maintenance: MaintenanceRepository, storage: ObjectStorage,
                  snapshots: FilesystemChunkSnapshotStore, vector_table: str | None, grace_seconds: float,
-                 batch_size: int = 500, cache: EmbeddingCache | None = None, cache_max_entries: int = 0) -> None:
+                 batch_size: int = 500, cache: EmbeddingCache | None = None, cache_max_entries: int = 0,
+                 generations: Any = None) -> None:
         self._maintenance = maintenance
+        self.generations = generations  # EmbeddingMigrations: sweeps index generations nothing uses
         self._cache = cache
         self.cache_max_entries = cache_max_entries
         self._storage = storage
@@ -91,7 +95,8 @@ class Janitor:
                    vector_table=vectors.table if isinstance(vectors, PgVectorStore) else None,
                    grace_seconds=container.settings.orphan_grace_seconds if grace_seconds is None else grace_seconds,
                    cache=EmbeddingCache(container.db),
-                   cache_max_entries=container.settings.embedding_cache_max_entries)
+                   cache_max_entries=container.settings.embedding_cache_max_entries,
+                   generations=container.migrations)
 
     async def sweep(self) -> SweepReport:
         """One pass, or nothing when another process holds the sweep lock. A part that fails is
@@ -102,7 +107,8 @@ class Janitor:
             report = SweepReport()
             cutoff = datetime.now(UTC) - timedelta(seconds=self.grace_seconds)
             for name, part in (("objects", self._sweep_objects), ("snapshots", self._sweep_snapshots),
-                               ("vectors", self._sweep_vectors), ("embedding cache", self._evict_cache)):
+                               ("vectors", self._sweep_vectors), ("embedding cache", self._evict_cache),
+                               ("index generations", self._sweep_generations)):
                 try:
                     await part(report, cutoff)
                 except Exception as exc:
@@ -129,6 +135,12 @@ class Janitor:
                 observe(report)
             if report.removed_anything or report.errors:
                 log.info("janitor: %s", report.summary())
+
+    async def _sweep_generations(self, report: SweepReport, cutoff: datetime) -> None:
+        """Index generations that no knowledge base serves, builds or is about to drop (an abort
+        that raced a worker's write, a crash between a switch and its drop)."""
+        if self.generations is not None:
+            report.generations.extend(await self.generations.sweep_orphans())
 
     # -- objects -------------------------------------------------------------------------------
     async def _sweep_objects(self, report: SweepReport, cutoff: datetime) -> None:

@@ -16,9 +16,9 @@ from ..adapters.parsers.isolation import ParseRunner
 from ..adapters.parsers.pdf import figure_text
 from ..adapters.postgres.queue import JobQueue
 from ..adapters.snapshots.filesystem import SNAPSHOT_FORMAT_VERSION
+from ..adapters.vectors.generations import Generation, IndexGenerations, IndexPlan
 from ..domain.errors import (
     InvalidDocumentError,
-    PermanentError,
     ResourceNotFoundError,
     TransientError,
     UltimateRagError,
@@ -60,14 +60,16 @@ class DocumentProcessor:
                  embedding: EmbeddingService, vectors: VectorStore, snapshots: ChunkSnapshotStore,
                  default_chunk_size: int, default_overlap: int, progress_interval: float = 1.0,
                  parse_runner: ParseRunner | None = None, vision: Any = None, dedup: Any = None,
-                 centroids: Any = None) -> None:
+                 centroids: Any = None, models: Any = None) -> None:
         self._queue = queue
+        self._models = models  # EmbeddingModels: each knowledge base's own embedder (services/embedding_models.py)
         self._centroids = centroids  # LanguageCentroids: per-language means for search's language centring
         self._storage = storage
         self._parsers = parsers
         self._chunker = chunker
         self._embedding = embedding
         self._vectors = vectors
+        self._generations = vectors if isinstance(vectors, IndexGenerations) else None
         self._snapshots = snapshots
         self._chunk_size = default_chunk_size
         self._overlap = default_overlap
@@ -85,7 +87,9 @@ class DocumentProcessor:
             return
 
         kb_settings = KnowledgeBaseSettings.from_dict(row["kb_settings"])
-        self._check_model(kb_settings)
+        gens = self._generations
+        plan = await gens.plan(row["knowledge_base_id"]) if gens is not None else None
+        embedding = self._models.embedding(plan.current.spec) if plan and self._models else self._embedding
         await self._queue.enter_stage(lease, S.PARSING)
         try:
             content = await self._storage.get(row["object_key"])
@@ -115,7 +119,7 @@ class DocumentProcessor:
         stored = await self._persist_assets(lease, row, parsed)
         chunks = [replace(c, metadata=_with_assets(c.metadata, stored, row["id"]) | {
             "filename": row["filename"], "source_locator": c.locator.to_metadata()}) for c in chunks]
-        chunks = _note_truncation(chunks, self._embedding.embedder)
+        chunks = _note_truncation(chunks, embedding.embedder)
         await self._write_snapshot(row, parser, parsed, chunks)
         decision = await self._dedup.judge(lease, row, parsed, kb_settings) if self._dedup else None
         if decision is not None and decision.outdated_self:
@@ -124,33 +128,54 @@ class DocumentProcessor:
         total = len(chunks)
         await self._queue.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
         texts = [c.embedding_text for c in chunks]
-        vectors = await self._embedding.embed_passages(texts, self._progress(lease),
-                                                       knowledge_base_id=row["knowledge_base_id"])
-        sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=row["knowledge_base_id"])
+        vectors = await embedding.embed_passages(texts, self._progress(lease),
+                                                 knowledge_base_id=row["knowledge_base_id"])
+        sparse = await embedding.sparse_passages(texts, knowledge_base_id=row["knowledge_base_id"])
         embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
                     for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
+        also = await self._embed_for_target(plan, chunks, texts, row["knowledge_base_id"], lease.document_id)
 
         await self._queue.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})
 
         async def write_vectors() -> None:
             await self._vectors.delete_by_document(lease.document_id)
-            await self._vectors.upsert(row["knowledge_base_id"], embedded)
+            if plan is None or gens is None:
+                await self._vectors.upsert(row["knowledge_base_id"], embedded)
+            else:
+                await gens.write(row["knowledge_base_id"], [(plan.current, embedded), *also])
+                await self._check_plan(plan, [plan.current, *(g for g, _ in also)])
             if self._centroids is not None:
-                await self._centroids.add(row["knowledge_base_id"], self._embedding.embedder.name, embedded)
+                await self._centroids.add(row["knowledge_base_id"], embedding.embedder.name, embedded)
 
         hooks = self._dedup.completion_hooks(row["knowledge_base_id"], row["id"], decision) if decision else {}
         await self._queue.complete_ready(lease, chunks, write_vectors, **hooks)
 
-    def _check_model(self, kb_settings: KnowledgeBaseSettings) -> None:
-        """A knowledge base keeps the embedding model it was created with: vectors of two models
-        are not comparable, so a worker running another one refuses instead of mixing them."""
-        embedder = self._embedding.embedder
-        if kb_settings.embedding_model and (kb_settings.embedding_model, kb_settings.embedding_dimension) != (
-                embedder.name, embedder.dimension):
-            raise PermanentError(
-                f"this knowledge base uses the embedding model {kb_settings.embedding_model} "
-                f"({kb_settings.embedding_dimension} dimensions) but the worker runs {embedder.name} "
-                f"({embedder.dimension} dimensions)")
+    async def _embed_for_target(self, plan: IndexPlan | None, chunks: list[Chunk], texts: list[str],
+                                kb_id: Any, document_id: Any) -> list[tuple[Generation, list[EmbeddedChunk]]]:
+        """While an embedding-model migration runs, new content is embedded for both generations.
+        The new model failing does not fail the document: the migration gets an item for it, which
+        retries on its own attempts (and, if it fails for good, stops the switch)."""
+        if plan is None or plan.target is None or self._models is None:
+            return []
+        try:
+            vectors = await self._models.embedding(plan.target.spec).embed_passages(texts, knowledge_base_id=kb_id)
+        except Exception as exc:
+            log.warning("document %s: the migration's new model failed (%s); its item will retry", document_id, exc)
+            migrations = self._models.migrations
+            if migrations is not None and plan.migration_id is not None:
+                await migrations.requeue(plan.migration_id, document_id)
+            return []
+        items = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
+        return [(plan.target, items)]
+
+    async def _check_plan(self, plan: IndexPlan, written: list[Generation]) -> None:
+        """The knowledge base switched generations to one this run did not write (a migration that
+        began and ended while it ran): index again rather than serve a document from nowhere."""
+        assert self._generations is not None  # a plan exists only with generations
+        now = await self._generations.plan(plan.knowledge_base_id)
+        if now.current not in written:
+            raise TransientError("the knowledge base switched to another embedding model while this document was "
+                                 "indexed; it is indexed again with the new model")
 
     async def cleanup_partial_index(self, lease: Lease) -> None:
         await self._vectors.delete_by_document(lease.document_id)

@@ -18,7 +18,8 @@ import numpy as np
 from ..adapters.embedders.sparse import LocalSparseEncoder, SparseVector
 from ..adapters.postgres.centroids import LanguageCentroids
 from ..adapters.postgres.documents import DocumentRepository
-from ..domain.errors import InvalidRequestError
+from ..adapters.vectors.generations import GenerationGone, IndexGenerations
+from ..domain.errors import InvalidRequestError, TransientError
 from ..domain.models import SearchResult, SourceLocator
 from ..domain.ports import Embedder, VectorStore
 from ..domain.search import (
@@ -66,8 +67,9 @@ class SearchService:
     def __init__(self, *, embedder: Embedder, vectors: VectorStore, documents: DocumentRepository,
                  max_top_k: int, max_query_chars: int, sparse: LocalSparseEncoder | None = None,
                  fusion: Fusion = Fusion.WEIGHTED, dense_weight: float = 0.6, query_cache_size: int = 1024,
-                 metrics: Any = None, centroids: LanguageCentroids | None = None) -> None:
+                 metrics: Any = None, centroids: LanguageCentroids | None = None, models: Any = None) -> None:
         self._embedder = embedder
+        self._models = models  # EmbeddingModels: the query is embedded with the knowledge base's own model
         self._sparse = sparse
         self._vectors = vectors
         self._documents = documents
@@ -93,33 +95,54 @@ class SearchService:
             raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
         effective = mode if self._sparse is not None else SearchMode.DENSE
         started = time.perf_counter()
-        vectors = await self._query_vectors(query, effective)
-        results = await self._collect(knowledge_base_id, query, vectors, top_k, effective, filters or SearchFilters(),
-                                      min_score, group_by_document)
+        for _ in range(3):  # a switch between reading the plan and the index: read it again
+            plan, embedder = await self._index_of(knowledge_base_id)
+            vectors = await self._query_vectors(query, effective, embedder)
+            try:
+                results = await self._collect(knowledge_base_id, query, vectors, top_k, effective,
+                                              filters or SearchFilters(), min_score, group_by_document, plan, embedder)
+                break
+            except GenerationGone:
+                continue
+        else:
+            raise TransientError("the knowledge base is switching embedding models; try again", service="search")
         if self.metrics is not None:
             self.metrics.observe(mode.value, time.perf_counter() - started)
         return results
 
-    async def _query_vectors(self, query: str, mode: SearchMode) -> QueryVectors:
-        dense = self._cache.get(("dense", query))
+    async def _index_of(self, knowledge_base_id: UUID) -> tuple[Any, Embedder]:
+        """The generation search reads and the model of its vectors, read on every search: after a
+        migration's switch the next search uses the new model."""
+        if self._models is None or not isinstance(self._vectors, IndexGenerations):
+            return None, self._embedder
+        plan = await self._vectors.plan(knowledge_base_id)
+        return plan, self._models.embedder(plan.current.spec)
+
+    async def _query_vectors(self, query: str, mode: SearchMode, embedder: Embedder) -> QueryVectors:
+        dense_key = ("dense", query) if embedder is self._embedder else (f"dense:{embedder.name}", query)
+        dense = self._cache.get(dense_key)
         sparse: SparseVector | None = self._cache.get(("sparse", query)) if mode is not SearchMode.DENSE else {}
         jobs: list[Awaitable[Any]] = []
         if dense is None:
-            jobs.append(self._embedder.embed_query(query))
+            jobs.append(embedder.embed_query(query))
         if sparse is None and self._sparse is not None:
             jobs.append(self._sparse.encode_query(query))
         done = list(await asyncio.gather(*jobs))
         if dense is None:
             dense = tuple(done.pop(0))
-            self._cache.put(("dense", query), dense)
+            self._cache.put(dense_key, dense)
         if sparse is None:
             sparse = done.pop(0) if self._sparse is not None else {}
             self._cache.put(("sparse", query), sparse)
         return QueryVectors(dense=dense, sparse=sparse or {})
 
     async def _candidates(self, knowledge_base_id: UUID, vectors: QueryVectors, limit: int, mode: SearchMode,
-                          filters: SearchFilters) -> tuple[list[ScoredChunk], bool]:
+                          filters: SearchFilters, plan: Any = None) -> tuple[list[ScoredChunk], bool]:
         candidates = getattr(self._vectors, "candidates", None)
+        if plan is not None and candidates is not None:
+            planned: tuple[list[ScoredChunk], bool] = await candidates(knowledge_base_id, vectors, limit, mode=mode,
+                                                                       filters=filters, plan=plan)
+            return planned
         if candidates is not None:
             found: tuple[list[ScoredChunk], bool] = await candidates(knowledge_base_id, vectors, limit, mode=mode,
                                                                      filters=filters)
@@ -128,11 +151,12 @@ class SearchService:
         return [ScoredChunk(h.chunk_id, h.score, 0.0) for h in hits], len(hits) < limit
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
-                       filters: SearchFilters, min_score: float | None, group: bool) -> list[SearchResult]:
+                       filters: SearchFilters, min_score: float | None, group: bool, plan: Any = None,
+                       embedder: Embedder | None = None) -> list[SearchResult]:
         fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
-        offsets = await self._offsets(knowledge_base_id, vectors)
+        offsets = await self._offsets(knowledge_base_id, vectors, embedder or self._embedder)
         while True:
-            found, exhausted = await self._candidates(knowledge_base_id, vectors, fetch, mode, filters)
+            found, exhausted = await self._candidates(knowledge_base_id, vectors, fetch, mode, filters, plan)
             if mode is SearchMode.SPARSE:
                 found = [c for c in found if c.sparse > 0]
             dense_of = {c.chunk_id: c.dense for c in found}
@@ -148,11 +172,12 @@ class SearchService:
                 return results
             fetch = min(fetch * 4, MAX_FETCH)
 
-    async def _offsets(self, knowledge_base_id: UUID, vectors: QueryVectors) -> LanguageOffsets | None:
+    async def _offsets(self, knowledge_base_id: UUID, vectors: QueryVectors,
+                       embedder: Embedder) -> LanguageOffsets | None:
         """Language centring (domain/search.py): None when the knowledge base has one language."""
         if self._centroids is None:
             return None
-        means = await self._centroids.means(knowledge_base_id, self._embedder.name, min_chunks=MIN_LANGUAGE_CHUNKS)
+        means = await self._centroids.means(knowledge_base_id, embedder.name, min_chunks=MIN_LANGUAGE_CHUNKS)
         if len(means) < 2:
             return None
         q = np.asarray(vectors.dense, dtype=np.float32)

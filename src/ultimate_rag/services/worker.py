@@ -55,8 +55,9 @@ class IngestionWorker:
     def __init__(self, queue: JobQueue, processor: DocumentProcessor, config: WorkerConfig,
                  worker_id: str | None = None, deleter: DocumentDeleter | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None, backfill: Any = None) -> None:
+                 connector_runner: SyncRunner | None = None, backfill: Any = None, migrations: Any = None) -> None:
         self.queue = queue
+        self.migrations = migrations  # EmbeddingMigrations: its items run one at a time beside the jobs
         self.backfill = backfill  # SparseBackfill: run a batch whenever no job is due
         self.processor = processor
         self.deleter = deleter
@@ -74,9 +75,15 @@ class IngestionWorker:
         with log_context(worker_id=self.worker_id):
             sweeper = self._start_janitor(stop)
             syncs = start_syncs(self.connector_runner, self.worker_id, stop)
+            migrating = asyncio.create_task(self.migrations.run(
+                self.worker_id, stop, self.config.poll_interval_seconds, self.config.heartbeat_seconds),
+                name="embedding-migrations") if self.migrations is not None else None
             try:
                 await self._loop(stop)
             finally:
+                if migrating is not None:
+                    migrating.cancel()
+                    await asyncio.gather(migrating, return_exceptions=True)
                 await stop_syncs(syncs, self.config.shutdown_grace_seconds)
                 if sweeper is not None:
                     sweeper.cancel()

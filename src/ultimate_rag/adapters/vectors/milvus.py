@@ -149,6 +149,16 @@ class MilvusVectorStore:
         await self._run("delete a knowledge base's vectors", lambda: self._get().delete(
             self.collection, filter=f'knowledge_base_id == "{UUID(str(knowledge_base_id))}"'))
 
+    async def drop(self, name: str | None = None) -> None:
+        """Remove the whole collection (an index generation that lost its migration), or ``name``."""
+        await self._run("drop a collection", lambda: self._get().drop_collection(name or self.collection))
+
+    async def exists(self) -> bool:
+        return bool(await self._run("check a collection", lambda: self._get().has_collection(self.collection)))
+
+    async def list_collections(self) -> list[str]:
+        return list(await self._run("list collections", lambda: self._get().list_collections()))
+
     async def count_by_document(self, document_id: UUID) -> int:
         found = await self._run("count vectors", lambda: self._get().query(
             self.collection, filter=f'document_id == "{UUID(str(document_id))}"', output_fields=["count(*)"],

@@ -25,11 +25,15 @@ from .sparse_pg import SPARSE_TABLE, PostgresSparseIndex, as_sparsevec, knn
 
 
 class PgVectorStore:
-    def __init__(self, db: Database, dimension: int) -> None:
+    def __init__(self, db: Database, dimension: int, *, table: str | None = None, with_sparse: bool = True) -> None:
+        """``table``: another index generation's table (adapters/vectors/generations.py);
+        ``with_sparse`` False: writes and deletes leave the shared sparse table alone (the
+        generation router keeps it, as one sparse vector serves every generation)."""
         self._db = db
         self.dimension = dimension
-        self.table = f"chunk_vectors_{int(dimension)}"
+        self.table = table or f"chunk_vectors_{int(dimension)}"
         self.sparse = PostgresSparseIndex(db)
+        self._with_sparse = with_sparse
         self.exact_reruns = 0  # candidates() statements run again without the index (bench/retrieval reports it)
 
     async def ensure_ready(self) -> None:
@@ -59,17 +63,28 @@ class PgVectorStore:
                 [(i.chunk.id, i.chunk.document_id, knowledge_base_id,
                   Vector(np.asarray(i.embedding, dtype=np.float32))) for i in items],
             )
-            await self.sparse.upsert_in(conn, knowledge_base_id, items)
+            if self._with_sparse:
+                await self.sparse.upsert_in(conn, knowledge_base_id, items)
 
     async def delete_by_document(self, document_id: UUID) -> None:
         async with self._db.transaction() as conn:
             await conn.execute(f"DELETE FROM {self.table} WHERE document_id = %s", (document_id,))
-            await conn.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s", (document_id,))
+            if self._with_sparse:
+                await conn.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s", (document_id,))
 
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         async with self._db.transaction() as conn:
             await conn.execute(f"DELETE FROM {self.table} WHERE knowledge_base_id = %s", (knowledge_base_id,))
-            await conn.execute(f"DELETE FROM {SPARSE_TABLE} WHERE knowledge_base_id = %s", (knowledge_base_id,))
+            if self._with_sparse:
+                await conn.execute(f"DELETE FROM {SPARSE_TABLE} WHERE knowledge_base_id = %s", (knowledge_base_id,))
+
+    async def exists(self) -> bool:
+        row = await self._db.fetchone("SELECT to_regclass(%s) AS t", (self.table,))
+        return bool(row and row["t"])
+
+    async def drop(self) -> None:
+        """Remove the whole table (an index generation that lost its migration)."""
+        await self._db.execute(f"DROP TABLE IF EXISTS {self.table}")
 
     async def count_by_document(self, document_id: UUID) -> int:
         row = await self._db.fetchone(

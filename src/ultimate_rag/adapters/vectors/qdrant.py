@@ -93,6 +93,17 @@ class QdrantVectorStore:
             await client.create_payload_index(self.collection, field_name=field,
                                               field_schema=m.PayloadSchemaType.KEYWORD, wait=True)
 
+    async def drop(self, name: str | None = None) -> None:
+        """Remove the whole collection (an index generation that lost its migration), or ``name``."""
+        await self._run("drop a collection", self._get().delete_collection(name or self.collection))
+
+    async def exists(self) -> bool:
+        return bool(await self._run("check a collection", self._get().collection_exists(self.collection)))
+
+    async def list_collections(self) -> list[str]:
+        found = await self._run("list collections", self._get().get_collections())
+        return [c.name for c in found.collections]
+
     async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
         if not items:
             return

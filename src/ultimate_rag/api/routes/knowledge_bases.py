@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
 from ...domain.errors import ConflictError, InvalidRequestError, ResourceNotFoundError
-from ...domain.models import KnowledgeBaseSettings
+from ...domain.models import KnowledgeBase, KnowledgeBaseSettings
 from ...domain.status import DocumentStatus
 from ...services.lifecycle import BulkReindexFilter
 from ..audit import AuditDep
@@ -35,29 +35,51 @@ async def create_knowledge_base(body: KnowledgeBaseIn, container: ContainerDep, 
                                 audit: AuditDep) -> KnowledgeBaseOut:
     s = container.settings
     given = body.settings.model_dump(exclude_none=True) if body.settings else {}
+    spec = container.models.default if container.models else None
+    if container.models and "embedder" in given:
+        spec = container.models.validate(given["embedder"], given.get("embedding_model"),
+                                         given.get("embedding_dimension"))
     settings = KnowledgeBaseSettings(
         chunk_size_tokens=given.get("chunk_size_tokens", s.chunk_size_tokens),
         chunk_overlap_tokens=given.get("chunk_overlap_tokens", s.chunk_overlap_tokens),
         dedup_mode=given.get("dedup_mode", "exact"),
         near_duplicate_threshold=given.get("near_duplicate_threshold", 0.9),
-        embedding_model=container.embedder.name, embedding_dimension=container.embedder.dimension,
+        embedding_model=spec.model if spec else container.embedder.name,
+        embedding_dimension=spec.dimension if spec else container.embedder.dimension,
+        embedder=spec.embedder if spec else None,
     )
     if settings.chunk_overlap_tokens >= settings.chunk_size_tokens:
         raise InvalidRequestError("chunk_overlap_tokens must be smaller than chunk_size_tokens")
     kb = await container.knowledge_bases.create(body.name.strip(), body.description, settings)
     await audit.record("knowledge_base.create", knowledge_base_id=kb.id, name=kb.name)
-    return KnowledgeBaseOut.of(kb, {})
+    return KnowledgeBaseOut.of(kb, {}, embedding=_embedding(container, kb))
+
+
+def _embedding(container: ContainerDep, kb: KnowledgeBase) -> dict[str, Any] | None:
+    if container.models is None:
+        return None
+    return container.models.spec_of(kb.settings).to_dict() | {"generation": kb.settings.index_generation}
+
+
+async def _migration(container: ContainerDep, kb: KnowledgeBase) -> dict[str, Any] | None:
+    if container.migrations is None:
+        return None
+    row = await container.migrations.repository.latest(kb.id)
+    if row is None or row["status"] != "RUNNING":
+        return None
+    return {"id": row["id"], "status": row["status"], "target": row["target"], "progress": row["progress"]}
 
 
 @router.get("", response_model=KnowledgeBaseList)
 async def list_knowledge_bases(container: ContainerDep, who: PrincipalDep) -> KnowledgeBaseList:
     kbs = [kb for kb in await container.knowledge_bases.list() if who.can_read(kb.id)]
-    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb) for kb in kbs])
+    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, embedding=_embedding(container, kb)) for kb in kbs])
 
 
 @router.get("/{kb_id}", response_model=KnowledgeBaseOut)
 async def get_knowledge_base(kb: ReadableKB, container: ContainerDep) -> KnowledgeBaseOut:
-    return KnowledgeBaseOut.of(kb, await container.knowledge_bases.status_counts(kb.id))
+    return KnowledgeBaseOut.of(kb, await container.knowledge_bases.status_counts(kb.id),
+                               embedding=_embedding(container, kb), migration=await _migration(container, kb))
 
 
 @router.delete("/{kb_id}", status_code=202, response_model=KnowledgeBaseOut)
@@ -65,6 +87,8 @@ async def delete_knowledge_base(kb: ReadableKB, container: ContainerDep, _: Admi
                                 audit: AuditDep) -> KnowledgeBaseOut:
     """Everything the knowledge base owns is removed through the queue; it stops being searchable at
     once, refuses uploads (409), and disappears when its last document is gone."""
+    if container.migrations is not None:  # a model migration of a knowledge base being deleted stops
+        await container.migrations.abort(kb.id)
     queued = await container.knowledge_base_removal.request(kb.id)
     await audit.record("knowledge_base.delete", knowledge_base_id=kb.id, name=kb.name, documents=queued)
     try:

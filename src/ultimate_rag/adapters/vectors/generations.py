@@ -1,0 +1,234 @@
+"""Index generations: each knowledge base's vectors live in the generation its settings name
+(``index_generation``). Generation 0 is the shared index of the model (``chunk_vectors_<dim>``,
+``urag_<model>_<dim>``: where every knowledge base's vectors were before migrations existed);
+a migration builds generation N >= 1 in a table / collection of that knowledge base alone
+(``cv_<kb>_g<N>``, ``urag_kb<kb>_g<N>_<model>_<dim>``), so dropping the generation that lost is
+one DROP. The learned sparse vectors do not depend on the dense model: one table serves every
+generation, and only this router writes it.
+
+``IndexGenerations`` implements the VectorStore port for the services that do not care about
+generations (delete, dedup, knowledge-base removal): writes go to the current generation,
+deletes to every live one, searches read the current one — read from PostgreSQL on each call."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from ...domain.embedding_models import EmbeddingSpec
+from ...domain.errors import TransientError
+from ...domain.models import EmbeddedChunk, VectorHit
+from ..postgres.database import Database
+from .pgvector import PgVectorStore
+from .sparse_pg import HybridVectors, PostgresSparseIndex
+
+log = logging.getLogger(__name__)
+PG_GENERATION_TABLE = re.compile(r"^cv_([0-9a-f]{32})_g(\d+)$")
+COLLECTION_GENERATION = re.compile(r"^urag_kb([0-9a-f]{32})_g(\d+)_")
+
+
+def generation_table(kb_id: UUID, generation: int) -> str:
+    return f"cv_{kb_id.hex}_g{int(generation)}"
+
+
+def generation_prefix(kb_id: UUID, generation: int) -> str:
+    return f"urag_kb{kb_id.hex}_g{int(generation)}"
+
+
+def parse_generation(name: str) -> tuple[UUID, int]:
+    """(knowledge base, generation) of a generation's table or collection name."""
+    found = PG_GENERATION_TABLE.match(name) or COLLECTION_GENERATION.match(name)
+    if found is None:
+        raise ValueError(f"not an index generation: {name}")
+    return UUID(found[1]), int(found[2])
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    spec: EmbeddingSpec
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """Where a knowledge base's vectors go right now: its current generation and, while a
+    migration runs, the one being built (new documents are embedded for both)."""
+
+    knowledge_base_id: UUID
+    current: Generation
+    target: Generation | None = None
+    migration_id: int | None = None
+
+    @property
+    def generations(self) -> list[Generation]:
+        return [self.current] + ([self.target] if self.target else [])
+
+
+class GenerationGone(Exception):
+    """The generation a search planned to read was dropped meanwhile (its migration switched)."""
+
+
+DenseFactory = Callable[[EmbeddingSpec, int, UUID], Any]  # (spec, generation, kb) -> a dense store
+PlanReader = Callable[[UUID], Awaitable[IndexPlan | None]]
+
+
+class IndexGenerations:
+    def __init__(self, db: Database, make_dense: DenseFactory, read_plan: PlanReader, default: EmbeddingSpec) -> None:
+        self._db = db
+        self._make_dense = make_dense
+        self.read_plan = read_plan
+        self.dimension = default.dimension
+        self.default = default
+        self.sparse = PostgresSparseIndex(db)
+        self._stores: dict[tuple[Any, ...], Any] = {}
+        self._ready: set[tuple[Any, ...]] = set()
+
+    def _key(self, kb_id: UUID, g: Generation) -> tuple[Any, ...]:
+        return (g.spec.embedder, g.spec.model, g.spec.dimension, g.number) + ((kb_id,) if g.number else ())
+
+    async def dense(self, kb_id: UUID, g: Generation, *, create: bool = True) -> Any:
+        """The generation's dense store, built once per process; ``create``: make its table or
+        collection when it is not there yet (never for a generation being dropped)."""
+        key = self._key(kb_id, g)
+        store = self._stores.get(key)
+        if store is None:
+            store = self._stores[key] = self._make_dense(g.spec, g.number, kb_id)
+        if create and key not in self._ready:
+            await store.ensure_ready()
+            self._ready.add(key)
+        return store
+
+    async def existing(self, kb_id: UUID, g: Generation) -> Any:
+        """The generation's dense store if its table or collection exists (a migration's is made
+        when the migration starts and never again: a write racing an abort must not bring it
+        back), else None."""
+        key = self._key(kb_id, g)
+        if g.number and key not in self._ready:
+            store = await self.dense(kb_id, g, create=False)
+            if not await store.exists():
+                return None
+        return await self.dense(kb_id, g)
+
+    async def searchable(self, kb_id: UUID, g: Generation) -> Any:
+        """A read never creates a migration's generation: one dropped between reading the plan and
+        this call (past the grace period) raises GenerationGone, and the caller reads the plan again."""
+        store = await self.existing(kb_id, g)
+        if store is None:
+            raise GenerationGone(f"index generation {g.number} of {kb_id} is gone")
+        return store if isinstance(store, PgVectorStore) else HybridVectors(store, self._db)
+
+    async def plan(self, kb_id: UUID) -> IndexPlan:
+        found = await self.read_plan(kb_id)
+        return found or IndexPlan(kb_id, Generation(self.default, 0))
+
+    # -- writes the pipeline makes -------------------------------------------------------------
+    async def write(self, kb_id: UUID,
+                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None:
+        """Each generation's vectors (embedded with its model), then the shared sparse side once. A
+        migration's generation that an abort dropped meanwhile is skipped."""
+        for i, (g, items) in enumerate(items_by_generation):
+            if i == 0:
+                current = await self.existing(kb_id, g)
+                if current is None:  # dropped: the knowledge base switched models since the plan was read
+                    raise TransientError("the knowledge base switched to another embedding model while this "
+                                         "document was indexed; it is indexed again with the new model")
+                await current.upsert(kb_id, items)
+                continue
+            store = await self.existing(kb_id, g)
+            try:
+                if store is not None:
+                    await store.upsert(kb_id, items)
+            except Exception:
+                if (await self.plan(kb_id)).target == g:
+                    raise
+                log.info("index generation %s of %s was dropped while it was written", g.number, kb_id)
+        if items_by_generation:
+            await self.sparse.upsert(kb_id, items_by_generation[0][1])
+
+    async def drop_generation(self, kb_id: UUID, g: Generation) -> None:
+        store = await self.dense(kb_id, g, create=False)
+        if g.number == 0:
+            await store.delete_by_knowledge_base(kb_id)  # the shared index: only this knowledge base's rows
+        else:
+            await store.drop()
+        key = self._key(kb_id, g)
+        self._ready.discard(key)
+        self._stores.pop(key, None)
+
+    async def generation_names(self) -> list[str]:
+        """Every per-knowledge-base generation's table or collection that exists now."""
+        base = await self.dense(UUID(int=0), Generation(self.default, 0))
+        if isinstance(base, PgVectorStore):
+            rows = await self._db.fetchall(
+                "SELECT tablename FROM pg_tables WHERE tablename ~ '^cv_[0-9a-f]{32}_g[0-9]+$'")
+            return [r["tablename"] for r in rows]
+        return [n for n in await base.list_collections() if COLLECTION_GENERATION.match(n)]
+
+    async def drop_named(self, name: str) -> None:
+        base = await self.dense(UUID(int=0), Generation(self.default, 0))
+        if isinstance(base, PgVectorStore):
+            if PG_GENERATION_TABLE.match(name):
+                await self._db.execute(f"DROP TABLE IF EXISTS {name}")
+        elif COLLECTION_GENERATION.match(name):
+            await base.drop(name)
+        self._stores = {k: v for k, v in self._stores.items()
+                        if getattr(v, "table", getattr(v, "collection", "")) != name}
+        self._ready = {k for k in self._ready if k in self._stores}
+
+    # -- the VectorStore port --------------------------------------------------------------------
+    async def ensure_ready(self) -> None:
+        await self.dense(UUID(int=0), Generation(self.default, 0))
+
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
+        plan = await self.plan(knowledge_base_id)
+        await self.write(knowledge_base_id, [(plan.current, items)])
+
+    async def _document_kb(self, document_id: UUID) -> UUID | None:
+        row = await self._db.fetchone("SELECT knowledge_base_id FROM documents WHERE id = %s", (document_id,))
+        return row["knowledge_base_id"] if row else None
+
+    async def delete_by_document(self, document_id: UUID) -> None:
+        kb_id = await self._document_kb(document_id)
+        generations = (await self.plan(kb_id)).generations if kb_id else [Generation(self.default, 0)]
+        for g in generations:
+            await (await self.dense(kb_id or UUID(int=0), g)).delete_by_document(document_id)
+        await self.sparse.delete_by_document(document_id)
+
+    async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
+        plan = await self.plan(knowledge_base_id)
+        for g in plan.generations:
+            await self.drop_generation(knowledge_base_id, g)
+        await self.sparse.delete_by_knowledge_base(knowledge_base_id)
+
+    async def count_by_document(self, document_id: UUID) -> int:
+        kb_id = await self._document_kb(document_id)
+        g = (await self.plan(kb_id)).current if kb_id else Generation(self.default, 0)
+        return int(await (await self.dense(kb_id or UUID(int=0), g)).count_by_document(document_id))
+
+    async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int,
+                     **kwargs: Any) -> list[VectorHit]:
+        plan = await self.plan(knowledge_base_id)
+        store = await self.searchable(knowledge_base_id, plan.current)
+        return list(await store.search(knowledge_base_id, vector, limit, **kwargs))
+
+    async def candidates(self, knowledge_base_id: UUID, query: Any, limit: int, *, mode: Any,
+                         filters: Any = None, plan: IndexPlan | None = None) -> Any:
+        plan = plan or await self.plan(knowledge_base_id)
+        store = await self.searchable(knowledge_base_id, plan.current)
+        try:
+            return await store.candidates(knowledge_base_id, query, limit, mode=mode, filters=filters)
+        except psycopg.errors.UndefinedTable as exc:  # dropped by another process after this one used it
+            self._ready.discard(self._key(knowledge_base_id, plan.current))
+            raise GenerationGone(str(exc)) from exc
+
+    async def aclose(self) -> None:
+        for store in self._stores.values():
+            aclose = getattr(store, "aclose", None)
+            if aclose is not None:
+                await aclose()

@@ -1,0 +1,78 @@
+"""Each knowledge base's embedding model (SPEC §3): an embedder per model, built once per process
+and shared by the worker, search, answers and dedup; the embedding service in front of it (the
+cache keys on the model's name, so vectors of two models never mix); and where the knowledge
+base's vectors go right now (its current index generation and, during a migration, the new one)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from ..adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
+from ..adapters.vectors.generations import Generation, IndexPlan
+from ..domain.embedding_models import EmbeddingSpec, spec_of, validate_spec
+from ..domain.errors import PermanentError
+from ..domain.models import KnowledgeBaseSettings
+from ..domain.ports import Embedder
+from .embedding import EmbeddingService
+
+
+class EmbeddingModels:
+    def __init__(self, *, default: EmbeddingService, local: EmbeddingSpec,
+                 make_embedder: Callable[[EmbeddingSpec], Embedder],
+                 make_service: Callable[[Embedder], EmbeddingService],
+                 openai_configured: bool, max_dimension: int,
+                 migrations: EmbeddingMigrationRepository | None = None) -> None:
+        embedder = default.embedder
+        self.local = local
+        self.default = local if embedder.name == local.model else EmbeddingSpec(
+            "openai", embedder.name, embedder.dimension)
+        self._make_embedder = make_embedder
+        self._make_service = make_service
+        self.openai_configured = openai_configured
+        self.max_dimension = max_dimension
+        self.migrations = migrations
+        self._services: dict[tuple[str, str, int], EmbeddingService] = {self.default.key: default}
+
+    def spec_of(self, settings: KnowledgeBaseSettings | dict[str, Any] | None) -> EmbeddingSpec:
+        if not isinstance(settings, KnowledgeBaseSettings):
+            settings = KnowledgeBaseSettings.from_dict(settings)
+        return spec_of(settings, self.default, self.local.model)
+
+    def validate(self, embedder: str, model: str | None, dimension: int | None) -> EmbeddingSpec:
+        return validate_spec(embedder, model, dimension, local=self.local, openai_configured=self.openai_configured,
+                             max_dimension=self.max_dimension)
+
+    def embedding(self, spec: EmbeddingSpec) -> EmbeddingService:
+        """The embedding service of ``spec`` (one embedder per model per process)."""
+        service = self._services.get(spec.key)
+        if service is None:
+            if spec.embedder == "openai" and not self.openai_configured:
+                raise PermanentError(f"this knowledge base embeds with {spec.model} on an OpenAI-compatible server, "
+                                     "but ULTIMATE_RAG_EMBEDDING_BASE_URL is not set here")
+            if spec.embedder == "local" and spec.key != self.local.key:
+                raise PermanentError(f"unknown local embedding model {spec.model}")
+            service = self._services[spec.key] = self._make_service(self._make_embedder(spec))
+        return service
+
+    def embedder(self, spec: EmbeddingSpec) -> Embedder:
+        return self.embedding(spec).embedder
+
+    def services(self) -> list[EmbeddingService]:
+        return list(self._services.values())
+
+    async def read_plan(self, kb_id: UUID) -> IndexPlan | None:
+        """The knowledge base's current generation and its running migration's target (one read)."""
+        if self.migrations is None:
+            return None
+        row = await self.migrations.index_state(kb_id)
+        if row is None:
+            return None
+        settings = KnowledgeBaseSettings.from_dict(row["settings"])
+        current = Generation(self.spec_of(settings), settings.index_generation)
+        target = row["target"]
+        if not target:
+            return IndexPlan(kb_id, current)
+        spec = EmbeddingSpec(target["embedder"], target["model"], int(target["dimension"]))
+        return IndexPlan(kb_id, current, Generation(spec, int(target["generation"])), row["migration_id"])
