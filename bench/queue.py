@@ -157,8 +157,9 @@ def main() -> None:
         print(f"RESULT queue: {args.processes} process(es) x {n} claimers, batch {args.batch}: "
               f"{rate:,.0f} jobs/s ({args.jobs} no-op jobs, {args.finished:,} finished jobs in the table; {cpu})", flush=True)
         if not args.no_pgbench:
-            limit, cpu = pgbench_queue.measure(url, args.jobs, n, lambda: CpuMeter(server))
-            print(f"RESULT queue pgbench: {n} clients: {limit:,.0f} jobs/s, the same two-statement job on the same "
+            clients = n * args.processes  # as many connections as claimers in all
+            limit, cpu = pgbench_queue.measure(url, args.jobs, clients, lambda: CpuMeter(server))
+            print(f"RESULT queue pgbench: {clients} clients: {limit:,.0f} jobs/s, the same two-statement job on the same "
                   f"server ({cpu}); ours / PostgreSQL's limit = {rate / limit:.2f}", flush=True)
     server.cleanup()  # type: ignore[attr-defined]
 

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 from uuid import uuid4
@@ -22,11 +23,12 @@ import psycopg
 
 from ultimate_rag.bootstrap import build, make_embedder
 from ultimate_rag.domain.models import KnowledgeBaseSettings
+from ultimate_rag.domain.status import DocumentStatus
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
 
+from . import pgbench_queue
 from .common import fresh_database, load_corpus, machine
-from .ingest import wait_all_ready
 from .queue import CpuMeter
 
 
@@ -64,12 +66,14 @@ class StatementCounter:
         counter = self
 
         async def counted_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+            counter.kind(args[0])
             counter.statements += 1
             counter.round_trips += 1
             return await execute(self, *args, **kwargs)
 
         async def counted_executemany(self: Any, query: Any, params_seq: Any, **kwargs: Any) -> Any:
             params_seq = list(params_seq)
+            counter.kind(query)
             counter.statements += len(params_seq)
             counter.round_trips += 1
             return await executemany(self, query, params_seq, **kwargs)
@@ -80,6 +84,13 @@ class StatementCounter:
 
         cursor.execute, cursor.executemany = counted_execute, counted_executemany  # type: ignore[method-assign]
         conn.transaction = counted_transaction  # type: ignore[method-assign]
+
+        self.kinds: Counter[str] = Counter()
+
+    def kind(self, query: Any) -> None:
+        text = query if isinstance(query, str) else str(getattr(query, "_obj", query))
+        words = " ".join(line for line in text.splitlines() if not line.lstrip().startswith("--")).split()
+        self.kinds[" ".join(words[:4])[:48]] += 1
 
     def snapshot(self) -> tuple[int, int, int]:
         return self.statements, self.round_trips, self.transactions
@@ -108,7 +119,7 @@ async def main_async(args: argparse.Namespace) -> None:
     worker = container.worker(WorkerConfig(concurrency=args.concurrency, heartbeat_seconds=3600,
                                            poll_interval_seconds=0.2))
     run = asyncio.create_task(worker.run(stop))
-    await wait_all_ready(container, len(docs))
+    await asyncio.to_thread(_wait_all_ready, url, len(docs))
     wall = time.perf_counter() - started
     stop.set()
     await run
@@ -116,15 +127,31 @@ async def main_async(args: argparse.Namespace) -> None:
     statements, trips, transactions = (b - a for a, b in zip(before, counter.snapshot(), strict=True))
     chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]  # type: ignore[index]
 
+    kinds = counter.kinds.most_common(args.top)
+
+    # the lease path alone: what the queue itself writes for a document, without the data
+    lease_docs = [await _queue_one(container, kb.id, i) for i in range(args.lease_docs)]
+    await container.db.execute("VACUUM ANALYZE ingestion_jobs")
+    lease_meter = CpuMeter(server)
+    leases = []
+    while claimed := await container.queue.claim("lease-bench", args.concurrency):
+        leases.extend(claimed)
+        await asyncio.gather(*(_lease_path(container.queue, lease) for lease in claimed))
+    assert len(leases) == len(lease_docs)
+    lease_cost = lease_meter.per_job(len(lease_docs))
+
     # one heartbeat, alone: its cost per call on a claimed job
-    await container.db.execute("UPDATE documents SET status = 'PENDING' WHERE id = (SELECT min(id) FROM documents)")
+    await container.db.execute("UPDATE documents SET status = 'PENDING' WHERE id = (SELECT id FROM documents ORDER BY id LIMIT 1)")
     await container.db.execute("UPDATE ingestion_jobs SET status = 'PENDING', attempts = 0, available_at = now()"
-                               " WHERE document_id = (SELECT min(id) FROM documents)")
+                               " WHERE document_id = (SELECT id FROM documents ORDER BY id LIMIT 1)")
     [lease] = await container.queue.claim("heartbeat-bench", 1)
     hb_meter = CpuMeter(server)
     for _ in range(args.heartbeats):
         assert await container.queue.heartbeat(lease)
     hb_cost = hb_meter.per_job(args.heartbeats)
+
+    # the reference on the same server: pgbench's minimal two-statement job
+    limit, reference = pgbench_queue.measure(url, 5000, 16, lambda: CpuMeter(server))
 
     n = len(docs)
     print(f"machine: {machine()}")
@@ -134,8 +161,51 @@ async def main_async(args: argparse.Namespace) -> None:
           f"{transactions / n:.1f} explicit transactions ({chunks / n:.1f} chunks per document); {cost} "
           f"(the job includes all its statements); wall {wall:.1f} s, {n / wall:.1f} documents/s")
     print(f"RESULT queue cost: one heartbeat: {hb_cost} (one statement, one round trip)")
+    print(f"RESULT queue cost: the lease path alone (claim in batches of {args.concurrency}, 4 stages, parser, "
+          f"2 progress reports, the READY commit without chunks): {lease_cost}")
+    print(f"RESULT queue cost: reference, pgbench's two-statement job on the same server at 16 clients: "
+          f"{limit:,.0f} jobs/s, {reference}")
+    print("statements by kind over the whole ingest (per document):")
+    for kind, count in kinds:
+        print(f"  {count / n:6.2f}  {kind}")
     await container.close()
     server.cleanup()  # type: ignore[attr-defined]
+
+
+def _wait_all_ready(url: str, expected: int) -> None:
+    """Polls on its own (synchronous) connection, so its statements are not counted."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            ready, failed = conn.execute("SELECT count(*) FILTER (WHERE status = 'READY'),"
+                                         " count(*) FILTER (WHERE status = 'FAILED') FROM documents").fetchone()
+            if failed:
+                raise SystemExit(f"{failed} documents FAILED")
+            if ready >= expected:
+                return
+            time.sleep(0.25)
+
+
+async def _queue_one(container: Any, kb: Any, i: int) -> Any:
+    doc_id = uuid4()
+    await container.documents.create_with_job(
+        document_id=doc_id, knowledge_base_id=kb, filename=f"lease-{i}.txt", mime_type="text/plain", size_bytes=1,
+        sha256=f"{i:064x}", object_key=f"{kb}/{doc_id}/source.txt", max_attempts=3)
+    return doc_id
+
+
+async def _lease_path(queue: Any, lease: Any) -> None:
+    for stage in (DocumentStatus.PARSING, DocumentStatus.CHUNKING):
+        await queue.enter_stage(lease, stage)
+    await queue.record_parser(lease, "text", "1")
+    await queue.enter_stage(lease, DocumentStatus.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": 1})
+    await queue.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
+    await queue.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
+    await queue.enter_stage(lease, DocumentStatus.INDEXING, {"stage": "INDEXING", "done": 0, "total": 1})
+
+    async def nothing() -> None:
+        return None
+
+    await queue.complete_ready(lease, [], nothing)
 
 
 def main() -> None:
@@ -143,6 +213,8 @@ def main() -> None:
     parser.add_argument("--per-lang", type=int, default=40)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--heartbeats", type=int, default=2000)
+    parser.add_argument("--lease-docs", type=int, default=1000)
+    parser.add_argument("--top", type=int, default=15, help="statement kinds listed")
     parser.add_argument("--no-sparse", action="store_true", help="without the learned sparse vectors")
     asyncio.run(main_async(parser.parse_args()))
 
