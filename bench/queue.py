@@ -3,7 +3,10 @@
 PostgreSQL, with 1, 4 and 16 concurrent claimers.
 
     .venv/bin/python -m bench.queue [--jobs 20000] [--claimers 1,4,16] [--processes 1] [--batch 1]
-                                    [--finished 1000000]
+                                    [--finished 1000000] [--no-pgbench]
+
+Beside each claimer count, pgbench runs the minimal two-statement job (``bench/pgbench_queue.py``)
+with as many clients on the same server, so the ratio to PostgreSQL's own limit is taken in one run.
 
 ``--finished N`` first fills the jobs table with N finished jobs (SUCCEEDED, their documents
 READY), to show the claim does not slow down as history accumulates.
@@ -14,12 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
+import resource
 import time
 from uuid import uuid4
 
 from ultimate_rag.adapters.postgres.database import Database
-from ultimate_rag.adapters.postgres.queue import JobQueue
+from ultimate_rag.adapters.postgres.queue import JobQueue, queue_database
 
+from . import pgbench_queue
 from .common import fresh_database, machine
 
 
@@ -61,13 +66,13 @@ async def claim_loop(queue: JobQueue, worker_id: str, batch: int) -> int:
         leases = await queue.claim(worker_id, batch)
         if not leases:
             return done
-        for lease in leases:
-            await queue.complete_already_ready(lease)
-            done += 1
+        # each claimed job runs in its own task, as in the worker; their completions are grouped
+        await asyncio.gather(*(queue.complete_already_ready(lease) for lease in leases))
+        done += len(leases)
 
 
 async def run_claimers(url: str, claimers: int, batch: int, tag: str) -> int:
-    db = Database(url, min_size=claimers, max_size=claimers + 1, register_vector=False, generic_plans=True)
+    db = queue_database(url, min_size=claimers, max_size=claimers + 1)
     await db.open()
     queue = JobQueue(db, lease_seconds=60)
     try:
@@ -81,8 +86,9 @@ def _process(url: str, claimers: int, batch: int, tag: str, out: mp.Queue) -> No
     out.put(asyncio.run(run_claimers(url, claimers, batch, tag)))
 
 
-def measure(url: str, jobs: int, claimers: int, processes: int, batch: int) -> float:
+def measure(url: str, server: object, jobs: int, claimers: int, processes: int, batch: int) -> tuple[float, str]:
     asyncio.run(_seed(url, jobs))
+    meter = CpuMeter(server)
     started = time.perf_counter()
     if processes == 1:
         done = asyncio.run(run_claimers(url, claimers, batch, "p0"))
@@ -96,7 +102,26 @@ def measure(url: str, jobs: int, claimers: int, processes: int, batch: int) -> f
             p.join()
     elapsed = time.perf_counter() - started
     assert done == jobs, (done, jobs)
-    return jobs / elapsed
+    return jobs / elapsed, meter.per_job(jobs)
+
+
+class CpuMeter:
+    """Milliseconds of CPU per job, split into the server's and the client's (this process and
+    the children it waited for: claimer processes, pgbench)."""
+
+    def __init__(self, server: object) -> None:
+        self._server = server
+        self._start = self._now()
+
+    def _now(self) -> tuple[float, float]:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (pgbench_queue.server_cpu_seconds(self._server),
+                time.process_time() + children.ru_utime + children.ru_stime)
+
+    def per_job(self, jobs: int) -> str:
+        (server0, client0), (server1, client1) = self._start, self._now()
+        return (f"server {1000 * (server1 - server0) / jobs:.3f} ms CPU/job, "
+                f"client {1000 * (client1 - client0) / jobs:.3f} ms CPU/job")
 
 
 async def _seed(url: str, jobs: int) -> None:
@@ -119,6 +144,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--batch", type=int, default=1, help="jobs fetched per claim")
     parser.add_argument("--finished", type=int, default=0, help="finished jobs already in the table")
+    parser.add_argument("--no-pgbench", action="store_true", help="skip the side-by-side pgbench run")
     args = parser.parse_args()
     url, server, _ = fresh_database()
     print(f"machine: {machine()}")
@@ -127,10 +153,14 @@ def main() -> None:
         asyncio.run(_with_db(url, lambda db: seed_history(db, args.finished)))
         print(f"seeded {args.finished:,} finished jobs in {time.perf_counter() - started:.0f} s", flush=True)
     for n in (int(x) for x in args.claimers.split(",")):
-        rate = measure(url, args.jobs, n, args.processes, args.batch)
+        rate, cpu = measure(url, server, args.jobs, n, args.processes, args.batch)
         print(f"RESULT queue: {args.processes} process(es) x {n} claimers, batch {args.batch}: "
-              f"{rate:,.0f} jobs/s ({args.jobs} no-op jobs, {args.finished:,} finished jobs in the table)",
-              flush=True)
+              f"{rate:,.0f} jobs/s ({args.jobs} no-op jobs, {args.finished:,} finished jobs in the table; {cpu})", flush=True)
+        if not args.no_pgbench:
+            clients = n * args.processes  # as many connections as claimers in all
+            limit, cpu = pgbench_queue.measure(url, args.jobs, clients, lambda: CpuMeter(server))
+            print(f"RESULT queue pgbench: {clients} clients: {limit:,.0f} jobs/s, the same two-statement job on the same "
+                  f"server ({cpu}); ours / PostgreSQL's limit = {rate / limit:.2f}", flush=True)
     server.cleanup()  # type: ignore[attr-defined]
 
 

@@ -25,7 +25,7 @@ from .adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
 from .adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from .adapters.postgres.lifecycle import KnowledgeBaseDeletionRepository, LifecycleRepository
 from .adapters.postgres.migrations import migrate
-from .adapters.postgres.queue import JobQueue
+from .adapters.postgres.queue import JobQueue, queue_database
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.storage.local import LocalObjectStorage
 from .adapters.vectors.generations import IndexGenerations, generation_prefix, generation_table
@@ -279,7 +279,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     storage = storage or make_storage(settings)
     kbs = KnowledgeBaseRepository(db)
     documents = DocumentRepository(db)
-    queue_db = Database(url, max_size=max(2, pool_size // 2), register_vector=False, generic_plans=True)
+    queue_db = queue_database(url, max_size=max(2, pool_size // 2))
     queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds, retry_delay_seconds=settings.retry_delay_seconds,
                      poison_after=settings.poison_lost_leases)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,11 +18,17 @@ Connection = psycopg.AsyncConnection[dict[str, Any]]
 
 class Database:
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True,
-                 generic_plans: bool = False, acquire_timeout: float = 10.0) -> None:
+                 generic_plans: bool = False, acquire_timeout: float = 10.0, trust_recent_seconds: float = 0.0,
+                 ) -> None:
         """``generic_plans``: plan each prepared statement once for all parameters. The queue's
-        statements are the same on every call, and their planning costs more than running them."""
+        statements are the same on every call, and their planning costs more than running them.
+        ``trust_recent_seconds``: a pooled connection whose last statement succeeded less than this
+        long ago is handed out without the pool's check (a round trip per use otherwise); a server
+        that died meanwhile shows as the statement's own error, which callers handle anyway."""
         self.url = url
         self._register_vector = register_vector
+        self._trust_recent = trust_recent_seconds
+        self._used_at: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
         self._pool = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -32,7 +40,7 @@ class Database:
             # waiting longer for a connection only delays the caller's own error handling (a worker
             # told to stop while the database is down must not hang for the default 30 s)
             timeout=acquire_timeout,
-            check=AsyncConnectionPool.check_connection,
+            check=self._check,
         )
 
     async def _configure(self, conn: Connection) -> None:
@@ -42,6 +50,12 @@ class Database:
             except psycopg.ProgrammingError:
                 # before the first migration the extension does not exist yet
                 pass
+
+    async def _check(self, conn: Connection) -> None:
+        used = self._used_at.pop(conn, None)
+        if used is not None and time.monotonic() - used < self._trust_recent and not conn.closed:
+            return
+        await AsyncConnectionPool.check_connection(conn)
 
     async def open(self) -> None:
         await self._pool.open(wait=True, timeout=30)
@@ -53,10 +67,12 @@ class Database:
     async def connection(self) -> AsyncIterator[Connection]:
         async with self._pool.connection() as conn:
             yield conn
+            if self._trust_recent:
+                self._used_at[conn] = time.monotonic()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
-        async with self._pool.connection() as conn, conn.transaction():
+        async with self.connection() as conn, conn.transaction():
             yield conn
 
     async def fetchone(self, sql: Any, params: Any = None) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ from ...domain.status import (
     is_active,
 )
 from .database import Connection, Database
-from .documents import notify_workers, reset_job
+from .documents import NOTIFY_CHANNEL, notify_workers, reset_job
 
 CANCELLED = "cancelled by operator"
 
@@ -168,7 +168,8 @@ class LifecycleRepository:
         while True:
             row: dict[str, Any] | None = await self._db.fetchone(BULK_REINDEX, {
                 "kb": knowledge_base_id, "after": after, "n": batch_size, "statuses": statuses,
-                "parsers": current_parsers, "max_attempts": self._max_attempts})
+                "parsers": current_parsers, "max_attempts": self._max_attempts,
+                "jobs_channel": NOTIFY_CHANNEL})
             if row is None or row["last_id"] is None:
                 return queued, skipped
             queued += row["queued"]
@@ -227,7 +228,7 @@ BULK_REINDEX = LOCKED_BATCH + """, eligible AS (
     FROM reset r WHERE d.id = r.document_id
     RETURNING d.id
 ), notified AS (
-    SELECT pg_notify('ultimate_rag_jobs', '') WHERE EXISTS (SELECT 1 FROM queued)
+    SELECT pg_notify(%(jobs_channel)s, '') WHERE EXISTS (SELECT 1 FROM queued)
 )
 SELECT (SELECT max(id::text)::uuid FROM batch) AS last_id,
        (SELECT count(*) FROM queued) AS queued,
@@ -260,7 +261,8 @@ class KnowledgeBaseDeletionRepository:
         after = UUID(int=0)
         while True:
             row = await self._db.fetchone(QUEUE_KB_DELETES, {
-                "kb": knowledge_base_id, "after": after, "n": batch_size, "max_attempts": self._max_attempts})
+                "kb": knowledge_base_id, "after": after, "n": batch_size, "max_attempts": self._max_attempts,
+                "jobs_channel": NOTIFY_CHANNEL})
             if row is None or row["last_id"] is None:
                 return total
             total += row["queued"]
@@ -300,7 +302,7 @@ QUEUE_KB_DELETES = LOCKED_BATCH + """, reset AS (
     FROM reset r WHERE d.id = r.document_id
     RETURNING d.id
 ), notified AS (
-    SELECT pg_notify('ultimate_rag_jobs', '') WHERE EXISTS (SELECT 1 FROM queued)
+    SELECT pg_notify(%(jobs_channel)s, '') WHERE EXISTS (SELECT 1 FROM queued)
 )
 SELECT (SELECT max(id::text)::uuid FROM batch) AS last_id,
        (SELECT count(*) FROM queued) AS queued,

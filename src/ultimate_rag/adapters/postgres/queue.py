@@ -16,17 +16,23 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
 from ...domain.models import Chunk, DocumentAsset, Lease
 from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
+from .batching import GroupedCalls
 from .database import Connection, Database
-from .documents import NOTIFY_CHANNEL
+from .documents import NOTIFY_CHANNEL, notify_workers
 from .sql import load_queries
 
 log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
+# the fenced document updates: one fencing statement, four ways to change the document
+_SET_STAGE, _SET_PROGRESS, _SET_PARSER, _SET_WARNINGS = (
+    Q["fenced_document_update"].replace("{assignments}", Q[name])
+    for name in ("set_stage", "set_progress", "set_parser", "set_warnings"))
 ConnHook = Callable[[Connection], Awaitable[None]]
 # no longer produced (a lost attempt is given back; see the claim); kept for readers of old rows
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
@@ -43,6 +49,13 @@ POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row 
                   "workers; check the file (or report it), then reindex it")
 
 
+def queue_database(url: str, *, max_size: int, min_size: int = 1) -> Database:
+    """The queue's own pool: its statements never change, so they are planned once (generic
+    plans), and a connection used a moment ago is trusted without a check round trip."""
+    return Database(url, min_size=min_size, max_size=max_size, register_vector=False, generic_plans=True,
+                    trust_recent_seconds=2.0)
+
+
 class JobQueue:
     def __init__(self, db: Database, *, lease_seconds: float, retry_delay_seconds: float = 5.0,
                  poison_after: int = 3) -> None:
@@ -51,6 +64,7 @@ class JobQueue:
         self.retry_delay_seconds = retry_delay_seconds
         self.poison_after = poison_after  # lost attempts in a row (on 2+ workers) that make a poison file
         self._listener: psycopg.AsyncConnection[Any] | None = None
+        self._completions: GroupedCalls[Lease, bool] = GroupedCalls(self._complete_ready_jobs)
 
     @property
     def db(self) -> Database:
@@ -107,7 +121,7 @@ class JobQueue:
     async def _listening_connection(self) -> psycopg.AsyncConnection[Any]:
         if self._listener is None or self._listener.closed:
             self._listener = await psycopg.AsyncConnection.connect(self._db.url, autocommit=True, connect_timeout=10)
-            await self._listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            await self._listener.execute(sql.SQL(Q["listen"]).format(channel=sql.Identifier(NOTIFY_CHANNEL)))
         return self._listener
 
     async def close(self) -> None:
@@ -128,18 +142,15 @@ class JobQueue:
             owned = await (await conn.execute(Q["lock_owned_job"], _lease_params(lease))).fetchone()
             if owned is None:
                 raise LeaseLostError()
-            doc = await (await conn.execute(
-                "SELECT status FROM documents WHERE id = %s FOR UPDATE", (lease.document_id,)
-            )).fetchone()
+            doc = await (await conn.execute(Q["lock_document"], {"document_id": lease.document_id})).fetchone()
             if doc is None:
                 raise LeaseLostError("the document no longer exists")
             yield conn, DocumentStatus(doc["status"])
 
-    async def _fenced_update(self, lease: Lease, assignments: str, params: dict[str, Any],
+    async def _fenced_update(self, lease: Lease, sql: str, params: dict[str, Any],
                              from_statuses: frozenset[DocumentStatus] | None = None) -> None:
         """One round trip: the lease is checked (and renewed) and the document updated together.
-        ``assignments`` is a constant SQL fragment of this module, never user input."""
-        sql = Q["fenced_document_update"].replace("{assignments}", assignments)
+        ``sql`` is one of the ``_SET_*`` statements of this module, never user input."""
         allowed = sorted(from_statuses if from_statuses is not None else DocumentStatus)
         row = await self._db.fetchone(sql, {**_lease_params(lease), **params, "document_id": lease.document_id,
                                             "from_statuses": [s.value for s in allowed]})
@@ -158,23 +169,18 @@ class JobQueue:
     async def enter_stage(self, lease: Lease, status: DocumentStatus, progress: dict[str, Any] | None = None) -> None:
         """Status before action: commit the stage before its work starts; clears a stale error.
         Entering PARSING starts a new run, so the stage timings start over."""
-        timings = ("jsonb_build_object(%(status)s::text, now())" if status == DocumentStatus.PARSING
-                   else "d.stage_timings || jsonb_build_object(%(status)s::text, now())")
-        await self._fenced_update(
-            lease, f"status = %(status)s, error_message = NULL, progress = %(progress)s, stage_timings = {timings}",
-            {"status": status.value, "progress": Jsonb(progress or {})}, sources_of(status),
-        )
+        await self._fenced_update(lease, _SET_STAGE, {"status": status.value, "progress": Jsonb(progress or {})},
+                                  sources_of(status))
 
     async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None:
-        await self._fenced_update(lease, "progress = %(progress)s", {"progress": Jsonb(progress)})
+        await self._fenced_update(lease, _SET_PROGRESS, {"progress": Jsonb(progress)})
 
     async def record_parser(self, lease: Lease, name: str, version: str) -> None:
         """Before a parse: its parser, and no warnings yet (a failed parse leaves none behind)."""
-        await self._fenced_update(lease, "parser_name = %(name)s, parser_version = %(version)s, warnings = '[]'",
-                                  {"name": name, "version": version})
+        await self._fenced_update(lease, _SET_PARSER, {"name": name, "version": version})
 
     async def record_warnings(self, lease: Lease, warnings: Sequence[str]) -> None:
-        await self._fenced_update(lease, "warnings = %(warnings)s", {"warnings": Jsonb(list(warnings))})
+        await self._fenced_update(lease, _SET_WARNINGS, {"warnings": Jsonb(list(warnings))})
 
     async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
                              write_vectors: Callable[[], Awaitable[None]], *, lock_first: ConnHook | None = None,
@@ -190,31 +196,31 @@ class JobQueue:
             await write_vectors()
             if alongside is not None:  # e.g. the older duplicate becomes OUTDATED in the same commit
                 await alongside(conn)
-            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
+            document = {"document_id": lease.document_id}
+            await conn.execute(Q["delete_chunks"], document)
             async with conn.cursor() as cur:
                 await cur.executemany(
-                    "INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count,"
-                    " heading_path, locator, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    Q["insert_chunk"],
                     [(c.id, c.document_id, c.knowledge_base_id, c.ordinal, c.content, c.token_count,
                       list(c.heading_path), Jsonb(c.locator.to_metadata()), Jsonb(c.metadata)) for c in chunks],
                 )
-            await conn.execute(
-                "UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %s,"
-                " progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),"
-                " stage_timings = stage_timings || jsonb_build_object('READY', now()) WHERE id = %s",
-                (len(chunks), lease.document_id),
-            )
+            await conn.execute(Q["document_ready"], {**document, "chunk_count": len(chunks)})
             await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
 
     async def complete_already_ready(self, lease: Lease) -> None:
-        """``complete`` for a document that is READY already: only the job changes."""
-        row = await self._db.fetchone(Q["complete_ready_job"], {**_lease_params(lease),
-                                                               "document_id": lease.document_id})
-        if row is None:
+        """``complete`` for a document that is READY already: only the job changes. Concurrent
+        completions share one statement (each still fenced on its own lease)."""
+        if not await self._completions.submit(lease):
             state = await self._db.fetchone(Q["fencing_state"], _lease_params(lease))
             if not state or not state["owned"]:
                 raise LeaseLostError()
             raise LeaseLostError(f"document is {state['document_status']}, not READY")
+
+    async def _complete_ready_jobs(self, leases: list[Lease]) -> list[bool]:
+        ended = {r["id"] for r in await self._db.fetchall(Q["complete_ready_jobs"], {
+            "job_ids": [x.job_id for x in leases], "worker_ids": [x.worker_id for x in leases],
+            "attempts": [x.attempt for x in leases]})}
+        return [x.job_id in ended for x in leases]
 
     async def complete_delete(self, lease: Lease, *, hard: bool,
                               remove_outside: Callable[[Connection], Awaitable[None]]) -> None:
@@ -223,18 +229,12 @@ class JobQueue:
         async with self.fenced(lease) as (conn, current):
             check_transition(current, DocumentStatus.DELETED)
             await remove_outside(conn)
+            document = {"document_id": lease.document_id}
             if hard:
-                await conn.execute("DELETE FROM documents WHERE id = %s", (lease.document_id,))
+                await conn.execute(Q["delete_document"], document)
                 return
-            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
-            await conn.execute("DELETE FROM document_assets WHERE document_id = %s", (lease.document_id,))
-            await conn.execute("DELETE FROM document_hash_bands WHERE document_id = %s", (lease.document_id,))
-            await conn.execute(
-                "UPDATE documents SET status = 'DELETED', deleted_at = now(), chunk_count = 0, progress = '{}'::jsonb,"
-                " error_message = NULL, duplicate_of = NULL, content_hash = NULL, minhash = NULL, updated_at = now(),"
-                " stage_timings = stage_timings || jsonb_build_object('DELETED', now()) WHERE id = %s",
-                (lease.document_id,),
-            )
+            for name in ("delete_chunks", "delete_assets", "delete_hash_bands", "document_deleted"):
+                await conn.execute(Q[name], document)
             await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
 
     async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
@@ -251,15 +251,10 @@ class JobQueue:
                 await conn.execute(Q["retry_job"], {"job_id": lease.job_id, "error": error, "delay": delay_seconds})
             else:
                 await conn.execute(Q["fail_job"], {"job_id": lease.job_id, "error": error})
-            await conn.execute(
-                "UPDATE documents SET status = %s, error_message = %s, progress = '{}'::jsonb,"
-                " updated_at = now() WHERE id = %s",
-                (target.value, document_message, lease.document_id),
-            )
-            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
-            await conn.execute(
-                "UPDATE documents SET chunk_count = 0 WHERE id = %s", (lease.document_id,)
-            )
+            document = {"document_id": lease.document_id}
+            await conn.execute(Q["document_attempt_ended"],
+                               {**document, "status": target.value, "message": document_message})
+            await conn.execute(Q["delete_chunks"], document)
 
     async def release(self, lease: Lease) -> None:
         """Graceful shutdown: give the job back without burning an attempt."""
@@ -267,22 +262,15 @@ class JobQueue:
             await conn.execute(Q["release_job"], {"job_id": lease.job_id})
             if current != DocumentStatus.PENDING:
                 check_transition(current, DocumentStatus.PENDING)
-                await conn.execute(
-                    "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, updated_at = now()"
-                    " WHERE id = %s", (lease.document_id,),
-                )
-            await conn.execute("SELECT pg_notify(%s, '')", (NOTIFY_CHANNEL,))
+                await conn.execute(Q["document_released"], {"document_id": lease.document_id})
+            await notify_workers(conn)
 
     async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset]) -> list[str]:
         async with self.fenced(lease) as (conn, _):
             return await replace_asset_rows(conn, lease.document_id, assets)
 
     async def load_document_row(self, document_id: UUID) -> dict[str, Any] | None:
-        return await self._db.fetchone(
-            "SELECT d.*, kb.settings AS kb_settings, kb.deleting AS kb_deleting FROM documents d"
-            " JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id WHERE d.id = %s",
-            (document_id,),
-        )
+        return await self._db.fetchone(Q["load_document"], {"document_id": document_id})
 
 
 async def _drain(gen: Any) -> None:
@@ -298,13 +286,10 @@ def _lease_params(lease: Lease) -> dict[str, Any]:
 
 async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset]) -> list[str]:
     """Swap the document's asset rows; returns the object keys that are no longer referenced."""
-    old = await (await conn.execute(
-        "DELETE FROM document_assets WHERE document_id = %s RETURNING object_key", (document_id,)
-    )).fetchall()
+    old = await (await conn.execute(Q["delete_assets"], {"document_id": document_id})).fetchall()
     async with conn.cursor() as cur:
         await cur.executemany(
-            "INSERT INTO document_assets (id, document_id, knowledge_base_id, object_key, mime_type,"
-            " size_bytes, page, description, locator_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            Q["insert_asset"],
             [(a.id, a.document_id, a.knowledge_base_id, a.object_key, a.mime_type, a.size_bytes, a.page,
               a.description, a.locator_key) for a in assets],
         )

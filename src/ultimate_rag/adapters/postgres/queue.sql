@@ -123,11 +123,12 @@ WITH expired AS (
 ), candidates AS (
     SELECT id FROM suspect UNION ALL SELECT id FROM due
 ), claimed AS (
+    -- = ANY(ARRAY(...)), not a join: the generic plan cannot know %(limit)s, and a join planned
+    -- for "many candidates" hashes the whole jobs table on every claim
     UPDATE ingestion_jobs j
     SET status = 'RUNNING', attempts = j.attempts + 1, locked_by = %(worker_id)s,
         locked_at = now(), updated_at = now()
-    FROM candidates c
-    WHERE j.id = c.id
+    WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
     RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.operation, j.force, j.lost_streak > 0 AS suspect
 )
 SELECT c.*, (SELECT count(*) FROM converged_docs) AS converged,
@@ -138,7 +139,7 @@ FROM claimed c;
 -- Fencing in one statement: lock the job row only if it is still ours (RUNNING, locked_by = me,
 -- attempts = my attempt; re-checked after any concurrent update), renew the lease, then update
 -- the document if its current status may move to the new one. Job row first, document second:
--- the lock order used everywhere. {assignments} is a constant SQL fragment from queue.py.
+-- the lock order used everywhere. The SET list is one of the set_* fragments below.
 WITH owned AS (
     SELECT id FROM ingestion_jobs
     WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
@@ -152,18 +153,25 @@ FROM renewed
 WHERE d.id = %(document_id)s AND d.status = ANY(%(from_statuses)s)
 RETURNING d.id;
 
--- complete_ready_job --
--- ``complete`` for a document that is READY already: the job ends only if it is still ours.
-WITH owned AS (
-    SELECT id FROM ingestion_jobs
-    WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
-    FOR UPDATE
+-- complete_ready_jobs --
+-- ``complete`` for documents that are READY already, many jobs in one statement (concurrent
+-- completions are grouped, see queue.py): each job ends only if it is still owned by the worker and
+-- attempt that completes it, and its document is READY. Job rows are locked in id order, so two
+-- such batches never deadlock. Returns the jobs that ended; any other was fenced out.
+WITH batch AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(worker_ids)s::text[], %(attempts)s::int[])
+        AS b(job_id, worker_id, attempt)
+), owned AS (
+    SELECT j.id FROM ingestion_jobs j JOIN batch b ON b.job_id = j.id
+    WHERE j.status = 'RUNNING' AND j.locked_by = b.worker_id AND j.attempts = b.attempt
+    ORDER BY j.id
+    FOR UPDATE OF j
 )
 UPDATE ingestion_jobs j
 SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
     lost_streak = 0, lost_workers = '{}', lost_since = NULL
-FROM owned o
-WHERE j.id = o.id AND EXISTS (SELECT 1 FROM documents d WHERE d.id = %(document_id)s AND d.status = 'READY')
+WHERE j.id = ANY (ARRAY(SELECT id FROM owned))
+  AND EXISTS (SELECT 1 FROM documents d WHERE d.id = j.document_id AND d.status = 'READY')
 RETURNING j.id;
 
 -- fencing_state --
@@ -173,11 +181,32 @@ SELECT (j.status = 'RUNNING' AND j.locked_by = %(worker_id)s AND j.attempts = %(
 FROM ingestion_jobs j LEFT JOIN documents d ON d.id = j.document_id
 WHERE j.id = %(job_id)s;
 
+-- lock_document --
+-- Fencing, second row: the document, after the job (the lock order used everywhere).
+SELECT status FROM documents WHERE id = %(document_id)s FOR UPDATE;
+
 -- lock_owned_job --
 -- Fencing: the job is still ours (RUNNING, locked by us, at the attempt we claimed).
 SELECT id FROM ingestion_jobs
 WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
 FOR UPDATE;
+
+-- set_stage --
+-- (fragment of fenced_document_update) status before action, a stale error cleared; entering
+-- PARSING starts a new run, so the stage timings start over
+status = %(status)s, error_message = NULL, progress = %(progress)s,
+stage_timings = CASE WHEN %(status)s = 'PARSING' THEN '{}'::jsonb ELSE d.stage_timings END
+    || jsonb_build_object(%(status)s::text, now())
+
+-- set_progress --
+progress = %(progress)s
+
+-- set_parser --
+-- (fragment) before a parse: its parser, and no warnings yet (a failed parse leaves none behind)
+parser_name = %(name)s, parser_version = %(version)s, warnings = '[]'
+
+-- set_warnings --
+warnings = %(warnings)s
 
 -- heartbeat --
 UPDATE ingestion_jobs SET locked_at = now()
@@ -213,3 +242,59 @@ UPDATE ingestion_jobs
 SET status = 'PENDING', attempts = greatest(attempts - 1, 0), available_at = now(),
     locked_by = NULL, locked_at = NULL, updated_at = now(), lost_streak = 0, lost_workers = '{}', lost_since = NULL
 WHERE id = %(job_id)s;
+
+
+-- document_ready --
+-- READY is the commit flag (SPEC §4 rule 2): written last, with the facts it vouches for.
+UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %(chunk_count)s,
+    progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),
+    stage_timings = stage_timings || jsonb_build_object('READY', now())
+WHERE id = %(document_id)s;
+
+-- document_deleted --
+-- Soft delete: the row stays (its source object too); what was derived from it is gone.
+UPDATE documents SET status = 'DELETED', deleted_at = now(), chunk_count = 0, progress = '{}'::jsonb,
+    error_message = NULL, duplicate_of = NULL, content_hash = NULL, minhash = NULL, updated_at = now(),
+    stage_timings = stage_timings || jsonb_build_object('DELETED', now())
+WHERE id = %(document_id)s;
+
+-- document_attempt_ended --
+-- A failed attempt: PENDING (a retry is scheduled) or FAILED, with its message; no chunks left.
+UPDATE documents SET status = %(status)s, error_message = %(message)s, progress = '{}'::jsonb,
+    chunk_count = 0, updated_at = now()
+WHERE id = %(document_id)s;
+
+-- document_released --
+UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, updated_at = now()
+WHERE id = %(document_id)s;
+
+-- delete_document --
+DELETE FROM documents WHERE id = %(document_id)s;
+
+-- delete_chunks --
+DELETE FROM chunks WHERE document_id = %(document_id)s;
+
+-- insert_chunk --
+INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count, heading_path, locator,
+                    metadata)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- delete_assets --
+DELETE FROM document_assets WHERE document_id = %(document_id)s RETURNING object_key;
+
+-- insert_asset --
+INSERT INTO document_assets (id, document_id, knowledge_base_id, object_key, mime_type, size_bytes, page,
+                             description, locator_key)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- delete_hash_bands --
+DELETE FROM document_hash_bands WHERE document_id = %(document_id)s;
+
+-- listen --
+-- the channel is documents.NOTIFY_CHANNEL, the one spelling of its name (an identifier)
+LISTEN {channel};
+
+-- load_document --
+SELECT d.*, kb.settings AS kb_settings, kb.deleting AS kb_deleting
+FROM documents d JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
+WHERE d.id = %(document_id)s;

@@ -1,0 +1,120 @@
+"""The queue's hot path against a real server: grouped completions stay fenced, concurrent
+claimers never share a job, the claim's generic plan stays on its indexes, and the queue's pool
+trusts a connection used a moment ago."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import psycopg
+import pytest
+
+from ultimate_rag.adapters.postgres.database import Database
+from ultimate_rag.adapters.postgres.queue import Q, queue_database
+from ultimate_rag.domain.errors import LeaseLostError
+
+from .helpers import job_row, new_kb, queue_document
+
+
+async def _ready(container, docs) -> None:  # type: ignore[no-untyped-def]
+    """Documents already READY: their jobs only have to be claimed and completed."""
+    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = ANY(%s)", (list(docs),))
+
+
+async def test_grouped_completions_end_only_the_jobs_still_owned(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    docs = [await queue_document(container, kb, f"text {i}") for i in range(4)]
+    await _ready(container, [docs[0], docs[1], docs[3]])  # docs[2] is not READY
+    leases = {lease.document_id: lease for lease in await container.queue.claim("worker-a", 4)}
+    assert set(leases) == set(docs)
+    # docs[1]'s job was taken over by another worker (its lease was lost and reclaimed)
+    await container.db.execute("UPDATE ingestion_jobs SET locked_by = 'worker-b', attempts = attempts + 1"
+                               " WHERE document_id = %s", (docs[1],))
+    stolen_before = await job_row(container, docs[1])
+
+    outcomes = await asyncio.gather(*(container.queue.complete_already_ready(leases[d]) for d in docs),
+                                    return_exceptions=True)
+
+    assert outcomes[0] is None and outcomes[3] is None
+    assert isinstance(outcomes[1], LeaseLostError)
+    assert isinstance(outcomes[2], LeaseLostError) and "not READY" in str(outcomes[2])
+    done = [await job_row(container, docs[i]) for i in (0, 3)]
+    assert all(r["status"] == "SUCCEEDED" and r["locked_by"] is None for r in done)
+    # the concurrent completions went together: one statement, one commit time
+    assert done[0]["finished_at"] == done[1]["finished_at"]
+    assert await job_row(container, docs[1]) == stolen_before  # a lost lease never completes
+    pending = await job_row(container, docs[2])
+    assert (pending["status"], pending["locked_by"]) == ("RUNNING", "worker-a")
+
+
+async def test_concurrent_claimers_with_grouped_completions_run_each_job_once(container) -> None:  # type: ignore[no-untyped-def]
+    kb = await new_kb(container)
+    docs = [await queue_document(container, kb, f"text {i}") for i in range(60)]
+    await _ready(container, docs)
+    claimed: list[object] = []
+
+    async def claimer(n: int) -> None:
+        while leases := await container.queue.claim(f"w{n}", limit=3):
+            claimed.extend(lease.job_id for lease in leases)
+            await asyncio.gather(*(container.queue.complete_already_ready(lease) for lease in leases))
+
+    await asyncio.gather(*(claimer(n) for n in range(8)))
+    assert len(claimed) == len(set(claimed)) == len(docs)
+    rows = await container.db.fetchall("SELECT status, attempts FROM ingestion_jobs")
+    assert len(rows) == len(docs)
+    assert all(r["status"] == "SUCCEEDED" and r["attempts"] == 1 for r in rows)
+
+
+async def test_the_claims_generic_plan_never_reads_the_whole_jobs_table(container) -> None:  # type: ignore[no-untyped-def]
+    """The queue's pool plans each statement once for any parameters (generic plans); a plan that
+    cannot see the claim's LIMIT must still touch only the claimed rows."""
+    kb = await new_kb(container)
+    await container.db.execute(
+        "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status)"
+        " SELECT gen_random_uuid(), %s, 'f', 'text/plain', 1, 'x', 'k', 'READY' FROM generate_series(1, 20000)",
+        (kb,))
+    # a backlog (every 4th job still queued) beside the history
+    await container.db.execute(
+        "INSERT INTO ingestion_jobs (id, document_id, status, attempts, max_attempts)"
+        " SELECT gen_random_uuid(), id, CASE WHEN random() < 0.25 THEN 'PENDING' ELSE 'SUCCEEDED' END, 0, 3"
+        " FROM documents")
+    await container.db.execute("ANALYZE ingestion_jobs")
+    await container.db.execute("ANALYZE documents")
+    names: list[str] = []
+
+    def placeholder(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    generic = re.sub(r"%\((\w+)\)s", placeholder, Q["claim"])
+    async with container.db.connection() as conn:
+        plan = await (await conn.execute("EXPLAIN (GENERIC_PLAN) " + generic)).fetchall()
+    text = "\n".join(r["QUERY PLAN"] for r in plan)
+    assert "Seq Scan on ingestion_jobs" not in text and "Seq Scan on documents" not in text, text
+
+
+async def _backend_pid(db: Database) -> int:
+    row = await db.fetchone("SELECT pg_backend_pid() AS pid")
+    assert row is not None
+    return int(row["pid"])
+
+
+async def test_the_queue_pool_trusts_a_connection_used_a_moment_ago(container) -> None:  # type: ignore[no-untyped-def]
+    """No check round trip for a connection that just worked: a server-side end of it shows once
+    as the statement's own error (which every caller of the queue handles), then the pool has a
+    new one. The general pool checks every connection it hands out instead."""
+    url = container.queue.db.url
+    for db, trusted in ((queue_database(url, max_size=1), True), (Database(url, max_size=1), False)):
+        await db.open()
+        try:
+            pid = await _backend_pid(db)
+            await container.db.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))  # returns once it ended
+            if trusted:
+                with pytest.raises(psycopg.OperationalError):
+                    await db.fetchone("SELECT 1 AS ok")
+            assert await db.ping()
+            assert await _backend_pid(db) != pid
+        finally:
+            await db.close()
