@@ -63,7 +63,7 @@ async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMod
     per_kind: dict[str, list[int | None]] = defaultdict(list)
     for question, expected, kind in QUESTIONS:
         results = await container.search.search(kb, question, 10, mode=mode, group_by_document=True)
-        ranked = [key_of[r.document_id] for r in results]
+        ranked = [key_of.get(r.document_id) for r in results]  # None: a document outside the set
         rank = ranked.index(expected) + 1 if expected in ranked else None
         per_kind[kind].append(rank)
         per_kind["all"].append(rank)
@@ -134,27 +134,35 @@ async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:  # ty
 
 
 async def latency(container, kb: UUID, repeat: int) -> None:  # type: ignore[no-untyped-def]
+    """Per question, every mode in a shuffled order (on a shared machine the load drifts: modes
+    timed one after the other in blocks would compare different minutes, and a mode that always ran
+    second would find the buffers warmed by the first)."""
     questions = [q for q, _, _ in QUESTIONS]
     for mode in MODES:  # warm: the query embeddings come from the per-process cache
         for q in questions:
             await container.search.search(kb, q, 10, mode=mode)
     for cached in (True, False):
-        for mode in MODES:
-            samples = []
-            reruns = getattr(container.vectors, "exact_reruns", 0)
-            for _ in range(repeat):
-                order = questions[:]
-                random.shuffle(order)
-                for q in order:
+        samples: dict[SearchMode, list[float]] = defaultdict(list)
+        reruns = getattr(container.vectors, "exact_reruns", 0)
+        modes = list(MODES)
+        for _ in range(repeat):
+            order = questions[:]
+            random.shuffle(order)
+            for q in order:
+                random.shuffle(modes)
+                for mode in modes:
                     if not cached:
                         container.search._cache = type(container.search._cache)(0)
                     started = time.perf_counter()
                     await container.search.search(kb, q, 10, mode=mode)
-                    samples.append(time.perf_counter() - started)
-            cut = statistics.quantiles(samples, n=20)
+                    samples[mode].append(time.perf_counter() - started)
+        dense = statistics.median(samples[SearchMode.DENSE])
+        for mode in MODES:
+            cut = statistics.quantiles(samples[mode], n=20)
             print(f"RESULT retrieval latency mode={mode.value} query_embedding={'cached' if cached else 'computed'} "
-                  f"n={len(samples)} p50_ms={statistics.median(samples) * 1000:.1f} p95_ms={cut[18] * 1000:.1f} "
-                  f"exact_reruns={getattr(container.vectors, 'exact_reruns', 0) - reruns}")
+                  f"n={len(samples[mode])} p50_ms={statistics.median(samples[mode]) * 1000:.1f} "
+                  f"p95_ms={cut[18] * 1000:.1f} vs_dense={statistics.median(samples[mode]) / dense:.2f} "
+                  f"exact_reruns_all_modes={getattr(container.vectors, 'exact_reruns', 0) - reruns}")
 
 
 async def main() -> None:

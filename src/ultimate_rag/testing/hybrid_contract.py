@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
-from ..domain.search import QueryVectors, SearchFilters, SearchMode
+from ..domain.search import QueryVectors, SearchFilters, SearchMode, fuse
 from .contracts import eventually, near, unit_vector
 
 MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
@@ -69,6 +69,33 @@ class HybridVectorStoreContract:
         by_id = {c.chunk_id: c for c in hybrid_found}
         assert by_id[sparse_twin[0].chunk.id].sparse > 0.999 and by_id[dense_twin[0].chunk.id].dense > 0.999
         assert by_id[dense_twin[0].chunk.id].sparse == 0.0  # no shared sparse dimension
+
+    async def test_hybrid_finds_an_identifier_the_dense_candidates_miss(self, hybrid: tuple[Any, Any]) -> None:
+        """An exact identifier is a sparse match on a chunk the dense side ranks below more than
+        ``limit`` others: hybrid must still propose it, with both similarities, so that fusion puts
+        it first (a dense top re-scored by sparse similarity would never see it)."""
+        store, db = hybrid
+        rng = random.Random(24)
+        kb = uuid4()
+        q = unit_vector(rng, self.dimension)
+        crowd = []
+        for i in range(40):  # all nearer the query densely; none shares the identifier's sparse terms
+            crowd += await add_document(db, kb, f"crowd-{i}.txt", "text/plain",
+                                        [(near(q, rng, 0.9), sparse_of(100 + i, 200 + i), ())])
+        ident = await add_document(db, kb, "ticket.txt", "text/plain",
+                                   [(near(q, rng, 0.6), sparse_of(7, 8, 9, 300), ())])
+        await store.upsert(kb, crowd + ident)
+        target = ident[0].chunk.id
+        query = QueryVectors(dense=q, sparse=sparse_of(7, 8, 9))
+        assert min(c.dense for c in await self._candidates(store, kb, query, 5, SearchMode.DENSE, expect=5)) > \
+            sum(a * b for a, b in zip(q, ident[0].embedding, strict=True))  # the dense top 5 misses it
+
+        async def fetch() -> list[Any]:
+            return (await store.candidates(kb, query, 5, mode=SearchMode.HYBRID))[0]
+        found = await eventually(fetch, lambda f: any(c.chunk_id == target for c in f), self.visibility_timeout)
+        fused = fuse(found, SearchMode.HYBRID, dense_weight=0.6)
+        assert fused[0][0] == target
+        assert len(found) >= 6  # and the dense top is there beside it
 
     async def test_filters_apply_inside_the_query_in_every_mode(self, hybrid: tuple[Any, Any]) -> None:
         store, db = hybrid

@@ -11,6 +11,7 @@ cache, one backfill, whatever the dense store.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
@@ -137,21 +138,29 @@ class HybridVectors:
         """Up to ``limit`` candidates from each side with both similarities, and whether the index
         has nothing more to give (the search stops over-fetching)."""
         filters = filters or SearchFilters()
-        dense: dict[UUID, float] = {}
-        exhausted = True
-        if mode is not SearchMode.SPARSE:
+
+        async def dense_top() -> tuple[dict[UUID, float], bool]:
+            if mode is SearchMode.SPARSE:
+                return {}, True
             document_ids = None
             if filters.document_level:
                 document_ids = await matching_document_ids(self._db, knowledge_base_id, filters)
                 if len(document_ids) > MAX_PUSHED_DOCUMENT_IDS:
                     document_ids = None  # the double filter applies the filters; the search over-fetches
-            dense, exhausted = await self._dense(knowledge_base_id, query, limit, document_ids, filters)
-        sparse: dict[UUID, float] = {}
-        if mode is not SearchMode.DENSE:
-            found, sparse_done = await self.sparse.search(knowledge_base_id, query.sparse, limit, filters)
-            sparse = dict(found)
-            exhausted = exhausted and sparse_done if mode is SearchMode.HYBRID else sparse_done
+            return await self._dense(knowledge_base_id, query, limit, document_ids, filters)
+
+        async def sparse_top() -> tuple[list[tuple[UUID, float]], bool]:
+            if mode is SearchMode.DENSE:
+                return [], True
+            return await self.sparse.search(knowledge_base_id, query.sparse, limit, filters)
+
+        # the two sides at once: the dense store and PostgreSQL answer side by side
+        (dense, exhausted), (found, sparse_done) = await asyncio.gather(dense_top(), sparse_top())
+        sparse = dict(found)
+        if mode is SearchMode.SPARSE:
+            exhausted = sparse_done
         if mode is SearchMode.HYBRID:
+            exhausted = exhausted and sparse_done
             missing = [c for c in dense if c not in sparse]
             sparse |= await self.sparse.scores(missing, query.sparse)
             floor = min(dense.values(), default=0.0)  # not in the dense top: at most the lowest dense score there
