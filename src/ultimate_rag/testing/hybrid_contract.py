@@ -91,7 +91,8 @@ class HybridVectorStoreContract:
             sum(a * b for a, b in zip(q, ident[0].embedding, strict=True))  # the dense top 5 misses it
 
         async def fetch() -> list[Any]:
-            return (await store.candidates(kb, query, 5, mode=SearchMode.HYBRID))[0]
+            found: list[Any] = (await store.candidates(kb, query, 5, mode=SearchMode.HYBRID))[0]
+            return found
         found = await eventually(fetch, lambda f: any(c.chunk_id == target for c in f), self.visibility_timeout)
         fused = fuse(found, SearchMode.HYBRID, dense_weight=0.6)
         assert fused[0][0] == target

@@ -142,7 +142,7 @@ class PgVectorStore:
         exhausted = found[0][1]
         return list(chunks.values()), exhausted
 
-    async def _side(self, statement: sql.Composable, params: dict[str, Any], limit: int
+    async def _side(self, statement: sql.Composed, params: dict[str, Any], limit: int
                     ) -> tuple[list[dict[str, Any]], bool]:
         """One side through HNSW (iterative scan); run again exactly when it comes back short (see knn)."""
         async with self._db.transaction() as conn:
@@ -156,7 +156,7 @@ class PgVectorStore:
             rows = await (await conn.execute(statement, params)).fetchall()
         return rows, len(rows) < limit
 
-    def _dense_side(self, where: sql.Composable, with_sparse: bool) -> sql.Composable:
+    def _dense_side(self, where: sql.Composable, with_sparse: bool) -> sql.Composed:
         sparse = ("COALESCE(1 - (sp.embedding <=> %(qs)s), 0)" if with_sparse else "0")
         join = f" LEFT JOIN {SPARSE_TABLE} sp ON sp.chunk_id = d.chunk_id" if with_sparse else ""
         return sql.SQL(
@@ -165,7 +165,7 @@ class PgVectorStore:
             " SELECT d.chunk_id, 1 - d.distance AS dense, {sparse} AS sparse FROM d{join}"
         ).format(table=sql.Identifier(self.table), where=where, sparse=sql.SQL(sparse), join=sql.SQL(join))
 
-    def _sparse_side(self, where: sql.Composable) -> sql.Composable:
+    def _sparse_side(self, where: sql.Composable) -> sql.Composed:
         return sql.SQL(
             "WITH s AS MATERIALIZED (SELECT chunk_id, embedding <=> %(qs)s AS distance FROM {sparse}"
             " WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(qs)s LIMIT %(n)s)"
