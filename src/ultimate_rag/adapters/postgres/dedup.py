@@ -10,11 +10,8 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from ...domain.dedup import Candidate
-from ...domain.status import ALLOWED_TRANSITIONS, DocumentStatus
+from ...domain.status import ALLOWED_TRANSITIONS, DEDUP_MATCHABLE, DocumentStatus, names
 from .database import Connection
-
-# documents that can be matched: indexed ones, and ones on their way whose signature is recorded
-_MATCHABLE = "('READY', 'PARSING', 'CHUNKING', 'EMBEDDING', 'INDEXING')"
 
 
 async def lock_knowledge_base(conn: Connection, knowledge_base_id: UUID) -> None:
@@ -27,7 +24,8 @@ async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: 
     # two index lookups (same hash; a shared band), never a scan of the knowledge base's documents
     band_ids = ""
     params: dict[str, Any] = {"kb": knowledge_base_id, "doc": document_id, "hash": text_hash,
-                              "exempt": exempt or []}
+                              "exempt": exempt or [],
+                              "matchable": names(DEDUP_MATCHABLE)}
     if bands:
         band_ids = (" UNION SELECT b.document_id FROM document_hash_bands b"
                     " JOIN unnest(%(band_idx)s::smallint[], %(band_hash)s::bigint[]) AS q(band, hash)"
@@ -38,7 +36,7 @@ async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: 
         f" WHERE knowledge_base_id = %(kb)s AND content_hash = %(hash)s{band_ids})"
         " SELECT d.id, d.filename, d.content_hash, d.minhash, d.created_at, d.source"
         " FROM ids JOIN documents d ON d.id = ids.document_id"
-        f" WHERE d.id <> %(doc)s AND d.status IN {_MATCHABLE} AND d.id <> ALL(%(exempt)s::uuid[])"
+        " WHERE d.id <> %(doc)s AND d.status = ANY(%(matchable)s) AND d.id <> ALL(%(exempt)s::uuid[])"
         " AND d.content_hash IS NOT NULL ORDER BY d.created_at, d.id LIMIT 200", params)).fetchall()
     return [Candidate(r["id"], r["filename"], r["content_hash"], list(r["minhash"]) if r["minhash"] else None,
                       r["created_at"], r["source"] or {}) for r in rows]
