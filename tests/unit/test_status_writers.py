@@ -34,6 +34,7 @@ DOCUMENT_WRITERS = {
 JOB_WRITERS = {
     "connectors.sql fail_left_in_intake": (J.FAILED, job_sources_of(J.FAILED)),
     "connector_syncs fail_item": (J.FAILED, job_sources_of(J.FAILED)),
+    "dedup.sql end_outdated_job": (J.SUCCEEDED, job_sources_of(J.SUCCEEDED)),
 }
 
 

@@ -10,13 +10,10 @@ from pathlib import PurePosixPath, PureWindowsPath
 from uuid import UUID, uuid4
 
 from ..adapters.parsers.registry import detected_mime
-from ..adapters.postgres.documents import DocumentRepository
-from ..adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError
 from ..domain.ids import source_object_key
 from ..domain.models import Document, DocumentSource
-from ..domain.ports import ObjectStorage
-from .processing import ParserResolver
+from ..domain.ports import DocumentIntake, KnowledgeBaseReader, ObjectStorage, SourceParsers
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +40,8 @@ def mime_for(parser: object, source: DocumentSource) -> str:
 
 
 class IngestionService:
-    def __init__(self, *, documents: DocumentRepository, knowledge_bases: KnowledgeBaseRepository,
-                 storage: ObjectStorage, parsers: ParserResolver, max_upload_bytes: int,
+    def __init__(self, *, documents: DocumentIntake, knowledge_bases: KnowledgeBaseReader,
+                 storage: ObjectStorage, parsers: SourceParsers, max_upload_bytes: int,
                  max_filename_length: int, max_attempts: int) -> None:
         self._documents = documents
         self._kbs = knowledge_bases

@@ -26,8 +26,7 @@ from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
-from .connectors.runner import SyncRunner
-from .connectors.wiring import start_syncs, stop_syncs
+from .connectors.runner import SyncRunner, start_syncs, stop_syncs
 from .deletion import DocumentDeleter
 from .failures import explain
 from .janitor import Janitor, SweepReport

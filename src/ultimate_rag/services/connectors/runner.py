@@ -7,14 +7,18 @@ attempt (its next run resumes it)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 from ...adapters.postgres.connector_syncs import SyncQueue
-from ...adapters.postgres.connectors import SyncLease
+from ...adapters.postgres.connectors import ConnectorRepository, SyncLease
 from ...domain.errors import PermanentError
 from ...domain.retry import backoff_seconds
 from ...logs import log_context
 from ..leases import LeasedRunner, OneAtATime, Outcome
+from .sources import ConnectorLimits
 from .sync import SyncService, describe
 
 log = logging.getLogger(__name__)
@@ -73,3 +77,34 @@ class SyncRunner:
     async def _run(self, lease: SyncLease) -> None:
         await self.service.run(lease)
         log.info("connector sync %s finished", lease.sync_id)
+
+
+@dataclass
+class ConnectorServices:
+    """The connector side of the container (built by ``bootstrap.build``)."""
+
+    repository: ConnectorRepository
+    queue: SyncQueue
+    service: SyncService
+    runner: SyncRunner
+    limits: ConnectorLimits
+    min_schedule_seconds: int
+    max_per_knowledge_base: int = 50
+
+
+def start_syncs(runner: SyncRunner | None, worker_id: str, stop: asyncio.Event) -> asyncio.Task[Any] | None:
+    """The worker's connector-sync loop, beside its ingestion loop (one sync at a time per worker)."""
+    if runner is None:
+        return None
+    return asyncio.create_task(runner.run_periodically(worker_id, stop), name="connector-syncs")
+
+
+async def stop_syncs(task: asyncio.Task[Any] | None, grace_seconds: float) -> None:
+    """After ``stop``: let the loop hand its sync back, then make sure it is gone."""
+    if task is None:
+        return
+    with contextlib.suppress(BaseException):
+        await asyncio.wait_for(asyncio.shield(task), grace_seconds + 5.0)
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
