@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -14,16 +13,24 @@ from .adapters.chunking.chunker import StructuredChunker
 from .adapters.embedders.cache import EmbeddingCache
 from .adapters.embedders.local import LocalE5Embedder
 from .adapters.embedders.sparse import LocalSparseEncoder
+from .adapters.http.outbound import OutboundPolicy, SafeHttpClient
 from .adapters.parsers.isolation import ParseRunner
 from .adapters.parsers.limits import ParseLimits
 from .adapters.parsers.registry import ParserRegistry, default_registry
+from .adapters.postgres.api_keys import ApiKeyRepository
+from .adapters.postgres.audit import AuditLog
 from .adapters.postgres.centroids import LanguageCentroids
+from .adapters.postgres.connector_syncs import SyncQueue
+from .adapters.postgres.connectors import Connector, ConnectorRepository
 from .adapters.postgres.database import Database
+from .adapters.postgres.dedup import PostgresDedupStore
 from .adapters.postgres.documents import DocumentRepository
 from .adapters.postgres.embedded import start_embedded_postgres
 from .adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
+from .adapters.postgres.events import DocumentEventHub
 from .adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from .adapters.postgres.lifecycle import KnowledgeBaseDeletionRepository, LifecycleRepository
+from .adapters.postgres.maintenance import MaintenanceRepository, OperationsQueries
 from .adapters.postgres.migrations import migrate
 from .adapters.postgres.queue import JobQueue, queue_database
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
@@ -37,13 +44,17 @@ from .domain.search import Fusion
 from .observability import AnswerMetrics, SearchMetrics
 from .services.answering import AnswerConfig, AnswerService
 from .services.backfill import SparseBackfill
-from .services.connectors.wiring import ConnectorServices, build_connectors
+from .services.connectors.base import Source
+from .services.connectors.runner import ConnectorServices, SyncRunner
+from .services.connectors.sources import ConnectorLimits, build_source
+from .services.connectors.sync import SyncService
 from .services.dedup import Deduplicator
 from .services.deletion import DocumentDeleter
 from .services.embedding import EmbeddingService
 from .services.embedding_migration import EmbeddingMigrations
 from .services.embedding_models import EmbeddingModels
 from .services.ingestion import IngestionService
+from .services.janitor import Janitor
 from .services.knowledge_base_removal import KnowledgeBaseRemoval
 from .services.lifecycle import DocumentLifecycle
 from .services.processing import DocumentProcessor
@@ -61,7 +72,6 @@ def database_url(settings: Settings) -> str:
         return settings.database_url
     url, server = start_embedded_postgres(settings.data_dir, supervise=True)  # restarted if it dies
     _embedded_servers.append(server)  # keep the handle: the server lives while this process does
-    os.environ["ULTIMATE_RAG_DATABASE_URL"] = url  # child processes attach to the same server
     return url
 
 
@@ -217,6 +227,11 @@ class Container:
     lifecycle: DocumentLifecycle
     knowledge_base_removal: KnowledgeBaseRemoval
     answers: AnswerService
+    janitor: Janitor
+    events: DocumentEventHub  # live document changes: one LISTEN connection per process, opened on first use
+    api_keys: ApiKeyRepository
+    audit: AuditLog
+    operations: OperationsQueries
     connectors: ConnectorServices | None = None
     backfill: SparseBackfill | None = None
     models: EmbeddingModels | None = None  # each knowledge base's embedder, one per model per process
@@ -230,7 +245,7 @@ class Container:
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
                                connector_runner=self.connectors.runner if self.connectors else None,
-                               backfill=self.backfill, migrations=self.migrations)
+                               backfill=self.backfill, migrations=self.migrations, janitor=self.janitor)
 
     async def open(self) -> None:
         await self.db.open()
@@ -238,6 +253,7 @@ class Container:
         await self.vectors.ensure_ready()
 
     async def close(self) -> None:
+        await self.events.close()
         await self.queue.close()
         await self.queue.db.close()
         await self.db.close()
@@ -284,7 +300,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      poison_after=settings.poison_lost_leases)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)
     vectors = make_vector_store(settings, db, embedder.dimension, embedder.name)
-    if not isinstance(vectors, PgVectorStore):  # Milvus, Qdrant: the sparse side stays in PostgreSQL
+    vector_table = vectors.table if isinstance(vectors, PgVectorStore) else None  # swept by the janitor
+    if vector_table is None:  # Milvus, Qdrant: the sparse side stays in PostgreSQL
         vectors = HybridVectors(vectors, db)
     sparse = make_sparse_encoder(settings, embedder)
     centroids = LanguageCentroids(db) if settings.language_centering else None
@@ -316,7 +333,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
         parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
-        vision=make_vision(settings), dedup=Deduplicator(queue, indexes, settings.dedup_min_chars),
+        vision=make_vision(settings), dedup=Deduplicator(PostgresDedupStore(queue), indexes, settings.dedup_min_chars),
         centroids=centroids,
     )
     ingestion = IngestionService(
@@ -344,9 +361,49 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
                      deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal,
                      answers=make_answers(settings, search, chat),
+                     janitor=Janitor(maintenance=MaintenanceRepository(db), storage=storage, snapshots=snapshots,
+                                     vector_table=vector_table, grace_seconds=settings.orphan_grace_seconds,
+                                     cache=cache, cache_max_entries=settings.embedding_cache_max_entries,
+                                     generations=migrations),
+                     events=DocumentEventHub(url),
+                     api_keys=ApiKeyRepository(db, last_used_interval_seconds=settings.key_last_used_interval_seconds),
+                     audit=AuditLog(db), operations=OperationsQueries(db),
                      connectors=build_connectors(settings, db, storage, parsers),
                      backfill=SparseBackfill(db, embedding, cache, centroids),
                      models=models, indexes=indexes, migrations=migrations)
+
+
+def connector_limits(settings: Settings) -> ConnectorLimits:
+    s3 = {"endpoint_url": settings.s3_endpoint_url, "region": settings.s3_region,
+          "access_key_id": settings.s3_access_key_id, "secret_access_key": settings.s3_secret_access_key,
+          "max_attempts": settings.s3_max_attempts, "connect_timeout": settings.s3_connect_timeout_seconds,
+          "read_timeout": settings.s3_read_timeout_seconds}
+    return ConnectorLimits(
+        max_item_bytes=settings.connector_max_item_bytes or settings.max_upload_bytes,
+        fetch_timeout_seconds=settings.connector_fetch_timeout_seconds, max_items=settings.connector_max_items,
+        sitemap_max_depth=settings.connector_sitemap_max_depth, directory_roots=settings.connector_directory_roots,
+        outbound_allow_networks=settings.outbound_allow_networks, s3=s3,
+        sitemap_max_bytes=settings.connector_sitemap_max_bytes)
+
+
+def build_connectors(settings: Settings, db: Database, storage: ObjectStorage, parsers: ParserRegistry,
+                     client: SafeHttpClient | None = None) -> ConnectorServices:
+    limits = connector_limits(settings)
+    http = client or SafeHttpClient(OutboundPolicy(settings.outbound_allow_networks))
+
+    def source_for(connector: Connector) -> Source:
+        return build_source(connector.kind, connector.config, limits, http)
+
+    repository = ConnectorRepository(db, sync_max_attempts=settings.connector_sync_max_attempts)
+    queue = SyncQueue(db, lease_seconds=settings.lease_seconds, max_attempts=settings.connector_sync_max_attempts)
+    service = SyncService(queue=queue, connectors=repository, storage=storage, parsers=parsers, source_for=source_for,
+                          max_filename_length=settings.max_filename_length, max_attempts=settings.max_attempts)
+    runner = SyncRunner(queue, service, heartbeat_seconds=settings.effective_heartbeat_seconds,
+                        poll_interval_seconds=settings.poll_interval_seconds,
+                        retry_delay_seconds=settings.retry_delay_seconds)
+    return ConnectorServices(repository=repository, queue=queue, service=service, runner=runner, limits=limits,
+                             min_schedule_seconds=settings.connector_min_schedule_seconds,
+                             max_per_knowledge_base=settings.max_connectors_per_kb)
 
 
 def run_migrations(settings: Settings, url: str | None = None) -> list[int]:

@@ -24,9 +24,11 @@ from .settings import Settings
 log = logging.getLogger("ultimate_rag.cli")
 
 def _settings(args: argparse.Namespace) -> Settings:
+    """The settings of this command, handed to bootstrap explicitly (never through the environment)."""
+    overrides: dict[str, Any] = {}
     if getattr(args, "data_dir", None):
-        os.environ["ULTIMATE_RAG_DATA_DIR"] = str(Path(args.data_dir).resolve())
-    settings = Settings()
+        overrides["data_dir"] = Path(args.data_dir).resolve()
+    settings = Settings(**overrides)
     setup_logging_from(settings)
     return settings
 
@@ -57,23 +59,22 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from .worker import main
 
-    _settings(args)
-    main(args.concurrency)
+    main(args.concurrency, _settings(args))
     return 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     key, _ = ensure_admin_key(settings)
-    os.environ["ULTIMATE_RAG_ADMIN_KEY"] = key
     from .bootstrap import database_url, run_migrations
 
-    run_migrations(settings, database_url(settings))
-    _run_api(args.host, args.port)
+    url = database_url(settings)
+    run_migrations(settings, url)
+    _run_api(settings.model_copy(update={"database_url": url, "admin_key": key}), args.host, args.port)
     return 0
 
 
-def _run_api(host: str, port: int, on_signal: Callable[[], object] | None = None) -> None:
+def _run_api(settings: Settings, host: str, port: int, on_signal: Callable[[], object] | None = None) -> None:
     """Serve until SIGINT/SIGTERM, then return normally so the caller can stop what it started
     (uvicorn would otherwise re-raise the signal and end the process before that)."""
     import contextlib
@@ -97,7 +98,6 @@ def _run_api(host: str, port: int, on_signal: Callable[[], object] | None = None
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
-    settings = Settings()
     # JSON logs: uvicorn's records go through the root handler instead of its own text handlers
     logging_config: dict[str, Any] = {} if settings.log_format == "text" else {"log_config": None}
     config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="info", proxy_headers=False,
@@ -110,18 +110,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     settings = _settings(args)
     from .bootstrap import database_url, run_migrations
 
-    url = database_url(settings)  # starts the embedded server and exports its URL to children
+    url = database_url(settings)  # starts the embedded server (unless one is configured)
     run_migrations(settings, url)
     key, created = ensure_admin_key(settings)
-    os.environ["ULTIMATE_RAG_ADMIN_KEY"] = key
     keeper = WorkerKeeper(lambda i: subprocess.Popen([sys.executable, "-m", "ultimate_rag.worker"],
-                                                      env=_worker_env(settings, i)), args.workers)
+                                                      env=_worker_env(settings, i, url)), args.workers)
     keeper.start()
     base = f"http://{args.host}:{args.port}"
     print(f"\nultimate-rag is up: {base}  (API docs: {base}/docs)", flush=True)
     _announce_key(settings, base, key, created)
     try:
-        _run_api(args.host, args.port, on_signal=keeper.stop)
+        _run_api(settings.model_copy(update={"database_url": url, "admin_key": key}), args.host, args.port,
+                 on_signal=keeper.stop)
     finally:
         workers = keeper.stop()
         for proc in workers:
@@ -189,9 +189,12 @@ class WorkerKeeper(threading.Thread):
         return list(self.procs)
 
 
-def _worker_env(settings: Settings, index: int) -> dict[str, str]:
-    """Workers on one machine cannot share a metrics port: worker ``index`` gets the base port + index."""
+def _worker_env(settings: Settings, index: int, database_url: str) -> dict[str, str]:
+    """A worker process's environment: the database and data directory this command uses (a child
+    process learns them from its environment), and its own metrics port (base port + index)."""
     env = os.environ.copy()
+    env["ULTIMATE_RAG_DATABASE_URL"] = database_url
+    env["ULTIMATE_RAG_DATA_DIR"] = str(settings.data_dir)
     env["ULTIMATE_RAG_PARENT_PID"] = str(os.getpid())  # workers stop when `up` is gone, even after a SIGKILL
     if settings.worker_metrics_port:
         env["ULTIMATE_RAG_WORKER_METRICS_PORT"] = str(settings.worker_metrics_port + index)
@@ -205,7 +208,6 @@ def cmd_janitor(args: argparse.Namespace) -> int:
         print("--grace-seconds must be 0 or more", file=sys.stderr)
         return 2
     from .bootstrap import build, database_url, run_migrations
-    from .services.janitor import Janitor
 
     async def sweep() -> int:
         url = database_url(settings)
@@ -213,7 +215,7 @@ def cmd_janitor(args: argparse.Namespace) -> int:
         container = build(settings, url=url, pool_size=3)
         await container.open()
         try:
-            report = await Janitor.from_container(container, grace_seconds=args.grace_seconds).sweep()
+            report = await container.janitor.with_grace(args.grace_seconds).sweep()
         finally:
             await container.close()
         for key in report.objects:

@@ -21,7 +21,6 @@ import psycopg
 from .bootstrap import Container, build, database_url, run_migrations
 from .logs import setup_logging_from
 from .observability import WorkerMetrics
-from .services.janitor import Janitor
 from .services.worker import IngestionWorker, WorkerConfig
 from .settings import Settings
 
@@ -41,7 +40,6 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
         shutdown_grace_seconds=settings.shutdown_grace_seconds,
         janitor_interval_seconds=settings.janitor_interval_seconds,
     ))
-    worker.janitor = Janitor.from_container(container)
     metrics = _serve_metrics(settings, container, worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -112,8 +110,8 @@ def _serve_metrics(settings: Settings, container: Container, worker: IngestionWo
     return worker.metrics
 
 
-def main(concurrency: int | None = None) -> None:
-    settings = Settings()
+def main(concurrency: int | None = None, settings: Settings | None = None) -> None:
+    settings = settings or Settings()
     setup_logging_from(settings)
     try:
         asyncio.run(run_worker(settings, concurrency))

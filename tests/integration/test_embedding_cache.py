@@ -13,7 +13,6 @@ import httpx
 from ultimate_rag.adapters.embedders.cache import EmbeddingCache
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 from ultimate_rag.domain.auth import Role
-from ultimate_rag.services.janitor import Janitor
 
 from .helpers import new_kb
 from .test_api import make_kb, process_all, upload
@@ -105,7 +104,7 @@ async def test_the_janitor_keeps_the_cache_at_its_bound_least_recently_used_firs
     recent = texts[7:10]
     assert len(await cache.get_many(kb, "m", recent)) == 3  # a hit refreshes last_used_at
 
-    janitor = Janitor.from_container(container, grace_seconds=3600)
+    janitor = container.janitor.with_grace(3600)
     janitor.cache_max_entries = 3
     report = await janitor.sweep()
     assert report.cache_entries == 9 and report.removed_anything

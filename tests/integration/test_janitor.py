@@ -13,7 +13,6 @@ from uuid import UUID, uuid4
 
 import psycopg
 
-from ultimate_rag.services.janitor import Janitor
 from ultimate_rag.services.worker import WorkerConfig
 
 from .helpers import new_kb, queue_document
@@ -116,7 +115,7 @@ async def test_sweep_removes_exactly_the_orphans(container) -> None:  # type: ig
     age(gone_kb_snapshot)
 
     before = object_files(container)
-    report = await Janitor.from_container(container).sweep()
+    report = await container.janitor.sweep()
 
     assert report.ran and not report.errors
     assert sorted(report.objects) == sorted([old_revision, stale_asset, never_committed, torn_write])
@@ -130,7 +129,7 @@ async def test_sweep_removes_exactly_the_orphans(container) -> None:  # type: ig
     assert await container.vectors.count_by_document(busy) == busy_vectors
     assert await container.vectors.count_by_document(ready) > 0
 
-    again = await Janitor.from_container(container).sweep()
+    again = await container.janitor.sweep()
     assert again.ran and not again.removed_anything
 
 
@@ -138,7 +137,7 @@ async def test_a_second_sweeper_does_nothing_while_the_lock_is_held(container, d
     kb = await new_kb(container)
     orphan = f"{kb}/{uuid4()}/source.txt"
     path = await put_old(container, orphan)
-    janitor = Janitor.from_container(container)
+    janitor = container.janitor
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as other:
         await other.execute("SELECT pg_advisory_lock(hashtext('ultimate_rag.janitor'))")
         report = await janitor.sweep()
@@ -155,7 +154,7 @@ async def test_concurrent_sweeps_never_both_run(container) -> None:  # type: ign
     kb = await new_kb(container)
     for _ in range(30):
         await put_old(container, f"{kb}/{uuid4()}/source.txt")
-    reports = await asyncio.gather(*(Janitor.from_container(container).sweep() for _ in range(4)))
+    reports = await asyncio.gather(*(container.janitor.sweep() for _ in range(4)))
     removed = [key for r in reports for key in r.objects]
     assert len(removed) == len(set(removed)) == 30
     assert sum(1 for r in reports if r.ran and r.objects) == 1
@@ -165,15 +164,15 @@ async def test_grace_period_protects_young_files(container) -> None:  # type: ig
     kb = await new_kb(container)
     key = f"{kb}/{uuid4()}/source.txt"
     await container.storage.put(key, b"x", "text/plain")
-    assert (await Janitor.from_container(container).sweep()).objects == []
-    assert (await Janitor.from_container(container, grace_seconds=0).sweep()).objects == [key]
+    assert (await container.janitor.sweep()).objects == []
+    assert (await container.janitor.with_grace(0).sweep()).objects == [key]
 
 
 async def test_workers_sweep_periodically(container) -> None:  # type: ignore[no-untyped-def]
     kb = await new_kb(container)
     path = await put_old(container, f"{kb}/{uuid4()}/source.txt")
     worker = container.worker(WorkerConfig(poll_interval_seconds=0.1, janitor_interval_seconds=0.2))
-    worker.janitor = Janitor.from_container(container)
+    assert worker.janitor is container.janitor  # built with the container
     stop = asyncio.Event()
     run = asyncio.create_task(worker.run(stop))
 
@@ -202,10 +201,10 @@ async def test_temp_files_of_interrupted_snapshot_writes_are_removed_after_the_g
     stale.write_text('{"half": ')
     fresh.write_text('{"in progress": ')
     age(stale)
-    report = await Janitor.from_container(container).sweep()
+    report = await container.janitor.sweep()
     assert report.temp_files == [str(stale)] and not report.snapshots
     assert not stale.exists() and fresh.exists() and (folder / "chunks.json").exists()
     assert "1 temp file(s)" in report.summary()
 
-    report = await Janitor.from_container(container, grace_seconds=0).sweep()
+    report = await container.janitor.with_grace(0).sweep()
     assert report.temp_files == [str(fresh)] and (folder / "chunks.json").exists()

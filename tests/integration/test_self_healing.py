@@ -27,7 +27,7 @@ async def test_no_lease_lost_warning_when_the_job_finished_during_the_heartbeat_
     work = asyncio.create_task(finish())
     lost = asyncio.Event()
     with caplog.at_level(logging.WARNING):
-        await worker._heartbeat(lease, work, lost)
+        await worker.runner.heartbeat(lease, work, lost)
     assert not lost.is_set()
     assert "lease lost" not in caplog.text
     assert (await container.documents.get(doc)).status == D.READY

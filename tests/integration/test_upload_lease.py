@@ -11,7 +11,6 @@ import pytest
 
 from ultimate_rag.api.app import create_app
 from ultimate_rag.domain.errors import ConflictError, TransientError
-from ultimate_rag.services.janitor import Janitor
 
 from .test_lifecycle import ready_doc, run_worker, search, state
 
@@ -92,7 +91,7 @@ async def test_an_upload_left_by_a_killed_api_is_converged_by_the_workers(client
     await run_worker(container)  # the lease has not expired: nothing moves
     assert (await state(container, doc))["status"] == "UPLOADING"
     # a janitor pass meanwhile keeps the previous revision's vectors
-    await Janitor.from_container(container, grace_seconds=0).sweep()
+    await container.janitor.with_grace(0).sweep()
 
     await container.db.execute("UPDATE documents SET upload_expires_at = now() - interval '1 second'"
                                " WHERE id = %s", (doc,))  # as the lease leaves it once the deadline passed

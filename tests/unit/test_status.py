@@ -37,9 +37,9 @@ SPEC_TRANSITIONS = {
 } | {(s, t) for s in RUNNING for t in (D.PENDING, D.FAILED, D.OUTDATED)}
 
 
-def test_twelve_statuses_and_four_job_statuses() -> None:
+def test_twelve_statuses_and_five_job_statuses() -> None:
     assert len(DocumentStatus) == 12
-    assert [s.value for s in JobStatus] == ["PENDING", "RUNNING", "SUCCEEDED", "FAILED"]
+    assert [s.value for s in JobStatus] == ["IDLE", "PENDING", "RUNNING", "SUCCEEDED", "FAILED"]
 
 
 def test_active_and_stable_partition() -> None:

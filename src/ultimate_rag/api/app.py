@@ -36,10 +36,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         try:
             yield
         finally:
-            hub = getattr(app.state, "document_events", None)
-            if hub is not None:
-                await hub.close()
-            await built.close()
+            await built.close()  # the events hub with it
 
     app = FastAPI(title="ultimate-rag", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Durable document ingestion and retrieval for RAG knowledge bases.")

@@ -25,7 +25,7 @@ class Auditor:
 
 
 async def auditor(container: ContainerDep, who: PrincipalDep) -> Auditor:
-    return Auditor(AuditLog(container.db), who)
+    return Auditor(container.audit, who)
 
 
 AuditDep = Annotated[Auditor, Depends(auditor)]

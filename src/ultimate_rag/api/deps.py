@@ -10,7 +10,6 @@ import psycopg
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..adapters.postgres.api_keys import ApiKeyRepository
 from ..bootstrap import Container
 from ..domain.auth import Principal, same_secret
 from ..domain.errors import AuthenticationError, ResourceNotFoundError
@@ -27,11 +26,6 @@ async def get_container(request: Request) -> Container:
 ContainerDep = Annotated[Container, Depends(get_container)]
 
 
-def key_repository(container: Container) -> ApiKeyRepository:
-    return ApiKeyRepository(container.db,
-                            last_used_interval_seconds=container.settings.key_last_used_interval_seconds)
-
-
 async def authenticate(container: Container, authorization: str | None) -> Principal:
     """The caller of an ``Authorization`` header value; AuthenticationError when there is none."""
     scheme, _, key = (authorization or "").partition(" ")
@@ -42,7 +36,7 @@ async def authenticate(container: Container, authorization: str | None) -> Princ
     if admin_key and same_secret(key, admin_key):
         return Principal(key_prefix="admin", is_admin=True)
     try:
-        found = await key_repository(container).authenticate(key)
+        found = await container.api_keys.authenticate(key)
     except psycopg.DataError:  # a key the database cannot even compare (a NUL byte): not a key
         found = None
     if found is None:
@@ -54,7 +48,7 @@ async def still_valid(container: Container, who: Principal) -> bool:
     """Whether the key behind ``who`` is still neither revoked nor expired (for long requests)."""
     if who.key_prefix == "admin" and who.is_admin:
         return bool(container.settings.admin_key)
-    return await key_repository(container).is_valid(who.key_prefix)
+    return await container.api_keys.is_valid(who.key_prefix)
 
 
 async def principal(request: Request, container: ContainerDep,

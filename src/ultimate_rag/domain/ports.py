@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 from uuid import UUID
 
 from .chat import ChatMessage, ChatReply, ChatUsage
-from .models import Chunk, DocumentSource, EmbeddedChunk, ParsedDocument, VectorHit
+from .dedup import Candidate
+from .models import (
+    Chunk,
+    Document,
+    DocumentSource,
+    EmbeddedChunk,
+    KnowledgeBase,
+    Lease,
+    ParsedDocument,
+    VectorHit,
+)
+from .status import DocumentStatus
+
+L = TypeVar("L")  # a lease: what a claim returns and every later call presents
+L_contra = TypeVar("L_contra", contravariant=True)  # a lease, where it is only presented
 
 
 @runtime_checkable
@@ -88,3 +103,59 @@ class ChatModel(Protocol):
 
     async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ChatReply: ...
     def stream(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> AsyncGenerator[str | ChatUsage, None]: ...
+
+
+@runtime_checkable
+class TaskLeases(Protocol[L_contra]):
+    """What the leased-task runner (``services/leases.py``) needs from a queue of leased work (a
+    document's job, a connector sync): renew the lease (False once it is lost), record a failure
+    (the implementation decides retry or end; ``LeaseLostError`` when the lease is gone), and hand
+    the work back without burning an attempt."""
+
+    async def heartbeat(self, lease: L_contra) -> bool: ...
+    async def fail(self, lease: L_contra, error: BaseException) -> None: ...
+    async def release(self, lease: L_contra) -> None: ...
+
+
+class ClaimingLeases(TaskLeases[L], Protocol[L]):
+    """Leases claimed one at a time (``None`` when nothing is due)."""
+
+    async def claim(self, worker_id: str) -> L | None: ...
+
+
+# -- what the core services call (small on purpose: unit tests pass in-memory fakes) -----------------
+class KnowledgeBaseReader(Protocol):
+    async def get(self, knowledge_base_id: UUID) -> KnowledgeBase: ...
+
+
+class DocumentIntake(Protocol):
+    """Creates a document and its queued job in one transaction (the submit's commit)."""
+
+    async def create_with_job(self, *, document_id: UUID, knowledge_base_id: UUID, filename: str, mime_type: str,
+                              size_bytes: int, sha256: str, object_key: str, max_attempts: int,
+                              source: dict[str, Any] | None = None) -> Document: ...
+
+
+class DedupSession(Protocol):
+    """Deduplication's reads and writes inside one fenced transaction, under the knowledge base's
+    deduplication lock; ``current`` is the judged document's status, read under its row lock."""
+
+    current: DocumentStatus
+
+    async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
+                         bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]: ...
+    async def record_signature(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
+                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None) -> None: ...
+    async def record_content_hash(self, document_id: UUID, text_hash: str) -> None: ...
+    async def record_verdict(self, document_id: UUID, verdict: dict[str, Any]) -> None: ...
+    async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool: ...
+
+
+class DedupStore(Protocol):
+    def judging(self, lease: Lease, knowledge_base_id: UUID) -> AbstractAsyncContextManager[DedupSession]:
+        """A fenced transaction (``LeaseLostError`` when the job is no longer ours)."""
+        ...
+
+    # the READY commit's hooks: they run on the commit's own transaction (an opaque ``conn``)
+    async def lock_knowledge_base(self, conn: Any, knowledge_base_id: UUID) -> None: ...
+    async def outdate(self, conn: Any, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool: ...

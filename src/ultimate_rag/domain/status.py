@@ -32,6 +32,7 @@ class DocumentStatus(StrEnum):
 
 
 class JobStatus(StrEnum):
+    IDLE = "IDLE"  # a connector's document still being fetched: nothing to run until its bytes are stored
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
@@ -93,6 +94,20 @@ def sources_of(target: DocumentStatus | str) -> frozenset[DocumentStatus]:
     return frozenset(found)
 
 
+# a document whose bytes are still arriving: a connector's fetch (new item) or a re-upload
+INTAKE: frozenset[DocumentStatus] = frozenset({D.FETCHING, D.UPLOADING})
+# an intake that did not finish (a sync ended or failed with the item still on its way) fails it
+INTAKE_FAILURE_SOURCES: frozenset[DocumentStatus] = sources_of(D.FAILED) & INTAKE
+# documents deduplication may match (SPEC §8): those a newer twin may outdate, minus intake (an
+# abandoned re-upload returning to OUTDATED is a restore, not a verdict)
+DEDUP_MATCHABLE: frozenset[DocumentStatus] = sources_of(D.OUTDATED) - INTAKE
+
+
+def names(statuses: frozenset[DocumentStatus] | frozenset[JobStatus]) -> list[str]:
+    """Status names, sorted, as a SQL writer's ``= ANY(%(sources)s)`` parameter."""
+    return sorted(s.value for s in statuses)
+
+
 def check_transition(current: DocumentStatus | str, target: DocumentStatus | str) -> DocumentStatus:
     """Return ``target`` if ``current -> target`` is allowed by SPEC §4, else raise.
 
@@ -105,4 +120,49 @@ def check_transition(current: DocumentStatus | str, target: DocumentStatus | str
         return tgt
     if (cur, tgt) not in ALLOWED_TRANSITIONS:
         raise InvalidTransitionError(f"document cannot go from {cur} to {tgt}")
+    return tgt
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+J = JobStatus
+
+# the status a job is created in: PENDING for an upload, IDLE for a connector's new item
+JOB_INITIAL: frozenset[JobStatus] = frozenset({J.PENDING, J.IDLE})
+JOB_FINISHED: frozenset[JobStatus] = frozenset({J.SUCCEEDED, J.FAILED})
+
+
+def _job_allowed() -> frozenset[tuple[JobStatus, JobStatus]]:
+    edges: set[tuple[JobStatus, JobStatus]] = set()
+    # a connector's item: its bytes stored (queued) or its fetch failed
+    edges |= {(J.IDLE, J.PENDING), (J.IDLE, J.FAILED)}
+    # the claim; a run ends, is retried or handed back
+    edges |= {(J.PENDING, J.RUNNING), (J.RUNNING, J.SUCCEEDED), (J.RUNNING, J.FAILED), (J.RUNNING, J.PENDING)}
+    # operator fail, or attempts exhausted while queued
+    edges.add((J.PENDING, J.FAILED))
+    # reindex, delete, a finished re-upload: the single job is queued again
+    edges |= {(s, J.PENDING) for s in JOB_FINISHED}
+    # a re-upload (or refetch) whose intake failed ends the document's job FAILED again
+    edges |= {(s, J.FAILED) for s in JOB_FINISHED}
+    # deduplication outdating an indexed twin ends its (finished) job again, as SUCCEEDED
+    edges.add((J.SUCCEEDED, J.SUCCEEDED))
+    return frozenset(edges)
+
+
+JOB_TRANSITIONS = _job_allowed()
+
+
+def job_sources_of(target: JobStatus | str) -> frozenset[JobStatus]:
+    """Every status a job may be in to move to ``target`` (for checks done inside SQL). A queued
+    job may be queued again and a running one re-claimed when its lease expired."""
+    tgt = JobStatus(target)
+    found = {cur for cur, t in JOB_TRANSITIONS if t == tgt}
+    if tgt in (J.PENDING, J.RUNNING):
+        found.add(tgt)
+    return frozenset(found)
+
+
+def check_job_transition(current: JobStatus | str, target: JobStatus | str) -> JobStatus:
+    cur, tgt = JobStatus(current), JobStatus(target)
+    if cur not in job_sources_of(tgt):
+        raise InvalidTransitionError(f"job cannot go from {cur} to {tgt}")
     return tgt

@@ -17,7 +17,6 @@ from fastapi import FastAPI
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from ..adapters.postgres.api_keys import ApiKeyRepository
 from ..client import AsyncClient, RetryPolicy
 from ..domain.auth import same_secret
 from ..domain.errors import UltimateRagError
@@ -66,7 +65,7 @@ class McpEndpoint:
         if container.settings.admin_key and same_secret(key, container.settings.admin_key):
             return None
         try:
-            found = await ApiKeyRepository(container.db).authenticate(key)
+            found = await container.api_keys.authenticate(key)
         except UltimateRagError as exc:
             return exc.message
         return None if found is not None else "invalid API key"

@@ -20,13 +20,10 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from ..adapters.postgres import dedup as repo
-from ..adapters.postgres.database import Connection
-from ..adapters.postgres.queue import JobQueue
 from ..domain import dedup as rules
 from ..domain.errors import LeaseLostError
 from ..domain.models import KnowledgeBaseSettings, Lease, ParsedDocument
-from ..domain.ports import VectorStore
+from ..domain.ports import DedupStore, VectorStore
 from ..domain.status import DocumentStatus, check_transition
 
 
@@ -61,8 +58,8 @@ def compute_signature(content: rules.Content, mode: rules.DedupMode) -> Signatur
 
 
 class Deduplicator:
-    def __init__(self, queue: JobQueue, vectors: VectorStore, min_chars: int = DEFAULT_MIN_CHARS) -> None:
-        self._queue = queue
+    def __init__(self, store: DedupStore, vectors: VectorStore, min_chars: int = DEFAULT_MIN_CHARS) -> None:
+        self._store = store
         self._vectors = vectors
         self._min_chars = min_chars
 
@@ -73,31 +70,27 @@ class Deduplicator:
             return Decision()
         content = rules.document_content(parsed)
         kb_id, doc_id = row["knowledge_base_id"], row["id"]
-
-        async def kb_lock(conn: Connection) -> None:
-            await repo.lock_knowledge_base(conn, kb_id)
-
         if content.amount < self._min_chars:
-            async with self._queue.fenced(lease, kb_lock) as (conn, _current):
-                await repo.record_signature(conn, knowledge_base_id=kb_id, document_id=doc_id, text_hash=None,
-                                            hashvalues=None, bands=None)  # never a candidate either
-                await repo.record_verdict(conn, doc_id, {
+            async with self._store.judging(lease, kb_id) as session:
+                await session.record_signature(knowledge_base_id=kb_id, document_id=doc_id, text_hash=None,
+                                               hashvalues=None, bands=None)  # never a candidate either
+                await session.record_verdict(doc_id, {
                     "skipped": f"too little text to compare ({content.amount} characters of its own, "
                                f"the minimum is {self._min_chars})", "mode": mode.value})
             return Decision()
         signature = await asyncio.to_thread(compute_signature, content, mode)
-        async with self._queue.fenced(lease, kb_lock) as (conn, current):
-            found = await repo.candidates(conn, knowledge_base_id=kb_id, document_id=doc_id,
-                                          text_hash=signature.text_hash, bands=signature.bands,
-                                          exempt=list(row.get("dedup_exempt") or []))
+        async with self._store.judging(lease, kb_id) as session:
+            found = await session.candidates(knowledge_base_id=kb_id, document_id=doc_id,
+                                             text_hash=signature.text_hash, bands=signature.bands,
+                                             exempt=list(row.get("dedup_exempt") or []))
             match = rules.judge(filename=row["filename"], text_hash=signature.text_hash,
                                 hashvalues=signature.hashvalues, candidates=found, mode=mode,
                                 threshold=settings.near_duplicate_threshold)
             if match is None:
-                await repo.record_signature(conn, knowledge_base_id=kb_id, document_id=doc_id,
-                                            text_hash=signature.text_hash, hashvalues=signature.hashvalues,
-                                            bands=signature.bands)
-                await repo.record_verdict(conn, doc_id, {})
+                await session.record_signature(knowledge_base_id=kb_id, document_id=doc_id,
+                                               text_hash=signature.text_hash, hashvalues=signature.hashvalues,
+                                               bands=signature.bands)
+                await session.record_verdict(doc_id, {})
                 return Decision()
             other = next(c for c in found if c.document_id == match.document_id)
             self_newer = rules.is_newer((row["created_at"], row["source"] or {}, doc_id),
@@ -106,15 +99,15 @@ class Deduplicator:
                        "compared_document_id": str(match.document_id), "mode": mode.value,
                        "decided_at": datetime.now(UTC).isoformat()}
             if self_newer:
-                await repo.record_signature(conn, knowledge_base_id=kb_id, document_id=doc_id,
-                                            text_hash=signature.text_hash, hashvalues=signature.hashvalues,
-                                            bands=signature.bands)
-                await repo.record_verdict(conn, doc_id, {**verdict, "role": "newer"})
+                await session.record_signature(knowledge_base_id=kb_id, document_id=doc_id,
+                                               text_hash=signature.text_hash, hashvalues=signature.hashvalues,
+                                               bands=signature.bands)
+                await session.record_verdict(doc_id, {**verdict, "role": "newer"})
                 return Decision(older=match.document_id, verdict=verdict)
-            check_transition(current, DocumentStatus.OUTDATED)
-            await conn.execute("UPDATE documents SET content_hash = %s WHERE id = %s", (signature.text_hash, doc_id))
-            outdated = await repo.outdate(conn, older=doc_id, newer=match.document_id,
-                                          verdict={**verdict, "role": "older"})
+            check_transition(session.current, DocumentStatus.OUTDATED)
+            await session.record_content_hash(doc_id, signature.text_hash)
+            outdated = await session.outdate(older=doc_id, newer=match.document_id,
+                                             verdict={**verdict, "role": "older"})
             if not outdated:
                 raise LeaseLostError("the document changed while it was judged")
         await self._vectors.delete_by_document(doc_id)
@@ -127,13 +120,13 @@ class Deduplicator:
             return {}
         older = decision.older
 
-        async def kb_lock(conn: Connection) -> None:
-            await repo.lock_knowledge_base(conn, knowledge_base_id)
+        async def kb_lock(conn: Any) -> None:
+            await self._store.lock_knowledge_base(conn, knowledge_base_id)
 
-        async def outdate_older(conn: Connection) -> None:
-            if await repo.outdate(conn, older=older, newer=document_id,
-                                  verdict={**(decision.verdict or {}), "compared_document_id": str(document_id),
-                                           "role": "older"}):
+        async def outdate_older(conn: Any) -> None:
+            if await self._store.outdate(conn, older=older, newer=document_id,
+                                         verdict={**(decision.verdict or {}), "compared_document_id": str(document_id),
+                                                  "role": "older"}):
                 await self._vectors.delete_by_document(older)
 
         return {"lock_first": kb_lock, "alongside": outdate_older}

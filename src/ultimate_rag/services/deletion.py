@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from ..adapters.postgres import deletion as repo
 from ..adapters.postgres.database import Connection
 from ..adapters.postgres.queue import JobQueue
 from ..domain.errors import ResourceNotFoundError
@@ -37,10 +38,8 @@ class DocumentDeleter:
 
         async def remove_outside(conn: Connection) -> None:
             await self._vectors.delete_by_document(doc_id)
-            assets = await (await conn.execute(
-                "SELECT object_key FROM document_assets WHERE document_id = %s", (doc_id,))).fetchall()
-            for asset in assets:
-                await self._storage.delete(asset["object_key"])
+            for key in await repo.asset_keys(conn, doc_id):
+                await self._storage.delete(key)
             await self._snapshots.delete_document(kb_id, doc_id)
             if hard:
                 # everything stored under the document's prefix: every source revision and asset

@@ -10,12 +10,10 @@ from pathlib import PurePosixPath, PureWindowsPath
 from uuid import UUID, uuid4
 
 from ..adapters.parsers.registry import detected_mime
-from ..adapters.postgres.documents import DocumentRepository
-from ..adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError
 from ..domain.ids import source_object_key
 from ..domain.models import Document, DocumentSource
-from ..domain.ports import ObjectStorage, ParserResolver
+from ..domain.ports import DocumentIntake, KnowledgeBaseReader, ObjectStorage, ParserResolver
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +40,7 @@ def mime_for(parser: object, source: DocumentSource) -> str:
 
 
 class IngestionService:
-    def __init__(self, *, documents: DocumentRepository, knowledge_bases: KnowledgeBaseRepository,
+    def __init__(self, *, documents: DocumentIntake, knowledge_bases: KnowledgeBaseReader,
                  storage: ObjectStorage, parsers: ParserResolver, max_upload_bytes: int,
                  max_filename_length: int, max_attempts: int) -> None:
         self._documents = documents

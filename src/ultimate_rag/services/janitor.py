@@ -28,18 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from ..adapters.embedders.cache import EmbeddingCache
 from ..adapters.postgres.maintenance import MaintenanceRepository, ObjectOwner
 from ..adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
-from ..adapters.vectors.pgvector import PgVectorStore
 from ..domain.ports import ObjectStorage
 from ..domain.status import DocumentStatus
-
-if TYPE_CHECKING:
-    from ..bootstrap import Container
 
 log = logging.getLogger(__name__)
 # being written by something that holds no lock we could see: keep everything of these documents
@@ -87,16 +83,13 @@ class Janitor:
         self.grace_seconds = grace_seconds
         self._batch_size = batch_size
 
-    @classmethod
-    def from_container(cls, container: Container, grace_seconds: float | None = None) -> Janitor:
-        vectors = container.vectors
-        return cls(maintenance=MaintenanceRepository(container.db), storage=container.storage,
-                   snapshots=container.snapshots,
-                   vector_table=vectors.table if isinstance(vectors, PgVectorStore) else None,
-                   grace_seconds=container.settings.orphan_grace_seconds if grace_seconds is None else grace_seconds,
-                   cache=EmbeddingCache(container.db),
-                   cache_max_entries=container.settings.embedding_cache_max_entries,
-                   generations=container.migrations)
+    def with_grace(self, grace_seconds: float | None) -> Janitor:
+        """The same sweeper with another grace period (``janitor --grace-seconds``); None: this one."""
+        if grace_seconds is None:
+            return self
+        return Janitor(maintenance=self._maintenance, storage=self._storage, snapshots=self._snapshots,
+                       vector_table=self._vector_table, grace_seconds=grace_seconds, batch_size=self._batch_size,
+                       cache=self._cache, cache_max_entries=self.cache_max_entries, generations=self.generations)
 
     async def sweep(self) -> SweepReport:
         """One pass, or nothing when another process holds the sweep lock. A part that fails is

@@ -21,17 +21,17 @@ import psycopg
 
 from ..adapters.postgres.maintenance import OperationsQueries
 from ..adapters.postgres.queue import JobQueue
-from ..domain.errors import LeaseLostError, PermanentError
+from ..domain.errors import PermanentError
 from ..domain.models import Lease
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
-from .connectors.runner import SyncRunner
-from .connectors.wiring import start_syncs, stop_syncs
+from .connectors.runner import SyncRunner, start_syncs, stop_syncs
 from .deletion import DocumentDeleter
 from .failures import explain
 from .janitor import Janitor, SweepReport
+from .leases import LeasedRunner, Outcome
 from .processing import DocumentProcessor
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,10 @@ class IngestionWorker:
         self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
         self._operations = OperationsQueries(queue.db)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
+        self.runner = LeasedRunner(_JobLeases(self), heartbeat_seconds=config.heartbeat_seconds,
+                                    label=lambda lease: f"job {lease.job_id}",
+                                    context=lambda lease: log_context(document_id=lease.document_id,
+                                                                      job_id=lease.job_id, worker_id=self.worker_id))
         self._shutting_down = False
         self.processed = 0
 
@@ -169,39 +173,13 @@ class IngestionWorker:
         log.info("worker %s stopped", self.worker_id)
 
     async def _run_job(self, lease: Lease) -> None:
-        with log_context(document_id=lease.document_id, job_id=lease.job_id, worker_id=self.worker_id):
-            await self._run_job_in_context(lease)
-
-    async def _run_job_in_context(self, lease: Lease) -> None:
         started = time.monotonic()
-        work = asyncio.create_task(self._dispatch(lease))
-        lost = asyncio.Event()
-        beat = asyncio.create_task(self._heartbeat(lease, work, lost))
-        try:
-            await asyncio.shield(work)
-            self.processed += 1
-        except asyncio.CancelledError:
-            # our own task was cancelled (shutdown): stop the work, then hand the job back
-            work.cancel()
-            with contextlib.suppress(BaseException):
-                await work
-            if not lost.is_set():
-                await self._release(lease)
-        except LeaseLostError as exc:
+        outcome = await self.runner.run(lease, lambda: self._dispatch(lease))
+        if outcome == Outcome.LOST:
             self.metrics.lease_losses.inc()
-            log.warning("job %s: lease lost, stopping without further writes (%s)", lease.job_id, exc)
-        except Exception as exc:
-            if work.cancelled() or lost.is_set():
-                self.metrics.lease_losses.inc()
-                log.warning("job %s: lease lost, processing cancelled", lease.job_id)
-            else:
-                await self._handle_failure(lease, exc)
-        else:
+        elif outcome == Outcome.DONE:
+            self.processed += 1
             await self._record_success(lease, time.monotonic() - started)
-        finally:
-            beat.cancel()
-            with contextlib.suppress(BaseException):
-                await beat
 
     async def _record_success(self, lease: Lease, seconds: float) -> None:
         """Count the job and observe its stage durations: a delete is one stage (timed here, as a
@@ -227,24 +205,6 @@ class IngestionWorker:
         else:
             raise PermanentError(f"operation {lease.operation} is not supported by this worker")
 
-    async def _heartbeat(self, lease: Lease, work: asyncio.Task[None], lost: asyncio.Event) -> None:
-        while not work.done():
-            await asyncio.sleep(self.config.heartbeat_seconds)
-            if work.done():  # finished while we slept: the job has ended, its lease with it
-                return
-            try:
-                alive = await self.queue.heartbeat(lease)
-            except (psycopg.Error, OSError) as exc:
-                log.warning("job %s: heartbeat failed, will retry: %s", lease.job_id, exc)
-                continue
-            if not alive and work.done():  # it succeeded (or failed) while the renewal ran
-                return
-            if not alive:
-                log.warning("job %s: lease lost (reclaimed or ended by an operator); cancelling", lease.job_id)
-                lost.set()
-                work.cancel()
-                return
-
     async def _handle_failure(self, lease: Lease, exc: BaseException) -> None:
         """Readers see the mapped reason (document and job history alike); the raw text of an
         infrastructure error goes only to this log line, which carries the document and job ids."""
@@ -259,25 +219,27 @@ class IngestionWorker:
             lease.attempt, lease.max_attempts, error, f" [{failure.detail}]" if failure.mapped else "",
             f"; retry in {delay:.1f}s" if will_retry else "", exc_info=exc if failure.unexpected else None,
         )
-        try:
-            await self.queue.fail(lease, error=error, will_retry=will_retry, delay_seconds=delay,
-                                  document_message=message,
-                                  cleanup=lambda: self.processor.cleanup_partial_index(lease))
-        except LeaseLostError:
-            self.metrics.lease_losses.inc()
-            log.warning("job %s: lease lost before the failure could be recorded", lease.job_id)
-        except Exception:
-            log.exception("job %s: could not record the failure; the lease will expire and retry", lease.job_id)
+        await self.queue.fail(lease, error=error, will_retry=will_retry, delay_seconds=delay,
+                              document_message=message,
+                              cleanup=lambda: self.processor.cleanup_partial_index(lease))
 
-    async def _release(self, lease: Lease) -> None:
-        try:
-            await self.queue.release(lease)
-            self.metrics.released.inc()
-            log.info("job %s handed back for another worker", lease.job_id)
-        except LeaseLostError:
-            pass
-        except Exception:
-            log.exception("job %s: could not hand back; its lease will expire", lease.job_id)
+
+class _JobLeases:
+    """``ports.TaskLeases`` over the job queue, for the leased-task runner: a failure is classified
+    (permanent, or retried with backoff) by the worker; a hand-back is counted."""
+
+    def __init__(self, worker: IngestionWorker) -> None:
+        self._worker = worker
+
+    async def heartbeat(self, lease: Lease) -> bool:
+        return await self._worker.queue.heartbeat(lease)
+
+    async def fail(self, lease: Lease, error: BaseException) -> None:
+        await self._worker._handle_failure(lease, error)
+
+    async def release(self, lease: Lease) -> None:
+        await self._worker.queue.release(lease)
+        self._worker.metrics.released.inc()
 
 
 def describe(exc: BaseException) -> str:

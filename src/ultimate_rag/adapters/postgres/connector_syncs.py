@@ -14,7 +14,7 @@ from uuid import UUID, uuid4
 from psycopg.types.json import Jsonb
 
 from ...domain.errors import ConflictError, LeaseLostError
-from ...domain.status import DocumentStatus, check_transition, is_active
+from ...domain.status import DocumentStatus, JobStatus, check_transition, is_active, job_sources_of, names
 from .connectors import ENDED, EXHAUSTED, ItemState, Q, SyncLease, end_sync
 from .database import Connection, Database
 from .documents import notify_workers, reset_job
@@ -98,8 +98,8 @@ class SyncQueue:
             if row is None:
                 raise ConflictError("the item's document was created by someone else meanwhile")
             await conn.execute(
-                "INSERT INTO ingestion_jobs (id, document_id, status, max_attempts, finished_at)"
-                " VALUES (%s, %s, 'FAILED', %s, NULL)", (uuid4(), document_id, max_attempts))
+                "INSERT INTO ingestion_jobs (id, document_id, status, max_attempts)"
+                " VALUES (%s, %s, %s, %s)", (uuid4(), document_id, JobStatus.IDLE.value, max_attempts))
         return document_id
 
     async def begin_refetch(self, lease: SyncLease, document_id: UUID) -> ItemState:
@@ -156,7 +156,8 @@ class SyncQueue:
                 "UPDATE ingestion_jobs SET status = 'FAILED', locked_by = NULL, locked_at = NULL, finished_at = now(),"
                 " updated_at = now(), last_error = %(e)s, error_history = error_history || jsonb_build_array("
                 " jsonb_build_object('attempt', attempts, 'at', now(), 'error', %(e)s::text))"
-                " WHERE document_id = %(id)s", {"e": reason, "id": document_id})
+                " WHERE document_id = %(id)s AND status = ANY(%(sources)s)",
+                {"e": reason, "id": document_id, "sources": names(job_sources_of(JobStatus.FAILED))})
             await conn.execute(
                 "UPDATE documents SET status = 'FAILED', error_message = %s, progress = '{}'::jsonb, updated_at = now()"
                 " WHERE id = %s", (reason, document_id))

@@ -23,7 +23,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ...domain.errors import ConflictError, ResourceNotFoundError
-from ...domain.status import DocumentStatus
+from ...domain.status import INTAKE_FAILURE_SOURCES, DocumentStatus, JobStatus, job_sources_of, names
 from .database import Connection, Database
 from .documents import notify_workers
 from .sql import load_queries
@@ -112,11 +112,14 @@ async def end_sync(conn: Connection, sync_id: UUID, status: str, *, error: str |
 
 
 async def fail_left_in_intake(conn: Connection, sync_id: UUID, message: str) -> int:
-    jobs = await (await conn.execute(Q["lock_left_in_intake_jobs"], {"sync_id": sync_id})).fetchall()
+    sources = names(INTAKE_FAILURE_SOURCES)
+    jobs = await (await conn.execute(Q["lock_left_in_intake_jobs"], {"sync_id": sync_id,
+                                                                      "sources": sources})).fetchall()
     if not jobs:
         return 0
     failed = await (await conn.execute(Q["fail_left_in_intake"], {
-        "ids": [r["document_id"] for r in jobs], "sync_id": sync_id, "message": message})).fetchall()
+        "ids": [r["document_id"] for r in jobs], "sync_id": sync_id, "message": message, "sources": sources,
+        "job_sources": names(job_sources_of(JobStatus.FAILED))})).fetchall()
     return len(failed)
 
 

@@ -100,24 +100,26 @@ SET status = 'PENDING', attempts = greatest(attempts - 1, 0), available_at = now
 WHERE id = %(sync_id)s;
 
 -- lock_left_in_intake_jobs --
--- The jobs of documents a sync left FETCHING (new items) or UPLOADING (new bytes for an existing
--- one), locked before their documents (the lock order).
+-- The jobs of documents a sync left in intake (FETCHING: new items; UPLOADING: new bytes for an
+-- existing one), locked before their documents (the lock order). %(sources)s: the intake statuses
+-- a document may fail from (status.INTAKE_FAILURE_SOURCES).
 SELECT j.document_id FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id
-WHERE d.connector_sync_id = %(sync_id)s AND d.status IN ('FETCHING', 'UPLOADING')
+WHERE d.connector_sync_id = %(sync_id)s AND d.status = ANY(%(sources)s)
 ORDER BY j.document_id
 FOR UPDATE OF j;
 
 -- fail_left_in_intake --
+-- %(sources)s as above; %(job_sources)s: the job statuses a job may fail from (status.job_sources_of).
 WITH docs AS (
     SELECT id FROM documents
-    WHERE id = ANY(%(ids)s) AND connector_sync_id = %(sync_id)s AND status IN ('FETCHING', 'UPLOADING')
+    WHERE id = ANY(%(ids)s) AND connector_sync_id = %(sync_id)s AND status = ANY(%(sources)s)
     ORDER BY id FOR UPDATE
 ), jobs AS (
     UPDATE ingestion_jobs j
     SET status = 'FAILED', locked_by = NULL, locked_at = NULL, finished_at = now(), updated_at = now(),
         last_error = %(message)s, error_history = j.error_history || jsonb_build_array(jsonb_build_object(
             'attempt', j.attempts, 'at', now(), 'error', %(message)s::text))
-    FROM docs WHERE j.document_id = docs.id
+    FROM docs WHERE j.document_id = docs.id AND j.status = ANY(%(job_sources)s)
     RETURNING j.document_id
 )
 UPDATE documents d

@@ -9,8 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, Field
 
-from ...adapters.postgres.api_keys import ApiKeyRepository
-from ...adapters.postgres.audit import AuditLog, entry_out
+from ...adapters.postgres.audit import entry_out
 from ...domain.auth import Role
 from ...domain.errors import InvalidRequestError
 from ..audit import AuditDep
@@ -78,7 +77,7 @@ async def create_key(body: KeyIn, container: ContainerDep, _: AdminDep, audit: A
         raise InvalidRequestError("expires_at is in the past")
     for scope in body.scopes:
         await container.knowledge_bases.get(scope.knowledge_base_id)  # 404 for an unknown knowledge base
-    key, record = await ApiKeyRepository(container.db).create_with_record(
+    key, record = await container.api_keys.create_with_record(
         is_admin=body.admin, scopes={s.knowledge_base_id: s.role for s in body.scopes}, name=body.name,
         expires_at=body.expires_at)
     await audit.record("key.create", prefix=record["prefix"], admin=body.admin)
@@ -87,14 +86,14 @@ async def create_key(body: KeyIn, container: ContainerDep, _: AdminDep, audit: A
 
 @router.get("/keys", response_model=KeyList)
 async def list_keys(container: ContainerDep, _: AdminDep) -> KeyList:
-    return KeyList(items=[KeyOut(**r) for r in await ApiKeyRepository(container.db).list()])
+    return KeyList(items=[KeyOut(**r) for r in await container.api_keys.list()])
 
 
 @router.delete("/keys/{key_id}", response_model=KeyOut)
 async def revoke_key(key_id: Annotated[str, Path(max_length=64)], container: ContainerDep, _: AdminDep,
                      audit: AuditDep) -> KeyOut:
     """Revoke by id or prefix; effective on the key's next request."""
-    record = await ApiKeyRepository(container.db).revoke(key_id)
+    record = await container.api_keys.revoke(key_id)
     await audit.record("key.revoke", prefix=record["prefix"])
     return KeyOut(**record)
 
@@ -104,7 +103,7 @@ async def read_audit_log(container: ContainerDep, _: AdminDep,
                          limit: Annotated[int, Query(ge=1, le=500)] = 100,
                          cursor: Annotated[str | None, Query(max_length=20, pattern=r"^\d+$")] = None,
                          knowledge_base_id: UUID | None = None) -> AuditList:
-    rows = await AuditLog(container.db).list(limit=limit + 1, before_id=int(cursor) if cursor else None,
+    rows = await container.audit.list(limit=limit + 1, before_id=int(cursor) if cursor else None,
                                              knowledge_base_id=knowledge_base_id)
     items = [AuditEntry(**entry_out(r)) for r in rows[:limit]]
     return AuditList(items=items, next_cursor=str(items[-1].id) if len(rows) > limit else None)

@@ -18,8 +18,8 @@ from ...domain.auth import Principal
 from ...domain.errors import ConflictError, InvalidRequestError
 from ...domain.redact import redact_config, redact_text, restore_secrets
 from ...services.connectors.base import ADMIN_KINDS
+from ...services.connectors.runner import ConnectorServices
 from ...services.connectors.sources import validate_config
-from ...services.connectors.wiring import ConnectorServices
 from ..audit import AuditDep, Auditor
 from ..deps import ContainerDep, EditableKB, PrincipalDep, ReadableKB, principal
 from ..schemas import ERROR_RESPONSES, Name

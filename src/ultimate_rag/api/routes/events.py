@@ -30,7 +30,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from ...adapters.postgres.events import DocumentEventHub, EventsUnavailable
+from ...adapters.postgres.events import EventsUnavailable
 from ..deps import ContainerDep, PrincipalDep, ReadableKB, principal, still_valid
 from ..schemas import ERROR_RESPONSES, body_of, error_response
 
@@ -39,14 +39,6 @@ router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], depe
 
 KEEPALIVE_SECONDS = 10.0
 POLL_INTERVAL_SECONDS = 5
-
-
-def hub_of(request: Request, container: Any) -> DocumentEventHub:
-    hub: DocumentEventHub | None = getattr(request.app.state, "document_events", None)
-    if hub is None:
-        hub = DocumentEventHub(container.db.url)
-        request.app.state.document_events = hub
-    return hub
 
 
 class StreamSlots:
@@ -96,7 +88,7 @@ async def knowledge_base_events(
     kb: ReadableKB, request: Request, container: ContainerDep, who: PrincipalDep,
     max_seconds: Annotated[int, Query(ge=1, le=60, description="end the stream after this many seconds")] = 25,
 ) -> StreamingResponse:
-    hub = hub_of(request, container)
+    hub = container.events
     stream_seconds = float(max_seconds)
     check_seconds = container.settings.event_stream_key_check_seconds
     release = slots_of(request, container).take(who.key_prefix)

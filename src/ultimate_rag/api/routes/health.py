@@ -6,7 +6,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from ...adapters.postgres.maintenance import OperationsQueries
 from ...domain.auth import same_secret
 from ...domain.errors import AuthenticationError
 from ...observability import DatabaseGauges
@@ -49,7 +48,7 @@ async def metrics(container: ContainerDep) -> Response:
     and this API process's search latency by mode (``ultimate_rag_search_duration_seconds``).
     Each worker serves its own counters and histograms (``ULTIMATE_RAG_WORKER_METRICS_PORT``); the
     answer metrics (latency, tokens, provider errors: docs/answers.md) are this API process's own."""
-    queries = OperationsQueries(container.db)
+    queries = container.operations
     stuck_after = container.settings.stuck_after_seconds
     registry = CollectorRegistry()
     documents = await queries.document_metrics(stuck_after, container.settings.lease_seconds)

@@ -11,7 +11,6 @@ from uuid import UUID
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from ...adapters.postgres.maintenance import OperationsQueries
 from ..deps import AdminDep, ContainerDep
 from ..schemas import ERROR_RESPONSES
 
@@ -48,5 +47,5 @@ async def stuck_documents(
     stuck. A worker that died is reclaimed automatically after its lease; ``/fail`` or ``/recover``
     act on what is left."""
     threshold = container.settings.stuck_after_seconds if older_than_seconds is None else older_than_seconds
-    rows = await OperationsQueries(container.db).stuck_documents(threshold, limit, container.settings.lease_seconds)
+    rows = await container.operations.stuck_documents(threshold, limit, container.settings.lease_seconds)
     return StuckDocumentList(items=[StuckDocument(**row) for row in rows])

@@ -1,0 +1,63 @@
+-- Deduplication facts (SPEC §8): content hashes, MinHash signatures and LSH bands. Loaded by name
+-- ("-- name --" headers); every query runs inside the caller's fenced transaction.
+
+-- lock_knowledge_base --
+-- Two workers judging near-duplicates in one knowledge base at the same moment decide one after
+-- the other (released at commit).
+SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 7));
+
+-- candidates --
+-- Documents with the same normalized text, and (near mode) those sharing an LSH band: two index
+-- lookups, never a scan of the knowledge base's documents (no bands: empty arrays, no band match).
+-- %(matchable)s: the statuses a newer twin may outdate (status.DEDUP_MATCHABLE).
+WITH ids AS (
+    SELECT id AS document_id FROM documents
+    WHERE knowledge_base_id = %(kb)s AND content_hash = %(hash)s
+    UNION
+    SELECT b.document_id FROM document_hash_bands b
+    JOIN unnest(%(band_idx)s::smallint[], %(band_hash)s::bigint[]) AS q(band, hash)
+      ON b.band = q.band AND b.hash = q.hash
+    WHERE b.knowledge_base_id = %(kb)s
+)
+SELECT d.id, d.filename, d.content_hash, d.minhash, d.created_at, d.source
+FROM ids JOIN documents d ON d.id = ids.document_id
+WHERE d.id <> %(doc)s AND d.status = ANY(%(matchable)s) AND d.id <> ALL(%(exempt)s::uuid[])
+  AND d.content_hash IS NOT NULL
+ORDER BY d.created_at, d.id
+LIMIT 200;
+
+-- delete_bands --
+DELETE FROM document_hash_bands WHERE document_id = %(id)s;
+
+-- set_signature --
+UPDATE documents SET content_hash = %(hash)s, minhash = %(minhash)s WHERE id = %(id)s;
+
+-- set_content_hash --
+-- The older twin judged at once keeps its hash (what it was compared on) but no signature of its own.
+UPDATE documents SET content_hash = %(hash)s WHERE id = %(id)s;
+
+-- insert_band --
+INSERT INTO document_hash_bands (document_id, knowledge_base_id, band, hash) VALUES (%s, %s, %s, %s);
+
+-- set_verdict --
+UPDATE documents SET dedup = %(verdict)s WHERE id = %(id)s;
+
+-- lock_job --
+SELECT id FROM ingestion_jobs WHERE document_id = %(id)s FOR UPDATE;
+
+-- lock_document --
+SELECT status FROM documents WHERE id = %(id)s FOR UPDATE;
+
+-- end_outdated_job --
+-- %(sources)s: the job statuses that may end SUCCEEDED (status.job_sources_of).
+UPDATE ingestion_jobs SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, finished_at = now(),
+    updated_at = now()
+WHERE document_id = %(id)s AND status = ANY(%(sources)s);
+
+-- delete_chunks --
+DELETE FROM chunks WHERE document_id = %(id)s;
+
+-- outdate_document --
+UPDATE documents SET status = 'OUTDATED', duplicate_of = %(newer)s, dedup = %(verdict)s, chunk_count = 0,
+    progress = '{}'::jsonb, error_message = NULL, updated_at = now()
+WHERE id = %(id)s;

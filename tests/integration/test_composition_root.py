@@ -1,0 +1,31 @@
+"""``bootstrap.build`` is the one composition root: the janitor, the events hub, the key, audit
+and operations repositories and the connector services all come from it, and the worker and the
+routes use those (nothing is patched in after build or built per request)."""
+
+from __future__ import annotations
+
+from ultimate_rag.services.worker import WorkerConfig
+
+
+async def test_build_wires_everything_the_processes_use(container) -> None:  # type: ignore[no-untyped-def]
+    worker = container.worker(WorkerConfig())
+    assert worker.janitor is container.janitor
+    assert worker.connector_runner is container.connectors.runner
+    assert container.janitor.with_grace(None) is container.janitor
+    assert container.janitor.with_grace(0).grace_seconds == 0
+    assert container.janitor.grace_seconds == container.settings.orphan_grace_seconds
+
+
+async def test_routes_use_the_containers_events_hub(client, container, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    kb = (await client.post("/api/knowledge-bases", json={"name": "events"})).json()["id"]
+    subscribed = []
+    real = container.events.subscribe
+
+    def recording(knowledge_base_id):  # type: ignore[no-untyped-def]
+        subscribed.append(str(knowledge_base_id))
+        return real(knowledge_base_id)
+
+    monkeypatch.setattr(container.events, "subscribe", recording)
+    r = await client.get(f"/api/knowledge-bases/{kb}/events", params={"max_seconds": 1})
+    assert r.status_code == 200 and "event: ready" in r.text
+    assert subscribed == [kb]  # the container's hub served the stream

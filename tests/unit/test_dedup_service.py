@@ -1,0 +1,151 @@
+"""The deduplication service over in-memory fakes of its ports (``DedupStore``, ``VectorStore``):
+fast checks of the verdicts and of what is written, beside the real-database tests in
+``tests/integration/test_dedup*.py`` (which exercise the PostgreSQL store and its locks)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from ultimate_rag.domain.dedup import Candidate
+from ultimate_rag.domain.models import Block, KnowledgeBaseSettings, Lease, ParsedDocument
+from ultimate_rag.domain.status import DocumentStatus
+from ultimate_rag.services.dedup import Deduplicator
+
+D = DocumentStatus
+KB = uuid4()
+TEXT = "The harbour ferry leaves every twenty minutes from pier four, weather permitting, all year long."
+
+
+@dataclass
+class Doc:
+    id: UUID
+    status: DocumentStatus
+    created_at: datetime
+    filename: str = "a.md"
+    content_hash: str | None = None
+    minhash: list[int] | None = None
+    verdict: dict[str, Any] = field(default_factory=dict)
+    duplicate_of: UUID | None = None
+
+
+@dataclass
+class MemorySession:
+    store: MemoryDedupStore
+    current: DocumentStatus
+
+    async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
+                         bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]:
+        return [Candidate(d.id, d.filename, d.content_hash, d.minhash, d.created_at, {})
+                for d in self.store.docs.values()
+                if d.id != document_id and d.content_hash == text_hash and d.id not in exempt
+                and d.status in (D.READY, D.PARSING, D.CHUNKING, D.EMBEDDING, D.INDEXING)]
+
+    async def record_signature(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
+                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None) -> None:
+        doc = self.store.docs[document_id]
+        doc.content_hash, doc.minhash = text_hash, hashvalues
+
+    async def record_content_hash(self, document_id: UUID, text_hash: str) -> None:
+        self.store.docs[document_id].content_hash = text_hash
+
+    async def record_verdict(self, document_id: UUID, verdict: dict[str, Any]) -> None:
+        self.store.docs[document_id].verdict = verdict
+
+    async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
+        return await self.store.outdate(None, older=older, newer=newer, verdict=verdict)
+
+
+@dataclass
+class MemoryDedupStore:
+    docs: dict[UUID, Doc] = field(default_factory=dict)
+    kb_locks: int = 0
+
+    @asynccontextmanager
+    async def judging(self, lease: Lease, knowledge_base_id: UUID) -> AsyncIterator[MemorySession]:
+        self.kb_locks += 1
+        yield MemorySession(self, self.docs[lease.document_id].status)
+
+    async def lock_knowledge_base(self, conn: Any, knowledge_base_id: UUID) -> None:
+        self.kb_locks += 1
+
+    async def outdate(self, conn: Any, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
+        doc = self.docs[older]
+        if doc.status not in (D.READY, D.PARSING, D.CHUNKING, D.EMBEDDING, D.INDEXING):
+            return False
+        doc.status, doc.duplicate_of, doc.verdict = D.OUTDATED, newer, verdict
+        return True
+
+
+@dataclass
+class MemoryVectors:
+    deleted: list[UUID] = field(default_factory=list)
+
+    async def delete_by_document(self, document_id: UUID) -> None:
+        self.deleted.append(document_id)
+
+
+def parsed(text: str) -> ParsedDocument:
+    return ParsedDocument(blocks=(Block("paragraph", text),))
+
+
+def setup(*docs: Doc) -> tuple[Deduplicator, MemoryDedupStore, MemoryVectors]:
+    store, vectors = MemoryDedupStore({d.id: d for d in docs}), MemoryVectors()
+    return Deduplicator(store, vectors, min_chars=20), store, vectors  # type: ignore[arg-type]
+
+
+def row(doc: Doc) -> dict[str, Any]:
+    return {"id": doc.id, "knowledge_base_id": KB, "filename": doc.filename, "created_at": doc.created_at,
+            "source": {}, "dedup_exempt": []}
+
+
+def lease(doc: Doc) -> Lease:
+    return Lease(job_id=uuid4(), document_id=doc.id, worker_id="w", attempt=1, max_attempts=3)
+
+
+async def test_a_unique_document_records_its_signature_and_no_verdict() -> None:
+    doc = Doc(uuid4(), D.PARSING, datetime.now(UTC))
+    dedup, store, vectors = setup(doc)
+    decision = await dedup.judge(lease(doc), row(doc), parsed(TEXT), KnowledgeBaseSettings(dedup_mode="exact"))
+    assert decision.older is None and not decision.outdated_self
+    assert doc.content_hash and doc.verdict == {} and store.kb_locks == 1 and vectors.deleted == []
+
+
+async def test_the_newer_twin_outdates_the_older_at_its_ready_commit() -> None:
+    now = datetime.now(UTC)
+    older, newer = Doc(uuid4(), D.READY, now - timedelta(hours=1)), Doc(uuid4(), D.PARSING, now)
+    dedup, _, vectors = setup(older, newer)
+    await dedup.judge(lease(older), row(older), parsed(TEXT), KnowledgeBaseSettings())  # its hash, first
+    older.status = D.READY
+    decision = await dedup.judge(lease(newer), row(newer), parsed(TEXT), KnowledgeBaseSettings())
+    assert decision.older == older.id and older.status == D.READY  # nothing changes before READY
+    hooks = dedup.completion_hooks(KB, newer.id, decision)
+    await hooks["lock_first"](None)
+    await hooks["alongside"](None)
+    assert older.status == D.OUTDATED and older.duplicate_of == newer.id and older.verdict["role"] == "older"
+    assert vectors.deleted == [older.id]
+
+
+async def test_the_older_twin_judged_last_is_outdated_at_once() -> None:
+    now = datetime.now(UTC)
+    newer, older = Doc(uuid4(), D.READY, now), Doc(uuid4(), D.PARSING, now - timedelta(hours=1))
+    dedup, _, vectors = setup(newer, older)
+    await dedup.judge(lease(newer), row(newer), parsed(TEXT), KnowledgeBaseSettings())
+    decision = await dedup.judge(lease(older), row(older), parsed(TEXT), KnowledgeBaseSettings())
+    assert decision.outdated_self and older.status == D.OUTDATED and older.duplicate_of == newer.id
+    assert vectors.deleted == [older.id]
+
+
+async def test_too_little_text_is_never_compared_and_off_does_nothing() -> None:
+    doc = Doc(uuid4(), D.PARSING, datetime.now(UTC))
+    dedup, store, _ = setup(doc)
+    await dedup.judge(lease(doc), row(doc), parsed("Test"), KnowledgeBaseSettings())
+    assert doc.content_hash is None and "too little text" in doc.verdict["skipped"]
+    locks = store.kb_locks
+    assert (await dedup.judge(lease(doc), row(doc), parsed(TEXT), KnowledgeBaseSettings(dedup_mode="off"))) \
+        .verdict is None
+    assert store.kb_locks == locks  # off: not even the lock

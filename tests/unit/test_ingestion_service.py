@@ -1,0 +1,109 @@
+"""``submit`` over in-memory fakes of its ports (knowledge bases, document intake, object
+storage, parsers): validation before anything is stored, the object stored under a system key, and
+the compensation that removes it when the commit fails. The real-database path is covered by the
+integration tests (``tests/integration/test_api.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from ultimate_rag.domain.errors import ConflictError, FileTooLargeError, InvalidRequestError, UnsupportedFormatError
+from ultimate_rag.domain.models import Document, DocumentSource, KnowledgeBase, KnowledgeBaseSettings
+from ultimate_rag.domain.status import DocumentStatus
+from ultimate_rag.services.ingestion import IngestionService
+
+KB = uuid4()
+
+
+@dataclass
+class MemoryKnowledgeBases:
+    deleting: bool = False
+
+    async def get(self, knowledge_base_id: UUID) -> KnowledgeBase:
+        return KnowledgeBase(id=knowledge_base_id, name="kb", description="", settings=KnowledgeBaseSettings(),
+                             created_at=datetime.now(UTC), deleting=self.deleting)
+
+
+@dataclass
+class MemoryIntake:
+    fail_with: BaseException | None = None
+    created: list[dict[str, Any]] = field(default_factory=list)
+
+    async def create_with_job(self, **fields: Any) -> Document:
+        if self.fail_with:
+            raise self.fail_with
+        self.created.append(fields)
+        now = datetime.now(UTC)
+        return Document(id=fields["document_id"], knowledge_base_id=fields["knowledge_base_id"],
+                        filename=fields["filename"], mime_type=fields["mime_type"], size_bytes=fields["size_bytes"],
+                        sha256=fields["sha256"], object_key=fields["object_key"], status=DocumentStatus.PENDING,
+                        error_message=None, progress={}, parser_name=None, parser_version=None, chunk_count=0,
+                        content_revision=1, source=fields.get("source") or {}, duplicate_of=None, stage_timings={},
+                        created_at=now, updated_at=now)
+
+
+@dataclass
+class MemoryStorage:
+    objects: dict[str, bytes] = field(default_factory=dict)
+
+    async def put(self, key: str, data: bytes, content_type: str) -> None:
+        self.objects[key] = data
+
+    async def delete(self, key: str) -> None:
+        self.objects.pop(key, None)
+
+
+class TextOnly:
+    name = "text"
+
+    def resolve(self, source: DocumentSource) -> Any:
+        if not source.filename.endswith(".txt"):
+            raise UnsupportedFormatError("unsupported")
+        return self
+
+
+def service(kbs: MemoryKnowledgeBases | None = None, intake: MemoryIntake | None = None,
+            storage: MemoryStorage | None = None) -> IngestionService:
+    return IngestionService(documents=intake or MemoryIntake(), knowledge_bases=kbs or MemoryKnowledgeBases(),
+                            storage=storage or MemoryStorage(), parsers=TextOnly(),
+                            max_upload_bytes=100, max_filename_length=50, max_attempts=3)
+
+
+async def test_submit_stores_the_bytes_then_creates_document_and_job() -> None:
+    intake, storage = MemoryIntake(), MemoryStorage()
+    doc = await service(intake=intake, storage=storage).submit(KB, "../notes.txt", "text/plain", b"hello")
+    assert doc.filename == "notes.txt" and doc.status == DocumentStatus.PENDING
+    [created] = intake.created
+    assert created["max_attempts"] == 3 and created["size_bytes"] == 5
+    assert storage.objects == {created["object_key"]: b"hello"}
+    assert created["object_key"].startswith(f"{KB}/{created['document_id']}/")
+
+
+@pytest.mark.parametrize(("filename", "content", "error"), [
+    ("big.txt", b"x" * 101, FileTooLargeError), ("", b"x", InvalidRequestError),
+    ("a\x07.txt", b"x", InvalidRequestError), ("image.png", b"x", UnsupportedFormatError),
+])
+async def test_bad_input_is_refused_before_anything_is_stored(filename: str, content: bytes,
+                                                              error: type[Exception]) -> None:
+    storage = MemoryStorage()
+    with pytest.raises(error):
+        await service(storage=storage).submit(KB, filename, None, content)
+    assert storage.objects == {}
+
+
+async def test_a_knowledge_base_being_deleted_refuses_uploads() -> None:
+    with pytest.raises(ConflictError):
+        await service(kbs=MemoryKnowledgeBases(deleting=True)).submit(KB, "a.txt", None, b"x")
+
+
+async def test_a_failed_commit_removes_the_stored_object() -> None:
+    storage = MemoryStorage()
+    with pytest.raises(ConflictError):
+        await service(intake=MemoryIntake(fail_with=ConflictError("being deleted")), storage=storage) \
+            .submit(KB, "a.txt", None, b"x")
+    assert storage.objects == {}
