@@ -148,16 +148,14 @@ class EmbeddingMigrations:
         if migration is None or migration["status"] != MigrationStatus.RUNNING:
             raise LeaseLostError("the migration is no longer running")
         target = _generation(migration["target"])
-        doc = await self._db.fetchone("SELECT status FROM documents WHERE id = %s", (lease.document_id,))
-        if doc is None or doc["status"] in GONE:
+        status = await self.repository.document_status(lease.document_id)
+        if status is None or status in GONE:
             await self.repository.finish(lease, ItemStatus.SKIPPED)
             return
-        if doc["status"] != "READY":  # in the pipeline, which embeds for both generations: look again later
+        if status != "READY":  # in the pipeline, which embeds for both generations: look again later
             await self.repository.defer(lease, self._defer)
             return
-        rows = await self._db.fetchall(
-            "SELECT id, document_id, ordinal, content, heading_path FROM chunks WHERE document_id = %s"
-            " ORDER BY ordinal", (lease.document_id,))
+        rows = await self.repository.document_chunks(lease.document_id)
         kb_id = lease.knowledge_base_id
         texts = [embedding_text(r["content"], tuple(r["heading_path"] or ()), " > ".join(r["heading_path"] or ()))
                  for r in rows]

@@ -205,6 +205,16 @@ class EmbeddingMigrationRepository:
                                " WHERE id = %s", (migration_id,))
             return MigrationStatus.SWITCHED
 
+    async def document_status(self, document_id: UUID) -> str | None:
+        row = await self._db.fetchone("SELECT status FROM documents WHERE id = %s", (document_id,))
+        return None if row is None else str(row["status"])
+
+    async def document_chunks(self, document_id: UUID) -> list[dict[str, Any]]:
+        """The chunks a migration item embeds again: the document's searchable ones."""
+        return await self._db.fetchall(
+            "SELECT id, document_id, ordinal, content, heading_path FROM chunks WHERE document_id = %s"
+            " ORDER BY ordinal", (document_id,))
+
     async def running_ids(self) -> list[int]:
         rows = await self._db.fetchall("SELECT id FROM embedding_migrations WHERE status = 'RUNNING'")
         return [r["id"] for r in rows]
