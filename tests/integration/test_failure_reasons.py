@@ -47,6 +47,9 @@ class BrokenVectors:
     async def upsert(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         raise self.error
 
+    async def write(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        raise self.error  # the index generations' write (each knowledge base's current generation)
+
 
 async def shown(client, doc) -> dict:  # type: ignore[no-untyped-def,type-arg]
     r = await client.get(f"/api/documents/{doc}")
@@ -83,7 +86,8 @@ def test_deterministic_data_errors_are_permanent(error: Exception, expected: str
 
 
 async def test_a_database_error_reaches_readers_without_host_or_user(client, container) -> None:  # type: ignore[no-untyped-def]
-    container.processor._vectors = BrokenVectors(container.vectors, psycopg.OperationalError(DB_MESSAGE))
+    broken = BrokenVectors(container.processor._vectors, psycopg.OperationalError(DB_MESSAGE))
+    container.processor._vectors = container.processor._generations = broken
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "text")
     await worker_for(container).run_until_idle(max_jobs=1)
