@@ -103,6 +103,21 @@ def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEn
                               query_concurrency=settings.embed_query_concurrency)
 
 
+def make_engine(settings: Settings, embedder: Embedder,
+                sparse: LocalSparseEncoder | None) -> tuple[Embedder, Any]:
+    """The process's embedding engine around one embedder (and its sparse encoder): documents of
+    every job go through one queue, batched across jobs (``adapters/embedders/engine.py``)."""
+    from .adapters.embedders.engined import EngineEmbedder, apply_engine, default_threads
+
+    if isinstance(embedder, EngineEmbedder):  # already wrapped (one engine per embedder instance)
+        return embedder, sparse
+    return apply_engine(embedder, sparse, threads=settings.embed_threads or default_threads(),
+                        local_batch=settings.local_embed_micro_batch,
+                        remote_batch=settings.embedding_request_batch_size,
+                        max_in_flight=settings.embedding_max_concurrency,
+                        max_wait=settings.embed_batch_wait_seconds)
+
+
 def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default") -> VectorStore:
     if settings.vector_store == "milvus":
         from .adapters.vectors.milvus import MilvusVectorStore
@@ -253,6 +268,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     if not isinstance(vectors, PgVectorStore):  # Milvus, Qdrant: the sparse side stays in PostgreSQL
         vectors = HybridVectors(vectors, db)
     sparse = make_sparse_encoder(settings, embedder)
+    embedder, sparse = make_engine(settings, embedder, sparse)
     centroids = LanguageCentroids(db) if settings.language_centering else None
     limits = parse_limits(settings)
     parsers = default_registry(limits)
