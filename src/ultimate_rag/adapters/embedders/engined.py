@@ -76,6 +76,7 @@ class EngineEmbedder:
         self.inner = inner
         self.engine = engine
         self._closers = list(closers)  # the engine's threads (and a sparse engine beside it)
+        self.engine_threads: int | None = None  # the local model's thread count (None: remote)
         self.name = inner.name
         self.dimension = inner.dimension
         self.max_tokens = inner.max_tokens
@@ -156,8 +157,9 @@ def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threa
         thread = ModelThread(embedder.model, threads)
         engine = BatchEngine(_local_backend(embedder, sparse, thread), batch_size=local_batch, max_wait=max_wait,
                              max_in_flight=1, name=embedder.name)
-        return (EngineEmbedder(embedder, engine, [thread.close]),
-                EngineSparseEncoder(sparse, engine) if sparse is not None else None)
+        wrapped = EngineEmbedder(embedder, engine, [thread.close])
+        wrapped.engine_threads = thread.threads
+        return wrapped, EngineSparseEncoder(sparse, engine) if sparse is not None else None
 
     async def remote(kind: str, texts: list[str]) -> list[Any]:
         return await embedder.embed_documents(texts)
