@@ -183,7 +183,7 @@ async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, c
 def report_model(container, texts: list[str], wall: float, embed_seconds: float, rewall: float,  # type: ignore[no-untyped-def]
                  re_embed: float, total_chars: int) -> None:
     model = container.embedder.model()
-    threads = container.embedder.engine_threads
+    threads = container.embedder.model_thread.threads
     model._lib.omp_set_num_threads(threads)  # the engine's thread count, here on this thread
     t = time.perf_counter()
     for text in texts:

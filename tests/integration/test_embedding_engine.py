@@ -172,3 +172,15 @@ async def test_local_dense_and_sparse_share_one_model_thread(embedder: LocalE5Em
     assert len(threads) == 1 and next(iter(threads)).startswith("e5-model") and not overlap
     assert np.allclose(np.array(dense), real_passage(texts_of("A", 3)), atol=1e-5)
     assert sparse_vectors == [real_sparse(t) for t in texts_of("B", 3)]
+
+
+async def test_the_model_thread_runs_with_the_configured_thread_count(embedder: LocalE5Embedder) -> None:
+    lib = embedder.model()._lib  # type: ignore[attr-defined]  # the engine's OpenMP runtime
+    for threads in (1, 3):
+        wrapped, _ = apply_engine(embedder, None, threads=threads, local_batch=1, remote_batch=8,
+                                  max_in_flight=4, max_wait=0.0)
+        assert wrapped.model_thread is not None
+        try:
+            assert await wrapped.model_thread.call(lib.omp_get_max_threads) == threads
+        finally:
+            await wrapped.aclose()

@@ -76,7 +76,7 @@ class EngineEmbedder:
         self.inner = inner
         self.engine = engine
         self._closers = list(closers)  # the engine's threads (and a sparse engine beside it)
-        self.engine_threads: int | None = None  # the local model's thread count (None: remote)
+        self.model_thread: ModelThread | None = None  # the local model's thread (None: remote)
         self.name = inner.name
         self.dimension = inner.dimension
         self.max_tokens = inner.max_tokens
@@ -158,7 +158,7 @@ def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threa
         engine = BatchEngine(_local_backend(embedder, sparse, thread), batch_size=local_batch, max_wait=max_wait,
                              max_in_flight=1, name=embedder.name)
         wrapped = EngineEmbedder(embedder, engine, [thread.close])
-        wrapped.engine_threads = thread.threads
+        wrapped.model_thread = thread
         return wrapped, EngineSparseEncoder(sparse, engine) if sparse is not None else None
 
     async def remote(kind: str, texts: list[str]) -> list[Any]:
