@@ -184,3 +184,12 @@ async def test_the_model_thread_runs_with_the_configured_thread_count(embedder: 
             assert await wrapped.model_thread.call(lib.omp_get_max_threads) == threads
         finally:
             await wrapped.aclose()
+
+
+def test_the_model_runs_with_passive_openmp_waiting(embedder: LocalE5Embedder) -> None:
+    """Set before the model's library is loaded (OpenMP reads it once): idle model threads sleep
+    instead of spinning on cores the rest of the pipeline needs."""
+    import os
+
+    embedder.model()
+    assert os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE"
