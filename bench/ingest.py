@@ -2,11 +2,16 @@
 ``ultimate-rag serve`` process), processed by the product's worker (in this process, so the time
 spent inside the embedder can be read), wall time until every document is READY.
 
-Reports: pipeline overhead = 1 - embedder time / wall time; the embedder alone on the very same
-chunk texts in the same run (its best rate, batch 1); and re-ingest of the unchanged corpus
+Reports: pipeline overhead = 1 - embedder time / wall time; the model alone on the very same
+chunk texts in the same run (its best rate: one text per call, with the engine's thread count;
+dense, plus the sparse head's pass when it is enabled); and re-ingest of the unchanged corpus
 (reindex of every document: the embedding cache means nothing is embedded again).
 
-    .venv/bin/python -m bench.ingest [--per-lang 40] [--concurrency 3]
+``--embedder zero``: the pipeline's ceiling (vectors at no cost, every other step real and
+durable), side by side with LlamaIndex's in-memory IngestionPipeline (``bench/ceiling.py``).
+
+    .venv/bin/python -m bench.ingest [--per-lang 40] [--concurrency 3] [--no-sparse]
+    .venv/bin/python -m bench.ingest --embedder zero --per-lang 100 [--profile out.prof]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from ultimate_rag.bootstrap import build
 from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 from ultimate_rag.settings import Settings
 
+from .ceiling import LLAMAINDEX_PYTHON, ZeroEmbedder, run_llamaindex, stage_breakdown
 from .common import fresh_database, load_corpus, machine
 
 ADMIN_KEY = "bench-admin-key"
@@ -37,9 +43,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_api(url: str, data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+def start_api(url: str, data_dir: Path, port: int, sparse: bool = True) -> subprocess.Popen[bytes]:
     env = {**os.environ, "ULTIMATE_RAG_DATABASE_URL": url, "ULTIMATE_RAG_DATA_DIR": str(data_dir),
-           "ULTIMATE_RAG_ADMIN_KEY": ADMIN_KEY, "ULTIMATE_RAG_LOG_LEVEL": "WARNING"}
+           "ULTIMATE_RAG_ADMIN_KEY": ADMIN_KEY, "ULTIMATE_RAG_LOG_LEVEL": "WARNING",
+           "ULTIMATE_RAG_SPARSE_ENABLED": "true" if sparse else "false"}
     proc = subprocess.Popen([sys.executable, "-m", "ultimate_rag.cli", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -84,9 +91,12 @@ async def main_async(args: argparse.Namespace) -> None:
     url, server, root = fresh_database()
     data_dir = root / "data"
     port = free_port()
-    api = start_api(url, data_dir, port)
-    settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2)
-    container = build(settings, url=url)
+    zero = args.embedder == "zero"
+    sparse_on = not (zero or args.no_sparse)  # the zero-cost run has no model pass at all
+    api = start_api(url, data_dir, port, sparse_on)
+    settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2,
+                        sparse_enabled=sparse_on)
+    container = build(settings, url=url, embedder=ZeroEmbedder() if zero else None)
     await container.open()
     worker = container.worker(WorkerConfig(
         concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
@@ -96,14 +106,32 @@ async def main_async(args: argparse.Namespace) -> None:
         kb = (await client.post(f"{base}/knowledge-bases", json={"name": "bench"})).json()["id"]
         container.embedder.count_tokens("warm up")  # load the model before the clock starts
 
-        async def upload_all() -> int:
-            for d in docs:
+        uploads_done = 0.0
+        slots = asyncio.Semaphore(args.uploads)
+
+        async def upload(d: dict) -> None:  # type: ignore[type-arg]
+            async with slots:
                 r = await client.post(f"{base}/knowledge-bases/{kb}/documents",
                                       files={"file": (f"{d['id']}.txt", d["text"].encode())})
                 r.raise_for_status()
+
+        async def upload_all() -> int:
+            nonlocal uploads_done
+            started = time.perf_counter()
+            await asyncio.gather(*(upload(d) for d in docs))
+            uploads_done = time.perf_counter() - started
             return len(docs)
 
+        profiler = None
+        if args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         wall = await ingest_round(container, worker, upload_all)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
         embed_seconds = container.embedding.seconds_in_embedder
         chunks = await container.db.fetchall("SELECT content FROM chunks ORDER BY document_id, ordinal")
         ids = [r["id"] for r in await container.db.fetchall("SELECT id FROM documents")]
@@ -118,7 +146,45 @@ async def main_async(args: argparse.Namespace) -> None:
         re_embed = container.embedding.seconds_in_embedder
 
     texts = [r["content"] for r in chunks]
-    model = container.embedder._get()  # type: ignore[attr-defined]
+    print(f"machine: {machine()}")
+    print(f"uploads: {len(docs)} through the API, {args.uploads} at a time, the last accepted after "
+          f"{uploads_done:.1f} s")
+    print(f"corpus: {len(docs)} documents ({args.per_lang} per language), {total_chars:,} characters, "
+          f"{len(texts)} chunks; worker concurrency {args.concurrency}; embedder {args.embedder}, "
+          f"sparse {'on' if sparse_on else 'off'}")
+    if zero:
+        await report_ceiling(args, wall, rewall, len(texts), total_chars, container)
+    else:
+        report_model(container, texts, wall, embed_seconds, rewall, re_embed, total_chars)
+    await container.close()
+    api.terminate()
+    api.wait(timeout=30)
+    server.cleanup()  # type: ignore[attr-defined]
+
+
+async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, chunks: int, total_chars: int,
+                         container) -> None:  # type: ignore[no-untyped-def]
+    engine = container.embedder.engine
+    print(f"RESULT ceiling (zero-cost embedder): wall {wall:.2f} s until all READY, {chunks / wall:.1f} chunks/s, "
+          f"{total_chars / wall:,.0f} corpus chars/s; engine batches {engine.batches} "
+          f"({engine.mixed_batches} mixing jobs)")
+    print(f"per document, mean time in each stage: {await stage_breakdown(container.db)}")
+    print(f"RESULT ceiling re-ingest of the unchanged corpus: {rewall:.2f} s ({100 * rewall / wall:.1f} %)")
+    theirs = run_llamaindex(Path(args.llamaindex_python), args.per_lang, container.settings.chunk_size_tokens,
+                            container.settings.chunk_overlap_tokens)
+    if theirs is not None:
+        print(f"RESULT LlamaIndex IngestionPipeline (in memory, same corpus, zero-cost embedder): "
+              f"{theirs['wall']:.2f} s, {theirs['nodes']} nodes, {theirs['chunks_per_s']:.1f} chunks/s; "
+              f"unchanged re-run {theirs['rerun_wall']:.3f} s")
+        print(f"RESULT ceiling ratio: ours / LlamaIndex = {chunks / wall / theirs['chunks_per_s']:.2f}x "
+              f"(chunks/s, durable vs in memory)")
+
+
+def report_model(container, texts: list[str], wall: float, embed_seconds: float, rewall: float,  # type: ignore[no-untyped-def]
+                 re_embed: float, total_chars: int) -> None:
+    model = container.embedder.model()
+    threads = container.embedder.model_thread.threads
+    model._lib.omp_set_num_threads(threads)  # the engine's thread count, here on this thread
     t = time.perf_counter()
     for text in texts:
         model.passage([text])
@@ -130,31 +196,30 @@ async def main_async(args: argparse.Namespace) -> None:
             container.embedding.sparse.encode_sync(text)
         sparse_alone = time.perf_counter() - t
     alone = dense_alone + sparse_alone
-    chunk_chars = sum(map(len, texts))
 
-    print(f"machine: {machine()}")
-    print(f"corpus: {len(docs)} documents ({args.per_lang} per language), {total_chars:,} characters, "
-          f"{len(texts)} chunks ({chunk_chars:,} characters with overlap); worker concurrency {args.concurrency}")
+    print(f"model threads: {threads}")
     print(f"RESULT ingest: wall {wall:.1f} s until all READY, {len(texts) / wall:.2f} chunks/s, "
           f"{total_chars / wall:,.0f} corpus chars/s")
     print(f"RESULT ingest: time inside the embedder {embed_seconds:.1f} s; pipeline overhead "
           f"{100 * (1 - embed_seconds / wall):.1f} %")
     print(f"RESULT embedder alone (same chunks, batch 1): dense {dense_alone:.1f} s + sparse {sparse_alone:.1f} s, "
           f"{len(texts) / alone:.2f} chunks/s; pipeline reaches {100 * alone / wall:.1f} % of the embedder's best rate")
-    print(f"RESULT sparse vectors add {1000 * sparse_alone / len(texts):.1f} ms per chunk to "
-          f"{1000 * dense_alone / len(texts):.1f} ms for the dense one (+{100 * sparse_alone / dense_alone:.0f} %)")
+    if sparse_alone:
+        print(f"RESULT sparse vectors add {1000 * sparse_alone / len(texts):.1f} ms per chunk to "
+              f"{1000 * dense_alone / len(texts):.1f} ms for the dense one (+{100 * sparse_alone / dense_alone:.0f} %)")
     print(f"RESULT re-ingest of the unchanged corpus: {rewall:.2f} s ({100 * rewall / wall:.1f} % of the first "
           f"ingest), {re_embed:.2f} s in the embedder")
-    await container.close()
-    api.terminate()
-    api.wait(timeout=30)
-    server.cleanup()  # type: ignore[attr-defined]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--per-lang", type=int, default=40)
     parser.add_argument("--concurrency", type=int, default=3)
+    parser.add_argument("--uploads", type=int, default=1, help="uploads in flight at once")
+    parser.add_argument("--embedder", choices=("local", "zero"), default="local")
+    parser.add_argument("--no-sparse", action="store_true", help="without the learned sparse head's pass")
+    parser.add_argument("--profile", help="write a cProfile of this process (the worker) to this file")
+    parser.add_argument("--llamaindex-python", default=str(LLAMAINDEX_PYTHON))
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -140,6 +140,21 @@ def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEn
                               query_concurrency=settings.embed_query_concurrency)
 
 
+def make_engine(settings: Settings, embedder: Embedder,
+                sparse: LocalSparseEncoder | None) -> tuple[Embedder, Any]:
+    """The process's embedding engine around one embedder (and its sparse encoder): documents of
+    every job go through one queue, batched across jobs (``adapters/embedders/engine.py``)."""
+    from .adapters.embedders.engined import EngineEmbedder, apply_engine, default_threads
+
+    if isinstance(embedder, EngineEmbedder):  # already wrapped (one engine per embedder instance)
+        return embedder, sparse
+    return apply_engine(embedder, sparse, threads=settings.embed_threads or default_threads(),
+                        local_batch=settings.local_embed_micro_batch,
+                        remote_batch=settings.embedding_request_batch_size,
+                        max_in_flight=settings.embedding_max_concurrency,
+                        max_wait=settings.embed_batch_wait_seconds)
+
+
 def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default",
                       collection_prefix: str = "urag") -> VectorStore:
     if settings.vector_store == "milvus":
@@ -304,6 +319,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     if vector_table is None:  # Milvus, Qdrant: the sparse side stays in PostgreSQL
         vectors = HybridVectors(vectors, db)
     sparse = make_sparse_encoder(settings, embedder)
+    raw_embedder = embedder
+    embedder, sparse = make_engine(settings, embedder, sparse)
     centroids = LanguageCentroids(db) if settings.language_centering else None
     limits = parse_limits(settings)
     parsers = default_registry(limits)
@@ -316,10 +333,18 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     embedding = embedding_service(embedder)
     migration_rows = EmbeddingMigrationRepository(db, lease_seconds=settings.lease_seconds,
                                                   max_attempts=settings.max_attempts)
-    local = embedder if isinstance(embedder, LocalE5Embedder) else None
+    local_engine = embedder if isinstance(raw_embedder, LocalE5Embedder) else None
+
+    def kb_embedder(spec: EmbeddingSpec) -> Embedder:
+        """Another knowledge base's model: the process's local engine when it is the local model
+        (one copy of the weights, one engine), else a new embedder behind an engine of its own."""
+        if spec.embedder == "local" and local_engine is not None:
+            return local_engine
+        return make_engine(settings, make_embedder_for(settings, spec), None)[0]
+
     models = EmbeddingModels(
         default=embedding, local=EmbeddingSpec("local", LocalE5Embedder.name, LocalE5Embedder.dimension),
-        make_embedder=lambda spec: make_embedder_for(settings, spec, local), make_service=embedding_service,
+        make_embedder=kb_embedder, make_service=embedding_service,
         openai_configured=bool(settings.embedding_base_url),
         max_dimension=2000 if settings.vector_store == "pgvector" else 32768, migrations=migration_rows)
     indexes = IndexGenerations(db, lambda spec, g, kb: make_generation_store(settings, db, spec, g, kb),

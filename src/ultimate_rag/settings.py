@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(default=16, ge=1)
     embedding_cache_max_entries: int = Field(default=1_000_000, ge=0)  # the janitor evicts the least recently used
     local_embed_micro_batch: int = Field(default=1, ge=1)
+    embed_threads: int = Field(default=0, ge=0)  # the local model's threads; 0: the CPUs this process may use
+    embed_batch_wait_seconds: float = Field(default=0.0, ge=0, le=1.0)  # a batch closes when full or after this
     embedder: str = "local"
     embedding_base_url: str | None = None
     embedding_model: str | None = None

@@ -3,9 +3,12 @@ with progress, strict one-to-one alignment, and provider rate limits waited out 
 attempt. An embedder failure that is not one of ours becomes a transient error of the embedding
 service (its raw text goes to the log, never to the document).
 
-An embedder that runs one call at a time for the whole process (the local model: ``busy()``) is
-called a few chunks at a time, so progress moves in small steps and several jobs take turns; while
-another job holds it, progress says the document is waiting for the embedder, not frozen."""
+An embedder behind the process's embedding engine (``stream_documents``: ``adapters/embedders/
+engine.py``) gets all of a document's missing texts at once; the engine batches them with other
+jobs' texts and streams the vectors back batch by batch, so progress moves in small steps; while
+other jobs' texts are ahead in the queue, progress says the document is waiting for the embedder.
+A plain embedder that runs one call at a time for the whole process (``busy()``) is called a few
+chunks at a time instead."""
 
 from __future__ import annotations
 
@@ -34,7 +37,8 @@ class EmbeddingService:
         self._cache = cache
         self._batch_size = batch_size
         self._rate_limit_max_wait = rate_limit_max_wait
-        self.seconds_in_embedder = 0.0  # wall time with at least one embedder call in flight
+        self._seconds = 0.0  # wall time with at least one embedder call in flight (no engine)
+        self._clock_offset = 0.0
         self._in_flight = 0
         self._busy_since = 0.0
 
@@ -57,6 +61,10 @@ class EmbeddingService:
         done = from_cache
         if progress:
             await progress(done, total, from_cache)
+        stream = getattr(self.embedder, "stream_documents", None)
+        if stream is not None:
+            await self._embed_streaming(texts, missing, results, progress, from_cache, knowledge_base_id)
+            return results  # type: ignore[return-value]
         busy = getattr(self.embedder, "busy", None)
         step = min(self._batch_size, SERIAL_STEP) if busy is not None else self._batch_size
         for start in range(0, len(missing), step):
@@ -68,12 +76,7 @@ class EmbeddingService:
             if len(vectors) != len(batch):
                 raise TransientError(f"the embedder returned {len(vectors)} vectors for {len(batch)} chunks")
             for i, vector in zip(idx, vectors, strict=True):
-                if len(vector) != self.embedder.dimension:
-                    raise PermanentError(
-                        f"the embedder returned {len(vector)}-dimensional vectors, expected "
-                        f"{self.embedder.dimension}: check the embedding model settings"
-                    )
-                results[i] = vector
+                results[i] = self._checked(vector)
             if self._cache:
                 await self._cache.put_many(knowledge_base_id, model, list(zip(batch, vectors, strict=True)))
             done += len(batch)
@@ -84,6 +87,69 @@ class EmbeddingService:
             raise TransientError("some chunks were left without an embedding")
         return complete
 
+    def _checked(self, vector: list[float]) -> list[float]:
+        if len(vector) != self.embedder.dimension:
+            raise PermanentError(
+                f"the embedder returned {len(vector)}-dimensional vectors, expected "
+                f"{self.embedder.dimension}: check the embedding model settings"
+            )
+        return vector
+
+    async def _embed_streaming(self, texts: Sequence[str], missing: list[int], results: list[list[float] | None],
+                               progress: ProgressCallback | None, from_cache: int, knowledge_base_id: UUID) -> None:
+        """All missing texts to the engine at once; vectors come back batch by batch. The cache is
+        written every ``batch_size`` vectors (and at the end) while the job runs; a cancelled job
+        (its lease lost) writes nothing more, and the engine drops its queued texts."""
+        total = len(texts)
+        model = self.embedder.name
+        if progress and self.embedder.busy():  # type: ignore[attr-defined]  # other jobs' texts are ahead
+            await progress(total - len(missing), total, from_cache, waiting=True)
+        waited = 0.0
+        while True:
+            todo = [i for i in missing if results[i] is None]
+            if not todo:
+                return
+            pending: list[tuple[str, list[float]]] = []
+            try:
+                async for positions, vectors in self.embedder.stream_documents([texts[i] for i in todo]):  # type: ignore[attr-defined]
+                    for pos, vector in zip(positions, vectors, strict=True):
+                        results[todo[pos]] = self._checked(vector)
+                        pending.append((texts[todo[pos]], vector))
+                    if self._cache and len(pending) >= self._batch_size:
+                        await self._cache.put_many(knowledge_base_id, model, pending)
+                        pending = []
+                    if progress:
+                        await progress(sum(r is not None for r in results), total, from_cache)
+            except RateLimitedError as exc:
+                delay = max(0.05, exc.retry_after)
+                if waited + delay > self._rate_limit_max_wait:
+                    raise
+                log.info("embedding provider rate limited us; waiting %.1fs", delay)
+                waited += delay
+                await asyncio.sleep(delay)
+            except UltimateRagError:
+                raise
+            except Exception as exc:
+                raise TransientError(f"{exc.__class__.__name__}: {exc}"[:2000], service="embedding service",
+                                     code=exc.__class__.__name__) from exc
+            finally:
+                if self._cache and pending and not _cancelling():
+                    await self._cache.put_many(knowledge_base_id, model, pending)
+
+    @property
+    def seconds_in_embedder(self) -> float:
+        """Wall time with at least one embedder call (an engine batch) in flight."""
+        return self._clock() - self._clock_offset
+
+    @seconds_in_embedder.setter
+    def seconds_in_embedder(self, value: float) -> None:
+        self._clock_offset = self._clock() - value
+
+    def _clock(self) -> float:
+        engines = {id(e): e for e in (getattr(self.embedder, "engine", None), getattr(self.sparse, "engine", None))
+                   if e is not None}
+        return self._seconds + sum(float(e.busy_seconds) for e in engines.values())
+
     async def sparse_passages(self, texts: Sequence[str], *, knowledge_base_id: UUID) -> list[SparseVector] | None:
         """The learned sparse vectors of ``texts``, through the same per-knowledge-base cache as the
         dense ones (under the sparse model's name). None when no sparse encoder is configured."""
@@ -93,6 +159,21 @@ class EmbeddingService:
         cached = await self._cache.get_sparse(knowledge_base_id, model, texts) if self._cache else {}
         results = [cached.get(text_hash(t)) for t in texts]
         missing = [i for i, r in enumerate(results) if r is None]
+        stream = getattr(self.sparse, "stream_documents", None)
+        if stream is not None and missing:  # the engine: all at once, cached as batches come back
+            pending: list[tuple[str, SparseVector]] = []
+            try:
+                async for positions, vectors in stream([texts[i] for i in missing]):
+                    for pos, vector in zip(positions, vectors, strict=True):
+                        results[missing[pos]] = vector
+                        pending.append((texts[missing[pos]], vector))
+                    if self._cache and len(pending) >= self._batch_size:
+                        await self._cache.put_sparse(knowledge_base_id, model, self.sparse.dimension, pending)
+                        pending = []
+            finally:
+                if self._cache and pending and not _cancelling():
+                    await self._cache.put_sparse(knowledge_base_id, model, self.sparse.dimension, pending)
+            return [r or {} for r in results]
         for start in range(0, len(missing), self._batch_size):
             idx = missing[start:start + self._batch_size]
             batch = [texts[i] for i in idx]
@@ -137,4 +218,10 @@ class EmbeddingService:
     def _leave(self) -> None:
         self._in_flight -= 1
         if self._in_flight == 0:
-            self.seconds_in_embedder += time.perf_counter() - self._busy_since
+            self._seconds += time.perf_counter() - self._busy_since
+
+
+def _cancelling() -> bool:
+    """The current task is being cancelled (its job's lease was lost): write nothing more."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

