@@ -63,7 +63,7 @@ class HybridVectorStoreContract:
         query = QueryVectors(dense=q, sparse=sparse_of(5, 6, 7))
         dense = await self._candidates(store, kb, query, 5, SearchMode.DENSE, expect=2)
         assert dense[0].chunk_id == dense_twin[0].chunk.id and dense[0].dense > 0.999
-        sparse = await self._candidates(store, kb, query, 5, SearchMode.SPARSE, expect=1)
+        sparse = await self._candidates(store, kb, query, 5, SearchMode.SPARSE, expect=2)
         assert sparse[0].chunk_id == sparse_twin[0].chunk.id and sparse[0].sparse > 0.999
         hybrid_found = await self._candidates(store, kb, query, 5, SearchMode.HYBRID, expect=2)
         by_id = {c.chunk_id: c for c in hybrid_found}

@@ -5,7 +5,6 @@ fault-injecting HTTP proxy (429 with Retry-After, 5xx, stalls) to put in front o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -286,15 +285,3 @@ class FaultProxy:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-
-async def wait_until(predicate, timeout: float, interval: float = 0.1):  # type: ignore[no-untyped-def]
-    """Poll an async predicate until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)
