@@ -84,7 +84,7 @@ async def test_worker_paused_past_its_lease_commits_nothing_when_it_resumes(cont
 
     os.kill(paused.pid, signal.SIGCONT)
     await eventually(lambda: _logged(workers, paused, "lease lost"), timeout=30)
-    await asyncio.sleep(2)
+    await asyncio.sleep(2)  # the scenario: a window in which a late write of the resumed worker would land
     after = await doc_state(container, doc)
     assert after == before
     assert await assert_consistent_ready(container, settings, kb, doc) == chunk_ids

@@ -167,12 +167,18 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     page.wait_for_selector("#kb-title:has-text('Harbour manuals')")
     page.evaluate("window.__noReload = true")  # gone if the page reloads
 
-    # record every status a row is rendered with (rows are re-rendered on each event)
+    # record every status a row is rendered with (rows are re-rendered on each event), and every
+    # FAILED row painted without its reason (what a user would see, however briefly)
     page.evaluate("""() => {
         window.__seen = {};
-        new MutationObserver((records) => { for (const r of records) for (const n of r.addedNodes)
-            if (n.dataset && n.dataset.id) (window.__seen[n.dataset.id] ||= []).push(n.dataset.status);
-        }).observe(document.getElementById("doc-rows"), { childList: true });
+        window.__failedWithoutReason = [];
+        new MutationObserver((records) => { for (const r of records) for (const n of r.addedNodes) {
+            if (!n.dataset || !n.dataset.id) continue;
+            (window.__seen[n.dataset.id] ||= []).push(n.dataset.status);
+            const reason = n.querySelector("td.error-cell");
+            if (n.dataset.status === "FAILED" && !(reason && reason.textContent.trim()))
+                window.__failedWithoutReason.push(n.dataset.id);
+        } }).observe(document.getElementById("doc-rows"), { childList: true });
     }""")
 
     # upload: one file dropped, two picked; no worker runs yet, so they wait in PENDING
@@ -205,6 +211,7 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     wait_status(page, "harbour.md", "READY")
     wait_status(page, "broken.pdf", "FAILED")
     assert page.evaluate("window.__noReload") is True
+    assert page.evaluate("window.__failedWithoutReason") == []  # FAILED is never painted before its reason
     assert "corrupt" in row(page, "broken.pdf").locator("td.error-cell").inner_text()
     assert page.locator("#live").inner_text() == "Live"
     good_id = row(page, "harbour.md").get_attribute("data-id")

@@ -150,7 +150,7 @@ class SlowEmbedder:
         return self.real.count_tokens(text)  # type: ignore[no-any-return]
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        await asyncio.sleep(self.delay)
+        await asyncio.sleep(self.delay)  # the scenario: a slow embedder keeps the document EMBEDDING
         return await self.real.embed_documents(texts)  # type: ignore[no-any-return]
 
     async def embed_query(self, text: str) -> list[float]:
