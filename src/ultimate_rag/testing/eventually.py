@@ -55,8 +55,8 @@ async def eventually(probe: Callable[[], Awaitable[T] | T], until: Callable[[T],
             value = probe()
             if inspect.isawaitable(value):
                 value = await value
-            if until(value):  # type: ignore[arg-type]
-                return value  # type: ignore[return-value]
+            if until(value):
+                return value
             attempts.last = value
         except ignoring as exc:
             attempts.last = exc
