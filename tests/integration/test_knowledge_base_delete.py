@@ -38,7 +38,7 @@ async def test_delete_a_knowledge_base_mid_pipeline_leaves_nothing(client, conta
         return (await client.get(f"/api/knowledge-bases/{kb}")).status_code
 
     try:
-        await eventually(status, lambda code: code == 404)
+        await eventually(status, lambda code: code == 404, timeout=300)  # every document goes through a worker
     finally:
         stop.set()
     await running

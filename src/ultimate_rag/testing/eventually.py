@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT = 60.0  # seconds; generous on purpose: a passing wait costs only its real time
+DEFAULT_TIMEOUT = 120.0  # seconds; generous on purpose (2 busy cores): a passing wait costs only its real time
 _MAX_PAUSE = 0.5
 
 
