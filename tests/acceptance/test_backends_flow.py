@@ -6,10 +6,8 @@ worker SIGKILLed mid-embedding. The same flow on the embedded defaults is the re
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import time
 import uuid
 
 import httpx
@@ -19,6 +17,7 @@ from ultimate_rag.adapters.embedders.local import MODEL_NAME
 from ultimate_rag.bootstrap import run_migrations
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
+from ultimate_rag.testing.eventually import eventually, eventually_sync
 from ultimate_rag.testing.servers import Fault
 
 from ..conftest import ADMIN_KEY
@@ -86,16 +85,6 @@ def embedder(settings):  # type: ignore[no-untyped-def]
     return make_embedder(settings)
 
 
-async def wait_for(predicate, timeout: float = 90.0, interval: float = 0.2):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await predicate()
-        if value:
-            return value
-        await asyncio.sleep(interval)
-    raise AssertionError("condition not reached in time")
-
-
 async def document(client: httpx.AsyncClient, doc_id: str) -> dict:  # type: ignore[type-arg]
     r = await client.get(f"/api/documents/{doc_id}")
     return r.json() if r.status_code == 200 else {"status": f"HTTP {r.status_code}"}
@@ -129,7 +118,7 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
                        *[Fault(status=429, retry_after="0.1")] * 6, Fault(status=500), Fault(status=502))
     for _ in range(2):
         workers.start(**backend_env)
-    await wait_for(lambda: all_in(client, list(ids.values()), "READY"))
+    await eventually(lambda: all_in(client, list(ids.values()), "READY"), timeout=90)
     assert fault_proxy.faulted == 23 and not fault_proxy.faults
     for doc_id in ids.values():
         body = await document(client, doc_id)
@@ -149,13 +138,13 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
     # soft delete: vectors go, the S3 source stays; reindex brings it back
     r = await client.delete(f"/api/documents/{ids['bakery.txt']}")
     assert r.status_code == 202, r.text
-    await wait_for(lambda: all_in(client, [ids["bakery.txt"]], "DELETED"))
+    await eventually(lambda: all_in(client, [ids["bakery.txt"]], "DELETED"), timeout=90)
     assert await container.vectors.count_by_document(uuid.UUID(ids["bakery.txt"])) == 0
     r = await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "sourdough bread"})
     assert ids["bakery.txt"] not in {h["document_id"] for h in r.json()["results"]}
     r = await client.post(f"/api/documents/{ids['bakery.txt']}/reindex")
     assert r.status_code == 202, r.text
-    await wait_for(lambda: all_in(client, [ids["bakery.txt"]], "READY"))
+    await eventually(lambda: all_in(client, [ids["bakery.txt"]], "READY"), timeout=90)
     r = await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "sourdough bread"})
     assert r.json()["results"][0]["document_id"] == ids["bakery.txt"]
 
@@ -167,7 +156,7 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
     async def gone() -> bool:
         return (await client.get(f"/api/documents/{ids['ferry.md']}")).status_code == 404
 
-    await wait_for(gone)
+    await eventually(gone, timeout=90)
     assert await container.vectors.count_by_document(uuid.UUID(ids["ferry.md"])) == 0
     assert not await container.storage.exists(row["object_key"])
 
@@ -184,12 +173,12 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
         body = await document(client, long_id)
         return body["status"] == "EMBEDDING" and (body.get("progress") or {}).get("done", 0) >= 2
 
-    await wait_for(embedding)
+    await eventually(embedding, timeout=90)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(timeout=10)
     survivor = workers.start(**env)
     try:
-        await wait_for(lambda: all_in(client, [long_id], "READY"), timeout=180)
+        await eventually(lambda: all_in(client, [long_id], "READY"), timeout=180)
     except AssertionError as exc:
         raise AssertionError(f"{await document(client, long_id)}\n{workers.log_of(survivor)[-4000:]}") from exc
     body = await document(client, long_id)
@@ -227,18 +216,11 @@ def test_up_with_s3_milvus_and_http_embeddings(db_url, tmp_path, seaweed, milvus
     base = f"http://127.0.0.1:{port}"
     h = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
-    def until(check, timeout: float = 90.0):  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                value = check()
-                if value:
-                    return value
-            except (httpx.HTTPError, OSError):
-                pass
+    def until(check):  # type: ignore[no-untyped-def]
+        def probe():  # type: ignore[no-untyped-def]
             assert proc.poll() is None, log_path.read_text()[-3000:]
-            time.sleep(0.2)
-        raise AssertionError(log_path.read_text()[-3000:])
+            return check()
+        return eventually_sync(probe, timeout=90, ignoring=(httpx.HTTPError, OSError))
 
     try:
         ready = until(lambda: (r := httpx.get(f"{base}/readyz")).status_code == 200 and r.json())

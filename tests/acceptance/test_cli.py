@@ -6,8 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import psycopg
 import pytest
+
+from ultimate_rag.adapters.postgres.migrations import available_migrations, current_version
+
+from ..integration.catalog import catalog, empty_database
 
 pytestmark = pytest.mark.acceptance
 
@@ -19,9 +25,23 @@ def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:  # type: igno
                           text=True, timeout=120)
 
 
-def test_migrate_is_idempotent(settings) -> None:  # type: ignore[no-untyped-def]
-    first = cli(settings, "migrate")
-    assert first.returncode == 0 and "up to date" in first.stdout
+def test_migrate_is_idempotent(pg_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """On an empty database: the first run applies every migration, the second applies none and
+    leaves the schema and the migration records exactly as they were."""
+    with empty_database(pg_url) as url:
+        target = SimpleNamespace(database_url=url, data_dir=tmp_path / "data")
+        first = cli(target, "migrate")
+        assert first.returncode == 0, first.stderr
+        assert current_version(url) == available_migrations()[-1].version
+        schema, records = catalog(url), migration_records(url)
+        second = cli(target, "migrate")
+        assert second.returncode == 0 and "up to date" in second.stdout, second.stdout + second.stderr
+        assert catalog(url) == schema and migration_records(url) == records
+
+
+def migration_records(url: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT version, name, applied_at FROM schema_migrations ORDER BY version").fetchall()
 
 
 async def test_keys_create_prints_the_key_last_and_it_works(settings, client) -> None:  # type: ignore[no-untyped-def]

@@ -10,9 +10,10 @@ import threading
 
 import pytest
 
+from ultimate_rag.testing.eventually import eventually
+
 from ..integration.helpers import new_kb
 from ..integration.test_connectors import Site, serve
-from .test_worker_crashes import wait_for
 
 pytestmark = pytest.mark.acceptance
 
@@ -43,7 +44,7 @@ async def test_sigkill_mid_sync_then_another_worker_resumes_it(container, worker
             return row
 
         dead = workers.start(**env)
-        await wait_for(lambda: _fetching_slow(statuses, slow_url), timeout=60)
+        await eventually(lambda: _fetching_slow(statuses, slow_url), timeout=60)
         os.kill(dead.pid, signal.SIGKILL)
         dead.wait(timeout=10)
         stuck = await sync_row()
@@ -56,14 +57,14 @@ async def test_sigkill_mid_sync_then_another_worker_resumes_it(container, worker
         async def finished() -> bool:
             return (await sync_row())["status"] == "SUCCEEDED"
 
-        await wait_for(finished, timeout=90)
+        await eventually(finished, timeout=90)
         done = await sync_row()
         assert done["attempts"] == 2 and done["counts"]["new"] == 3 and done["counts"].get("failed", 0) == 0
 
         async def all_ready() -> bool:
             return set((await statuses()).values()) == {"READY"}
 
-        await wait_for(all_ready, timeout=120)
+        await eventually(all_ready, timeout=120)
         # one document per item, stored once (revision 1), its job ended; the dead worker may have been
         # ingesting the first page too, which then took a second attempt of its own
         jobs = await container.db.fetchall(
@@ -102,7 +103,7 @@ async def test_sigterm_hands_a_running_sync_back_and_the_next_worker_resumes_it(
             return await status_of_slow() == "FETCHING"
 
         first = workers.start(**env)
-        await wait_for(fetching, timeout=60)
+        await eventually(fetching, timeout=60)
         os.kill(first.pid, signal.SIGTERM)
         assert first.wait(timeout=30) == 0
         row = await container.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
@@ -116,7 +117,7 @@ async def test_sigterm_hands_a_running_sync_back_and_the_next_worker_resumes_it(
         async def ready() -> bool:
             return await status_of_slow() == "READY"
 
-        await wait_for(ready, timeout=120)
+        await eventually(ready, timeout=120)
         row = await container.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
         assert row["status"] == "SUCCEEDED" and row["attempts"] == 1 and row["counts"]["new"] == 1
     finally:

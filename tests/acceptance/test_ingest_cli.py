@@ -16,6 +16,7 @@ import pytest
 from docx import Document as DocxDocument
 
 from ultimate_rag.client import Client
+from ultimate_rag.testing.eventually import eventually_sync
 from ultimate_rag.testing.servers import Fault, FaultProxy
 
 pytestmark = pytest.mark.acceptance
@@ -73,11 +74,12 @@ def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_fil
                                  "--concurrency", "1", url=proxy.url),
                              env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while proxy.faulted < 7:  # the seventh request is being held
+        def held() -> int:
             assert first.poll() is None, first.stdout.read()  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the command never reached the held request"
-            time.sleep(0.05)
+            return proxy.faulted
+
+        # the seventh request is being held
+        eventually_sync(held, lambda n: n >= 7, timeout=120, what="the command reached the held request")
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
     finally:

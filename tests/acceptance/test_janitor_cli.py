@@ -10,6 +10,8 @@ from uuid import uuid4
 import psycopg
 import pytest
 
+from ultimate_rag.testing.eventually import eventually
+
 from .test_cli import cli
 
 pytestmark = pytest.mark.acceptance
@@ -64,15 +66,12 @@ async def test_janitor_command_does_nothing_while_another_pass_runs(settings) ->
 async def test_a_worker_process_sweeps_serves_its_metrics_and_logs_json(settings, container, workers) -> None:  # type: ignore[no-untyped-def]
     """The same sweeper, run periodically by ``ultimate-rag worker``, next to its own /metrics and
     JSON log lines that name the document they are about."""
-    import asyncio
     import json
     import socket
 
     import httpx
 
     from tests.integration.helpers import new_kb, queue_document
-
-    from .test_worker_crashes import wait_for
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -87,8 +86,8 @@ async def test_a_worker_process_sweeps_serves_its_metrics_and_logs_json(settings
     async def ready() -> bool:
         return (await container.documents.get(doc)).status == "READY"
 
-    await wait_for(ready)
-    await wait_for(lambda: asyncio.sleep(0, result=not orphan.exists()))
+    await eventually(ready)
+    await eventually(lambda: not orphan.exists())
     async with httpx.AsyncClient() as http:
         text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
     assert 'ultimate_rag_worker_jobs_succeeded_total{operation="ingest"} 1.0' in text

@@ -17,10 +17,12 @@ import httpx
 import psutil
 import pytest
 
+from ultimate_rag.testing.eventually import eventually
+
 from ..integration.helpers import new_kb, queue_document
 from .test_restart import kill_group, start_up
 from .test_up import free_port, wait_until
-from .test_worker_crashes import LONG_TEXT, wait_for
+from .test_worker_crashes import LONG_TEXT
 
 pytestmark = pytest.mark.acceptance
 
@@ -40,7 +42,8 @@ def test_killed_embedded_postgres_is_restarted_under_up_and_stopped_at_the_end(t
     proc = start_up(data_dir, port, log)
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=90)
-        wait_until(lambda: log.read_text().count("worker ") and " started (concurrency" in log.read_text(), 90)
+        wait_until(lambda: log.read_text().count("worker ") and " started (concurrency" in log.read_text(),
+                   timeout=90)
         old = postmaster_pid(pgdata)
         assert old is not None
         os.kill(old, signal.SIGKILL)  # as the OOM killer would; nobody runs pg_ctl
@@ -59,7 +62,7 @@ def test_killed_embedded_postgres_is_restarted_under_up_and_stopped_at_the_end(t
                        files={"file": ("after.md", b"# After the restart\n\nThe database came back by itself.")})
         assert r.status_code == 202, r.text
         doc = r.json()["id"]
-        wait_until(lambda: httpx.get(f"{base}/api/documents/{doc}", headers=h).json()["status"] == "READY", 120)
+        wait_until(lambda: httpx.get(f"{base}/api/documents/{doc}", headers=h).json()["status"] == "READY", timeout=120)
 
         # a worker that dies under `up` is replaced too
         killed = _workers_of(proc)[0]
@@ -186,7 +189,7 @@ async def test_a_file_that_kills_its_worker_every_time_is_failed_and_says_so(con
         row = await _doc(container, poison)
         return row["status"] == "FAILED"
 
-    await wait_for(poison_failed, timeout=400, interval=0.5)
+    await eventually(poison_failed, timeout=400)
     row = await _doc(container, poison)
     assert "stopped the worker processing it 3 times in a row" in row["error_message"]
     assert row["job_status"] == "FAILED"
@@ -198,7 +201,7 @@ async def test_a_file_that_kills_its_worker_every_time_is_failed_and_says_so(con
         assert all(r["status"] != "FAILED" for r in rows), rows
         return all(r["status"] == "READY" for r in rows)
 
-    await wait_for(healthy_ready, timeout=300, interval=0.5)
+    await eventually(healthy_ready, timeout=300)
 
 
 async def test_a_crash_loop_fails_no_healthy_document(container, workers) -> None:  # type: ignore[no-untyped-def]
@@ -215,7 +218,7 @@ async def test_a_crash_loop_fails_no_healthy_document(container, workers) -> Non
             return len({r["locked_by"].split(":")[1] for r in rows} & ids) == len(ids)  # noqa: B023
 
         try:
-            await wait_for(new_workers_busy, timeout=120, interval=0.2)
+            await eventually(new_workers_busy, timeout=120)
         except AssertionError:
             break  # the batch is (nearly) done: nothing left to kill
         for proc in running:
@@ -227,7 +230,7 @@ async def test_a_crash_loop_fails_no_healthy_document(container, workers) -> Non
         rows = [await _doc(container, d) for d in docs]
         return rows if all(r["status"] in ("READY", "FAILED") for r in rows) else []
 
-    rows = await wait_for(all_stable, timeout=400, interval=0.5)
+    rows = await eventually(all_stable, timeout=400)
     assert [r["status"] for r in rows] == ["READY"] * len(docs), [(r["status"], r["error_message"]) for r in rows]
     lost = [e for r in rows for e in r["error_history"] if e.get("lost_lease")]
     assert lost and all(e["worker"] for e in lost)

@@ -3,17 +3,19 @@ in the data dir, migrations, a worker process and the API; then Ctrl-C/SIGTERM s
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
+
+from ultimate_rag.testing.eventually import eventually_sync
 
 pytestmark = pytest.mark.acceptance
 
@@ -24,17 +26,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(check, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except (httpx.HTTPError, OSError):
-            pass
-        time.sleep(0.2)
-    raise AssertionError("timed out")
+# the one wait (ultimate_rag.testing.eventually), for probes that fail with a connection error
+# until the server listens
+wait_until = functools.partial(eventually_sync, ignoring=(httpx.HTTPError, OSError))
 
 
 def test_up_runs_everything_and_stops_cleanly(tmp_path: Path) -> None:
@@ -61,7 +55,7 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path) -> None:
                        files={"file": ("hello.md", "# Hello\n\n첫 번째 문서입니다. The first document.".encode())})
         assert r.status_code == 202
         doc = r.json()["id"]
-        wait_until(lambda: httpx.get(f"{base}/api/documents/{doc}", headers=h).json()["status"] == "READY", 90)
+        wait_until(lambda: httpx.get(f"{base}/api/documents/{doc}", headers=h).json()["status"] == "READY", timeout=90)
         hits = httpx.post(f"{base}/api/knowledge-bases/{kb}/search", json={"query": "첫 번째 문서"}, headers=h)
         assert hits.json()["results"][0]["document_id"] == doc
         assert httpx.get(f"{base}/api/knowledge-bases", headers={"Authorization": "Bearer nope"}).status_code == 401

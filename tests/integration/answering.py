@@ -18,6 +18,7 @@ import uvicorn
 
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
+from ultimate_rag.testing.eventually import eventually
 from ultimate_rag.testing.llm_servers import StandInChatServer
 
 from ..conftest import ADMIN_KEY
@@ -52,11 +53,7 @@ async def serve(container: Any) -> AsyncIterator[httpx.AsyncClient]:
     server = uvicorn.Server(uvicorn.Config(create_app(container=container), host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            break
-        await asyncio.sleep(0.02)
-    assert server.started
+    await eventually(lambda: server.started, what="the server started")
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
                                      headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:

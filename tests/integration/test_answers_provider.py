@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from ultimate_rag.settings import Settings
-from ultimate_rag.testing.servers import wait_until
+from ultimate_rag.testing.eventually import eventually
 
 from .answering import PROVIDER_KEY, ingest, read_events, serve, standin, stream_answer, with_llm
 
@@ -102,7 +102,7 @@ async def test_a_client_that_disconnects_cancels_the_provider_request(container,
         async def cancelled() -> bool:
             return (await asyncio.to_thread(standin.state))["cancelled"] == 1
 
-        await wait_until(cancelled, timeout=20)
+        await eventually(cancelled)
         metrics = (await client.get("/metrics")).text
     assert 'ultimate_rag_answers_total{outcome="cancelled"} 1.0' in metrics
 

@@ -23,6 +23,7 @@ from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 from ultimate_rag.domain.auth import Role
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
+from ultimate_rag.testing.eventually import eventually
 
 from ..conftest import ADMIN_KEY
 from .helpers import new_kb
@@ -356,11 +357,7 @@ async def test_abort_mid_sync_fails_the_documents_being_fetched(client, containe
         docs = await docs_by_item(container, kb)
         return slow in docs and docs[slow]["status"] == "FETCHING"
 
-    for _ in range(200):
-        if await fetching():
-            break
-        await asyncio.sleep(0.05)
-    assert await fetching()
+    await eventually(fetching)
     # FETCHING is aborted per connector, not per document
     doc_id = (await docs_by_item(container, kb))[slow]["id"]
     assert (await client.post(f"/api/documents/{doc_id}/fail")).status_code == 409
@@ -430,8 +427,8 @@ async def test_scheduled_syncs_and_connector_crud(client, container, site) -> No
     first = (await client.get(f"/api/knowledge-bases/{kb}/connectors/{connector}")).json()
     assert first["syncs"][0]["trigger"] == "schedule" and first["syncs"][0]["status"] == "SUCCEEDED"
     assert await container.connectors.runner.run_until_idle("w") == 0  # not due again yet
-    await asyncio.sleep(1.1)
-    assert await container.connectors.runner.run_until_idle("w") == 1
+    # due again once its schedule (1 s) has passed
+    assert await eventually(lambda: container.connectors.runner.run_until_idle("w"), lambda n: n > 0) == 1
     r = await client.patch(f"/api/knowledge-bases/{kb}/connectors/{connector}", json={"schedule_seconds": None})
     assert r.status_code == 200 and r.json()["schedule_seconds"] is None and r.json()["next_sync_at"] is None
     other = await new_kb(container)
@@ -450,14 +447,11 @@ async def test_worker_loop_runs_requested_syncs(client, container, site) -> None
     worker = container.worker(WorkerConfig(concurrency=1, poll_interval_seconds=0.1, heartbeat_seconds=0.2))
     running = asyncio.create_task(worker.run(stop))
     await client.post(f"/api/knowledge-bases/{kb}/connectors/{connector}/sync")
-    for _ in range(300):
-        docs = await docs_by_item(container, kb)
-        if a in docs and docs[a]["status"] == "READY":
-            break
-        await asyncio.sleep(0.1)
-    stop.set()
-    await asyncio.wait_for(running, 30)
-    assert (await docs_by_item(container, kb))[a]["status"] == "READY"
+    try:
+        await eventually(lambda: docs_by_item(container, kb), lambda docs: docs.get(a, {}).get("status") == "READY")
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 30)
 
 
 async def test_a_sync_stops_when_its_knowledge_base_is_being_deleted(client, container, site, roots) -> None:  # type: ignore[no-untyped-def]

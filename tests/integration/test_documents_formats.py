@@ -21,6 +21,7 @@ from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.bootstrap import make_vision
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
+from ultimate_rag.testing.eventually import eventually
 
 from ..conftest import ADMIN_KEY
 from ..unit.test_format_parsers import (
@@ -59,15 +60,14 @@ async def upload(client: httpx.AsyncClient, kb: str, name: str, data: bytes) -> 
 
 
 async def run_worker(container) -> None:  # type: ignore[no-untyped-def]
-    import asyncio
-
     worker = container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0.01))
-    for _ in range(40):
+
+    async def pending() -> int:
         await worker.run_until_idle()
         row = await container.db.fetchone("SELECT count(*) AS n FROM ingestion_jobs WHERE status = 'PENDING'")
-        if row["n"] == 0:
-            return
-        await asyncio.sleep(0.05)
+        return int(row["n"])
+
+    await eventually(pending, lambda n: n == 0, what="jobs still pending")
 
 
 async def document(client: httpx.AsyncClient, doc_id: str) -> dict:  # type: ignore[type-arg]

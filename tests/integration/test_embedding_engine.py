@@ -18,7 +18,7 @@ from ultimate_rag.adapters.embedders.engine import BatchEngine
 from ultimate_rag.adapters.embedders.engined import EngineEmbedder, apply_engine
 from ultimate_rag.adapters.embedders.local import LocalE5Embedder
 from ultimate_rag.adapters.embedders.sparse import LocalSparseEncoder
-from ultimate_rag.testing.servers import wait_until
+from ultimate_rag.testing.eventually import eventually
 
 
 class GatedModel:
@@ -48,7 +48,7 @@ def texts_of(job: str, n: int) -> list[str]:
 async def queued(engine: BatchEngine, n: int) -> None:
     async def ready() -> bool:
         return engine.queued() >= n
-    await wait_until(ready, timeout=30, interval=0.01)
+    await eventually(ready, timeout=30, interval=0.01)
 
 
 async def test_batches_mix_jobs_and_results_stay_in_order(embedder: LocalE5Embedder) -> None:
@@ -56,7 +56,7 @@ async def test_batches_mix_jobs_and_results_stay_in_order(embedder: LocalE5Embed
     engine = BatchEngine(backend, batch_size=4, max_in_flight=1)
     backend.hold = True
     first = asyncio.create_task(engine.run("dense", texts_of("A", 1)))
-    await wait_until(lambda: _true(backend.batches), timeout=30, interval=0.01)  # A's batch is running
+    await eventually(lambda: _true(backend.batches), timeout=30, interval=0.01)  # A's batch is running
     jobs = {name: asyncio.create_task(engine.run("dense", texts_of(name, 3))) for name in "BC"}
     await queued(engine, 6)
     backend.release.set()
@@ -101,7 +101,7 @@ async def test_a_cancelled_job_withdraws_only_its_own_texts(embedder: LocalE5Emb
     engine = BatchEngine(backend, batch_size=2, max_in_flight=1)
     backend.hold = True
     lost = asyncio.create_task(engine.run("dense", texts_of("lost", 6)))
-    await wait_until(lambda: _true(backend.batches), timeout=30, interval=0.01)
+    await eventually(lambda: _true(backend.batches), timeout=30, interval=0.01)
     kept = asyncio.create_task(engine.run("dense", texts_of("kept", 3)))
     await queued(engine, 4 + 3)
     lost.cancel()
@@ -122,7 +122,7 @@ async def test_a_failed_batch_fails_only_the_jobs_in_it(embedder: LocalE5Embedde
     backend.hold = True
     backend.fail_on = texts_of("bad", 1)[0]
     bad = asyncio.create_task(engine.run("dense", texts_of("bad", 4)))
-    await wait_until(lambda: _true(backend.batches), timeout=30, interval=0.01)
+    await eventually(lambda: _true(backend.batches), timeout=30, interval=0.01)
     good = asyncio.create_task(engine.run("dense", texts_of("good", 2)))
     await queued(engine, 4)
     backend.release.set()

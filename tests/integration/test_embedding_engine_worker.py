@@ -8,7 +8,7 @@ import asyncio
 from uuid import UUID
 
 from ultimate_rag.services.worker import WorkerConfig
-from ultimate_rag.testing.servers import wait_until
+from ultimate_rag.testing.eventually import eventually
 
 from .test_api import make_kb, upload
 from .test_lifecycle import state
@@ -46,20 +46,20 @@ async def test_a_lost_lease_withdraws_only_that_jobs_texts(client, container) ->
         return queued_words() == {"Alpha", "Bravo"}
 
     try:
-        await wait_until(both_queued, timeout=120, interval=0.05)
+        await eventually(both_queued, timeout=120, interval=0.05)
         r = await client.post(f"/api/documents/{lost}/fail")  # ends the job: its lease is gone
         assert r.status_code == 200, r.text
 
         async def only_kept_queued() -> bool:
             return queued_words() == {"Bravo"}
 
-        await wait_until(only_kept_queued, timeout=60, interval=0.05)  # the heartbeat noticed; withdrawn
+        await eventually(only_kept_queued, timeout=60, interval=0.05)  # the heartbeat noticed; withdrawn
         release.set()
 
         async def kept_ready() -> bool:
             return (await state(container, kept))["status"] == "READY"
 
-        await wait_until(kept_ready, timeout=300, interval=0.2)
+        await eventually(kept_ready, timeout=300, interval=0.2)
     finally:
         release.set()
         stop.set()

@@ -18,6 +18,7 @@ import uvicorn
 
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 from ultimate_rag.domain.auth import Role
+from ultimate_rag.testing.eventually import DEFAULT_TIMEOUT, eventually
 
 from ..conftest import ADMIN_KEY
 from .helpers import new_kb, queue_document
@@ -37,11 +38,7 @@ async def base_url(container) -> AsyncIterator[str]:  # type: ignore[no-untyped-
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
-    for _ in range(500):  # up to 10 s
-        if server.started:
-            break
-        await asyncio.sleep(0.02)
-    assert server.started
+    await eventually(lambda: server.started, what="the server started")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -75,7 +72,7 @@ class Stream:
                 if data:
                     await self.frames.put((event, json.loads(data)))
 
-    async def next(self, event: str, timeout: float = 10) -> dict[str, Any]:
+    async def next(self, event: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
         async def wait() -> dict[str, Any]:
             while True:
                 name, data = await self.frames.get()
@@ -83,7 +80,7 @@ class Stream:
                     return data
         return await asyncio.wait_for(wait(), timeout)
 
-    async def documents_until(self, document_id: UUID, status: str, timeout: float = 10) -> list[dict[str, Any]]:
+    async def documents_until(self, document_id: UUID, status: str, timeout: float = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:
         seen: list[dict[str, Any]] = []
 
         async def wait() -> list[dict[str, Any]]:
@@ -182,7 +179,7 @@ async def test_auth_is_enforced(container, base_url: str) -> None:  # type: igno
 async def test_the_stream_ends_after_max_seconds_and_asks_to_reconnect(container, base_url: str) -> None:  # type: ignore[no-untyped-def]
     kb = await new_kb(container)
     async with events(base_url, kb, max_seconds=1) as stream:
-        assert await stream.next("reconnect", timeout=5) == {}
+        assert await stream.next("reconnect") == {}
 
 
 async def test_without_listen_the_client_is_told_to_poll(container, base_url: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -214,14 +211,10 @@ async def test_one_listen_connection_serves_all_subscribers_and_closes_with_the_
         assert hub.subscriber_count == 2 and await listeners() == 1
         doc = await queue_document(container, kb)
         for sub in (one, two):
-            event = await asyncio.wait_for(sub.queue.get(), 10)
+            event = await asyncio.wait_for(sub.queue.get(), DEFAULT_TIMEOUT)
             assert event["id"] == str(doc) and event["status"] == "PENDING"
     assert hub.subscriber_count == 0
-    for _ in range(100):
-        if await listeners() == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert await listeners() == 0
+    await eventually(listeners, lambda n: n == 0, what="LISTEN connections left")
 
 
 async def test_a_lost_listen_connection_tells_subscribers_to_resync(container) -> None:  # type: ignore[no-untyped-def]
@@ -233,11 +226,11 @@ async def test_a_lost_listen_connection_tells_subscribers_to_resync(container) -
         await container.db.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND query LIKE 'LISTEN %%'")
-        assert (await asyncio.wait_for(sub.queue.get(), 10)) == {"type": "lost"}
+        assert (await asyncio.wait_for(sub.queue.get(), DEFAULT_TIMEOUT)) == {"type": "lost"}
         assert sub.lost
     async with hub.subscribe(kb) as again:  # the next subscriber gets a fresh connection
         doc = await queue_document(container, kb)
-        assert (await asyncio.wait_for(again.queue.get(), 10))["id"] == str(doc)
+        assert (await asyncio.wait_for(again.queue.get(), DEFAULT_TIMEOUT))["id"] == str(doc)
     await hub.close()
 
 
@@ -263,46 +256,44 @@ async def test_the_workbench_filename_filter_keeps_keyset_pagination(client: htt
     assert (await client.get(f"/api/knowledge-bases/{kb}/documents", params={"q": "a\x00b"})).status_code == 400
 
 
-async def test_the_workbench_list_holds_at_100k_documents(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_workbench_list_answers_right_at_100k_documents(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
     """What the documents table asks for — a page, a deep page, a status filter, a file-name search,
-    with the status counts each time — stays fast in a knowledge base of 100k documents."""
-    import time
-
+    with the status counts each time — answers right in a knowledge base of 100k documents (how
+    fast: ``bench/suite_timings.py``, in bench/RESULTS.md)."""
     kb = await new_kb(container)
-    await container.db.execute(
-        "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status,"
-        " created_at)"
-        " SELECT gen_random_uuid(), %(kb)s, 'file-' || i || '.md', 'text/markdown', 10, md5(i::text), 'k/' || i,"
-        " (ARRAY['READY', 'READY', 'READY', 'FAILED', 'PENDING'])[1 + i %% 5], now() - make_interval(secs => i)"
-        " FROM generate_series(1, 100000) AS i", {"kb": kb})
-    await container.db.execute("ANALYZE documents")
+    await seed_documents(container.db, kb, 100_000)
     url = f"/api/knowledge-bases/{kb}/documents"
 
-    async def timed(params: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        started = time.perf_counter()
+    async def get(params: dict[str, Any]) -> dict[str, Any]:
         r = await client.get(url, params=params)
         assert r.status_code == 200, r.text
-        return r.json(), time.perf_counter() - started
+        return r.json()  # type: ignore[no-any-return]
 
-    page, first = await timed({"limit": 50})
+    page = await get({"limit": 50})
     assert len(page["items"]) == 50 and sum(page["counts"].values()) == 100_000
-    cursor, deep = page["next_cursor"], 0.0
-    for _ in range(3):  # follow the cursor; then jump deep into the list with a cursor from there
-        page, deep = await timed({"limit": 50, "cursor": cursor})
-        cursor = page["next_cursor"]
+    cursor, seen = page["next_cursor"], [d["id"] for d in page["items"]]
+    for _ in range(3):  # follow the cursor
+        page = await get({"limit": 50, "cursor": cursor})
+        cursor, seen = page["next_cursor"], seen + [d["id"] for d in page["items"]]
+    assert len(seen) == len(set(seen)) == 200
     row = await container.db.fetchone(
         "SELECT created_at, id FROM documents WHERE knowledge_base_id = %s ORDER BY created_at DESC, id DESC"
         " OFFSET 99000 LIMIT 1", (kb,))
     from ultimate_rag.adapters.postgres.documents import encode_cursor
 
-    page, deepest = await timed({"limit": 50, "cursor": encode_cursor(row["created_at"], row["id"])})
+    page = await get({"limit": 50, "cursor": encode_cursor(row["created_at"], row["id"])})
     assert len(page["items"]) == 50
-    page, failed = await timed({"limit": 50, "status": "FAILED"})
-    assert {d["status"] for d in page["items"]} == {"FAILED"}
-    page, named = await timed({"limit": 50, "q": "file-99999."})
-    assert [d["filename"] for d in page["items"]] == ["file-99999.md"]
-    page, rare = await timed({"limit": 50, "q": "no-such-name"})
-    assert page["items"] == []
-    # generous bounds for a shared CI machine; typically a few tens of milliseconds each
-    assert max(first, deep, deepest, failed) < 1.0, (first, deep, deepest, failed)
-    assert max(named, rare) < 2.0, (named, rare)
+    assert {d["status"] for d in (await get({"limit": 50, "status": "FAILED"}))["items"]} == {"FAILED"}
+    assert [d["filename"] for d in (await get({"limit": 50, "q": "file-99999."}))["items"]] == ["file-99999.md"]
+    assert (await get({"limit": 50, "q": "no-such-name"}))["items"] == []
+
+
+async def seed_documents(db, kb: UUID, n: int) -> None:  # type: ignore[no-untyped-def]
+    """``n`` documents in one statement (also used by the bench): 3/5 READY, 1/5 FAILED, 1/5 PENDING."""
+    await db.execute(
+        "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status,"
+        " created_at)"
+        " SELECT gen_random_uuid(), %(kb)s, 'file-' || i || '.md', 'text/markdown', 10, md5(i::text), 'k/' || i,"
+        " (ARRAY['READY', 'READY', 'READY', 'FAILED', 'PENDING'])[1 + i %% 5], now() - make_interval(secs => i)"
+        " FROM generate_series(1, %(n)s) AS i", {"kb": kb, "n": n})
+    await db.execute("ANALYZE documents")

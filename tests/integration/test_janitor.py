@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 import psycopg
 
 from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.testing.eventually import eventually
 
 from .helpers import new_kb, queue_document
 
@@ -180,12 +181,11 @@ async def test_workers_sweep_periodically(container) -> None:  # type: ignore[no
         return worker.metrics.registry.get_sample_value("ultimate_rag_janitor_removed_total", {"kind": "objects"})
 
     # the file goes mid-sweep and the counter moves when the sweep ends: wait for the counter
-    for _ in range(600):
-        if removed():
-            break
-        await asyncio.sleep(0.05)
-    stop.set()
-    await run
+    try:
+        await eventually(removed)
+    finally:
+        stop.set()
+        await run
     assert not path.exists()
     assert removed() == 1
 

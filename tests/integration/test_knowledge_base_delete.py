@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.testing.eventually import eventually
 
 from .test_api import make_kb, upload
 from .test_lifecycle import SlowEmbedder, ready_doc, wait_status
@@ -33,11 +34,13 @@ async def test_delete_a_knowledge_base_mid_pipeline_leaves_nothing(client, conta
     r = await upload(client, kb, "late.txt", b"too late")
     assert r.status_code == 409 and "being deleted" in r.json()["detail"]
 
-    for _ in range(300):
-        if (await client.get(f"/api/knowledge-bases/{kb}")).status_code == 404:
-            break
-        await asyncio.sleep(0.1)
-    stop.set()
+    async def status() -> int:
+        return (await client.get(f"/api/knowledge-bases/{kb}")).status_code
+
+    try:
+        await eventually(status, lambda code: code == 404, timeout=300)  # every document goes through a worker
+    finally:
+        stop.set()
     await running
     assert (await client.get(f"/api/knowledge-bases/{kb}")).status_code == 404
     for doc in [ready, busy, *queued]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from ultimate_rag.domain.errors import RateLimitedError, TransientError
 from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+from ultimate_rag.testing.eventually import eventually
 
 from .helpers import job_row, new_kb, queue_document
 
@@ -43,15 +44,14 @@ def worker_for(container) -> IngestionWorker:  # type: ignore[no-untyped-def]
 
 async def run_all(container) -> None:  # type: ignore[no-untyped-def]
     """Run until nothing is due or scheduled (retries come due after their short backoff)."""
-    import asyncio
-
     worker = worker_for(container)
-    for _ in range(50):
+
+    async def pending() -> int:
         await worker.run_until_idle()
         row = await container.db.fetchone("SELECT count(*) AS n FROM ingestion_jobs WHERE status = 'PENDING'")
-        if row["n"] == 0:
-            return
-        await asyncio.sleep(0.05)
+        return int(row["n"])
+
+    await eventually(pending, lambda n: n == 0, what="jobs still pending")
 
 
 async def test_transient_failure_is_retried_and_the_error_cleared_on_ready(container, embedder) -> None:  # type: ignore[no-untyped-def]

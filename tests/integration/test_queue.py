@@ -8,6 +8,7 @@ import pytest
 
 from ultimate_rag.domain.errors import LeaseLostError
 from ultimate_rag.domain.status import DocumentStatus as D
+from ultimate_rag.testing.eventually import eventually
 
 from .helpers import expire_lease, job_row, new_kb, queue_document
 
@@ -330,23 +331,29 @@ async def test_claim_uses_the_partial_indexes_with_many_finished_jobs(container)
 
 
 async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(container) -> None:  # type: ignore[no-untyped-def]
-    """With a 60 s poll interval, only LISTEN/NOTIFY can explain a job claimed within seconds."""
-    import time
-
+    """With an hour-long poll interval, only LISTEN/NOTIFY can explain a job claimed within the
+    test's deadline."""
+    from ultimate_rag.adapters.postgres.documents import NOTIFY_CHANNEL
     from ultimate_rag.services.worker import WorkerConfig
 
     kb = await new_kb(container)
-    worker = container.worker(WorkerConfig(poll_interval_seconds=60, heartbeat_seconds=5))
+    worker = container.worker(WorkerConfig(poll_interval_seconds=3600, heartbeat_seconds=5))
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
-    await asyncio.sleep(1.0)  # the worker found nothing and is now waiting
-    doc = await queue_document(container, kb, "wake up")
-    started = time.monotonic()
-    while (await container.documents.get(doc)).status != D.READY:
-        assert time.monotonic() - started < 20, "the worker was not woken"
-        await asyncio.sleep(0.05)
-    stop.set()
-    await running
+    try:
+        # the worker found nothing and listens now
+        await eventually(lambda: container.queue._listener is not None, what="the worker listens")
+        doc = await queue_document(container, kb, "wake up")  # its commit notifies
+
+        async def status() -> D:
+            # a notification sent before the listener waits again is announced once more
+            await container.db.execute("SELECT pg_notify(%s, '')", (NOTIFY_CHANNEL,))
+            return (await container.documents.get(doc)).status
+
+        await eventually(status, lambda s: s == D.READY, what="the worker was woken")
+    finally:
+        stop.set()
+        await running
 
 
 async def test_a_suspect_runs_alone_in_an_idle_worker(container) -> None:  # type: ignore[no-untyped-def]

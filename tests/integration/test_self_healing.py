@@ -9,6 +9,7 @@ import logging
 
 from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.testing.eventually import eventually
 
 from .helpers import new_kb, queue_document
 
@@ -128,10 +129,8 @@ async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(
     async def all_ready() -> bool:
         return [(await container.documents.get(d)).status for d in docs] == [D.READY] * len(docs)
 
-    from ultimate_rag.testing.servers import wait_until
-
     try:
-        await wait_until(all_ready, timeout=300, interval=0.2)
+        await eventually(all_ready, timeout=300)
     finally:
         stop.set()
         await run

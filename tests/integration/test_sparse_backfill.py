@@ -8,6 +8,7 @@ import asyncio
 import httpx
 
 from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.testing.eventually import eventually
 
 
 async def sparse_rows(container) -> int:  # type: ignore[no-untyped-def]
@@ -37,9 +38,11 @@ async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient
     worker = container.worker(WorkerConfig(heartbeat_seconds=5, poll_interval_seconds=0.2))
     task = asyncio.create_task(worker.run(stop))
     try:
-        while await sparse_rows(container) < chunks:
+        async def backfilled() -> int:
             assert not task.done()
-            await asyncio.sleep(0.1)
+            return await sparse_rows(container)
+
+        await eventually(backfilled, lambda n: n >= chunks)
     finally:
         stop.set()
         await task

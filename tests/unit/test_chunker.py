@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import time
 import uuid
 from collections.abc import Callable
 
@@ -297,15 +296,16 @@ def test_hard_split_prefers_word_boundaries() -> None:
     assert [p for p, _, _, _ in pieces] == ["alpha beta gamma", "delta epsilon zeta", "eta theta"]
 
 
-def test_one_megabyte_chunks_quickly(count: Count) -> None:
+def megabyte_text() -> str:
+    """About 1 MB of mixed English, Chinese and Korean lines in paragraphs (also used by the bench)."""
     line = "The quick brown fox jumps over the lazy dog. 敏捷的棕色狐狸跳过了懒狗。빠른 갈색 여우가 게으른 개를 뛰어넘습니다.\n"
-    text = ("\n".join([line * 5] * 10) + "\n\n") * (1_000_000 // (len(line.encode()) * 50) + 1)
-    doc = plain(text)
-    started = time.perf_counter()
-    chunks = split(count, doc, size=256, overlap=32)
-    elapsed = time.perf_counter() - started
+    return ("\n".join([line * 5] * 10) + "\n\n") * (1_000_000 // (len(line.encode()) * 50) + 1)
+
+
+def test_one_megabyte_chunks_within_the_budget(count: Count) -> None:
+    """How fast: ``bench/suite_timings.py`` (bench/RESULTS.md)."""
+    chunks = split(count, plain(megabyte_text()), size=256, overlap=32)
     assert_budget(chunks, count, 256)
-    assert elapsed < 20, f"chunking 1 MB took {elapsed:.1f}s"
 
 
 # -- property: every chunk fits the budget, whatever the text -----------------------------------

@@ -21,6 +21,7 @@ from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.adapters.parsers.tabular import CsvParser
 from ultimate_rag.domain.errors import InvalidDocumentError, UnsupportedFormatError
 from ultimate_rag.domain.models import DocumentSource
+from ultimate_rag.testing.eventually import eventually, eventually_sync
 
 ENGLISH = "The harbour ferry leaves every twenty minutes from pier four."
 CHINESE = "港口渡轮每二十分钟从四号码头出发。"
@@ -388,8 +389,7 @@ def test_a_cancelled_parse_kills_its_child_process() -> None:
         await runner.parse(HtmlParser(), source("warm.html", b"<p>warm up the forkserver</p>"))
         before = children()
         task = asyncio.create_task(runner.parse(HtmlParser(), source("slow.html", slow)))
-        await asyncio.sleep(0.3)
-        started = children() - before
+        started = await eventually(lambda: children() - before, what="the parse child started")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -397,7 +397,6 @@ def test_a_cancelled_parse_kills_its_child_process() -> None:
 
     started = asyncio.run(run())
     assert started  # the parse ran in a child process
-    import time
 
     def gone(pid: int) -> bool:
         try:
@@ -405,7 +404,5 @@ def test_a_cancelled_parse_kills_its_child_process() -> None:
         except psutil.NoSuchProcess:
             return True
 
-    deadline = time.monotonic() + 5
-    while not all(gone(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert all(gone(pid) for pid in started)
+    eventually_sync(lambda: {pid for pid in started if not gone(pid)}, lambda alive: not alive,
+                    what="children still alive")

@@ -12,30 +12,16 @@ import hashlib
 import math
 import os
 import random
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
 
 from ..domain.errors import ResourceNotFoundError
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator, VectorHit
-
-T = TypeVar("T")
-
-
-async def eventually(fetch: Callable[[], Awaitable[T]], check: Callable[[T], bool], timeout: float,
-                     interval: float = 0.1) -> T:
-    """Fetch until ``check`` holds or ``timeout`` passes; the last value is returned either way,
-    so the caller's assertion reports what was really seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await fetch()
-        if check(value) or time.monotonic() >= deadline:
-            return value
-        await asyncio.sleep(interval)
+from .eventually import eventually
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from uuid import UUID, uuid4
 
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
 from ..domain.search import QueryVectors, SearchFilters, SearchMode, fuse
-from .contracts import eventually, near, unit_vector
+from .contracts import near, unit_vector
+from .eventually import eventually
 
 MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
 
@@ -63,7 +64,7 @@ class HybridVectorStoreContract:
         query = QueryVectors(dense=q, sparse=sparse_of(5, 6, 7))
         dense = await self._candidates(store, kb, query, 5, SearchMode.DENSE, expect=2)
         assert dense[0].chunk_id == dense_twin[0].chunk.id and dense[0].dense > 0.999
-        sparse = await self._candidates(store, kb, query, 5, SearchMode.SPARSE, expect=1)
+        sparse = await self._candidates(store, kb, query, 5, SearchMode.SPARSE, expect=2)
         assert sparse[0].chunk_id == sparse_twin[0].chunk.id and sparse[0].sparse > 0.999
         hybrid_found = await self._candidates(store, kb, query, 5, SearchMode.HYBRID, expect=2)
         by_id = {c.chunk_id: c for c in hybrid_found}
@@ -93,7 +94,10 @@ class HybridVectorStoreContract:
         async def fetch() -> list[Any]:
             found: list[Any] = (await store.candidates(kb, query, 5, mode=SearchMode.HYBRID))[0]
             return found
-        found = await eventually(fetch, lambda f: any(c.chunk_id == target for c in f), self.visibility_timeout)
+        def has_target(chunks: list[Any]) -> bool:
+            return any(c.chunk_id == target for c in chunks)
+
+        found = await eventually(fetch, has_target, self.visibility_timeout)
         fused = fuse(found, SearchMode.HYBRID, dense_weight=0.6)
         assert fused[0][0] == target
         assert len(found) >= 6  # and the dense top is there beside it

@@ -5,7 +5,6 @@ fault-injecting HTTP proxy (429 with Retry-After, 5xx, stalls) to put in front o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -16,7 +15,6 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -305,15 +303,3 @@ class FaultProxy:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-
-async def wait_until(predicate: Callable[[], Awaitable[T]], timeout: float, interval: float = 0.1) -> T:
-    """Poll an async predicate until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)
