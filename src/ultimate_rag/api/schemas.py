@@ -119,7 +119,12 @@ class DocumentOut(BaseModel):
     parser: dict[str, str | None] | None
     duplicate_of: UUID | None
     dedup: dict[str, Any] = Field(default_factory=dict, description="the duplicate verdict, when there is one")
-    content_revision: int
+    content_revision: int = Field(description="the revision being built, or the last one built: every rebuild"
+                                              " (reindex, re-upload, recover, connector re-sync) is a new one")
+    published_revision: int | None = Field(
+        default=None, description="the revision search serves (the last one that reached READY); null: none")
+    searchable: bool = Field(default=False, description="search serves this document's published revision: also"
+                                                        " while a newer revision is built, or after it failed")
     source: dict[str, Any]
     warnings: list[str] = Field(default_factory=list,
                                 description="what parsing left out or changed: an image downscaled, unreadable pages")
@@ -140,6 +145,7 @@ class DocumentOut(BaseModel):
             progress=doc.progress,
             parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
             duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision,
+            published_revision=doc.published_revision, searchable=doc.searchable,
             source=redact_config(doc.source), warnings=list(doc.warnings),
             timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,
             indexed_at=doc.indexed_at, deleted_at=doc.deleted_at, error_history=error_history,

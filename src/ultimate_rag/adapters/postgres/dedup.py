@@ -13,7 +13,8 @@ from ...domain.dedup import Candidate
 from ...domain.status import ALLOWED_TRANSITIONS, DocumentStatus
 from .database import Connection
 
-# documents that can be matched: indexed ones, and ones on their way whose signature is recorded
+# documents that can be matched: indexed ones, ones on their way whose signature is recorded, and
+# any whose published revision search serves (a rebuild queued or failed)
 _MATCHABLE = "('READY', 'PARSING', 'CHUNKING', 'EMBEDDING', 'INDEXING')"
 
 
@@ -38,7 +39,8 @@ async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: 
         f" WHERE knowledge_base_id = %(kb)s AND content_hash = %(hash)s{band_ids})"
         " SELECT d.id, d.filename, d.content_hash, d.minhash, d.created_at, d.source"
         " FROM ids JOIN documents d ON d.id = ids.document_id"
-        f" WHERE d.id <> %(doc)s AND d.status IN {_MATCHABLE} AND d.id <> ALL(%(exempt)s::uuid[])"
+        f" WHERE d.id <> %(doc)s AND (d.status IN {_MATCHABLE} OR d.published_revision IS NOT NULL)"
+        " AND d.id <> ALL(%(exempt)s::uuid[])"
         " AND d.content_hash IS NOT NULL ORDER BY d.created_at, d.id LIMIT 200", params)).fetchall()
     return [Candidate(r["id"], r["filename"], r["content_hash"], list(r["minhash"]) if r["minhash"] else None,
                       r["created_at"], r["source"] or {}) for r in rows]
@@ -76,6 +78,7 @@ async def outdate(conn: Connection, *, older: UUID, newer: UUID, verdict: dict[s
     await conn.execute("DELETE FROM document_hash_bands WHERE document_id = %s", (older,))
     await conn.execute(
         "UPDATE documents SET status = 'OUTDATED', duplicate_of = %s, dedup = %s, chunk_count = 0,"
+        " published_revision = NULL,"
         " progress = '{}'::jsonb, error_message = NULL, updated_at = now() WHERE id = %s",
         (newer, Jsonb(verdict), older))
     return True

@@ -22,7 +22,7 @@ from ...domain.errors import LeaseLostError
 from ...domain.models import Chunk, DocumentAsset, Lease
 from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
 from .database import Connection, Database
-from .documents import NOTIFY_CHANNEL
+from .documents import NOTIFY_CHANNEL, published_chunk_ids
 from .sql import load_queries
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class JobQueue:
                 "retry_delay": self.retry_delay_seconds, "poison_after": self.poison_after,
                 "lost_message": LOST_MESSAGE, "interrupted_message": INTERRUPTED_MESSAGE,
                 "poison_message": POISON_MESSAGE, "restorable": _RESTORABLE,
-                "upload_message": UPLOAD_EXPIRED_MESSAGE}
+                "upload_message": UPLOAD_EXPIRED_MESSAGE, "still_served": STILL_SERVED}
 
     async def heartbeat(self, lease: Lease) -> bool:
         row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))
@@ -177,13 +177,18 @@ class JobQueue:
         await self._fenced_update(lease, "warnings = %(warnings)s", {"warnings": Jsonb(list(warnings))})
 
     async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
-                             write_vectors: Callable[[], Awaitable[None]], *, lock_first: ConnHook | None = None,
-                             alongside: ConnHook | None = None) -> None:
-        """INDEXING -> READY: replace the chunks, set READY and end the job, all in one transaction.
+                             write_vectors: Callable[[], Awaitable[None]], *, revision: int,
+                             lock_first: ConnHook | None = None, alongside: ConnHook | None = None) -> list[str]:
+        """INDEXING -> READY: the revision swap. The new revision's chunks go in, ``published_revision``
+        becomes ``revision``, the previous revision's chunk and asset rows go and the job ends, all
+        in one transaction: search sees the old revision or the new one, never a mix or nothing.
+        Returns the object keys of the previous revision's assets, to remove after the commit (with
+        the previous revision's vectors and snapshot: a crash first leaves them to the janitor).
 
         READY is the commit flag (SPEC §4 rule 2): it is written last, together with the facts it
-        vouches for, and only while the job is still ours. ``write_vectors`` runs while the job row
-        is locked by this transaction, so no other worker can own the job while vectors are written.
+        vouches for, and only while the job is still ours. ``write_vectors`` (the new revision's
+        vectors, beside the published ones) runs while the job row is locked by this transaction,
+        so no other worker can own the job while vectors are written.
         """
         async with self.fenced(lease, lock_first) as (conn, current):
             check_transition(current, DocumentStatus.READY)
@@ -193,18 +198,24 @@ class JobQueue:
             await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
             async with conn.cursor() as cur:
                 await cur.executemany(
-                    "INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count,"
-                    " heading_path, locator, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(c.id, c.document_id, c.knowledge_base_id, c.ordinal, c.content, c.token_count,
+                    "INSERT INTO chunks (id, document_id, knowledge_base_id, revision, ordinal, content, token_count,"
+                    " heading_path, locator, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [(c.id, c.document_id, c.knowledge_base_id, revision, c.ordinal, c.content, c.token_count,
                       list(c.heading_path), Jsonb(c.locator.to_metadata()), Jsonb(c.metadata)) for c in chunks],
                 )
+            stale = await (await conn.execute(
+                "DELETE FROM document_assets WHERE document_id = %s AND revision <> %s RETURNING object_key",
+                (lease.document_id, revision))).fetchall()
             await conn.execute(
                 "UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %s,"
+                " published_revision = %s,"
                 " progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),"
                 " stage_timings = stage_timings || jsonb_build_object('READY', now()) WHERE id = %s",
-                (len(chunks), lease.document_id),
+                (len(chunks), revision, lease.document_id),
             )
             await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+            return [r["object_key"] for r in stale]
+        raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 
     async def complete_already_ready(self, lease: Lease) -> None:
         """``complete`` for a document that is READY already: only the job changes."""
@@ -240,7 +251,8 @@ class JobQueue:
     async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
                    document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
         """End this attempt: retry later (job and document PENDING) or FAILED. The partial index is
-        cleaned by ``cleanup`` while the job row is still locked by us."""
+        cleaned by ``cleanup`` while the job row is still locked by us. A published revision keeps
+        serving (a failed rebuild), and a FAILED document's message says so."""
         async with self.fenced(lease) as (conn, current):
             if cleanup is not None:
                 await cleanup()
@@ -252,14 +264,12 @@ class JobQueue:
             else:
                 await conn.execute(Q["fail_job"], {"job_id": lease.job_id, "error": error})
             await conn.execute(
-                "UPDATE documents SET status = %s, error_message = %s, progress = '{}'::jsonb,"
-                " updated_at = now() WHERE id = %s",
-                (target.value, document_message, lease.document_id),
+                f"UPDATE documents SET status = %s, error_message = %s || CASE WHEN %s = 'FAILED'"
+                f" AND published_revision IS NOT NULL THEN {STILL_SERVED_SQL} ELSE '' END,"
+                " progress = '{}'::jsonb, updated_at = now() WHERE id = %s",
+                (target.value, document_message, target.value, lease.document_id),
             )
-            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (lease.document_id,))
-            await conn.execute(
-                "UPDATE documents SET chunk_count = 0 WHERE id = %s", (lease.document_id,)
-            )
+            await drop_unpublished(conn, lease.document_id)
 
     async def release(self, lease: Lease) -> None:
         """Graceful shutdown: give the job back without burning an attempt."""
@@ -273,9 +283,13 @@ class JobQueue:
                 )
             await conn.execute("SELECT pg_notify(%s, '')", (NOTIFY_CHANNEL,))
 
-    async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset]) -> list[str]:
+    async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset], revision: int) -> list[str]:
         async with self.fenced(lease) as (conn, _):
-            return await replace_asset_rows(conn, lease.document_id, assets)
+            return await replace_asset_rows(conn, lease.document_id, assets, revision)
+
+    async def published_chunk_ids(self, document_id: UUID) -> list[UUID]:
+        """The chunks search may serve for this document (empty when it has no published revision)."""
+        return await published_chunk_ids(self._db, document_id)
 
     async def load_document_row(self, document_id: UUID) -> dict[str, Any] | None:
         return await self._db.fetchone(
@@ -296,16 +310,42 @@ def _lease_params(lease: Lease) -> dict[str, Any]:
     return {"job_id": lease.job_id, "worker_id": lease.worker_id, "attempt": lease.attempt}
 
 
-async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset]) -> list[str]:
-    """Swap the document's asset rows; returns the object keys that are no longer referenced."""
+# appended to the message of a FAILED document whose published revision still serves
+STILL_SERVED = " (the previous version, revision %s, is still searchable)"
+STILL_SERVED_SQL = f"format('{STILL_SERVED.replace('%', '%%')}', published_revision)"  # in a statement with parameters
+
+
+async def drop_unpublished(conn: Connection, document_id: UUID) -> None:
+    """A rebuild or intake ended without READY: chunks of anything but the published revision go
+    (with no published revision, all of them); the published revision's stay and keep serving. Beside
+    a published revision, the failed one's asset rows go too (their objects are the janitor's)."""
+    await conn.execute(
+        "DELETE FROM chunks c USING documents d WHERE c.document_id = %s AND d.id = c.document_id"
+        " AND c.revision IS DISTINCT FROM d.published_revision", (document_id,))
+    await conn.execute(
+        "DELETE FROM document_assets a USING documents d WHERE a.document_id = %s AND d.id = a.document_id"
+        " AND a.revision <> d.published_revision", (document_id,))
+    await conn.execute(
+        "UPDATE documents SET chunk_count = CASE WHEN published_revision IS NULL THEN 0 ELSE chunk_count END"
+        " WHERE id = %s", (document_id,))
+
+
+async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset],
+                             revision: int | None = None) -> list[str]:
+    """Swap the asset rows of one revision of the document (default: its current one; those of the
+    published revision stay until the READY commit); returns the object keys no longer referenced."""
+    if revision is None:
+        row = await (await conn.execute("SELECT content_revision FROM documents WHERE id = %s",
+                                        (document_id,))).fetchone()
+        revision = row["content_revision"] if row else 1
     old = await (await conn.execute(
-        "DELETE FROM document_assets WHERE document_id = %s RETURNING object_key", (document_id,)
-    )).fetchall()
+        "DELETE FROM document_assets WHERE document_id = %s AND revision = %s RETURNING object_key",
+        (document_id, revision))).fetchall()
     async with conn.cursor() as cur:
         await cur.executemany(
-            "INSERT INTO document_assets (id, document_id, knowledge_base_id, object_key, mime_type,"
-            " size_bytes, page, description, locator_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [(a.id, a.document_id, a.knowledge_base_id, a.object_key, a.mime_type, a.size_bytes, a.page,
+            "INSERT INTO document_assets (id, document_id, knowledge_base_id, revision, object_key, mime_type,"
+            " size_bytes, page, description, locator_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [(a.id, a.document_id, a.knowledge_base_id, revision, a.object_key, a.mime_type, a.size_bytes, a.page,
               a.description, a.locator_key) for a in assets],
         )
     keep = {a.object_key for a in assets}

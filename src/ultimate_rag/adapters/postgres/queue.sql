@@ -76,7 +76,10 @@ WITH expired AS (
 ), converged_docs AS (
     UPDATE documents d
     SET status = c.status, updated_at = now(), progress = '{}'::jsonb,
+        -- a failed rebuild: the published revision keeps serving, and the message says so
         error_message = CASE WHEN c.status = 'FAILED' THEN c.last_error
+                || CASE WHEN d.published_revision IS NOT NULL THEN format(%(still_served)s, d.published_revision)
+                        ELSE '' END
             ELSE format(%(interrupted_message)s, c.attempts, round(c.delay::numeric, 1)) END
     FROM converged c
     WHERE d.id = c.document_id AND c.status IN ('FAILED', 'PENDING')
