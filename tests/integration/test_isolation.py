@@ -27,6 +27,7 @@ RULES = {
     ("POST", "/api/knowledge-bases/{kb_id}/documents"): KB_EDIT,
     ("GET", "/api/knowledge-bases/{kb_id}/documents"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/reindex"): KB_EDIT,
+    ("GET", "/api/knowledge-bases/{kb_id}/reindex"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/search"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/answer"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/connectors"): KB_EDIT,
