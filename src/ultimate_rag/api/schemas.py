@@ -206,10 +206,10 @@ class RebuildProgressOut(BaseModel):
     keeps serving its published revision until its new one is READY (then swapped at once)."""
 
     started_at: datetime | None = Field(description="when the last bulk reindex began; null: none ever ran")
-    queued: int = Field(0, description="documents that bulk reindex queued")
-    rebuilt: int = Field(0, description="of those, READY with their new revision")
-    pending: int = Field(0, description="still in the pipeline (their previous revision serving meanwhile)")
-    failed: int = Field(0, description="FAILED: those with a published revision still serve it")
-    removed: int = Field(0, description="deleted or OUTDATED since")
-    searchable: int = Field(0, description="of the queued documents, how many search serves right now")
-    finished: bool = Field(True, description="nothing is pending")
+    queued: int = Field(default=0, description="documents that bulk reindex queued")
+    rebuilt: int = Field(default=0, description="of those, READY with their new revision")
+    pending: int = Field(default=0, description="still in the pipeline (their previous revision serving meanwhile)")
+    failed: int = Field(default=0, description="FAILED: those with a published revision still serve it")
+    removed: int = Field(default=0, description="deleted or OUTDATED since")
+    searchable: int = Field(default=0, description="of the queued documents, how many search serves right now")
+    finished: bool = Field(default=True, description="nothing is pending")
