@@ -127,7 +127,7 @@ async def main_async(args: argparse.Namespace) -> None:
     during = [s for s in samples if 0 < s["swapped"] < len(ids) or s["not_ready"]]
     worst_dark = max((s["not_ready"] for s in samples), default=0)
     print(f"machine: {machine()}")
-    print(f"corpus: {len(docs)} documents (shared corpus, {len(docs) // 300 + 1} seed(s)), {chunks} chunks; "
+    print(f"corpus: {len(docs)} documents (shared corpus, {-(-len(docs) // 300)} seed(s)), {chunks} chunks; "
           f"worker concurrency {args.concurrency}; first ingest {ingest_wall:.1f} s")
     print(f"RESULT baseline before the reindex: {100 * sum(baseline) / len(baseline):.1f} % of {len(baseline)} "
           "READY documents findable by their own first sentence")
