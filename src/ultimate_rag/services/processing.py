@@ -142,18 +142,21 @@ class DocumentProcessor:
                 await self._centroids.add(row["knowledge_base_id"], self._embedding.embedder.name, embedded)
 
         hooks = self._dedup.completion_hooks(row["knowledge_base_id"], row["id"], decision) if decision else {}
-        stale_assets = await self._queue.complete_ready(lease, chunks, write_vectors,
-                                                        revision=row["content_revision"], **hooks)
+        async def publish_snapshot() -> None:  # READY readers find chunks.json of the revision they see
+            await self._snapshots.publish(row["knowledge_base_id"], row["id"], row["content_revision"])
+
+        stale_assets = await self._queue.complete_ready(lease, chunks, write_vectors, revision=row["content_revision"],
+                                                        before_commit=publish_snapshot, **hooks)
         await self._after_swap(row, [c.id for c in chunks], stale_assets)
 
     async def _after_swap(self, row: dict[str, Any], published: list[Any], stale_assets: list[str]) -> None:
-        """The previous revision's vectors, asset objects and snapshot go only now, after the swap
-        committed; a failure (or a crash) here leaves garbage the janitor removes, never a gap."""
+        """The previous revision's vectors and asset objects go only now, after the swap committed;
+        a failure (or a crash) here leaves garbage the janitor removes, never a gap. (Its snapshot
+        was replaced by the new one's rename, the commit's last step.)"""
         try:
             await self._vectors.delete_document_except(row["id"], published)
             for key in stale_assets:
                 await self._storage.delete(key)
-            await self._snapshots.publish(row["knowledge_base_id"], row["id"], row["content_revision"])
         except Exception:
             log.exception("could not remove the previous revision of %s; the janitor will", row["id"])
 

@@ -178,7 +178,8 @@ class JobQueue:
 
     async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
                              write_vectors: Callable[[], Awaitable[None]], *, revision: int,
-                             lock_first: ConnHook | None = None, alongside: ConnHook | None = None) -> list[str]:
+                             lock_first: ConnHook | None = None, alongside: ConnHook | None = None,
+                             before_commit: Callable[[], Awaitable[None]] | None = None) -> list[str]:
         """INDEXING -> READY: the revision swap. The new revision's chunks go in, ``published_revision``
         becomes ``revision``, the previous revision's chunk and asset rows go and the job ends, all
         in one transaction: search sees the old revision or the new one, never a mix or nothing.
@@ -214,6 +215,8 @@ class JobQueue:
                 (len(chunks), revision, lease.document_id),
             )
             await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+            if before_commit is not None:  # the last step before the commit (the snapshot's rename)
+                await before_commit()
             return [r["object_key"] for r in stale]
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 
