@@ -182,12 +182,19 @@ async def test_search_never_returns_chunks_of_documents_that_are_not_ready(clien
     await process_all(container)
     query = {"query": "steamed dumplings", "top_k": 5}
     assert len((await client.post(f"/api/knowledge-bases/{kb}/search", json=query)).json()["results"]) == 1
-    # a crashed worker may leave vectors and chunks behind for a document that is not READY
+    # a crashed worker may leave vectors and chunks behind for a document that has no published
+    # revision (SPEC §4 rule 3: it never reached READY, or it was deleted or outdated)
     for status in ("PENDING", "EMBEDDING", "INDEXING", "FAILED", "DELETED", "OUTDATED"):
-        await container.db.execute("UPDATE documents SET status = %s WHERE id = %s", (status, doc))
+        await container.db.execute("UPDATE documents SET status = %s, published_revision = NULL WHERE id = %s",
+                                   (status, doc))
         assert await container.vectors.count_by_document(doc) > 0
         r = await client.post(f"/api/knowledge-bases/{kb}/search", json=query)
         assert r.json()["results"] == [], status
+    # nor chunks of another revision than the published one, whatever the status says
+    await container.db.execute("UPDATE documents SET status = 'READY', published_revision = 1 WHERE id = %s", (doc,))
+    assert len((await client.post(f"/api/knowledge-bases/{kb}/search", json=query)).json()["results"]) == 1
+    await container.db.execute("UPDATE chunks SET revision = 2 WHERE document_id = %s", (doc,))
+    assert (await client.post(f"/api/knowledge-bases/{kb}/search", json=query)).json()["results"] == []
 
 
 async def test_search_is_confined_to_its_knowledge_base(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]

@@ -30,6 +30,7 @@ RULES = {
     ("POST", "/api/knowledge-bases/{kb_id}/embedding-migration"): KB_EDIT,
     ("GET", "/api/knowledge-bases/{kb_id}/embedding-migration"): KB_READ,
     ("DELETE", "/api/knowledge-bases/{kb_id}/embedding-migration"): KB_EDIT,
+    ("GET", "/api/knowledge-bases/{kb_id}/reindex"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/search"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/answer"): KB_READ,
     ("POST", "/api/knowledge-bases/{kb_id}/connectors"): KB_EDIT,

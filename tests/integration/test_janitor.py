@@ -88,8 +88,9 @@ async def test_sweep_removes_exactly_the_orphans(container) -> None:  # type: ig
     foreign = "README/notes.txt"
     await put_old(container, foreign)
 
-    # the failed document keeps its source but its vectors go
-    await container.db.execute("UPDATE documents SET status = 'FAILED' WHERE id = %s", (failed,))
+    # the failed document (nothing published) keeps its source but its vectors go
+    await container.db.execute("UPDATE documents SET status = 'FAILED', published_revision = NULL WHERE id = %s",
+                               (failed,))
     await container.db.execute("UPDATE ingestion_jobs SET status = 'FAILED' WHERE document_id = %s", (failed,))
     assert await container.vectors.count_by_document(failed) > 0
     # vectors of a document that no longer exists

@@ -144,11 +144,15 @@ async def test_reindex_of_unchanged_text_hits_the_embedding_cache(container, emb
     await worker_for(container).run_until_idle()
     first_calls = spy.calls
     assert first_calls > 0
-    ids_before = [c.id for c in await container.documents.chunks(doc)]
+    before = await container.documents.chunks(doc)
     await container.lifecycle.reindex(doc)
     await worker_for(container).run_until_idle()
     assert spy.calls == first_calls  # nothing embedded again
-    assert [c.id for c in await container.documents.chunks(doc)] == ids_before  # stable ids
+    after = await container.documents.chunks(doc)
+    assert [c.content for c in after] == [c.content for c in before]
+    # a new revision, built beside the published one: new ids, the old ones gone with their vectors
+    assert not {c.id for c in after} & {c.id for c in before}
+    assert await container.vectors.count_by_document(doc) == len(after)
     assert (await container.documents.get(doc)).status == D.READY
 
 

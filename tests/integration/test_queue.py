@@ -78,7 +78,7 @@ async def test_fencing_refuses_every_write_of_a_worker_that_lost_its_job(contain
     with pytest.raises(LeaseLostError):
         await container.queue.report_progress(a, {"done": 1})
     with pytest.raises(LeaseLostError):
-        await container.queue.complete_ready(a, [], _fail_if_called)
+        await container.queue.complete_ready(a, [], _fail_if_called, revision=1)
     with pytest.raises(LeaseLostError):
         await container.queue.fail(a, error="x", will_retry=False, delay_seconds=0, document_message="x",
                                    cleanup=_fail_if_called)

@@ -131,9 +131,11 @@ async def test_modes_filters_and_citations(client: httpx.AsyncClient, container,
     assert len({h["document_id"] for h in grouped}) == len(grouped) == len(ids)
     assert grouped[0]["chunk_id"] == everything[0]["chunk_id"]  # a document ranks by its best chunk
 
-    # SPEC §4: not READY, never returned — in every mode, with every filter
+    # SPEC §4 rule 3: no published revision (never READY, deleted, outdated), never returned — in every
+    # mode, with every filter, whatever vectors and chunks a crashed worker left
     for status in ("PENDING", "EMBEDDING", "FAILED", "DELETED", "OUTDATED"):
-        await container.db.execute("UPDATE documents SET status = %s WHERE id = %s", (status, ids["manual.md"]))
+        await container.db.execute("UPDATE documents SET status = %s, published_revision = NULL WHERE id = %s",
+                                   (status, ids["manual.md"]))
         for mode in MODES:
             for flt in ({}, {"filename": "*.md"}, {"heading": "Error"}, {"document_ids": [ids["manual.md"]]}):
                 hits = await search(client, kb, query="E-4821", mode=mode, filters=flt)

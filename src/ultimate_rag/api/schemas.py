@@ -129,7 +129,12 @@ class DocumentOut(BaseModel):
     parser: dict[str, str | None] | None
     duplicate_of: UUID | None
     dedup: dict[str, Any] = Field(default_factory=dict, description="the duplicate verdict, when there is one")
-    content_revision: int
+    content_revision: int = Field(description="the revision being built, or the last one built: every rebuild"
+                                              " (reindex, re-upload, recover, connector re-sync) is a new one")
+    published_revision: int | None = Field(
+        default=None, description="the revision search serves (the last one that reached READY); null: none")
+    searchable: bool = Field(default=False, description="search serves this document's published revision: also"
+                                                        " while a newer revision is built, or after it failed")
     source: dict[str, Any]
     warnings: list[str] = Field(default_factory=list,
                                 description="what parsing left out or changed: an image downscaled, unreadable pages")
@@ -150,6 +155,7 @@ class DocumentOut(BaseModel):
             progress=doc.progress,
             parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
             duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision,
+            published_revision=doc.published_revision, searchable=doc.searchable,
             source=redact_config(doc.source), warnings=list(doc.warnings),
             timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,
             indexed_at=doc.indexed_at, deleted_at=doc.deleted_at, error_history=error_history,
@@ -203,3 +209,17 @@ class ReindexIn(BaseModel):
 class ReindexOut(BaseModel):
     queued: int
     skipped_active: int
+
+
+class RebuildProgressOut(BaseModel):
+    """The last bulk reindex of a knowledge base: a rolling rebuild, during which every document
+    keeps serving its published revision until its new one is READY (then swapped at once)."""
+
+    started_at: datetime | None = Field(description="when the last bulk reindex began; null: none ever ran")
+    queued: int = Field(default=0, description="documents that bulk reindex queued")
+    rebuilt: int = Field(default=0, description="of those, READY with their new revision")
+    pending: int = Field(default=0, description="still in the pipeline (their previous revision serving meanwhile)")
+    failed: int = Field(default=0, description="FAILED: those with a published revision still serve it")
+    removed: int = Field(default=0, description="deleted or OUTDATED since")
+    searchable: int = Field(default=0, description="of the queued documents, how many search serves right now")
+    finished: bool = Field(default=True, description="nothing is pending")

@@ -47,6 +47,9 @@ class Document:
     duplicate_of: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    searchable: bool = False  # search serves its published revision (also while a rebuild runs or after one failed)
+    published_revision: int | None = None
+    content_revision: int = 1
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -62,7 +65,9 @@ class Document:
                    chunk_count=int(d.get("chunk_count") or 0), attempts=int(d.get("attempts") or 0),
                    progress=d.get("progress") or {},
                    duplicate_of=str(d["duplicate_of"]) if d.get("duplicate_of") else None,
-                   created_at=_time(d.get("created_at")), updated_at=_time(d.get("updated_at")), raw=d)
+                   created_at=_time(d.get("created_at")), updated_at=_time(d.get("updated_at")),
+                   searchable=bool(d.get("searchable")), published_revision=d.get("published_revision"),
+                   content_revision=int(d.get("content_revision") or 1), raw=d)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,11 @@ def chunk_id(document_id: UUID, revision: int, ordinal: int, content: str) -> UU
     return uuid5(_CHUNK_NS, f"{document_id}:{revision}:{ordinal}:{digest}")
 
 
-def asset_id(document_id: UUID, locator_key: str) -> UUID:
-    return uuid5(_ASSET_NS, f"{document_id}:{locator_key}")
+def asset_id(document_id: UUID, locator_key: str, revision: int = 1) -> UUID:
+    """Per revision (a rebuild stores its assets beside the published revision's, which its
+    citations link); revision 1 keeps the ids assets had before revisions existed."""
+    name = f"{document_id}:{locator_key}" if revision <= 1 else f"{document_id}:{revision}:{locator_key}"
+    return uuid5(_ASSET_NS, name)
 
 
 def source_object_key(knowledge_base_id: UUID, document_id: UUID, extension: str, revision: int = 1) -> str:

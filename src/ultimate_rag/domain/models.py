@@ -78,6 +78,11 @@ class Document:
     job_status: JobStatus | None = None
     dedup: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # what parsing left out or changed (ParsedDocument.metadata["warnings"])
+    published_revision: int | None = None  # the revision search serves (SPEC §4 rule 3); None: not searchable
+
+    @property
+    def searchable(self) -> bool:
+        return self.published_revision is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,7 +240,8 @@ def _chunk(filename: str, c: Chunk, hit: bool) -> dict[str, Any]:
 
 def _document(d: Document) -> dict[str, Any]:
     keys = ("id", "knowledge_base_id", "filename", "mime_type", "size_bytes", "sha256", "status", "error_message",
-            "attempts", "chunk_count", "progress", "parser", "duplicate_of", "created_at", "updated_at", "indexed_at")
+            "searchable", "published_revision", "content_revision", "attempts", "chunk_count", "progress", "parser",
+            "duplicate_of", "created_at", "updated_at", "indexed_at")
     return {k: d.raw.get(k) for k in keys if k in d.raw}
 
 

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 _MISSING = """
 SELECT c.id, c.document_id, c.knowledge_base_id, c.ordinal, c.content, c.heading_path
 FROM chunks c JOIN documents d ON d.id = c.document_id
-WHERE d.status = 'READY' AND c.id > %(after)s
+WHERE c.revision = d.published_revision AND c.id > %(after)s  -- searchable chunks (search_filters.py)
   AND NOT EXISTS (SELECT 1 FROM chunk_sparse_vectors s WHERE s.chunk_id = c.id)
 ORDER BY c.id LIMIT %(n)s
 """

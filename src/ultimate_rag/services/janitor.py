@@ -3,7 +3,9 @@
 A crash between storing and committing leaves things no database row owns: a source object whose
 document was never created, an old revision after a re-upload, a stale asset, the temp file of an
 interrupted write, a chunk snapshot of a document or knowledge base that is gone, vectors of a
-document that is not READY. They are invisible to users (search keeps READY documents only) but
+document that is not READY, and a rebuild's leftovers (vectors, asset objects, snapshots of a revision
+that is neither published nor being built). They are invisible to users (search keeps the chunks of
+published revisions only) but
 they cost storage and confuse operators, so they are removed here, under three rules:
 
 * one sweeper at a time, across every process and machine (a PostgreSQL advisory lock);
@@ -175,7 +177,7 @@ class Janitor:
             ids = list(kb.documents)
             for start in range(0, len(ids), self._batch_size):
                 chunk = ids[start:start + self._batch_size]
-                existing = await self._maintenance.existing_documents(chunk)
+                existing = await self._maintenance.document_revisions(chunk)
                 for document_id in chunk:
                     if document_id not in existing and kb.documents[document_id] <= cutoff:
                         await self._snapshots.delete_document(kb_id, document_id)
@@ -183,6 +185,18 @@ class Janitor:
                     elif document_id in existing:
                         report.temp_files += await asyncio.to_thread(
                             remove_stale_files, self._snapshots.temp_files(kb_id, document_id), cutoff)
+                        report.snapshots += await self._sweep_revisions(kb_id, document_id, *existing[document_id],
+                                                                        cutoff)
+
+    async def _sweep_revisions(self, kb_id: UUID, document_id: UUID, published: int | None, latest: int,
+                               cutoff: datetime) -> list[str]:
+        """A published revision whose snapshot was not renamed (a crash right after its swap) gets
+        it renamed; snapshots of other revisions than the published one and the one being built,
+        older than the grace period, go (a failed or abandoned rebuild's)."""
+        if published is not None and self._snapshots.revision_path(kb_id, document_id, published).exists():
+            await self._snapshots.publish(kb_id, document_id, published)
+        return await asyncio.to_thread(self._snapshots.prune, kb_id, document_id,
+                                       lambda n: n not in (published, latest), cutoff.timestamp())
 
     # -- embedding cache -------------------------------------------------------------------------
     async def _evict_cache(self, report: SweepReport, _cutoff: datetime) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from enum import StrEnum
+from typing import Any
 from uuid import UUID
 
 from ..adapters.postgres.documents import DocumentRepository
@@ -114,8 +115,12 @@ class DocumentLifecycle:
         return await self._repo.bulk_reindex(knowledge_base_id, statuses=statuses, current_parsers=parsers)
 
     async def _drop_vectors(self, document_id: UUID) -> None:
-        """A document that is not READY holds no vectors (its chunks went in the same transaction)."""
+        """A cancelled run leaves no vectors but those of the published revision, which keeps serving."""
         try:
-            await self._vectors.delete_by_document(document_id)
+            keep = await self._documents.published_chunk_ids(document_id)
+            await self._vectors.delete_document_except(document_id, keep)
         except Exception:
-            log.exception("could not remove the vectors of %s; search still hides them (not READY)", document_id)
+            log.exception("could not remove the unpublished vectors of %s; search never serves them", document_id)
+
+    async def rebuild_progress(self, knowledge_base_id: UUID) -> dict[str, Any] | None:
+        return await self._repo.rebuild_progress(knowledge_base_id)

@@ -137,8 +137,7 @@ class DocumentProcessor:
 
         await self._queue.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})
 
-        async def write_vectors() -> None:
-            await self._vectors.delete_by_document(lease.document_id)
+        async def write_vectors() -> None:  # beside the published revision's: nothing is deleted before the swap
             if plan is None or gens is None:
                 await self._vectors.upsert(row["knowledge_base_id"], embedded)
             else:
@@ -148,7 +147,23 @@ class DocumentProcessor:
                 await self._centroids.add(row["knowledge_base_id"], embedding.embedder.name, embedded)
 
         hooks = self._dedup.completion_hooks(row["knowledge_base_id"], row["id"], decision) if decision else {}
-        await self._queue.complete_ready(lease, chunks, write_vectors, **hooks)
+        async def publish_snapshot() -> None:  # READY readers find chunks.json of the revision they see
+            await self._snapshots.publish(row["knowledge_base_id"], row["id"], row["content_revision"])
+
+        stale_assets = await self._queue.complete_ready(lease, chunks, write_vectors, revision=row["content_revision"],
+                                                        before_commit=publish_snapshot, **hooks)
+        await self._after_swap(row, [c.id for c in chunks], stale_assets)
+
+    async def _after_swap(self, row: dict[str, Any], published: list[Any], stale_assets: list[str]) -> None:
+        """The previous revision's vectors and asset objects go only now, after the swap committed;
+        a failure (or a crash) here leaves garbage the janitor removes, never a gap. (Its snapshot
+        was replaced by the new one's rename, the commit's last step.)"""
+        try:
+            await self._vectors.delete_document_except(row["id"], published)
+            for key in stale_assets:
+                await self._storage.delete(key)
+        except Exception:
+            log.exception("could not remove the previous revision of %s; the janitor will", row["id"])
 
     async def _embed_for_target(self, plan: IndexPlan | None, chunks: list[Chunk], texts: list[str],
                                 kb_id: Any, document_id: Any) -> list[tuple[Generation, list[EmbeddedChunk]]]:
@@ -178,7 +193,9 @@ class DocumentProcessor:
                                  "indexed; it is indexed again with the new model")
 
     async def cleanup_partial_index(self, lease: Lease) -> None:
-        await self._vectors.delete_by_document(lease.document_id)
+        """A failed attempt: the vectors it wrote go; the published revision's stay and serve."""
+        keep = await self._queue.published_chunk_ids(lease.document_id)
+        await self._vectors.delete_document_except(lease.document_id, keep)
 
     def _progress(self, lease: Lease) -> ProgressCallback:
         last = 0.0
@@ -239,7 +256,7 @@ class DocumentProcessor:
         kb_id, doc_id = row["knowledge_base_id"], row["id"]
         assets: list[DocumentAsset] = []
         for parsed_asset in parsed.assets:
-            ident = asset_id(doc_id, parsed_asset.locator_key)
+            ident = asset_id(doc_id, parsed_asset.locator_key, row["content_revision"])
             ext = mimetypes.guess_extension(parsed_asset.mime_type) or ""
             key = asset_object_key(kb_id, doc_id, ident, ext)
             await self._storage.put(key, parsed_asset.data, parsed_asset.mime_type)
@@ -248,7 +265,7 @@ class DocumentProcessor:
                 mime_type=parsed_asset.mime_type, size_bytes=len(parsed_asset.data), page=parsed_asset.page,
                 description=parsed_asset.description, locator_key=parsed_asset.locator_key,
             ))
-        for stale_key in await self._queue.replace_assets(lease, assets):
+        for stale_key in await self._queue.replace_assets(lease, assets, row["content_revision"]):
             await self._storage.delete(stale_key)
         return {a.locator_key: a for a in assets}
 
@@ -270,7 +287,7 @@ class DocumentProcessor:
         }
         try:
             await self._snapshots.save(knowledge_base_id=row["knowledge_base_id"], document_id=row["id"],
-                                       snapshot=snapshot)
+                                       snapshot=snapshot, revision=row["content_revision"])
         except OSError as exc:
             raise TransientError(f"could not write the chunk snapshot: {exc.strerror or exc}") from exc
 

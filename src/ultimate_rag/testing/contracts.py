@@ -176,6 +176,27 @@ class VectorStoreContract:
         hits = await self._search(vector_store, kb, target, 3, lambda h: len(h) == 1)
         assert [h.chunk_id for h in hits] == [items[2].chunk.id]
 
+    async def test_delete_document_except_keeps_the_published_revision(self, vector_store: Any) -> None:
+        """A revision swap: the document's vectors other than its published chunks go; other
+        documents' stay; with nothing to keep, all of the document's go."""
+        rng = random.Random(9)
+        kb, doc, other = uuid4(), uuid4(), uuid4()
+        published = [embedded(kb, doc, unit_vector(rng, self.dimension), i) for i in range(3)]
+        building = [embedded(kb, doc, unit_vector(rng, self.dimension), i) for i in range(4)]
+        bystander = embedded(kb, other, unit_vector(rng, self.dimension))
+        await vector_store.upsert(kb, [*published, *building, bystander])
+        assert await vector_store.count_by_document(doc) == 7
+        await vector_store.delete_document_except(doc, [i.chunk.id for i in published])
+        assert await vector_store.count_by_document(doc) == 3
+        assert await vector_store.count_by_document(other) == 1
+        expected = {i.chunk.id for i in [*published, bystander]}
+        hits = await self._search(vector_store, kb, published[0].embedding, 10,
+                                  lambda h: {x.chunk_id for x in h} == expected)
+        assert {h.chunk_id for h in hits} == expected
+        await vector_store.delete_document_except(doc, [])
+        assert await vector_store.count_by_document(doc) == 0
+        assert await vector_store.count_by_document(other) == 1
+
     async def test_upsert_is_idempotent_and_replaces_by_chunk_id(self, vector_store: Any) -> None:
         rng = random.Random(8)
         kb, doc = uuid4(), uuid4()

@@ -30,7 +30,8 @@ async def add_document(db: Any, kb: UUID, filename: str, mime: str, vectors: lis
     doc = uuid4()
     await db.execute("INSERT INTO knowledge_bases (id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING", (kb, str(kb)))
     await db.execute("INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256,"
-                     " object_key, status) VALUES (%s, %s, %s, %s, 1, 'x', 'x', 'READY')", (doc, kb, filename, mime))
+                     " object_key, status, published_revision)"
+                     " VALUES (%s, %s, %s, %s, 1, 'x', 'x', 'READY', 1)", (doc, kb, filename, mime))
     items = []
     for i, (dense, sparse, headings) in enumerate(vectors):
         chunk = Chunk(id=uuid4(), document_id=doc, knowledge_base_id=kb, ordinal=i, content="x", token_count=1,

@@ -184,9 +184,14 @@ class SyncQueue:
             await reset_job(conn, document_id, operation=operation, force=False, max_attempts=max_attempts)
             await conn.execute(
                 "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, error_message = NULL,"
-                " duplicate_of = NULL, connector_sync_id = %s, stage_timings = jsonb_build_object('PENDING', now()),"
-                " deleted_at = CASE WHEN %s = 'ingest' THEN NULL ELSE deleted_at END, updated_at = now()"
-                " WHERE id = %s", (lease.sync_id, operation, document_id))
+                " duplicate_of = NULL, connector_sync_id = %(sync)s,"
+                " stage_timings = jsonb_build_object('PENDING', now()),"
+                # a delete unpublishes at once; an ingest is a new revision (SPEC §4 rule 3)
+                " published_revision = CASE WHEN %(op)s = 'delete' THEN NULL ELSE published_revision END,"
+                " content_revision = content_revision"
+                " + CASE WHEN %(op)s = 'ingest' AND published_revision IS NOT NULL THEN 1 ELSE 0 END,"
+                " deleted_at = CASE WHEN %(op)s = 'ingest' THEN NULL ELSE deleted_at END, updated_at = now()"
+                " WHERE id = %(id)s", {"sync": lease.sync_id, "op": operation, "id": document_id})
             await notify_workers(conn)
 
     async def items_not_in(self, lease: SyncLease, seen: list[str]) -> list[dict[str, Any]]:

@@ -9,7 +9,8 @@ SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 7));
 -- candidates --
 -- Documents with the same normalized text, and (near mode) those sharing an LSH band: two index
 -- lookups, never a scan of the knowledge base's documents (no bands: empty arrays, no band match).
--- %(matchable)s: the statuses a newer twin may outdate (status.DEDUP_MATCHABLE).
+-- %(matchable)s: the statuses a newer twin may outdate (status.DEDUP_MATCHABLE); a document whose
+-- published revision search serves (a rebuild queued or failed) is matched too.
 WITH ids AS (
     SELECT id AS document_id FROM documents
     WHERE knowledge_base_id = %(kb)s AND content_hash = %(hash)s
@@ -21,7 +22,8 @@ WITH ids AS (
 )
 SELECT d.id, d.filename, d.content_hash, d.minhash, d.created_at, d.source
 FROM ids JOIN documents d ON d.id = ids.document_id
-WHERE d.id <> %(doc)s AND d.status = ANY(%(matchable)s) AND d.id <> ALL(%(exempt)s::uuid[])
+WHERE d.id <> %(doc)s AND (d.status = ANY(%(matchable)s) OR d.published_revision IS NOT NULL)
+  AND d.id <> ALL(%(exempt)s::uuid[])
   AND d.content_hash IS NOT NULL
 ORDER BY d.created_at, d.id
 LIMIT 200;
@@ -59,5 +61,5 @@ DELETE FROM chunks WHERE document_id = %(id)s;
 
 -- outdate_document --
 UPDATE documents SET status = 'OUTDATED', duplicate_of = %(newer)s, dedup = %(verdict)s, chunk_count = 0,
-    progress = '{}'::jsonb, error_message = NULL, updated_at = now()
+    published_revision = NULL, progress = '{}'::jsonb, error_message = NULL, updated_at = now()
 WHERE id = %(id)s;

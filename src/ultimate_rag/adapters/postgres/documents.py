@@ -17,7 +17,7 @@ from ...domain.search import SearchFilters
 from ...domain.status import DocumentStatus
 from . import rows
 from .database import Connection, Database
-from .search_filters import document_conditions, heading_condition
+from .search_filters import document_conditions, heading_condition, searchable_chunk
 
 NOTIFY_CHANNEL = "ultimate_rag_jobs"
 
@@ -105,17 +105,24 @@ class DocumentRepository:
         )
         return [rows.chunk(r) for r in found]
 
+    async def published_chunk_ids(self, document_id: UUID) -> builtins.list[UUID]:
+        return await published_chunk_ids(self._db, document_id)
+
     async def assets(self, document_id: UUID) -> builtins.list[DocumentAsset]:
+        """The published revision's assets (with none published, those of the revision last built)."""
         found = await self._db.fetchall(
-            "SELECT * FROM document_assets WHERE document_id = %s ORDER BY page NULLS FIRST, locator_key",
+            "SELECT a.* FROM document_assets a JOIN documents d ON d.id = a.document_id WHERE a.document_id = %s"
+            " AND a.revision = coalesce(d.published_revision, d.content_revision)"
+            " ORDER BY a.page NULLS FIRST, a.locator_key",
             (document_id,),
         )
         return [rows.asset(r) for r in found]
 
     async def ready_chunks(self, knowledge_base_id: UUID, chunk_ids: builtins.list[UUID],
                            filters: SearchFilters | None = None) -> builtins.list[dict[str, Any]]:
-        """The double filter (SPEC §4 rule 3): only chunks whose document is READY right now — and
-        that pass the search filters, whatever the vector store proposed."""
+        """The double filter (SPEC §4 rule 3): only chunks of their document's published revision as
+        PostgreSQL records it right now — and that pass the search filters — whatever the vector
+        store proposed."""
         conds, params = (document_conditions(filters) if filters else ([], {}))
         hconds, hparams = (heading_condition(filters) if filters else ([], {}))
         extra = sql.SQL("").join(sql.SQL(" AND ") + c for c in [*conds, *hconds])
@@ -123,9 +130,17 @@ class DocumentRepository:
             sql.SQL("SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, d.filename"
                     " FROM chunks c JOIN documents d ON d.id = c.document_id"
                     " WHERE c.id = ANY(%(ids)s) AND c.knowledge_base_id = %(kb)s AND d.knowledge_base_id = %(kb)s"
-                    " AND d.status = 'READY'{}").format(extra),
+                    " AND {}{}").format(searchable_chunk(), extra),
             {"ids": chunk_ids, "kb": knowledge_base_id, **params, **hparams},
         )
+
+
+async def published_chunk_ids(db: Database, document_id: UUID) -> list[UUID]:
+    """The chunks of the document's published revision: the vectors to keep when the others go."""
+    rows = await db.fetchall(
+        sql.SQL("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.document_id = %s AND {}"
+                ).format(searchable_chunk()), (document_id,))
+    return [r["id"] for r in rows]
 
 
 async def reset_job(conn: Connection, document_id: UUID, *, operation: str, force: bool, max_attempts: int) -> None:

@@ -210,10 +210,12 @@ class EmbeddingMigrationRepository:
         return None if row is None else str(row["status"])
 
     async def document_chunks(self, document_id: UUID) -> list[dict[str, Any]]:
-        """The chunks a migration item embeds again: the document's searchable ones."""
+        """The chunks a migration item embeds again: the document's searchable ones (its published
+        revision's)."""
         return await self._db.fetchall(
-            "SELECT id, document_id, ordinal, content, heading_path FROM chunks WHERE document_id = %s"
-            " ORDER BY ordinal", (document_id,))
+            "SELECT c.id, c.document_id, c.ordinal, c.content, c.heading_path FROM chunks c"
+            " JOIN documents d ON d.id = c.document_id AND c.revision = d.published_revision"
+            " WHERE c.document_id = %s ORDER BY c.ordinal", (document_id,))
 
     async def running_ids(self) -> list[int]:
         rows = await self._db.fetchall("SELECT id FROM embedding_migrations WHERE status = 'RUNNING'")

@@ -21,8 +21,13 @@ from ...domain.status import (
 )
 from .database import Connection, Database
 from .documents import NOTIFY_CHANNEL, notify_workers, reset_job
+from .queue import STILL_SERVED, drop_unpublished
 
 CANCELLED = "cancelled by operator"
+# SQL (in a statement with %(bump)s): a rebuild of a document with a published revision is a new
+# revision, built beside the published one; with nothing published (never READY, deleted, OUTDATED)
+# there is nothing to keep beside, and the revision (so the chunk ids) stays the same
+NEW_REVISION = "CASE WHEN %(bump)s AND published_revision IS NOT NULL THEN 1 ELSE 0 END"
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class LifecycleRepository:
         async with self._db.transaction() as conn:
             locked = await lock_document(conn, document_id)
             refuse_if_active(locked)
-            await self._queue(conn, document_id, locked.status, operation="ingest", force=False)
+            await self._queue(conn, document_id, locked.status, operation="ingest", force=False, new_revision=True)
 
     async def delete(self, document_id: UUID, *, hard: bool) -> None:
         async with self._db.transaction() as conn:
@@ -97,13 +102,16 @@ class LifecycleRepository:
                 " updated_at = now(), last_error = %(e)s, error_history = error_history || jsonb_build_array("
                 " jsonb_build_object('attempt', attempts, 'at', now(), 'error', %(e)s::text))"
                 " WHERE document_id = %(id)s", {"e": CANCELLED, "id": document_id})
-            await conn.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
+            await drop_unpublished(conn, document_id)  # a cancelled rebuild: the published revision keeps serving
             await conn.execute(
-                "UPDATE documents SET status = 'FAILED', error_message = %s, progress = '{}'::jsonb, chunk_count = 0,"
+                "UPDATE documents SET status = 'FAILED', progress = '{}'::jsonb,"
+                " error_message = %s || CASE WHEN published_revision IS NOT NULL"
+                " THEN format(%s, published_revision) ELSE '' END,"
                 " upload_expires_at = NULL, upload_lease = NULL, updated_at = now() WHERE id = %s",
-                (CANCELLED, document_id))
+                (CANCELLED, STILL_SERVED, document_id))
             if then_reindex:
-                await self._queue(conn, document_id, DocumentStatus.FAILED, operation="ingest", force=True)
+                await self._queue(conn, document_id, DocumentStatus.FAILED, operation="ingest", force=True,
+                                  new_revision=True)
             return locked.status
 
     async def begin_upload(self, document_id: UUID) -> tuple[Locked, UUID]:
@@ -162,32 +170,48 @@ class LifecycleRepository:
     async def bulk_reindex(self, knowledge_base_id: UUID, *, statuses: list[str],
                            current_parsers: list[str] | None, batch_size: int = 1000) -> tuple[int, int]:
         """Queue every matching stable document of a knowledge base, in batches by id (one statement
-        and one short transaction per batch). Returns (queued, skipped because active)."""
+        and one short transaction per batch): a rolling rebuild, each document a new revision built
+        beside its published one. The documents queued are marked with the knowledge base's new
+        ``rebuild_started_at`` (see ``rebuild_progress``). Returns (queued, skipped because active)."""
         queued = skipped = 0
         after = UUID(int=0)
+        started = await self._db.fetchone(
+            "UPDATE knowledge_bases SET rebuild_started_at = clock_timestamp() WHERE id = %s"
+            " RETURNING rebuild_started_at", (knowledge_base_id,))
         while True:
             row: dict[str, Any] | None = await self._db.fetchone(BULK_REINDEX, {
                 "kb": knowledge_base_id, "after": after, "n": batch_size, "statuses": statuses,
                 "parsers": current_parsers, "max_attempts": self._max_attempts,
-                "jobs_channel": NOTIFY_CHANNEL})
+                "jobs_channel": NOTIFY_CHANNEL,
+                "started": started["rebuild_started_at"] if started else None})
             if row is None or row["last_id"] is None:
                 return queued, skipped
             queued += row["queued"]
             skipped += row["skipped"]
             after = row["last_id"]
 
+    async def rebuild_progress(self, knowledge_base_id: UUID) -> dict[str, Any] | None:
+        """The last bulk reindex of the knowledge base: when it started and, of the documents it
+        queued, how many are rebuilt (READY), pending (still in the pipeline), failed (their previous
+        revision, if any, still serving) and removed since (deleted or OUTDATED); None if none ran."""
+        return await self._db.fetchone(REBUILD_PROGRESS, {"kb": knowledge_base_id})
+
     async def _queue(self, conn: Connection, document_id: UUID, current: DocumentStatus, *, operation: str,
-                     force: bool) -> None:
+                     force: bool, new_revision: bool = False) -> None:
+        """Queue the document's job. A delete unpublishes at once (SPEC §4 rule 3); a rebuild
+        (``new_revision``) is a new content revision, built beside the published one."""
         check_transition(current, DocumentStatus.PENDING)
         await reset_job(conn, document_id, operation=operation, force=force, max_attempts=self._max_attempts)
         await conn.execute(
             "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, updated_at = now(),"
+            " published_revision = CASE WHEN %(op)s = 'delete' THEN NULL ELSE published_revision END,"
+            f" content_revision = content_revision + {NEW_REVISION},"
             # a reindexed OUTDATED document is not outdated again against the same twin (SPEC §8)
             " dedup_exempt = CASE WHEN status = 'OUTDATED' AND duplicate_of IS NOT NULL"
             "   THEN array_append(dedup_exempt, duplicate_of) ELSE dedup_exempt END,"
             " error_message = NULL, duplicate_of = NULL, stage_timings = jsonb_build_object('PENDING', now()),"
-            " deleted_at = CASE WHEN %s = 'ingest' THEN NULL ELSE deleted_at END"  # a reindex restores
-            " WHERE id = %s", (operation, document_id))
+            " deleted_at = CASE WHEN %(op)s = 'ingest' THEN NULL ELSE deleted_at END"  # a reindex restores
+            " WHERE id = %(id)s", {"op": operation, "bump": new_revision, "id": document_id})
         await notify_workers(conn)
 
 
@@ -222,6 +246,8 @@ BULK_REINDEX = LOCKED_BATCH + """, eligible AS (
 ), queued AS (
     UPDATE documents d
     SET status = 'PENDING', error_message = NULL, progress = '{}'::jsonb, duplicate_of = NULL,
+        content_revision = d.content_revision + CASE WHEN d.published_revision IS NULL THEN 0 ELSE 1 END,
+        rebuild_started_at = %(started)s,
         dedup_exempt = CASE WHEN d.status = 'OUTDATED' AND d.duplicate_of IS NOT NULL
             THEN array_append(d.dedup_exempt, d.duplicate_of) ELSE d.dedup_exempt END,
         updated_at = now(), stage_timings = jsonb_build_object('PENDING', now())
@@ -234,6 +260,20 @@ SELECT (SELECT max(id::text)::uuid FROM batch) AS last_id,
        (SELECT count(*) FROM queued) AS queued,
        (SELECT count(*) FROM docs WHERE status NOT IN ('READY', 'FAILED', 'DELETED', 'OUTDATED')) AS skipped,
        (SELECT count(*) FROM notified) AS woke
+"""
+
+
+REBUILD_PROGRESS = """
+SELECT kb.rebuild_started_at AS started_at, count(d.id) AS queued,
+       count(d.id) FILTER (WHERE d.status = 'READY') AS rebuilt,
+       count(d.id) FILTER (WHERE d.status NOT IN ('READY', 'FAILED', 'DELETED', 'OUTDATED')) AS pending,
+       count(d.id) FILTER (WHERE d.status = 'FAILED') AS failed,
+       count(d.id) FILTER (WHERE d.status IN ('DELETED', 'OUTDATED')) AS removed,
+       count(d.id) FILTER (WHERE d.published_revision IS NOT NULL) AS searchable
+FROM knowledge_bases kb
+LEFT JOIN documents d ON d.knowledge_base_id = kb.id AND d.rebuild_started_at = kb.rebuild_started_at
+WHERE kb.id = %(kb)s AND kb.rebuild_started_at IS NOT NULL
+GROUP BY kb.rebuild_started_at
 """
 
 
@@ -298,7 +338,7 @@ QUEUE_KB_DELETES = LOCKED_BATCH + """, reset AS (
 ), queued AS (
     UPDATE documents d
     SET status = 'PENDING', progress = '{}'::jsonb, error_message = NULL, updated_at = now(),
-        stage_timings = jsonb_build_object('PENDING', now())
+        published_revision = NULL, stage_timings = jsonb_build_object('PENDING', now())
     FROM reset r WHERE d.id = r.document_id
     RETURNING d.id
 ), notified AS (

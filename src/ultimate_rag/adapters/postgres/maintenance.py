@@ -75,6 +75,11 @@ class MaintenanceRepository:
     async def existing_documents(self, ids: Iterable[UUID]) -> set[UUID]:
         return {r["id"] for r in await self._db.fetchall(Q["existing_documents"], {"ids": list(ids)})}
 
+    async def document_revisions(self, ids: Iterable[UUID]) -> dict[UUID, tuple[int | None, int]]:
+        """Per existing document: (published revision, revision last queued)."""
+        rows = await self._db.fetchall(Q["document_revisions"], {"ids": list(ids)})
+        return {r["id"]: (r["published_revision"], r["content_revision"]) for r in rows}
+
     async def existing_knowledge_bases(self, ids: Iterable[UUID]) -> set[UUID]:
         return {r["id"] for r in await self._db.fetchall(Q["existing_knowledge_bases"], {"ids": list(ids)})}
 
@@ -88,17 +93,20 @@ class MaintenanceRepository:
         return [r["document_id"] for r in await self._db.fetchall(sql, {"after": after, "limit": limit})]
 
     async def remove_orphan_vectors(self, table: str, document_ids: Sequence[UUID]) -> dict[UUID, int]:
-        """Delete the vectors of those documents that are not READY and whose job no worker runs
-        (locked meanwhile), or whose row is gone. Returns vectors removed per document."""
-        candidates = await self._db.fetchall(Q["vector_candidates"], {"ids": list(document_ids)})
+        """Delete the vectors (dense and sparse) that are not chunks of their document's published
+        revision, of documents whose job no worker runs (locked meanwhile), or whose row is gone.
+        Returns dense vectors removed per document."""
+        candidates = await self._db.fetchall(Q["vector_candidates"].replace("{table}", _identifier(table)),
+                                             {"ids": list(document_ids)})
         gone = [r["document_id"] for r in candidates if r["gone"]]
         present = [r["document_id"] for r in candidates if not r["gone"]]
         if not candidates:
             return {}
         async with self._db.transaction() as conn:
             idle = [r["document_id"] for r in await _all(conn, Q["lock_idle_jobs"], {"ids": sorted(present)})]
-            sql = Q["delete_orphan_vectors"].replace("{table}", _identifier(table))
-            removed = await _all(conn, sql, {"idle": idle, "gone": gone})
+            sql = Q["delete_orphan_vectors"]
+            removed = await _all(conn, sql.replace("{table}", _identifier(table)), {"idle": idle, "gone": gone})
+            await conn.execute(sql.replace("{table}", "chunk_sparse_vectors"), {"idle": idle, "gone": gone})
         counts: dict[UUID, int] = {}
         for row in removed:
             counts[row["document_id"]] = counts.get(row["document_id"], 0) + 1

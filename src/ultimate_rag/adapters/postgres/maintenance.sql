@@ -26,6 +26,9 @@ WHERE d.id = ANY(%(ids)s);
 -- existing_documents --
 SELECT id FROM documents WHERE id = ANY(%(ids)s);
 
+-- document_revisions --
+SELECT id, published_revision, content_revision FROM documents WHERE id = ANY(%(ids)s);
+
 -- existing_knowledge_bases --
 SELECT id FROM knowledge_bases WHERE id = ANY(%(ids)s);
 
@@ -46,12 +49,16 @@ WITH RECURSIVE ids AS (
 SELECT document_id FROM ids WHERE document_id IS NOT NULL LIMIT %(limit)s;
 
 -- vector_candidates --
--- Of these documents holding vectors, those that are not READY (or no longer exist). An UPLOADING
--- document keeps its vectors: a re-upload that never commits restores its previous status, READY
--- included, with the previous revision's chunks and vectors.
+-- Of these documents holding vectors, those holding a vector that is not a chunk of their published
+-- revision (a failed or crashed rebuild's, the previous revision's after a swap whose cleanup did not
+-- run, any of a document that is not searchable), or that no longer exist. An UPLOADING document
+-- keeps everything: a re-upload that never commits restores its previous status. {table} as above.
 SELECT i.id AS document_id, d.id IS NULL AS gone
 FROM unnest(%(ids)s::uuid[]) AS i(id) LEFT JOIN documents d ON d.id = i.id
-WHERE d.id IS NULL OR d.status NOT IN ('READY', 'UPLOADING');
+WHERE d.id IS NULL
+   OR (d.status <> 'UPLOADING' AND EXISTS (
+        SELECT 1 FROM {table} v WHERE v.document_id = d.id AND NOT EXISTS (
+            SELECT 1 FROM chunks c WHERE c.id = v.chunk_id AND c.document_id = d.id AND c.revision = d.published_revision)));
 
 -- lock_idle_jobs --
 -- The jobs of these documents that no worker runs, locked: while the lock is held no worker can
@@ -62,11 +69,15 @@ ORDER BY document_id
 FOR UPDATE SKIP LOCKED;
 
 -- delete_orphan_vectors --
--- Run after lock_idle_jobs in the same transaction (a new snapshot: the READY check is current).
+-- Run after lock_idle_jobs in the same transaction (a new snapshot: the published check is current).
 -- %(idle)s: documents whose job we hold; %(gone)s: documents whose row is gone (ids never return).
+-- Kept: the chunks of each document's published revision (what search serves), and everything of
+-- an UPLOADING document. {table}: the dense table, then the sparse one.
 DELETE FROM {table} v
 WHERE (v.document_id = ANY(%(idle)s)
-       AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = v.document_id AND d.status IN ('READY', 'UPLOADING')))
+       AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = v.document_id AND (d.status = 'UPLOADING'
+           OR EXISTS (SELECT 1 FROM chunks c WHERE c.id = v.chunk_id AND c.document_id = d.id
+                      AND c.revision = d.published_revision))))
    OR (v.document_id = ANY(%(gone)s)
        AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.id = v.document_id))
 RETURNING v.document_id;

@@ -24,7 +24,7 @@ from ...domain.models import Chunk, DocumentAsset, Lease
 from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
 from .batching import GroupedCalls
 from .database import Connection, Database
-from .documents import NOTIFY_CHANNEL, notify_workers
+from .documents import NOTIFY_CHANNEL, notify_workers, published_chunk_ids
 from .sql import load_queries
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class JobQueue:
                 "retry_delay": self.retry_delay_seconds, "poison_after": self.poison_after,
                 "lost_message": LOST_MESSAGE, "interrupted_message": INTERRUPTED_MESSAGE,
                 "poison_message": POISON_MESSAGE, "restorable": _RESTORABLE,
-                "upload_message": UPLOAD_EXPIRED_MESSAGE}
+                "upload_message": UPLOAD_EXPIRED_MESSAGE, "still_served": STILL_SERVED}
 
     async def heartbeat(self, lease: Lease) -> bool:
         row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))
@@ -183,13 +183,19 @@ class JobQueue:
         await self._fenced_update(lease, _SET_WARNINGS, {"warnings": Jsonb(list(warnings))})
 
     async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
-                             write_vectors: Callable[[], Awaitable[None]], *, lock_first: ConnHook | None = None,
-                             alongside: ConnHook | None = None) -> None:
-        """INDEXING -> READY: replace the chunks, set READY and end the job, all in one transaction.
+                             write_vectors: Callable[[], Awaitable[None]], *, revision: int,
+                             lock_first: ConnHook | None = None, alongside: ConnHook | None = None,
+                             before_commit: Callable[[], Awaitable[None]] | None = None) -> list[str]:
+        """INDEXING -> READY: the revision swap. The new revision's chunks go in, ``published_revision``
+        becomes ``revision``, the previous revision's chunk and asset rows go and the job ends, all
+        in one transaction: search sees the old revision or the new one, never a mix or nothing.
+        Returns the object keys of the previous revision's assets, to remove after the commit (with
+        the previous revision's vectors and snapshot: a crash first leaves them to the janitor).
 
         READY is the commit flag (SPEC §4 rule 2): it is written last, together with the facts it
-        vouches for, and only while the job is still ours. ``write_vectors`` runs while the job row
-        is locked by this transaction, so no other worker can own the job while vectors are written.
+        vouches for, and only while the job is still ours. ``write_vectors`` (the new revision's
+        vectors, beside the published ones) runs while the job row is locked by this transaction,
+        so no other worker can own the job while vectors are written.
         """
         async with self.fenced(lease, lock_first) as (conn, current):
             check_transition(current, DocumentStatus.READY)
@@ -201,11 +207,17 @@ class JobQueue:
             async with conn.cursor() as cur:
                 await cur.executemany(
                     Q["insert_chunk"],
-                    [(c.id, c.document_id, c.knowledge_base_id, c.ordinal, c.content, c.token_count,
+                    [(c.id, c.document_id, c.knowledge_base_id, revision, c.ordinal, c.content, c.token_count,
                       list(c.heading_path), Jsonb(c.locator.to_metadata()), Jsonb(c.metadata)) for c in chunks],
                 )
-            await conn.execute(Q["document_ready"], {**document, "chunk_count": len(chunks)})
+            stale = await (await conn.execute(Q["delete_other_revisions_assets"],
+                                              {**document, "revision": revision})).fetchall()
+            await conn.execute(Q["document_ready"], {**document, "chunk_count": len(chunks), "revision": revision})
             await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+            if before_commit is not None:  # the last step before the commit (the snapshot's rename)
+                await before_commit()
+            return [r["object_key"] for r in stale]
+        raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 
     async def complete_already_ready(self, lease: Lease) -> None:
         """``complete`` for a document that is READY already: only the job changes. Concurrent
@@ -240,7 +252,8 @@ class JobQueue:
     async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
                    document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
         """End this attempt: retry later (job and document PENDING) or FAILED. The partial index is
-        cleaned by ``cleanup`` while the job row is still locked by us."""
+        cleaned by ``cleanup`` while the job row is still locked by us. A published revision keeps
+        serving (a failed rebuild), and a FAILED document's message says so."""
         async with self.fenced(lease) as (conn, current):
             if cleanup is not None:
                 await cleanup()
@@ -252,9 +265,9 @@ class JobQueue:
             else:
                 await conn.execute(Q["fail_job"], {"job_id": lease.job_id, "error": error})
             document = {"document_id": lease.document_id}
-            await conn.execute(Q["document_attempt_ended"],
-                               {**document, "status": target.value, "message": document_message})
-            await conn.execute(Q["delete_chunks"], document)
+            await conn.execute(Q["document_attempt_ended"], {
+                **document, "status": target.value, "message": document_message, "still_served": STILL_SERVED})
+            await drop_unpublished(conn, lease.document_id)
 
     async def release(self, lease: Lease) -> None:
         """Graceful shutdown: give the job back without burning an attempt."""
@@ -265,9 +278,13 @@ class JobQueue:
                 await conn.execute(Q["document_released"], {"document_id": lease.document_id})
             await notify_workers(conn)
 
-    async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset]) -> list[str]:
+    async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset], revision: int) -> list[str]:
         async with self.fenced(lease) as (conn, _):
-            return await replace_asset_rows(conn, lease.document_id, assets)
+            return await replace_asset_rows(conn, lease.document_id, assets, revision)
+
+    async def published_chunk_ids(self, document_id: UUID) -> list[UUID]:
+        """The chunks search may serve for this document (empty when it has no published revision)."""
+        return await published_chunk_ids(self._db, document_id)
 
     async def load_document_row(self, document_id: UUID) -> dict[str, Any] | None:
         return await self._db.fetchone(Q["load_document"], {"document_id": document_id})
@@ -284,13 +301,31 @@ def _lease_params(lease: Lease) -> dict[str, Any]:
     return {"job_id": lease.job_id, "worker_id": lease.worker_id, "attempt": lease.attempt}
 
 
-async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset]) -> list[str]:
-    """Swap the document's asset rows; returns the object keys that are no longer referenced."""
-    old = await (await conn.execute(Q["delete_assets"], {"document_id": document_id})).fetchall()
+# appended to the message of a FAILED document whose published revision still serves
+STILL_SERVED = " (the previous version, revision %s, is still searchable)"
+
+
+async def drop_unpublished(conn: Connection, document_id: UUID) -> None:
+    """A rebuild or intake ended without READY: chunks of anything but the published revision go
+    (with no published revision, all of them); the published revision's stay and keep serving. Beside
+    a published revision, the failed one's asset rows go too (their objects are the janitor's)."""
+    for name in ("delete_unpublished_chunks", "delete_unpublished_assets", "unpublished_chunk_count"):
+        await conn.execute(Q[name], {"document_id": document_id})
+
+
+async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset],
+                             revision: int | None = None) -> list[str]:
+    """Swap the asset rows of one revision of the document (default: its current one; those of the
+    published revision stay until the READY commit); returns the object keys no longer referenced."""
+    if revision is None:
+        row = await (await conn.execute(Q["content_revision"], {"document_id": document_id})).fetchone()
+        revision = row["content_revision"] if row else 1
+    params = {"document_id": document_id, "revision": revision}
+    old = await (await conn.execute(Q["delete_revision_assets"], params)).fetchall()
     async with conn.cursor() as cur:
         await cur.executemany(
             Q["insert_asset"],
-            [(a.id, a.document_id, a.knowledge_base_id, a.object_key, a.mime_type, a.size_bytes, a.page,
+            [(a.id, a.document_id, a.knowledge_base_id, revision, a.object_key, a.mime_type, a.size_bytes, a.page,
               a.description, a.locator_key) for a in assets],
         )
     keep = {a.object_key for a in assets}

@@ -76,7 +76,10 @@ WITH expired AS (
 ), converged_docs AS (
     UPDATE documents d
     SET status = c.status, updated_at = now(), progress = '{}'::jsonb,
+        -- a failed rebuild: the published revision keeps serving, and the message says so
         error_message = CASE WHEN c.status = 'FAILED' THEN c.last_error
+                || CASE WHEN d.published_revision IS NOT NULL THEN format(%(still_served)s, d.published_revision)
+                        ELSE '' END
             ELSE format(%(interrupted_message)s, c.attempts, round(c.delay::numeric, 1)) END
     FROM converged c
     WHERE d.id = c.document_id AND c.status IN ('FAILED', 'PENDING')
@@ -246,8 +249,9 @@ WHERE id = %(job_id)s;
 
 -- document_ready --
 -- READY is the commit flag (SPEC §4 rule 2): written last, with the facts it vouches for.
+-- The revision swap: the new revision becomes the one search serves, in the same transaction.
 UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %(chunk_count)s,
-    progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),
+    published_revision = %(revision)s, progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),
     stage_timings = stage_timings || jsonb_build_object('READY', now())
 WHERE id = %(document_id)s;
 
@@ -259,9 +263,27 @@ UPDATE documents SET status = 'DELETED', deleted_at = now(), chunk_count = 0, pr
 WHERE id = %(document_id)s;
 
 -- document_attempt_ended --
--- A failed attempt: PENDING (a retry is scheduled) or FAILED, with its message; no chunks left.
-UPDATE documents SET status = %(status)s, error_message = %(message)s, progress = '{}'::jsonb,
-    chunk_count = 0, updated_at = now()
+-- A failed attempt: PENDING (a retry is scheduled) or FAILED, with its message; a FAILED rebuild
+-- whose published revision keeps serving says so (%(still_served)s: a format() pattern).
+UPDATE documents SET status = %(status)s,
+    error_message = %(message)s || CASE WHEN %(status)s = 'FAILED' AND published_revision IS NOT NULL
+                                        THEN format(%(still_served)s, published_revision) ELSE '' END,
+    progress = '{}'::jsonb, updated_at = now()
+WHERE id = %(document_id)s;
+
+-- delete_unpublished_chunks --
+-- An attempt ended without READY: chunks of anything but the published revision go (all of them
+-- when nothing is published); the published revision's keep serving.
+DELETE FROM chunks c USING documents d
+WHERE c.document_id = %(document_id)s AND d.id = c.document_id AND c.revision IS DISTINCT FROM d.published_revision;
+
+-- delete_unpublished_assets --
+-- Beside a published revision, the failed revision's asset rows go (their objects are the janitor's).
+DELETE FROM document_assets a USING documents d
+WHERE a.document_id = %(document_id)s AND d.id = a.document_id AND a.revision <> d.published_revision;
+
+-- unpublished_chunk_count --
+UPDATE documents SET chunk_count = CASE WHEN published_revision IS NULL THEN 0 ELSE chunk_count END
 WHERE id = %(document_id)s;
 
 -- document_released --
@@ -275,17 +297,28 @@ DELETE FROM documents WHERE id = %(document_id)s;
 DELETE FROM chunks WHERE document_id = %(document_id)s;
 
 -- insert_chunk --
-INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count, heading_path, locator,
-                    metadata)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s);
+INSERT INTO chunks (id, document_id, knowledge_base_id, revision, ordinal, content, token_count, heading_path,
+                    locator, metadata)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- delete_assets --
 DELETE FROM document_assets WHERE document_id = %(document_id)s RETURNING object_key;
 
 -- insert_asset --
-INSERT INTO document_assets (id, document_id, knowledge_base_id, object_key, mime_type, size_bytes, page,
-                             description, locator_key)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s);
+INSERT INTO document_assets (id, document_id, knowledge_base_id, revision, object_key, mime_type, size_bytes,
+                             page, description, locator_key)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- delete_revision_assets --
+-- One revision's asset rows (the published revision's stay until the READY commit).
+DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision = %(revision)s RETURNING object_key;
+
+-- delete_other_revisions_assets --
+-- At the READY commit: every other revision's asset rows; their objects are removed after the commit.
+DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision <> %(revision)s RETURNING object_key;
+
+-- content_revision --
+SELECT content_revision FROM documents WHERE id = %(document_id)s;
 
 -- delete_hash_bands --
 DELETE FROM document_hash_bands WHERE document_id = %(document_id)s;

@@ -18,7 +18,8 @@ DOCUMENT_COLUMNS = """
     d.id, d.knowledge_base_id, d.filename, d.mime_type, d.size_bytes, d.sha256, d.object_key,
     d.status, d.error_message, d.progress, d.parser_name, d.parser_version, d.chunk_count,
     d.content_revision, d.source, d.duplicate_of, d.stage_timings, d.created_at, d.updated_at,
-    d.indexed_at, d.deleted_at, d.dedup, d.warnings, j.attempts, j.max_attempts, j.status AS job_status
+    d.indexed_at, d.deleted_at, d.dedup, d.warnings, d.published_revision,
+    j.attempts, j.max_attempts, j.status AS job_status
 """
 DOCUMENT_FROM = "documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id"
 
@@ -45,6 +46,7 @@ def document(row: dict[str, Any]) -> Document:
         attempts=row.get("attempts") or 0, max_attempts=row.get("max_attempts") or 0,
         job_status=JobStatus(row["job_status"]) if row.get("job_status") else None,
         dedup=row.get("dedup") or {}, warnings=tuple(row.get("warnings") or ()),
+        published_revision=row.get("published_revision"),
     )
 
 

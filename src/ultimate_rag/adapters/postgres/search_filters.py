@@ -12,6 +12,18 @@ from psycopg import sql
 from ...domain.search import SearchFilters, glob_to_regex
 
 
+def searchable_document(alias: str = "d") -> sql.Composable:
+    """SPEC §4 rule 3, the searchable rule, in one place: a document is searchable while it has a
+    published revision (the last one that reached READY; NULL once deleted or OUTDATED)..."""
+    return sql.SQL("{}.published_revision IS NOT NULL").format(sql.Identifier(alias))
+
+
+def searchable_chunk(chunk: str = "c", document: str = "d") -> sql.Composable:
+    """... and of that document only the chunks of its published revision are (never a half-built
+    revision, even if a crashed worker left its vectors behind)."""
+    return sql.SQL("{}.revision = {}.published_revision").format(sql.Identifier(chunk), sql.Identifier(document))
+
+
 def like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -68,10 +80,10 @@ def vector_row_filter(filters: SearchFilters | None, *, kb_param: str = "kb", do
 
 
 async def matching_document_ids(db: Any, knowledge_base_id: UUID, filters: SearchFilters) -> list[UUID]:
-    """READY documents of the knowledge base that pass the document-level filters: what a vector
+    """Searchable documents of the knowledge base that pass the document-level filters: what a vector
     store without access to PostgreSQL (Milvus, Qdrant) is told to restrict its query to."""
     conds, params = document_conditions(filters)
-    query = sql.SQL("SELECT d.id FROM documents d WHERE d.knowledge_base_id = %(kb)s AND d.status = 'READY'{}").format(
-        sql.SQL("").join(sql.SQL(" AND ") + c for c in conds))
+    query = sql.SQL("SELECT d.id FROM documents d WHERE d.knowledge_base_id = %(kb)s AND {}{}").format(
+        searchable_document(), sql.SQL("").join(sql.SQL(" AND ") + c for c in conds))
     rows = await db.fetchall(query, {"kb": knowledge_base_id, **params})
     return [r["id"] for r in rows]

@@ -1,11 +1,18 @@
 """Chunk snapshots (SPEC §7): ``{root}/{kb_id}/{document_id}/chunks.json``, replaced atomically
-(temp file in the same directory, fsync, rename); retries overwrite, nothing is appended."""
+(temp file in the same directory, fsync, rename); retries overwrite, nothing is appended.
+
+``chunks.json`` is the published revision's snapshot. A rebuild writes its own beside it
+(``chunks.r{N}.json``), which the READY commit's aftermath renames over ``chunks.json``; until then
+(a crash in between included) ``load`` of the published revision finds it under its own name."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -23,21 +30,58 @@ class FilesystemChunkSnapshotStore:
     def path(self, knowledge_base_id: UUID, document_id: UUID) -> Path:
         return self.root / str(knowledge_base_id) / str(document_id) / "chunks.json"
 
-    async def save(self, *, knowledge_base_id: UUID, document_id: UUID, snapshot: dict[str, Any]) -> None:
+    def revision_path(self, knowledge_base_id: UUID, document_id: UUID, revision: int) -> Path:
+        return self.path(knowledge_base_id, document_id).with_name(f"chunks.r{int(revision)}.json")
+
+    async def save(self, *, knowledge_base_id: UUID, document_id: UUID, snapshot: dict[str, Any],
+                   revision: int | None = None) -> None:
+        """``revision``: a revision being built, written beside the published snapshot."""
         data = json.dumps(snapshot, ensure_ascii=False, indent=1, default=str).encode("utf-8")
-        await asyncio.to_thread(write_atomically, self.path(knowledge_base_id, document_id), data,
-                                temp_prefix=TEMP_PREFIX)
+        path = (self.path(knowledge_base_id, document_id) if revision is None
+                else self.revision_path(knowledge_base_id, document_id, revision))
+        await asyncio.to_thread(write_atomically, path, data, temp_prefix=TEMP_PREFIX)
+
+    async def publish(self, knowledge_base_id: UUID, document_id: UUID, revision: int) -> None:
+        """After the swap: the revision's snapshot becomes ``chunks.json``; other revisions' go."""
+        await asyncio.to_thread(self._publish, knowledge_base_id, document_id, revision)
+
+    def _publish(self, knowledge_base_id: UUID, document_id: UUID, revision: int) -> None:
+        built = self.revision_path(knowledge_base_id, document_id, revision)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(built, self.path(knowledge_base_id, document_id))
+        self.prune(knowledge_base_id, document_id, lambda n: n < revision)  # a newer one is a newer rebuild's
+
+    def prune(self, knowledge_base_id: UUID, document_id: UUID, drop: Callable[[int], bool],
+              older_than: float | None = None) -> list[str]:
+        """Remove the snapshots of the revisions ``drop`` says (only those modified before the epoch
+        time ``older_than`` when given); returns what was removed."""
+        removed = []
+        for path in self.path(knowledge_base_id, document_id).parent.glob("chunks.r*.json"):
+            number = path.name[len("chunks.r"):-len(".json")]
+            if not number.isdigit() or not drop(int(number)):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if older_than is None or path.stat().st_mtime <= older_than:
+                    path.unlink()
+                    removed.append(str(path))
+        return removed
 
     def temp_files(self, knowledge_base_id: UUID, document_id: UUID) -> list[Path]:
         """Temp files of writes that never finished (the writer was killed before its rename)."""
         return sorted(self.path(knowledge_base_id, document_id).parent.glob(f"{TEMP_PREFIX}*.tmp"))
 
-    async def load(self, knowledge_base_id: UUID, document_id: UUID) -> bytes | None:
-        path = self.path(knowledge_base_id, document_id)
-        try:
-            return await asyncio.to_thread(path.read_bytes)
-        except FileNotFoundError:
-            return None
+    async def load(self, knowledge_base_id: UUID, document_id: UUID, revision: int | None = None) -> bytes | None:
+        """``revision``'s own snapshot if it is there (not yet renamed, or never published), else
+        ``chunks.json``."""
+        paths = [self.path(knowledge_base_id, document_id)]
+        if revision is not None:
+            paths.insert(0, self.revision_path(knowledge_base_id, document_id, revision))
+        for path in paths:
+            try:
+                return await asyncio.to_thread(path.read_bytes)
+            except FileNotFoundError:
+                continue
+        return None
 
     async def delete_document(self, knowledge_base_id: UUID, document_id: UUID) -> None:
         await asyncio.to_thread(shutil.rmtree, self.path(knowledge_base_id, document_id).parent, True)

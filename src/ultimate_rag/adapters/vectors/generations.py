@@ -200,6 +200,15 @@ class IndexGenerations:
             await (await self.dense(kb_id or UUID(int=0), g)).delete_by_document(document_id)
         await self.sparse.delete_by_document(document_id)
 
+    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
+        """A document's vectors in every live generation, but those of the chunks in ``keep`` (the
+        published revision's: they serve until the next swap)."""
+        kb_id = await self._document_kb(document_id)
+        generations = (await self.plan(kb_id)).generations if kb_id else [Generation(self.default, 0)]
+        for g in generations:
+            await (await self.dense(kb_id or UUID(int=0), g)).delete_document_except(document_id, keep)
+        await self.sparse.delete_document_except(document_id, keep)
+
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         plan = await self.plan(knowledge_base_id)
         for g in plan.generations:

@@ -145,6 +145,13 @@ class MilvusVectorStore:
         await self._run("delete a document's vectors", lambda: self._get().delete(
             self.collection, filter=f'document_id == "{UUID(str(document_id))}"'))
 
+    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
+        expression = f'document_id == "{UUID(str(document_id))}"'
+        if keep:
+            expression += " and chunk_id not in [" + ", ".join(f'"{UUID(str(k))}"' for k in keep) + "]"
+        await self._run("delete a document's other vectors", lambda: self._get().delete(
+            self.collection, filter=expression))
+
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         await self._run("delete a knowledge base's vectors", lambda: self._get().delete(
             self.collection, filter=f'knowledge_base_id == "{UUID(str(knowledge_base_id))}"'))

@@ -74,6 +74,12 @@ class PgVectorStore:
             if self._with_sparse:
                 await conn.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s", (document_id,))
 
+    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
+        async with self._db.transaction() as conn:
+            for table in (self.table, SPARSE_TABLE):
+                await conn.execute(f"DELETE FROM {table} WHERE document_id = %s AND chunk_id <> ALL(%s)",
+                                   (document_id, list(keep)))
+
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         async with self._db.transaction() as conn:
             await conn.execute(f"DELETE FROM {self.table} WHERE knowledge_base_id = %s", (knowledge_base_id,))

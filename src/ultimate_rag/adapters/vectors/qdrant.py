@@ -121,6 +121,14 @@ class QdrantVectorStore:
             self.collection, points_selector=m.FilterSelector(filter=self._match("document_id", document_id)),
             wait=True))
 
+    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
+        m = self._models()
+        selector = self._match("document_id", document_id)
+        if keep:
+            selector = m.Filter(must=selector.must, must_not=[m.HasIdCondition(has_id=[str(k) for k in keep])])
+        await self._run("delete a document's other vectors", self._get().delete(
+            self.collection, points_selector=m.FilterSelector(filter=selector), wait=True))
+
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         m = self._models()
         await self._run("delete a knowledge base's vectors", self._get().delete(

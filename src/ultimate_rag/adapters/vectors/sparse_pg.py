@@ -73,6 +73,10 @@ class PostgresSparseIndex:
     async def delete_by_document(self, document_id: UUID) -> None:
         await self._db.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s", (document_id,))
 
+    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
+        await self._db.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s AND chunk_id <> ALL(%s)",
+                               (document_id, list(keep)))
+
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         await self._db.execute(f"DELETE FROM {SPARSE_TABLE} WHERE knowledge_base_id = %s", (knowledge_base_id,))
 
@@ -121,6 +125,10 @@ class HybridVectors:
     async def delete_by_document(self, document_id: UUID) -> None:
         await self.dense.delete_by_document(document_id)
         await self.sparse.delete_by_document(document_id)
+
+    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
+        await self.dense.delete_document_except(document_id, keep)
+        await self.sparse.delete_document_except(document_id, keep)
 
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         await self.dense.delete_by_knowledge_base(knowledge_base_id)

@@ -45,7 +45,7 @@ async def get_chunks(
 @router.get("/{document_id}/snapshot", responses=body_of("application/json", "the chunk snapshot (chunks.json)",
                                                             {"type": "object"}))
 async def get_snapshot(doc: ReadableDocument, container: ContainerDep) -> Response:
-    data = await container.snapshots.load(doc.knowledge_base_id, doc.id)
+    data = await container.snapshots.load(doc.knowledge_base_id, doc.id, doc.published_revision or doc.content_revision)
     if data is None:
         raise ResourceNotFoundError("this document has no chunk snapshot yet")
     return Response(data, media_type="application/json; charset=utf-8")

@@ -20,6 +20,7 @@ from ..schemas import (
     KnowledgeBaseIn,
     KnowledgeBaseList,
     KnowledgeBaseOut,
+    RebuildProgressOut,
     ReindexIn,
     ReindexOut,
 )
@@ -135,6 +136,16 @@ async def reindex_knowledge_base(kb: EditableKB, container: ContainerDep, audit:
     await audit.record("knowledge_base.reindex", knowledge_base_id=kb.id, filter=which, queued=queued,
                        skipped_active=skipped)
     return ReindexOut(queued=queued, skipped_active=skipped)
+
+
+@router.get("/{kb_id}/reindex", response_model=RebuildProgressOut)
+async def reindex_progress(kb: ReadableKB, container: ContainerDep) -> RebuildProgressOut:
+    """Progress of the last bulk reindex: rebuilt, pending and failed documents (none leaves search
+    while it runs)."""
+    row = await container.lifecycle.rebuild_progress(kb.id)
+    if row is None:
+        return RebuildProgressOut(started_at=None)
+    return RebuildProgressOut(**row, finished=row["pending"] == 0)
 
 
 @router.post("/{kb_id}/search", response_model=SearchOut)
