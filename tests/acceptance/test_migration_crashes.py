@@ -16,7 +16,6 @@ import pytest
 
 from ultimate_rag.adapters.vectors.generations import generation_table
 from ultimate_rag.domain.embedding_models import EmbeddingSpec
-from ultimate_rag.services.janitor import Janitor
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
 
@@ -95,7 +94,7 @@ async def test_sigkill_during_a_migration_completes_it_with_nothing_left_behind(
     old = await container.db.fetchone("SELECT count(*) AS n FROM chunk_vectors_384 WHERE knowledge_base_id = %s",
                                       (kb,))
     assert old["n"] == 0
-    report = await Janitor.from_container(container, grace_seconds=0).sweep()
+    report = await container.janitor.with_grace(0).sweep()
     assert report.generations == [] and not report.vectors, report.summary()
     results = await container.search.search(kb, "storage cluster nightly load test", 3)
     assert {r.document_id for r in results} <= set(docs) and results

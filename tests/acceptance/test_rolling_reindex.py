@@ -16,7 +16,6 @@ from uuid import UUID
 import pytest
 
 from ultimate_rag.domain.search import SearchFilters, SearchMode
-from ultimate_rag.services.janitor import Janitor
 from ultimate_rag.services.lifecycle import BulkReindexFilter
 from ultimate_rag.services.worker import WorkerConfig
 
@@ -123,7 +122,7 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
     assert not problems, problems[:20]
     assert searches > 3 * len(docs)
 
-    await Janitor.from_container(container, grace_seconds=0).sweep()
+    await container.janitor.with_grace(0).sweep()
     for doc in docs.values():
         row = await container.db.fetchone(
             "SELECT d.status, d.published_revision, d.content_revision, d.chunk_count, j.status AS job"

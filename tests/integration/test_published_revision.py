@@ -11,7 +11,6 @@ from uuid import UUID
 
 import httpx
 
-from ultimate_rag.services.janitor import Janitor
 from ultimate_rag.services.worker import WorkerConfig
 
 from .test_search_hybrid import backend, milvus_server, settings  # noqa: F401 - the store-parametrised fixtures
@@ -73,19 +72,19 @@ async def test_a_rebuild_serves_the_previous_revision_until_its_swap(client, con
     # the moment the new revision's vectors are in the store, before the swap commits: the store
     # proposes them, PostgreSQL still serves only the published revision
     seen_before_swap: dict[str, list[str]] = {}
-    store, upsert = container.vectors, container.vectors.upsert
+    store, write = container.indexes, container.indexes.write  # the knowledge base's index generations
 
-    async def upsert_then_search(kb_id: UUID, items: Any) -> None:
-        await upsert(kb_id, items)
+    async def write_then_search(kb_id: UUID, items: Any) -> None:
+        await write(kb_id, items)
         assert (await document(client, doc))["status"] == "INDEXING"
         for mode in MODES:
             seen_before_swap[mode] = await served(client, kb, doc, mode)
 
-    store.upsert = upsert_then_search
+    store.write = write_then_search
     try:
         await run_worker(container)
     finally:
-        del store.upsert
+        del store.write
     assert set(seen_before_swap) == set(MODES)
     for mode, found in seen_before_swap.items():
         assert found and all("nine" in c and "QUOKKA" not in c for c in found), (mode, found)
@@ -219,7 +218,7 @@ async def test_a_crash_between_swap_and_cleanup_leaves_only_what_the_janitor_rem
     folder = settings.snapshots_dir / kb / doc
     assert (await client.get(f"/api/documents/{doc}/snapshot")).json()["document"]["content_revision"] == 2
 
-    await Janitor.from_container(container, grace_seconds=0).sweep()
+    await container.janitor.with_grace(0).sweep()
     if backend["vector_store"] == "pgvector":  # the janitor sweeps the vectors it can see (pgvector's table)
         assert await container.vectors.count_by_document(UUID(doc)) == len(chunks)
     assert not list(folder.glob("chunks.r*.json"))
