@@ -209,3 +209,67 @@ WHERE id = %(id)s;
 
 -- item_sync_id --
 SELECT connector_sync_id FROM documents WHERE id = %(id)s;
+
+-- lock_kb_for_connectors --
+-- NO KEY UPDATE: two creates in one knowledge base take turns, so the connector count holds.
+SELECT deleting FROM knowledge_bases WHERE id = %(kb)s FOR NO KEY UPDATE;
+
+-- count_connectors --
+SELECT count(*) AS n FROM connectors WHERE knowledge_base_id = %(kb)s;
+
+-- insert_connector --
+-- A scheduled connector is due at once: its first sync runs on the next scheduler pass.
+INSERT INTO connectors (id, knowledge_base_id, kind, name, config, schedule_seconds, next_sync_at)
+VALUES (%(id)s, %(kb)s, %(kind)s, %(name)s, %(config)s, %(schedule)s,
+        CASE WHEN %(schedule)s::int IS NULL THEN NULL ELSE now() END)
+RETURNING *;
+
+-- get_connector --
+SELECT * FROM connectors WHERE id = %(id)s AND knowledge_base_id = %(kb)s;
+
+-- load_connector --
+SELECT * FROM connectors WHERE id = %(id)s;
+
+-- list_connectors --
+SELECT * FROM connectors WHERE knowledge_base_id = %(kb)s ORDER BY created_at, id;
+
+-- update_connector --
+-- A NULL name or config keeps the current one; the schedule changes only when %(schedule_given)s,
+-- and a new schedule is next due one period from now (none when it is cleared).
+UPDATE connectors SET updated_at = now(),
+    name = coalesce(%(name)s::text, name),
+    config = coalesce(%(config)s::jsonb, config),
+    schedule_seconds = CASE WHEN %(schedule_given)s THEN %(schedule)s::int ELSE schedule_seconds END,
+    next_sync_at = CASE WHEN NOT %(schedule_given)s THEN next_sync_at
+                        WHEN %(schedule)s::int IS NULL THEN NULL
+                        ELSE now() + make_interval(secs => %(schedule)s::int) END
+WHERE id = %(id)s AND knowledge_base_id = %(kb)s
+RETURNING *;
+
+-- lock_connector --
+SELECT id FROM connectors WHERE id = %(id)s AND knowledge_base_id = %(kb)s FOR UPDATE;
+
+-- delete_connector --
+DELETE FROM connectors WHERE id = %(id)s;
+
+-- connector_kb_deleting --
+-- FOR SHARE OF kb: a knowledge-base delete waits until the requested sync is committed (and then
+-- aborts it with the others).
+SELECT kb.deleting FROM connectors c JOIN knowledge_bases kb ON kb.id = c.knowledge_base_id
+WHERE c.id = %(id)s AND c.knowledge_base_id = %(kb)s FOR SHARE OF kb;
+
+-- insert_sync --
+-- A unique index allows one queued or running sync per connector: a second raises UniqueViolation.
+INSERT INTO connector_syncs (id, connector_id, knowledge_base_id, trigger, status, max_attempts)
+VALUES (%(id)s, %(connector_id)s, %(kb)s, %(trigger)s, 'PENDING', %(max_attempts)s)
+RETURNING *;
+
+-- lock_active_sync --
+SELECT * FROM connector_syncs WHERE connector_id = %(connector_id)s AND status = ANY(%(statuses)s) FOR UPDATE;
+
+-- get_sync --
+SELECT * FROM connector_syncs WHERE id = %(id)s;
+
+-- list_syncs --
+SELECT * FROM connector_syncs WHERE connector_id = %(connector_id)s ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
