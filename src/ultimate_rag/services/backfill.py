@@ -13,6 +13,7 @@ from uuid import UUID
 
 from ..adapters.chunking.chunker import embedding_text
 from ..adapters.embedders.cache import EmbeddingCache
+from ..adapters.postgres.backfill import BackfillRepository
 from ..adapters.postgres.centroids import LanguageCentroids
 from ..adapters.postgres.database import Database
 from ..adapters.vectors.sparse_pg import PostgresSparseIndex
@@ -22,19 +23,10 @@ from .embedding import EmbeddingService
 
 log = logging.getLogger(__name__)
 
-_MISSING = """
-SELECT c.id, c.document_id, c.knowledge_base_id, c.ordinal, c.content, c.heading_path
-FROM chunks c JOIN documents d ON d.id = c.document_id
-WHERE c.revision = d.published_revision AND c.id > %(after)s  -- searchable chunks (search_filters.py)
-  AND NOT EXISTS (SELECT 1 FROM chunk_sparse_vectors s WHERE s.chunk_id = c.id)
-ORDER BY c.id LIMIT %(n)s
-"""
-
-
 class SparseBackfill:
     def __init__(self, db: Database, embedding: EmbeddingService, cache: EmbeddingCache | None,
                  centroids: LanguageCentroids | None, *, batch_size: int = 8) -> None:
-        self._db = db
+        self._chunks = BackfillRepository(db)
         self._embedding = embedding
         self._cache = cache
         self._centroids = centroids
@@ -47,7 +39,7 @@ class SparseBackfill:
         """One batch; returns how many chunks were looked at (0: a full pass found nothing left)."""
         if self.done:
             return 0
-        rows = await self._db.fetchall(_MISSING, {"after": self._after, "n": self._batch})
+        rows = await self._chunks.chunks_without_sparse(self._after, self._batch)
         if not rows:
             if self._after == UUID(int=0):
                 self.done = True

@@ -12,9 +12,11 @@ from psycopg.types.json import Jsonb
 from ...domain.auth import Principal, Role, generate_key, hash_key, key_prefix, same_secret
 from ...domain.errors import ResourceNotFoundError
 from .database import Database
+from .sql import load_queries
 
 CREATE_ATTEMPTS = 5  # a new key whose random prefix is taken gets a fresh one
 
+Q = load_queries("api_keys.sql")
 
 
 class ApiKeyRepository:
@@ -35,11 +37,9 @@ class ApiKeyRepository:
         for attempt in range(CREATE_ATTEMPTS):
             key, prefix = generate_key()
             try:
-                row = await self._db.fetchone(
-                    "INSERT INTO api_keys (id, prefix, key_hash, is_admin, scopes, name, expires_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING *",
-                    (uuid4(), prefix, hash_key(key), is_admin, scope_rows, name, expires_at),
-                )
+                row = await self._db.fetchone(Q["insert_key"], {
+                    "id": uuid4(), "prefix": prefix, "key_hash": hash_key(key), "is_admin": is_admin,
+                    "scopes": scope_rows, "name": name, "expires_at": expires_at})
             except UniqueViolation:  # the prefix is taken (1 in 4 billion per key): draw again
                 if attempt == CREATE_ATTEMPTS - 1:
                     raise
@@ -49,13 +49,11 @@ class ApiKeyRepository:
         raise AssertionError("unreachable")
 
     async def list(self) -> list[dict[str, Any]]:
-        return [public(r) for r in await self._db.fetchall("SELECT * FROM api_keys ORDER BY created_at, id")]
+        return [public(r) for r in await self._db.fetchall(Q["list_keys"])]
 
     async def revoke(self, key_id_or_prefix: str) -> dict[str, Any]:
         ident = _as_uuid(key_id_or_prefix)
-        row = await self._db.fetchone(
-            "UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())"
-            " WHERE (id = %s OR prefix = %s) RETURNING *", (ident, key_id_or_prefix))
+        row = await self._db.fetchone(Q["revoke_key"], {"id": ident, "prefix": key_id_or_prefix})
         if row is None:
             raise ResourceNotFoundError("API key not found")
         return public(row)
@@ -67,28 +65,17 @@ class ApiKeyRepository:
         prefix = key_prefix(key)
         if prefix is None:
             return None
-        row = await self._db.fetchone(
-            "SELECT id, key_hash, is_admin, scopes,"
-            " coalesce(last_used_at > now() - make_interval(secs => %s), false) AS recently_used"
-            " FROM api_keys WHERE prefix = %s AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
-            (self._last_used_interval, prefix),
-        )
+        row = await self._db.fetchone(Q["live_key"], {"interval": self._last_used_interval, "prefix": prefix})
         if row is None or not same_secret(row["key_hash"], hash_key(key)):
             return None
         if not row["recently_used"]:  # the condition again in the UPDATE: concurrent requests write once
-            await self._db.execute(
-                "UPDATE api_keys SET last_used_at = now() WHERE id = %s"
-                " AND (last_used_at IS NULL OR last_used_at <= now() - make_interval(secs => %s))",
-                (row["id"], self._last_used_interval),
-            )
+            await self._db.execute(Q["touch_key"], {"id": row["id"], "interval": self._last_used_interval})
         scopes = {UUID(s["knowledge_base_id"]): Role(s["role"]) for s in row["scopes"]}
         return Principal(key_prefix=prefix, is_admin=row["is_admin"], scopes=scopes)
 
     async def is_valid(self, prefix: str) -> bool:
         """Still neither revoked nor expired (a stream re-checks the key it was opened with)."""
-        row = await self._db.fetchone(
-            "SELECT 1 AS ok FROM api_keys WHERE prefix = %s AND revoked_at IS NULL"
-            " AND (expires_at IS NULL OR expires_at > now())", (prefix,))
+        row = await self._db.fetchone(Q["key_is_valid"], {"prefix": prefix})
         return row is not None
 
 

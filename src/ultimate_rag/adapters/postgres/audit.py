@@ -9,6 +9,9 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from .database import Database
+from .sql import load_queries
+
+Q = load_queries("audit.sql")
 
 
 class AuditLog:
@@ -17,23 +20,12 @@ class AuditLog:
 
     async def record(self, *, key_prefix: str, action: str, knowledge_base_id: UUID | None = None,
                      document_id: UUID | None = None, detail: dict[str, Any] | None = None) -> None:
-        await self._db.execute(
-            "INSERT INTO audit_log (key_prefix, action, knowledge_base_id, document_id, detail)"
-            " VALUES (%s, %s, %s, %s, %s)",
-            (key_prefix, action, knowledge_base_id, document_id, Jsonb(detail or {})))
+        await self._db.execute(Q["record"], {"key_prefix": key_prefix, "action": action, "kb": knowledge_base_id,
+                                             "document_id": document_id, "detail": Jsonb(detail or {})})
 
     async def list(self, *, limit: int, before_id: int | None = None, knowledge_base_id: UUID | None = None,
                    ) -> list[dict[str, Any]]:
-        where = ["true"]
-        params: dict[str, Any] = {"limit": limit}
-        if before_id is not None:
-            where.append("id < %(before)s")
-            params["before"] = before_id
-        if knowledge_base_id is not None:
-            where.append("knowledge_base_id = %(kb)s")
-            params["kb"] = knowledge_base_id
-        return await self._db.fetchall(
-            f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT %(limit)s", params)
+        return await self._db.fetchall(Q["list"], {"limit": limit, "before": before_id, "kb": knowledge_base_id})
 
 
 def entry_out(row: dict[str, Any]) -> dict[str, Any]:

@@ -17,8 +17,11 @@ from ...domain.models import EmbeddedChunk
 from ...domain.search import script_language
 from ..embedders.sparse import SPARSE_DIMENSION
 from .database import Database
+from .sql import load_queries
 
 Centroids = dict[str, tuple[np.ndarray, np.ndarray]]  # language -> (dense mean, sparse mean)
+
+Q = load_queries("centroids.sql")
 
 
 class LanguageCentroids:
@@ -38,25 +41,17 @@ class LanguageCentroids:
                 for i in group:
                     for index, weight in (i.sparse or {}).items():
                         sparse[index] += weight
-                await conn.execute(
-                    "INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse)"
-                    " VALUES (%s, %s, %s, 0, %s, %s) ON CONFLICT DO NOTHING",
-                    (knowledge_base_id, model, language, np.zeros_like(dense).tobytes(),
-                     np.zeros_like(sparse).tobytes()))
-                cur = await conn.execute(
-                    "SELECT n, dense, sparse FROM language_centroids WHERE knowledge_base_id = %s AND model = %s"
-                    " AND language = %s FOR UPDATE", (knowledge_base_id, model, language))
-                row = await cur.fetchone()
+                key = {"kb": knowledge_base_id, "model": model, "language": language}
+                await conn.execute(Q["ensure_centroid"], key | {"dense": np.zeros_like(dense).tobytes(),
+                                                                "sparse": np.zeros_like(sparse).tobytes()})
+                row = await (await conn.execute(Q["lock_centroid"], key)).fetchone()
                 assert row is not None
                 old_dense = np.frombuffer(row["dense"], dtype=np.float32)
                 if old_dense.shape != dense.shape:  # another dimension: start over
                     old_dense, row["n"] = np.zeros_like(dense), 0
-                await conn.execute(
-                    "UPDATE language_centroids SET n = %s, dense = %s, sparse = %s WHERE knowledge_base_id = %s"
-                    " AND model = %s AND language = %s",
-                    (row["n"] + len(group), (old_dense + dense).tobytes(),
-                     (np.frombuffer(row["sparse"], dtype=np.float32) + sparse).tobytes(),
-                     knowledge_base_id, model, language))
+                await conn.execute(Q["write_centroid"], key | {
+                    "n": row["n"] + len(group), "dense": (old_dense + dense).tobytes(),
+                    "sparse": (np.frombuffer(row["sparse"], dtype=np.float32) + sparse).tobytes()})
 
     async def means(self, knowledge_base_id: UUID, model: str, *, min_chunks: int = 1) -> Centroids:
         """The mean vectors of each language with at least ``min_chunks`` chunks."""
@@ -64,9 +59,8 @@ class LanguageCentroids:
         hit = self._cache.get(key)
         if hit is not None and time.monotonic() - hit[0] < self._ttl:
             return hit[1]
-        rows = await self._db.fetchall(
-            "SELECT language, n, dense, sparse FROM language_centroids WHERE knowledge_base_id = %s AND model = %s"
-            " AND n >= %s", (knowledge_base_id, model, max(1, min_chunks)))
+        rows = await self._db.fetchall(Q["centroids"], {"kb": knowledge_base_id, "model": model,
+                                                        "min_chunks": max(1, min_chunks)})
         means = {r["language"]: (np.frombuffer(r["dense"], dtype=np.float32) / r["n"],
                                  np.frombuffer(r["sparse"], dtype=np.float32) / r["n"]) for r in rows}
         if len(self._cache) > 4096:

@@ -81,25 +81,18 @@ class SyncQueue:
         or the item's document appeared meanwhile."""
         document_id = uuid4()
         async with self.fenced(lease) as conn:
-            kb = await (await conn.execute("SELECT deleting FROM knowledge_bases WHERE id = %s FOR SHARE",
-                                           (lease.knowledge_base_id,))).fetchone()
+            kb = await (await conn.execute(Q["kb_deleting"], {"kb": lease.knowledge_base_id})).fetchone()
             if kb is None or kb["deleting"]:
                 raise KnowledgeBaseDeletingError("knowledge base is being deleted")
             source = {"kind": "connector", "connector_id": str(lease.connector_id), "external_id": external_id}
-            row = await (await conn.execute(
-                "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key,"
-                " status, source, stage_timings, connector_id, external_id, connector_sync_id)"
-                " VALUES (%s, %s, %s, 'application/octet-stream', 0, '', '', 'FETCHING', %s,"
-                " jsonb_build_object('FETCHING', now()), %s, %s, %s)"
-                " ON CONFLICT (knowledge_base_id, connector_id, external_id) WHERE connector_id IS NOT NULL"
-                " DO NOTHING RETURNING id",
-                (document_id, lease.knowledge_base_id, filename, Jsonb(source), lease.connector_id, external_id,
-                 lease.sync_id))).fetchone()
+            row = await (await conn.execute(Q["insert_item_document"], {
+                "id": document_id, "kb": lease.knowledge_base_id, "filename": filename, "source": Jsonb(source),
+                "connector_id": lease.connector_id, "external_id": external_id,
+                "sync_id": lease.sync_id})).fetchone()
             if row is None:
                 raise ConflictError("the item's document was created by someone else meanwhile")
-            await conn.execute(
-                "INSERT INTO ingestion_jobs (id, document_id, status, max_attempts)"
-                " VALUES (%s, %s, %s, %s)", (uuid4(), document_id, JobStatus.IDLE.value, max_attempts))
+            await conn.execute(Q["insert_idle_job"], {"id": uuid4(), "document_id": document_id,
+                                                      "status": JobStatus.IDLE.value, "max_attempts": max_attempts})
         return document_id
 
     async def begin_refetch(self, lease: SyncLease, document_id: UUID) -> ItemState:
@@ -110,17 +103,13 @@ class SyncQueue:
             if is_active(locked.status):
                 raise ConflictError(f"document is active ({locked.status})")
             check_transition(locked.status, DocumentStatus.UPLOADING)
-            await conn.execute(
-                "UPDATE documents SET status = 'UPLOADING', error_message = NULL, progress = '{}'::jsonb,"
-                " connector_sync_id = %s, updated_at = now() WHERE id = %s", (lease.sync_id, document_id))
+            await conn.execute(Q["begin_refetch"], {"sync_id": lease.sync_id, "id": document_id})
         found = await self.find_item_by_id(document_id)
         assert found is not None
         return found
 
     async def find_item_by_id(self, document_id: UUID) -> ItemState | None:
-        row = await self._db.fetchone(
-            "SELECT id, status, sha256, object_key, content_revision, remote_etag, remote_last_modified,"
-            " connector_sync_id, filename FROM documents WHERE id = %s", (document_id,))
+        row = await self._db.fetchone(Q["item_by_id"], {"id": document_id})
         return None if row is None else _item_state(row)
 
     async def finish_item(self, lease: SyncLease, document_id: UUID, *, object_key: str, filename: str,
@@ -132,12 +121,10 @@ class SyncQueue:
         async with self.fenced(lease) as conn:
             locked = await lock_document(conn, document_id)
             await self._require_ours(conn, lease, document_id, locked.status)
-            await conn.execute(
-                "UPDATE documents SET object_key = %s, filename = %s, mime_type = %s, size_bytes = %s, sha256 = %s,"
-                " content_revision = %s, remote_etag = %s, remote_last_modified = %s, status = 'PENDING',"
-                " error_message = NULL, progress = '{}'::jsonb, duplicate_of = NULL, deleted_at = NULL,"
-                " stage_timings = jsonb_build_object('PENDING', now()), updated_at = now() WHERE id = %s",
-                (object_key, filename, mime_type, size_bytes, sha256, revision, etag, last_modified, document_id))
+            await conn.execute(Q["finish_item"], {
+                "object_key": object_key, "filename": filename, "mime_type": mime_type, "size_bytes": size_bytes,
+                "sha256": sha256, "revision": revision, "etag": etag, "last_modified": last_modified,
+                "id": document_id})
             await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts)
             await notify_workers(conn)
 
@@ -152,25 +139,17 @@ class SyncQueue:
             check_transition(locked.status, DocumentStatus.FAILED)
             if locked.status == DocumentStatus.UPLOADING:  # its previous source object is still in place
                 reason = f"{reason} (the previous content is kept: reindex to use it)"
-            await conn.execute(
-                "UPDATE ingestion_jobs SET status = 'FAILED', locked_by = NULL, locked_at = NULL, finished_at = now(),"
-                " updated_at = now(), last_error = %(e)s, error_history = error_history || jsonb_build_array("
-                " jsonb_build_object('attempt', attempts, 'at', now(), 'error', %(e)s::text))"
-                " WHERE document_id = %(id)s AND status = ANY(%(sources)s)",
-                {"e": reason, "id": document_id, "sources": names(job_sources_of(JobStatus.FAILED))})
-            await conn.execute(
-                "UPDATE documents SET status = 'FAILED', error_message = %s, progress = '{}'::jsonb, updated_at = now()"
-                " WHERE id = %s", (reason, document_id))
+            await conn.execute(Q["fail_item_job"], {"e": reason, "id": document_id,
+                                                    "sources": names(job_sources_of(JobStatus.FAILED))})
+            await conn.execute(Q["fail_item_document"], {"e": reason, "id": document_id})
             return True
 
     async def mark_seen(self, lease: SyncLease, document_id: UUID, *, etag: str | None = None,
                         last_modified: str | None = None) -> None:
         """An unchanged item: remember what the remote said and that this sync handled it."""
         async with self.fenced(lease) as conn:
-            await conn.execute(
-                "UPDATE documents SET connector_sync_id = %s, remote_etag = coalesce(%s, remote_etag),"
-                " remote_last_modified = coalesce(%s, remote_last_modified) WHERE id = %s",
-                (lease.sync_id, etag, last_modified, document_id))
+            await conn.execute(Q["mark_seen"], {"sync_id": lease.sync_id, "etag": etag,
+                                                "last_modified": last_modified, "id": document_id})
 
     async def queue_document(self, lease: SyncLease, document_id: UUID, *, operation: str, max_attempts: int) -> None:
         """A stable document queued through its single job: ``ingest`` restores a soft-deleted one
@@ -182,16 +161,8 @@ class SyncQueue:
                 raise ConflictError(f"document is active ({locked.status})")
             check_transition(locked.status, DocumentStatus.PENDING)
             await reset_job(conn, document_id, operation=operation, force=False, max_attempts=max_attempts)
-            await conn.execute(
-                "UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, error_message = NULL,"
-                " duplicate_of = NULL, connector_sync_id = %(sync)s,"
-                " stage_timings = jsonb_build_object('PENDING', now()),"
-                # a delete unpublishes at once; an ingest is a new revision (SPEC §4 rule 3)
-                " published_revision = CASE WHEN %(op)s = 'delete' THEN NULL ELSE published_revision END,"
-                " content_revision = content_revision"
-                " + CASE WHEN %(op)s = 'ingest' AND published_revision IS NOT NULL THEN 1 ELSE 0 END,"
-                " deleted_at = CASE WHEN %(op)s = 'ingest' THEN NULL ELSE deleted_at END, updated_at = now()"
-                " WHERE id = %(id)s", {"sync": lease.sync_id, "op": operation, "id": document_id})
+            await conn.execute(Q["queue_item_document"], {"sync_id": lease.sync_id, "operation": operation,
+                                                          "id": document_id})
             await notify_workers(conn)
 
     async def items_not_in(self, lease: SyncLease, seen: list[str]) -> list[dict[str, Any]]:
@@ -200,8 +171,7 @@ class SyncQueue:
 
     async def _require_ours(self, conn: Connection, lease: SyncLease, document_id: UUID,
                             status: DocumentStatus) -> None:
-        row = await (await conn.execute("SELECT connector_sync_id FROM documents WHERE id = %s",
-                                        (document_id,))).fetchone()
+        row = await (await conn.execute(Q["item_sync_id"], {"id": document_id})).fetchone()
         if status not in (DocumentStatus.FETCHING, DocumentStatus.UPLOADING) or row is None \
                 or row["connector_sync_id"] != lease.sync_id:
             raise ConflictError(f"the document left intake meanwhile (it is {status})")

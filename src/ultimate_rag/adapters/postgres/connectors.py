@@ -131,63 +131,43 @@ class ConnectorRepository:
     async def create(self, knowledge_base_id: UUID, *, kind: str, name: str, config: dict[str, Any],
                      schedule_seconds: int | None, max_per_knowledge_base: int | None = None) -> Connector:
         async with self._db.transaction() as conn:
-            # NO KEY UPDATE: two creates in one knowledge base take turns, so the count below holds
-            kb = await (await conn.execute(
-                "SELECT deleting FROM knowledge_bases WHERE id = %s FOR NO KEY UPDATE",
-                (knowledge_base_id,))).fetchone()
+            kb = await (await conn.execute(Q["lock_kb_for_connectors"], {"kb": knowledge_base_id})).fetchone()
             if kb is None:
                 raise ResourceNotFoundError("knowledge base not found")
             if kb["deleting"]:
                 raise ConflictError("knowledge base is being deleted")
             if max_per_knowledge_base is not None:
-                count = await (await conn.execute(
-                    "SELECT count(*) AS n FROM connectors WHERE knowledge_base_id = %s",
-                    (knowledge_base_id,))).fetchone()
+                count = await (await conn.execute(Q["count_connectors"], {"kb": knowledge_base_id})).fetchone()
                 if count is not None and count["n"] >= max_per_knowledge_base:
                     raise ConflictError(f"this knowledge base already has {count['n']} connectors, the most"
                                         f" allowed ({max_per_knowledge_base}): delete one first")
-            row = await (await conn.execute(
-                "INSERT INTO connectors (id, knowledge_base_id, kind, name, config, schedule_seconds, next_sync_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, CASE WHEN %s::int IS NULL THEN NULL ELSE now() END) RETURNING *",
-                (uuid4(), knowledge_base_id, kind, name, Jsonb(config), schedule_seconds, schedule_seconds),
-            )).fetchone()
+            row = await (await conn.execute(Q["insert_connector"], {
+                "id": uuid4(), "kb": knowledge_base_id, "kind": kind, "name": name, "config": Jsonb(config),
+                "schedule": schedule_seconds})).fetchone()
         assert row is not None
         return _connector(row)
 
     async def get(self, knowledge_base_id: UUID, connector_id: UUID) -> Connector:
-        row = await self._db.fetchone("SELECT * FROM connectors WHERE id = %s AND knowledge_base_id = %s",
-                                      (connector_id, knowledge_base_id))
+        row = await self._db.fetchone(Q["get_connector"], {"id": connector_id, "kb": knowledge_base_id})
         if row is None:
             raise ResourceNotFoundError("connector not found")
         return _connector(row)
 
     async def load(self, connector_id: UUID) -> Connector | None:
-        row = await self._db.fetchone("SELECT * FROM connectors WHERE id = %s", (connector_id,))
+        row = await self._db.fetchone(Q["load_connector"], {"id": connector_id})
         return _connector(row) if row else None
 
     async def list(self, knowledge_base_id: UUID) -> list[Connector]:
-        found = await self._db.fetchall(
-            "SELECT * FROM connectors WHERE knowledge_base_id = %s ORDER BY created_at, id", (knowledge_base_id,))
+        found = await self._db.fetchall(Q["list_connectors"], {"kb": knowledge_base_id})
         return [_connector(r) for r in found]
 
     async def update(self, knowledge_base_id: UUID, connector_id: UUID, *, name: str | None = None,
                      config: dict[str, Any] | None = None, schedule_seconds: int | None = None,
                      schedule_given: bool = False) -> Connector:
-        sets: list[str] = ["updated_at = now()"]
-        params: list[Any] = []
-        if name is not None:
-            sets.append("name = %s")
-            params.append(name)
-        if config is not None:
-            sets.append("config = %s")
-            params.append(Jsonb(config))
-        if schedule_given:
-            sets.append("schedule_seconds = %s, next_sync_at = CASE WHEN %s::int IS NULL THEN NULL"
-                        " ELSE now() + make_interval(secs => %s::int) END")
-            params += [schedule_seconds, schedule_seconds, schedule_seconds]
-        row = await self._db.fetchone(
-            f"UPDATE connectors SET {', '.join(sets)} WHERE id = %s AND knowledge_base_id = %s RETURNING *",
-            (*params, connector_id, knowledge_base_id))
+        row = await self._db.fetchone(Q["update_connector"], {
+            "id": connector_id, "kb": knowledge_base_id, "name": name,
+            "config": None if config is None else Jsonb(config),
+            "schedule_given": schedule_given, "schedule": schedule_seconds})
         if row is None:
             raise ResourceNotFoundError("connector not found")
         return _connector(row)
@@ -196,31 +176,27 @@ class ConnectorRepository:
         """Abort its queued or running sync (documents it left in intake become FAILED), then remove
         the connector and its history. Its documents stay, as plain documents of the knowledge base."""
         async with self._db.transaction() as conn:
-            found = await (await conn.execute(
-                "SELECT id FROM connectors WHERE id = %s AND knowledge_base_id = %s FOR UPDATE",
-                (connector_id, knowledge_base_id))).fetchone()
+            found = await (await conn.execute(Q["lock_connector"], {"id": connector_id,
+                                                                    "kb": knowledge_base_id})).fetchone()
             if found is None:
                 raise ResourceNotFoundError("connector not found")
             aborted = await self._abort_active(conn, connector_id)
-            await conn.execute("DELETE FROM connectors WHERE id = %s", (connector_id,))
+            await conn.execute(Q["delete_connector"], {"id": connector_id})
             return aborted
 
     async def request_sync(self, knowledge_base_id: UUID, connector_id: UUID, trigger: str = "manual") -> Sync:
         async with self._db.transaction() as conn:
-            kb = await (await conn.execute(
-                "SELECT kb.deleting FROM connectors c JOIN knowledge_bases kb ON kb.id = c.knowledge_base_id"
-                " WHERE c.id = %s AND c.knowledge_base_id = %s FOR SHARE OF kb",
-                (connector_id, knowledge_base_id))).fetchone()
+            kb = await (await conn.execute(Q["connector_kb_deleting"], {"id": connector_id,
+                                                                        "kb": knowledge_base_id})).fetchone()
             if kb is None:
                 raise ResourceNotFoundError("connector not found")
             if kb["deleting"]:
                 raise ConflictError("knowledge base is being deleted")
             try:
                 async with conn.transaction():
-                    row = await (await conn.execute(
-                        "INSERT INTO connector_syncs (id, connector_id, knowledge_base_id, trigger, status,"
-                        " max_attempts) VALUES (%s, %s, %s, %s, 'PENDING', %s) RETURNING *",
-                        (uuid4(), connector_id, knowledge_base_id, trigger, self._max_attempts))).fetchone()
+                    row = await (await conn.execute(Q["insert_sync"], {
+                        "id": uuid4(), "connector_id": connector_id, "kb": knowledge_base_id, "trigger": trigger,
+                        "max_attempts": self._max_attempts})).fetchone()
             except psycopg.errors.UniqueViolation as exc:
                 raise ConflictError("a sync of this connector is already queued or running") from exc
             await notify_workers(conn)
@@ -236,22 +212,19 @@ class ConnectorRepository:
         return await self.get_sync(aborted.id)
 
     async def _abort_active(self, conn: Connection, connector_id: UUID) -> Sync | None:
-        row = await (await conn.execute(
-            "SELECT * FROM connector_syncs WHERE connector_id = %s AND status = ANY(%s) FOR UPDATE",
-            (connector_id, list(_ACTIVE_SYNC)))).fetchone()
+        row = await (await conn.execute(Q["lock_active_sync"], {"connector_id": connector_id,
+                                                                "statuses": list(_ACTIVE_SYNC)})).fetchone()
         if row is None:
             return None
         await end_sync(conn, row["id"], "ABORTED", error=ABORTED, document_message=ABORTED)
         return _sync(row)
 
     async def get_sync(self, sync_id: UUID) -> Sync:
-        row = await self._db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync_id,))
+        row = await self._db.fetchone(Q["get_sync"], {"id": sync_id})
         if row is None:
             raise ResourceNotFoundError("sync not found")
         return _sync(row)
 
     async def syncs(self, connector_id: UUID, limit: int = 20) -> builtins.list[Sync]:  # not the method `list`
-        found = await self._db.fetchall(
-            "SELECT * FROM connector_syncs WHERE connector_id = %s ORDER BY created_at DESC, id DESC LIMIT %s",
-            (connector_id, limit))
+        found = await self._db.fetchall(Q["list_syncs"], {"connector_id": connector_id, "limit": limit})
         return [_sync(r) for r in found]

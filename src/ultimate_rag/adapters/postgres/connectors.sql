@@ -142,3 +142,139 @@ LEFT JOIN unnest(%(seen)s::text[]) AS seen(external_id) ON seen.external_id = d.
 WHERE d.knowledge_base_id = %(kb)s AND d.connector_id = %(connector_id)s AND d.status <> 'DELETED'
   AND seen.external_id IS NULL
 ORDER BY d.id;
+
+-- kb_deleting --
+-- Held FOR SHARE while a sync creates a document: a knowledge-base delete waits for it to commit.
+SELECT deleting FROM knowledge_bases WHERE id = %(kb)s FOR SHARE;
+
+-- insert_item_document --
+-- A new remote item's document, FETCHING until its bytes are stored; nothing when the item's
+-- document exists already (another sync made it meanwhile).
+INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key,
+                       status, source, stage_timings, connector_id, external_id, connector_sync_id)
+VALUES (%(id)s, %(kb)s, %(filename)s, 'application/octet-stream', 0, '', '', 'FETCHING', %(source)s,
+        jsonb_build_object('FETCHING', now()), %(connector_id)s, %(external_id)s, %(sync_id)s)
+ON CONFLICT (knowledge_base_id, connector_id, external_id) WHERE connector_id IS NOT NULL
+DO NOTHING RETURNING id;
+
+-- insert_idle_job --
+-- The new document's single job, idle: nothing may claim it until its bytes are stored.
+INSERT INTO ingestion_jobs (id, document_id, status, max_attempts)
+VALUES (%(id)s, %(document_id)s, %(status)s, %(max_attempts)s);
+
+-- begin_refetch --
+-- New bytes for a stable document: the re-upload edge (checked in Python before).
+UPDATE documents SET status = 'UPLOADING', error_message = NULL, progress = '{}'::jsonb,
+    connector_sync_id = %(sync_id)s, updated_at = now()
+WHERE id = %(id)s;
+
+-- item_by_id --
+SELECT id, status, sha256, object_key, content_revision, remote_etag, remote_last_modified,
+       connector_sync_id, filename
+FROM documents WHERE id = %(id)s;
+
+-- finish_item --
+-- FETCHING | UPLOADING -> PENDING with the fetched bytes recorded; the job is queued beside it.
+UPDATE documents SET object_key = %(object_key)s, filename = %(filename)s, mime_type = %(mime_type)s,
+    size_bytes = %(size_bytes)s, sha256 = %(sha256)s, content_revision = %(revision)s,
+    remote_etag = %(etag)s, remote_last_modified = %(last_modified)s, status = 'PENDING',
+    error_message = NULL, progress = '{}'::jsonb, duplicate_of = NULL, deleted_at = NULL,
+    stage_timings = jsonb_build_object('PENDING', now()), updated_at = now()
+WHERE id = %(id)s;
+
+-- fail_item_job --
+-- The item's job fails with the reason, from the statuses the job table allows (%(sources)s).
+UPDATE ingestion_jobs SET status = 'FAILED', locked_by = NULL, locked_at = NULL, finished_at = now(),
+    updated_at = now(), last_error = %(e)s,
+    error_history = error_history || jsonb_build_array(
+        jsonb_build_object('attempt', attempts, 'at', now(), 'error', %(e)s::text))
+WHERE document_id = %(id)s AND status = ANY(%(sources)s);
+
+-- fail_item_document --
+UPDATE documents SET status = 'FAILED', error_message = %(e)s, progress = '{}'::jsonb, updated_at = now()
+WHERE id = %(id)s;
+
+-- mark_seen --
+-- An unchanged item: remember what the remote said and that this sync handled it.
+UPDATE documents SET connector_sync_id = %(sync_id)s, remote_etag = coalesce(%(etag)s, remote_etag),
+    remote_last_modified = coalesce(%(last_modified)s, remote_last_modified)
+WHERE id = %(id)s;
+
+-- queue_item_document --
+-- A stable document queued again: 'ingest' restores a soft-deleted one, 'delete' soft-deletes it.
+-- A delete unpublishes at once; an ingest of a published document is a new revision, built beside
+-- the one search serves (SPEC §4 rule 3).
+UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, error_message = NULL, duplicate_of = NULL,
+    connector_sync_id = %(sync_id)s, stage_timings = jsonb_build_object('PENDING', now()),
+    published_revision = CASE WHEN %(operation)s = 'delete' THEN NULL ELSE published_revision END,
+    content_revision = content_revision
+        + CASE WHEN %(operation)s = 'ingest' AND published_revision IS NOT NULL THEN 1 ELSE 0 END,
+    deleted_at = CASE WHEN %(operation)s = 'ingest' THEN NULL ELSE deleted_at END, updated_at = now()
+WHERE id = %(id)s;
+
+-- item_sync_id --
+SELECT connector_sync_id FROM documents WHERE id = %(id)s;
+
+-- lock_kb_for_connectors --
+-- NO KEY UPDATE: two creates in one knowledge base take turns, so the connector count holds.
+SELECT deleting FROM knowledge_bases WHERE id = %(kb)s FOR NO KEY UPDATE;
+
+-- count_connectors --
+SELECT count(*) AS n FROM connectors WHERE knowledge_base_id = %(kb)s;
+
+-- insert_connector --
+-- A scheduled connector is due at once: its first sync runs on the next scheduler pass.
+INSERT INTO connectors (id, knowledge_base_id, kind, name, config, schedule_seconds, next_sync_at)
+VALUES (%(id)s, %(kb)s, %(kind)s, %(name)s, %(config)s, %(schedule)s,
+        CASE WHEN %(schedule)s::int IS NULL THEN NULL ELSE now() END)
+RETURNING *;
+
+-- get_connector --
+SELECT * FROM connectors WHERE id = %(id)s AND knowledge_base_id = %(kb)s;
+
+-- load_connector --
+SELECT * FROM connectors WHERE id = %(id)s;
+
+-- list_connectors --
+SELECT * FROM connectors WHERE knowledge_base_id = %(kb)s ORDER BY created_at, id;
+
+-- update_connector --
+-- A NULL name or config keeps the current one; the schedule changes only when %(schedule_given)s,
+-- and a new schedule is next due one period from now (none when it is cleared).
+UPDATE connectors SET updated_at = now(),
+    name = coalesce(%(name)s::text, name),
+    config = coalesce(%(config)s::jsonb, config),
+    schedule_seconds = CASE WHEN %(schedule_given)s THEN %(schedule)s::int ELSE schedule_seconds END,
+    next_sync_at = CASE WHEN NOT %(schedule_given)s THEN next_sync_at
+                        WHEN %(schedule)s::int IS NULL THEN NULL
+                        ELSE now() + make_interval(secs => %(schedule)s::int) END
+WHERE id = %(id)s AND knowledge_base_id = %(kb)s
+RETURNING *;
+
+-- lock_connector --
+SELECT id FROM connectors WHERE id = %(id)s AND knowledge_base_id = %(kb)s FOR UPDATE;
+
+-- delete_connector --
+DELETE FROM connectors WHERE id = %(id)s;
+
+-- connector_kb_deleting --
+-- FOR SHARE OF kb: a knowledge-base delete waits until the requested sync is committed (and then
+-- aborts it with the others).
+SELECT kb.deleting FROM connectors c JOIN knowledge_bases kb ON kb.id = c.knowledge_base_id
+WHERE c.id = %(id)s AND c.knowledge_base_id = %(kb)s FOR SHARE OF kb;
+
+-- insert_sync --
+-- A unique index allows one queued or running sync per connector: a second raises UniqueViolation.
+INSERT INTO connector_syncs (id, connector_id, knowledge_base_id, trigger, status, max_attempts)
+VALUES (%(id)s, %(connector_id)s, %(kb)s, %(trigger)s, 'PENDING', %(max_attempts)s)
+RETURNING *;
+
+-- lock_active_sync --
+SELECT * FROM connector_syncs WHERE connector_id = %(connector_id)s AND status = ANY(%(statuses)s) FOR UPDATE;
+
+-- get_sync --
+SELECT * FROM connector_syncs WHERE id = %(id)s;
+
+-- list_syncs --
+SELECT * FROM connector_syncs WHERE connector_id = %(connector_id)s ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;

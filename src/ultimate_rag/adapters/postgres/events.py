@@ -16,10 +16,14 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg import sql
+
+from .sql import load_queries
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "ultimate_rag_documents"
+Q = load_queries("events.sql")
 QUEUE_SIZE = 1000  # events a slow subscriber may fall behind before it is told to resync
 
 
@@ -77,7 +81,7 @@ class DocumentEventHub:
         try:
             conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True,
                                                          connect_timeout=max(1, int(self._connect_timeout)))
-            await conn.execute(f"LISTEN {CHANNEL}")
+            await conn.execute(sql.SQL(Q["listen"]).format(channel=sql.Identifier(CHANNEL)))
         except (psycopg.Error, OSError) as exc:
             log.warning("document events unavailable, clients will poll: %s", exc)
             raise EventsUnavailable(str(exc)) from exc

@@ -11,6 +11,9 @@ from ...domain.errors import ConflictError, ResourceNotFoundError
 from ...domain.models import KnowledgeBase, KnowledgeBaseSettings
 from . import rows
 from .database import Database
+from .sql import load_queries
+
+Q = load_queries("knowledge_bases.sql")
 
 
 class KnowledgeBaseRepository:
@@ -19,29 +22,23 @@ class KnowledgeBaseRepository:
 
     async def create(self, name: str, description: str, settings: KnowledgeBaseSettings) -> KnowledgeBase:
         try:
-            row = await self._db.fetchone(
-                "INSERT INTO knowledge_bases (id, name, description, settings) VALUES (%s, %s, %s, %s)"
-                " RETURNING *",
-                (uuid4(), name, description, Jsonb(settings.to_dict())),
-            )
+            row = await self._db.fetchone(Q["insert_knowledge_base"], {
+                "id": uuid4(), "name": name, "description": description, "settings": Jsonb(settings.to_dict())})
         except psycopg.errors.UniqueViolation as exc:
             raise ConflictError(f"a knowledge base named {name!r} already exists") from exc
         assert row is not None
         return rows.knowledge_base(row)
 
     async def get(self, kb_id: UUID) -> KnowledgeBase:
-        row = await self._db.fetchone("SELECT * FROM knowledge_bases WHERE id = %s", (kb_id,))
+        row = await self._db.fetchone(Q["get_knowledge_base"], {"id": kb_id})
         if row is None:
             raise ResourceNotFoundError("knowledge base not found")
         return rows.knowledge_base(row)
 
     async def list(self) -> list[KnowledgeBase]:
-        found = await self._db.fetchall("SELECT * FROM knowledge_bases ORDER BY created_at, id")
+        found = await self._db.fetchall(Q["list_knowledge_bases"])
         return [rows.knowledge_base(r) for r in found]
 
     async def status_counts(self, kb_id: UUID) -> dict[str, int]:
-        found = await self._db.fetchall(
-            "SELECT status, count(*) AS n FROM documents WHERE knowledge_base_id = %s GROUP BY status",
-            (kb_id,),
-        )
+        found = await self._db.fetchall(Q["status_counts"], {"id": kb_id})
         return {r["status"]: r["n"] for r in found}
