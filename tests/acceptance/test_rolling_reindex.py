@@ -18,9 +18,9 @@ import pytest
 from ultimate_rag.domain.search import SearchFilters, SearchMode
 from ultimate_rag.services.lifecycle import BulkReindexFilter
 from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.testing.eventually import eventually
 
 from ..integration.helpers import new_kb, queue_document
-from .test_worker_crashes import wait_for
 
 pytestmark = pytest.mark.acceptance
 
@@ -91,7 +91,7 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
 
     loop = asyncio.create_task(search_loop())
     try:
-        await wait_for(lambda: asyncio.sleep(0, result=searches >= len(docs)), timeout=60)
+        await eventually(lambda: asyncio.sleep(0, result=searches >= len(docs)), timeout=60)
         queued, skipped = await container.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL)
         assert (queued, skipped) == (len(docs), 0)
         first = workers.start()
@@ -104,7 +104,7 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
                 (f"%:{first.pid}:%",))
             return bool(row["n"])
 
-        await wait_for(first_is_busy, timeout=120)
+        await eventually(first_is_busy, timeout=120)
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
         workers.start()
@@ -114,8 +114,8 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
             assert progress is not None and progress["failed"] == 0, progress
             return progress["rebuilt"] == len(docs)
 
-        await wait_for(all_rebuilt, timeout=300)
-        await wait_for(lambda: asyncio.sleep(0, result=len(seen_new) == len(docs)), timeout=60)
+        await eventually(all_rebuilt, timeout=300)
+        await eventually(lambda: asyncio.sleep(0, result=len(seen_new) == len(docs)), timeout=60)
     finally:
         stop.set()
         await loop
