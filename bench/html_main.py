@@ -38,7 +38,7 @@ def html_text(markup: str) -> str:
     root = lxml.html.document_fromstring(markup)
     for element in root.xpath("//script|//style"):
         element.drop_tree()
-    return root.text_content()  # type: ignore[no-any-return]
+    return root.text_content()
 
 
 def _source(content: bytes) -> DocumentSource:

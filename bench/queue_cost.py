@@ -101,7 +101,7 @@ async def main_async(args: argparse.Namespace) -> None:
     url, server, root = fresh_database()
     settings = Settings(database_url=url, data_dir=root / "data", admin_key="bench-admin-key",
                         sparse_enabled=not args.no_sparse, poll_interval_seconds=0.2)
-    container = build(settings, url=url, embedder=FreeVectors(make_embedder(settings)))  # type: ignore[arg-type]
+    container = build(settings, url=url, embedder=FreeVectors(make_embedder(settings)))
     await container.open()
     container.embedder.count_tokens("warm up")  # load the tokenizer before the clock starts
     kb = await container.knowledge_bases.create("bench", "", KnowledgeBaseSettings())

@@ -45,7 +45,7 @@ def corpus_documents(corpus: Any, n: int) -> list[dict[str, str]]:
     return docs[:n]
 
 
-async def wait_until(container, done) -> None:  # type: ignore[no-untyped-def]
+async def wait_until(container, done) -> None:
     while True:
         row = await container.db.fetchone(
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"
@@ -57,7 +57,7 @@ async def wait_until(container, done) -> None:  # type: ignore[no-untyped-def]
         await asyncio.sleep(0.2)
 
 
-async def findable(container, kb: UUID, doc: UUID, query: str, mode: SearchMode) -> bool:  # type: ignore[no-untyped-def]
+async def findable(container, kb: UUID, doc: UUID, query: str, mode: SearchMode) -> bool:
     hits = await container.search.search(kb, query, 3, mode=mode, filters=SearchFilters(document_ids=(doc,)))
     return bool(hits)
 

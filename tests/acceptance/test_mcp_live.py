@@ -23,12 +23,12 @@ pytestmark = pytest.mark.acceptance
 DOC = "# Tides\n\n## Spring tides\n\nSpring tides happen at new and full moon, when the sun and moon align.\n"
 
 
-def stdio(live, key: str) -> Client:  # type: ignore[no-untyped-def]
+def stdio(live, key: str) -> Client:
     env = {"ULTIMATE_RAG_URL": live.url, "ULTIMATE_RAG_API_KEY": key, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     return Client(StdioServerParameters(command=sys.executable, args=["-m", "ultimate_rag.cli", "mcp"], env=env))
 
 
-def over_http(live, key: str) -> Client:  # type: ignore[no-untyped-def]
+def over_http(live, key: str) -> Client:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
     return Client(streamable_http_client(f"{live.url}/mcp", http_client=http))
 
@@ -39,7 +39,7 @@ def payload(result: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def world(live):  # type: ignore[no-untyped-def]
+def world(live):
     kb, other = live.new_kb("tides"), live.new_kb("secret")
     with RagClient(live.url, live.admin_key) as rag:
         doc = rag.upload(kb["id"], DOC.encode(), filename="tides.md")
@@ -50,7 +50,7 @@ def world(live):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_a_reader_session_searches_with_citations_and_cannot_write(live, world, transport) -> None:  # type: ignore[no-untyped-def]
+async def test_a_reader_session_searches_with_citations_and_cannot_write(live, world, transport) -> None:
     connect = stdio if transport == "stdio" else over_http
     async with connect(live, world["reader"]) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
@@ -86,7 +86,7 @@ async def test_a_reader_session_searches_with_citations_and_cannot_write(live, w
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_an_editor_session_uploads_text_and_files(live, world, transport, tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_an_editor_session_uploads_text_and_files(live, world, transport, tmp_path) -> None:
     connect = stdio if transport == "stdio" else over_http
     async with connect(live, world["editor"]) as mcp:
         text = payload(await mcp.call_tool("upload_document", {
@@ -110,14 +110,14 @@ async def test_an_editor_session_uploads_text_and_files(live, world, transport, 
         assert [d.status for d in done] == ["READY", "READY"], [d.error_message for d in done]
 
 
-async def test_without_a_key_the_http_transport_answers_401(live) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_key_the_http_transport_answers_401(live) -> None:
     async with httpx2.AsyncClient() as http:
         r = await http.post(f"{live.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                             headers={"Accept": "application/json, text/event-stream"})
     assert r.status_code == 401 and "missing API key" in r.json()["detail"]
 
 
-async def test_the_answer_tool_without_a_model_gives_the_passages_and_the_reason(live, world) -> None:  # type: ignore[no-untyped-def]
+async def test_the_answer_tool_without_a_model_gives_the_passages_and_the_reason(live, world) -> None:
     """No LLM is configured here. A server without the answer endpoint gets a clear tool error."""
     has_answers = "/api/knowledge-bases/{kb_id}/answer" in httpx2.get(f"{live.url}/openapi.json").json()["paths"]
     async with over_http(live, world["reader"]) as mcp:

@@ -77,7 +77,7 @@ def test_api_conforms_to_its_schema(server: str) -> None:
         @given(case=operation.as_strategy())
         @settings(max_examples=25, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))
-        def run(case) -> None:  # type: ignore[no-untyped-def]
+        def run(case) -> None:
             case.call_and_validate(base_url=server, headers={"Authorization": f"Bearer {KEY}"}, timeout=60,
                                    checks=CHECKS)
 

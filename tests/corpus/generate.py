@@ -22,7 +22,7 @@ BODY = ("Trace trees record the hot loops of a program as it runs and compile ea
 def _finish(doc: pymupdf.Document) -> bytes:
     """Bytes without dates or a random file identifier, so that every run writes the same file."""
     doc.set_metadata({})
-    return doc.tobytes(garbage=3, deflate=True, no_new_id=True)  # type: ignore[no-any-return]
+    return doc.tobytes(garbage=3, deflate=True, no_new_id=True)
 
 
 def _paragraph(page: pymupdf.Page, rect: pymupdf.Rect, text: str, size: float = 10, font: str = "helv") -> None:

@@ -24,7 +24,7 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 
 @pytest.fixture
-async def keys(container):  # type: ignore[no-untyped-def]
+async def keys(container):
     a, b = await new_kb(container, "alpha"), await new_kb(container, "beta")
     repo = ApiKeyRepository(container.db)
     revoked = await repo.create(is_admin=True, scopes={})
@@ -34,7 +34,7 @@ async def keys(container):  # type: ignore[no-untyped-def]
             "editor A": await repo.create(is_admin=False, scopes={a: Role.EDITOR})}
 
 
-def mcp_client(container, key: str) -> Client:  # type: ignore[no-untyped-def]
+def mcp_client(container, key: str) -> Client:
     app = create_app(container=container)
     http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://test",
                               headers={"Authorization": f"Bearer {key}"}, timeout=60)
@@ -47,7 +47,7 @@ def payload(result: Any) -> Any:
 
 @pytest.mark.parametrize("header", [None, "Bearer ", "Bearer not-a-key", "Basic abc", "revoked"])
 async def test_mcp_refuses_a_missing_or_bad_key_before_reading_the_body(client: httpx.AsyncClient, keys,
-                                                                       header) -> None:  # type: ignore[no-untyped-def]
+                                                                       header) -> None:
     if header == "revoked":
         header = f"Bearer {keys['revoked']}"
     headers = {"Accept": "application/json, text/event-stream"}
@@ -56,7 +56,7 @@ async def test_mcp_refuses_a_missing_or_bad_key_before_reading_the_body(client: 
     else:
         client.headers.pop("Authorization", None)
 
-    async def body():  # type: ignore[no-untyped-def]
+    async def body():
         raise AssertionError("the body was read before the key was checked")
         yield b""  # pragma: no cover
 
@@ -66,7 +66,7 @@ async def test_mcp_refuses_a_missing_or_bad_key_before_reading_the_body(client: 
     assert "key" in r.json()["detail"]
 
 
-async def test_mcp_is_not_in_the_openapi_schema_and_answers_a_good_key(client: httpx.AsyncClient, keys) -> None:  # type: ignore[no-untyped-def]
+async def test_mcp_is_not_in_the_openapi_schema_and_answers_a_good_key(client: httpx.AsyncClient, keys) -> None:
     assert not any(p.startswith("/mcp") for p in (await client.get("/openapi.json")).json()["paths"])
     r = await client.post("/mcp", json=INIT, headers={"Authorization": f"Bearer {keys['reader A']}",
                                                       "Accept": "application/json, text/event-stream"})
@@ -74,7 +74,7 @@ async def test_mcp_is_not_in_the_openapi_schema_and_answers_a_good_key(client: h
     assert r.json()["result"]["serverInfo"]["name"] == "ultimate-rag"
 
 
-async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container, keys) -> None:  # type: ignore[no-untyped-def]
+async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container, keys) -> None:
     async with mcp_client(container, keys["reader A"]) as mcp:
         names = {t.name for t in (await mcp.list_tools()).tools}
         assert {"list_knowledge_bases", "search", "get_document", "read_chunks", "answer", "upload_document",
@@ -100,7 +100,7 @@ async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container,
     assert rows == []
 
 
-async def test_an_editor_key_uploads_and_another_kbs_document_is_invisible(container, keys) -> None:  # type: ignore[no-untyped-def]
+async def test_an_editor_key_uploads_and_another_kbs_document_is_invisible(container, keys) -> None:
     async with mcp_client(container, keys["editor A"]) as mcp:
         up = await mcp.call_tool("upload_document", {"knowledge_base": str(keys["a"]), "filename": "notes.md",
                                                      "text": "# Notes\n\nAgents write here."})
