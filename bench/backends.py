@@ -73,6 +73,7 @@ async def ingest(settings: Settings, embedder: LocalE5Embedder, docs: list[dict]
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"
             " AS failed, coalesce(sum(chunk_count), 0) AS chunks FROM documents WHERE knowledge_base_id = %s",
             (kb.id,))
+        assert row is not None
         if row["failed"]:
             raise SystemExit(f"{name}: {row['failed']} documents FAILED")
         if row["ready"] == len(docs):

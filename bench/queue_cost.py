@@ -176,8 +176,10 @@ def _wait_all_ready(url: str, expected: int) -> None:
     """Polls on its own (synchronous) connection, so its statements are not counted."""
     with psycopg.connect(url, autocommit=True) as conn:
         while True:
-            ready, failed = conn.execute("SELECT count(*) FILTER (WHERE status = 'READY'),"
-                                         " count(*) FILTER (WHERE status = 'FAILED') FROM documents").fetchone()
+            counts = conn.execute("SELECT count(*) FILTER (WHERE status = 'READY'),"
+                                  " count(*) FILTER (WHERE status = 'FAILED') FROM documents").fetchone()
+            assert counts is not None
+            ready, failed = counts
             if failed:
                 raise SystemExit(f"{failed} documents FAILED")
             if ready >= expected:

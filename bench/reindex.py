@@ -89,7 +89,9 @@ async def main_async(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     await wait_until(container, lambda r: r["ready"] == r["n"])
     ingest_wall = time.perf_counter() - started
-    chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]
+    counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+    assert counted is not None
+    chunks = counted["n"]
 
     rng = random.Random(7)
     ids = list(queries)
@@ -106,6 +108,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 "SELECT count(*) FILTER (WHERE status <> 'READY') AS not_ready,"
                 " count(*) FILTER (WHERE published_revision = content_revision AND content_revision > 1) AS swapped"
                 " FROM documents WHERE knowledge_base_id = %s", (kb,))
+            assert state is not None
             found = 0
             for doc in picked:
                 found += await findable(container, kb, doc, queries[doc], MODES[i % 3])

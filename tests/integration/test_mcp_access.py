@@ -41,6 +41,11 @@ def mcp_client(container, key: str) -> Client:
     return Client(streamable_http_client("http://test/mcp", http_client=http))
 
 
+def first_text(result: Any) -> str:
+    """The text of a tool result's first content block (tool errors come back as text)."""
+    return result.content[0].text
+
+
 def payload(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
@@ -86,16 +91,16 @@ async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container,
         assert not found.is_error and payload(found)["results"] == []
         for other in ("beta", str(keys["b"])):  # by name or by id: it does not exist for this key
             refused = await mcp.call_tool("search", {"knowledge_base": other, "query": "anything"})
-            assert refused.is_error and "no knowledge base" in refused.content[0].text
+            assert refused.is_error and "no knowledge base" in first_text(refused)
 
         write = await mcp.call_tool("upload_document", {"knowledge_base": "alpha", "filename": "n.md",
                                                         "text": "# N\n\nnew"})
-        assert write.is_error and "may not modify" in write.content[0].text and "403" in write.content[0].text
+        assert write.is_error and "may not modify" in first_text(write) and "403" in first_text(write)
         reindex = await mcp.call_tool("reindex", {"knowledge_base": "alpha"})
-        assert reindex.is_error and "403" in reindex.content[0].text
+        assert reindex.is_error and "403" in first_text(reindex)
         local = await mcp.call_tool("upload_document", {"knowledge_base": "alpha", "filename": "p",
                                                         "path": "/etc/passwd"})
-        assert local.is_error and "only available over stdio" in local.content[0].text
+        assert local.is_error and "only available over stdio" in first_text(local)
     rows = await container.db.fetchall("SELECT id FROM documents")
     assert rows == []
 
@@ -104,7 +109,7 @@ async def test_an_editor_key_uploads_and_another_kbs_document_is_invisible(conta
     async with mcp_client(container, keys["editor A"]) as mcp:
         up = await mcp.call_tool("upload_document", {"knowledge_base": str(keys["a"]), "filename": "notes.md",
                                                      "text": "# Notes\n\nAgents write here."})
-        assert not up.is_error, up.content[0].text
+        assert not up.is_error, first_text(up)
         doc = payload(up)
         assert doc["filename"] == "notes.md" and doc["knowledge_base_id"] == str(keys["a"])
         got = payload(await mcp.call_tool("get_document", {"document_id": doc["id"]}))
@@ -113,4 +118,4 @@ async def test_an_editor_key_uploads_and_another_kbs_document_is_invisible(conta
     async with mcp_client(container, (await ApiKeyRepository(container.db).create(
             is_admin=False, scopes={keys["b"]: Role.EDITOR}))) as other:
         hidden = await other.call_tool("get_document", {"document_id": doc["id"]})
-        assert hidden.is_error and "not found" in hidden.content[0].text and "404" in hidden.content[0].text
+        assert hidden.is_error and "not found" in first_text(hidden) and "404" in first_text(hidden)

@@ -83,6 +83,7 @@ def test_line_locators_still_point_into_the_file(path: Path) -> None:
     lines = path.read_text(encoding="utf-8").split("\n")
     for block in parse(path).blocks:
         loc = block.locator
+        assert loc.line_start is not None
         source = "\n".join(lines[loc.line_start - 1:loc.line_end])
         if block.kind == "heading":
             assert block.text in source or f"title: {block.text}" in source or f"'{block.text}'" in source

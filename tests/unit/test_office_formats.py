@@ -35,7 +35,7 @@ def parse(name: str, data: bytes, limits: ParseLimits | None = None):
 
 def chunk(parsed, size: int = 256):
     return StructuredChunker(lambda text: max(1, len(text) // 3)).split(
-        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=size, overlap=0)
+        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=size, overlap=0)  # type: ignore[arg-type]
 
 
 def with_part(data: bytes, name: str, content: bytes) -> bytes:
