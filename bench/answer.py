@@ -166,7 +166,9 @@ async def main_async(args: argparse.Namespace) -> None:
         for d in docs:
             await container.ingestion.submit(kb.id, f"{d['id']}.txt", "text/plain", d["text"].encode())
         await container.worker(WorkerConfig(concurrency=2, heartbeat_seconds=10)).run_until_idle()
-        chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]
+        counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+        assert counted is not None
+        chunks = counted["n"]
         qs = questions(docs, args.questions)
         print(f"machine: {machine()}")
         print(f"corpus: {len(docs)} documents ({args.per_lang} per language), {chunks} chunks; {len(qs)} questions "

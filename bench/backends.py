@@ -73,6 +73,7 @@ async def ingest(settings: Settings, embedder: LocalE5Embedder, docs: list[dict]
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"
             " AS failed, coalesce(sum(chunk_count), 0) AS chunks FROM documents WHERE knowledge_base_id = %s",
             (kb.id,))
+        assert row is not None
         if row["failed"]:
             raise SystemExit(f"{name}: {row['failed']} documents FAILED")
         if row["ready"] == len(docs):
@@ -85,7 +86,7 @@ async def ingest(settings: Settings, embedder: LocalE5Embedder, docs: list[dict]
     return elapsed, int(row["chunks"])
 
 
-async def populate(db: Database, stores: list, n_chunks: int, per_doc: int = 100) -> tuple[uuid.UUID, list]:  # type: ignore[type-arg]
+async def populate(db: Database, stores: list, n_chunks: int, per_doc: int = 100) -> tuple[uuid.UUID, list]:
     """One knowledge base, n_chunks chunks of READY documents in PostgreSQL and in every store."""
     kb = uuid.uuid4()
     await db.execute("INSERT INTO knowledge_bases (id, name) VALUES (%s, %s)", (kb, f"search-{kb.hex[:6]}"))
@@ -132,7 +133,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def latencies(store, documents: DocumentRepository, kb: uuid.UUID, queries: list, top_k: int,  # type: ignore[no-untyped-def]
+async def latencies(store, documents: DocumentRepository, kb: uuid.UUID, queries: list, top_k: int,
                     filtered: bool) -> list[float]:
     out = []
     for q in queries:

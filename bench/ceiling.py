@@ -47,7 +47,7 @@ class ZeroEmbedder:
         return self._vector
 
 
-async def stage_breakdown(db) -> str:  # type: ignore[no-untyped-def]
+async def stage_breakdown(db) -> str:
     """Mean seconds each document spent in each stage (from the stamps the database wrote)."""
     rows = await db.fetchall("SELECT stage_timings FROM documents WHERE status = 'READY'")
     totals: dict[str, float] = {}
@@ -69,4 +69,4 @@ def run_llamaindex(python: Path, per_lang: int, chunk_size: int, overlap: int) -
     out = subprocess.run([str(python), "-P", str(HERE / "llamaindex_zero.py"), "--corpus", corpus,
                           "--per-lang", str(per_lang), "--chunk-size", str(chunk_size), "--overlap", str(overlap)],
                          capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": ""})
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(out.stdout.strip().splitlines()[-1])

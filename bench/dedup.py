@@ -24,7 +24,7 @@ from ultimate_rag.domain import dedup as rules
 from .common import fresh_database, machine
 
 
-async def grow(db: Database, kb, target: int, have: int) -> None:  # type: ignore[no-untyped-def]
+async def grow(db: Database, kb, target: int, have: int) -> None:
     while have < target:
         n = min(20_000, target - have)
         await db.execute(
@@ -43,7 +43,7 @@ async def grow(db: Database, kb, target: int, have: int) -> None:  # type: ignor
     await db.execute("ANALYZE document_hash_bands")
 
 
-async def lookups(db: Database, kb, queries: int, rng: random.Random) -> list[float]:  # type: ignore[no-untyped-def]
+async def lookups(db: Database, kb, queries: int, rng: random.Random) -> list[float]:
     stored = await db.fetchall(
         "SELECT d.id, d.minhash, array_agg(b.hash ORDER BY b.band) AS bands FROM documents d"
         " JOIN document_hash_bands b ON b.document_id = d.id WHERE d.knowledge_base_id = %s"

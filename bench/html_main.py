@@ -22,6 +22,7 @@ from pathlib import Path
 import lxml.html
 
 from ultimate_rag.adapters.parsers import html as parser
+from ultimate_rag.adapters.parsers.assets import AssetGate
 from ultimate_rag.adapters.parsers.html_walk import Walker
 from ultimate_rag.domain.models import DocumentSource
 
@@ -38,7 +39,7 @@ def html_text(markup: str) -> str:
     root = lxml.html.document_fromstring(markup)
     for element in root.xpath("//script|//style"):
         element.drop_tree()
-    return root.text_content()  # type: ignore[no-any-return]
+    return root.text_content()
 
 
 def _source(content: bytes) -> DocumentSource:
@@ -47,9 +48,10 @@ def _source(content: bytes) -> DocumentSource:
 
 def full_page(content: bytes) -> str:
     """The 1.0.0 behaviour, kept as the fallback: the whole page minus navigation and the like."""
-    root, _ = parser.HtmlParser()._load(_source(content))
+    html = parser.HtmlParser()
+    root, _ = html._load(_source(content))
     parser.strip_page(root)
-    walker = Walker()
+    walker = Walker(AssetGate(html.limits))
     walker.walk(parser.page_content(root))
     return "\n".join(b.text for b in walker.blocks)
 

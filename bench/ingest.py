@@ -59,7 +59,7 @@ def start_api(url: str, data_dir: Path, port: int, sparse: bool = True) -> subpr
     raise SystemExit("the API did not start")
 
 
-async def wait_all_ready(container, expected: int) -> None:  # type: ignore[no-untyped-def]
+async def wait_all_ready(container, expected: int) -> None:
     while True:
         row = await container.db.fetchone(
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready,"
@@ -71,7 +71,7 @@ async def wait_all_ready(container, expected: int) -> None:  # type: ignore[no-u
         await asyncio.sleep(0.05)
 
 
-async def ingest_round(container, worker: IngestionWorker, requests) -> float:  # type: ignore[no-untyped-def]
+async def ingest_round(container, worker: IngestionWorker, requests) -> float:
     """Start the worker, fire the requests, return the wall time until everything is READY."""
     stop = asyncio.Event()
     started = time.perf_counter()
@@ -109,7 +109,7 @@ async def main_async(args: argparse.Namespace) -> None:
         uploads_done = 0.0
         slots = asyncio.Semaphore(args.uploads)
 
-        async def upload(d: dict) -> None:  # type: ignore[type-arg]
+        async def upload(d: dict) -> None:
             async with slots:
                 r = await client.post(f"{base}/knowledge-bases/{kb}/documents",
                                       files={"file": (f"{d['id']}.txt", d["text"].encode())})
@@ -163,7 +163,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, chunks: int, total_chars: int,
-                         container) -> None:  # type: ignore[no-untyped-def]
+                         container) -> None:
     engine = container.embedder.engine
     print(f"RESULT ceiling (zero-cost embedder): wall {wall:.2f} s until all READY, {chunks / wall:.1f} chunks/s, "
           f"{total_chars / wall:,.0f} corpus chars/s; engine batches {engine.batches} "
@@ -180,7 +180,7 @@ async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, c
               f"(chunks/s, durable vs in memory)")
 
 
-def report_model(container, texts: list[str], wall: float, embed_seconds: float, rewall: float,  # type: ignore[no-untyped-def]
+def report_model(container, texts: list[str], wall: float, embed_seconds: float, rewall: float,
                  re_embed: float, total_chars: int) -> None:
     model = container.embedder.model()
     threads = container.embedder.model_thread.threads

@@ -89,7 +89,9 @@ async def main_async(args: argparse.Namespace) -> None:
     t = time.perf_counter()
     await container.worker(WorkerConfig(concurrency=1, heartbeat_seconds=10)).run_until_idle()
     ingest = time.perf_counter() - t
-    chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]
+    counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+    assert counted is not None
+    chunks = counted["n"]
     probes = [(i, d["text"].split("\n")[0][:200]) for i, d in zip(ids, docs, strict=True)]
     sampler = Availability(container, kb, probes)
     for _ in range(len(probes)):
@@ -104,7 +106,8 @@ async def main_async(args: argparse.Namespace) -> None:
         calls.append(len(texts))
         return await original(texts)
 
-    local.embed_documents = counting  # count the local model's calls on the way back
+    local.embed_documents = counting  # type: ignore[method-assign]  # count the local model's calls on the way back
+    assert container.models is not None
     results = []
     for label, spec in (("local -> openai-compatible server", EmbeddingSpec("openai", HTTP_MODEL, 384)),
                         ("openai-compatible -> local (back, cache)", container.models.local)):

@@ -44,7 +44,7 @@ WORDS = ("harbour ferry pier timetable island passenger ticket departure arrival
 
 def noise_jpeg(width: int, height: int, seed: int) -> bytes:
     data = random.Random(seed).randbytes(width * height * 3)
-    return pymupdf.Pixmap(pymupdf.csRGB, width, height, data, 0).tobytes("jpeg", jpg_quality=95)  # type: ignore[no-any-return]
+    return pymupdf.Pixmap(pymupdf.csRGB, width, height, data, 0).tobytes("jpeg", jpg_quality=95)
 
 
 def paragraph(rng: random.Random, words: int = 60) -> str:
@@ -68,7 +68,7 @@ def pdf_with_images(pages: int) -> bytes:
         page = text_page(doc, rng, n + 1)
         page.insert_image(pymupdf.Rect(72, 400, 392, 640), stream=noise_jpeg(320, 240, n))
         page.insert_text((72, 656), f"Figure {n + 1}: harbour view {n + 1}", fontsize=8)
-    return doc.tobytes(garbage=0)  # type: ignore[no-any-return]
+    return doc.tobytes(garbage=0)
 
 
 def big_pdf(target_mb: int) -> bytes:
@@ -82,7 +82,7 @@ def big_pdf(target_mb: int) -> bytes:
         page.insert_image(pymupdf.Rect(72, 400, 540, 750), stream=image)
         size += len(image)
         n += 1
-    return doc.tobytes(garbage=0)  # type: ignore[no-any-return]
+    return doc.tobytes(garbage=0)
 
 
 def throughput(data: bytes, pages: int, repeats: int = 3) -> dict[str, float]:
@@ -105,7 +105,7 @@ def throughput(data: bytes, pages: int, repeats: int = 3) -> dict[str, float]:
             "isolated_s": best_isolated, "isolated_pps": pages / best_isolated}
 
 
-def _timed(fn) -> float:  # type: ignore[no-untyped-def]
+def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start

@@ -18,6 +18,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tests.corpus.measure import (
     PAGED,
@@ -79,14 +80,14 @@ def run(root: Path) -> list[dict[str, object]]:
     return rows
 
 
-def report(rows: list[dict[str, object]]) -> None:
+def report(rows: list[dict[str, Any]]) -> None:
     print("| file | chars | reference chars | recall % | chunks | located % | < 15 chars % | precision % | pages/s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
             print(f"| {r['file']} | {r['error']} | {r['ref_chars']} | | | | | | |")
             continue
-        pps = f"{float(r['pages']) / float(r['seconds']):.0f}" if r["pages"] else "-"  # type: ignore[arg-type]
+        pps = f"{float(r['pages']) / float(r['seconds']):.0f}" if r["pages"] else "-"
         print(f"| {r['file']} | {r['chars']} | {r['ref_chars']} | {_pct(r['recall'])} | {r['chunks']} | "
               f"{_pct(r['located'])} | {_pct(r['tiny'])} | {_pct(r.get('precision'))} | {pps} |")
     print()
@@ -96,26 +97,26 @@ def report(rows: list[dict[str, object]]) -> None:
         failed = [r["file"] for r in rows if r["kind"] == kind and "error" in r]
         if not group:
             continue
-        below = sum(float(r["recall"]) < THRESHOLDS[kind] for r in group)  # type: ignore[arg-type]
-        chunks = sum(int(r["chunks"]) for r in group)  # type: ignore[call-overload]
-        tiny = sum(float(r["tiny"]) * int(r["chunks"]) for r in group)  # type: ignore[arg-type, call-overload]
+        below = sum(float(r["recall"]) < THRESHOLDS[kind] for r in group)
+        chunks = sum(int(r["chunks"]) for r in group)
+        tiny = sum(float(r["tiny"]) * int(r["chunks"]) for r in group)
         print(f"RESULT parse corpus {kind:4s}: {len(group)} files parsed, {len(failed)} failed{_listed(failed)}; "
-              f"recall median {_pct(statistics.median(float(r['recall']) for r in group))} % "  # type: ignore[arg-type]
-              f"(min {_pct(min(float(r['recall']) for r in group))} %, {below} below {THRESHOLDS[kind]:.0%}); "  # type: ignore[arg-type]
+              f"recall median {_pct(statistics.median(float(r['recall']) for r in group))} % "
+              f"(min {_pct(min(float(r['recall']) for r in group))} %, {below} below {THRESHOLDS[kind]:.0%}); "
               f"chunks under 15 chars {_pct(tiny / chunks if chunks else 0)} % of {chunks}")
         if kind in PAGED | TABULAR:
-            located = sum(float(r["located"]) * int(r["chunks"]) for r in group)  # type: ignore[arg-type, call-overload]
+            located = sum(float(r["located"]) * int(r["chunks"]) for r in group)
             print(f"RESULT parse corpus {kind:4s}: chunks with a {'page' if kind in PAGED else 'row'} locator "
                   f"{_pct(located / chunks if chunks else 0)} % (goal 100 %)")
         if kind == "pdf":
-            pages = sum(int(r["pages"]) for r in group)  # type: ignore[call-overload]
-            seconds = sum(float(r["seconds"]) for r in group)  # type: ignore[arg-type]
+            pages = sum(int(r["pages"]) for r in group)
+            seconds = sum(float(r["seconds"]) for r in group)
             print(f"RESULT parse corpus pdf : {pages} pages in {seconds:.2f} s = {pages / seconds:.0f} pages/s "
                   "(parse + chunk, in process)")
         if kind == "html":
             print(f"RESULT parse corpus html: main content precision mean "
-                  f"{_pct(statistics.mean(float(r['precision']) for r in group))} %, "  # type: ignore[arg-type]
-                  f"recall mean {_pct(statistics.mean(float(r['recall']) for r in group))} % "  # type: ignore[arg-type]
+                  f"{_pct(statistics.mean(float(r['precision']) for r in group))} %, "
+                  f"recall mean {_pct(statistics.mean(float(r['recall']) for r in group))} % "
                   f"against readability's expected articles ({len(group)} pages)")
 
 

@@ -36,7 +36,7 @@ def scanned_pdf(pages: int) -> bytes:
         image.save(buffer, "PNG")
         page = doc.new_page(width=612, height=792)
         page.insert_image(page.rect, stream=buffer.getvalue())
-    return doc.tobytes()  # type: ignore[no-any-return]
+    return doc.tobytes()
 
 
 def measure(pages: int) -> dict[str, float]:

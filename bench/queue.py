@@ -82,7 +82,7 @@ async def run_claimers(url: str, claimers: int, batch: int, tag: str) -> int:
     return sum(counts)
 
 
-def _process(url: str, claimers: int, batch: int, tag: str, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _process(url: str, claimers: int, batch: int, tag: str, out: mp.Queue) -> None:
     out.put(asyncio.run(run_claimers(url, claimers, batch, tag)))
 
 
@@ -93,7 +93,7 @@ def measure(url: str, server: object, jobs: int, claimers: int, processes: int, 
     if processes == 1:
         done = asyncio.run(run_claimers(url, claimers, batch, "p0"))
     else:
-        out: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+        out: mp.Queue = mp.Queue()
         procs = [mp.Process(target=_process, args=(url, claimers, batch, f"p{i}", out)) for i in range(processes)]
         for p in procs:
             p.start()
@@ -128,7 +128,7 @@ async def _seed(url: str, jobs: int) -> None:
     await _with_db(url, lambda db: seed(db, jobs))
 
 
-async def _with_db(url: str, action) -> None:  # type: ignore[no-untyped-def]
+async def _with_db(url: str, action) -> None:
     db = Database(url, max_size=2)
     await db.open()
     try:

@@ -101,7 +101,7 @@ async def main_async(args: argparse.Namespace) -> None:
     url, server, root = fresh_database()
     settings = Settings(database_url=url, data_dir=root / "data", admin_key="bench-admin-key",
                         sparse_enabled=not args.no_sparse, poll_interval_seconds=0.2)
-    container = build(settings, url=url, embedder=FreeVectors(make_embedder(settings)))  # type: ignore[arg-type]
+    container = build(settings, url=url, embedder=FreeVectors(make_embedder(settings)))
     await container.open()
     container.embedder.count_tokens("warm up")  # load the tokenizer before the clock starts
     kb = await container.knowledge_bases.create("bench", "", KnowledgeBaseSettings())
@@ -176,8 +176,10 @@ def _wait_all_ready(url: str, expected: int) -> None:
     """Polls on its own (synchronous) connection, so its statements are not counted."""
     with psycopg.connect(url, autocommit=True) as conn:
         while True:
-            ready, failed = conn.execute("SELECT count(*) FILTER (WHERE status = 'READY'),"
-                                         " count(*) FILTER (WHERE status = 'FAILED') FROM documents").fetchone()
+            counts = conn.execute("SELECT count(*) FILTER (WHERE status = 'READY'),"
+                                  " count(*) FILTER (WHERE status = 'FAILED') FROM documents").fetchone()
+            assert counts is not None
+            ready, failed = counts
             if failed:
                 raise SystemExit(f"{failed} documents FAILED")
             if ready >= expected:

@@ -48,7 +48,7 @@ def corpus_documents(corpus: Any, n: int) -> list[dict[str, str]]:
     return docs[:n]
 
 
-async def wait_until(container, done) -> None:  # type: ignore[no-untyped-def]
+async def wait_until(container, done) -> None:
     while True:
         row = await container.db.fetchone(
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"
@@ -60,7 +60,7 @@ async def wait_until(container, done) -> None:  # type: ignore[no-untyped-def]
         await asyncio.sleep(0.2)
 
 
-async def findable(container, kb: UUID, doc: UUID, query: str, mode: SearchMode) -> bool:  # type: ignore[no-untyped-def]
+async def findable(container, kb: UUID, doc: UUID, query: str, mode: SearchMode) -> bool:
     hits = await container.search.search(kb, query, 3, mode=mode, filters=SearchFilters(document_ids=(doc,)))
     return bool(hits)
 
@@ -94,7 +94,9 @@ async def main_async(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     await wait_until(container, lambda r: r["ready"] == r["n"])
     ingest_wall = time.perf_counter() - started
-    chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]
+    counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+    assert counted is not None
+    chunks = counted["n"]
 
     rng = random.Random(7)
     ids = list(queries)
@@ -111,6 +113,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 "SELECT count(*) FILTER (WHERE status <> 'READY') AS not_ready,"
                 " count(*) FILTER (WHERE published_revision = content_revision AND content_revision > 1) AS swapped"
                 " FROM documents WHERE knowledge_base_id = %s", (kb,))
+            assert state is not None
             found = 0
             for doc in picked:
                 found += await findable(container, kb, doc, queries[doc], modes[i % len(modes)])

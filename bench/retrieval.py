@@ -42,7 +42,7 @@ from .retrieval_set.questions import QUESTIONS
 MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
 
 
-async def ingest(container) -> tuple[UUID, dict[UUID, str]]:  # type: ignore[no-untyped-def]
+async def ingest(container) -> tuple[UUID, dict[UUID, str]]:
     kb = await container.knowledge_bases.create("retrieval-eval", "", KnowledgeBaseSettings())
     key_of: dict[UUID, str] = {}
     for key, (filename, data) in files().items():
@@ -59,7 +59,7 @@ async def ingest(container) -> tuple[UUID, dict[UUID, str]]:  # type: ignore[no-
     return kb.id, key_of
 
 
-async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMode) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
+async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMode) -> dict[str, dict[str, float]]:
     per_kind: dict[str, list[int | None]] = defaultdict(list)
     for question, expected, kind in QUESTIONS:
         results = await container.search.search(kb, question, 10, mode=mode, group_by_document=True)
@@ -80,7 +80,7 @@ def report(label: str, scores: dict[str, dict[str, float]]) -> None:
               f"mrr10={s['mrr10']:.3f} recall10={s['recall10']:.3f}")
 
 
-async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:  # type: ignore[no-untyped-def]
+async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:
     """``n_chunks`` chunks in a new knowledge base: each the vectors of a real chunk, perturbed."""
     kb = await container.knowledge_bases.create("retrieval-latency", "", KnowledgeBaseSettings())
     table = container.vectors.table
@@ -133,7 +133,7 @@ async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:  # ty
     return kb.id
 
 
-async def latency(container, kb: UUID, repeat: int) -> None:  # type: ignore[no-untyped-def]
+async def latency(container, kb: UUID, repeat: int) -> None:
     """Per question, every mode in a shuffled order (on a shared machine the load drifts: modes
     timed one after the other in blocks would compare different minutes, and a mode that always ran
     second would find the buffers warmed by the first)."""

@@ -59,6 +59,7 @@ async def documents_list(documents: int, repeat: int) -> None:
             row = await container.db.fetchone(
                 "SELECT created_at, id FROM documents WHERE knowledge_base_id = %s ORDER BY created_at DESC, id DESC"
                 " OFFSET %s LIMIT 1", (kb, documents - documents // 100))
+            assert row is not None
             deep_cursor = encode_cursor(row["created_at"], row["id"])
             transport = httpx.ASGITransport(app=create_app(container=container))
             async with httpx.AsyncClient(transport=transport, base_url="http://bench",

@@ -29,7 +29,7 @@ if [ ! -d .llm/node/node_modules/node-llama-cpp ] && command -v npm >/dev/null 2
     || echo "could not install node-llama-cpp: the real-model answer test will fail" >&2
 fi
 .venv/bin/ruff check src tests bench
-.venv/bin/mypy  # strict type check of src/ ([tool.mypy] in pyproject.toml)
+.venv/bin/mypy  # src/ strict, tests/ and bench/ checked less strictly ([tool.mypy] in pyproject.toml)
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
 rc=$?

@@ -69,7 +69,7 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-async def container(settings: Settings, embedder: LocalE5Embedder):  # type: ignore[no-untyped-def]
+async def container(settings: Settings, embedder: LocalE5Embedder):
     from ultimate_rag.bootstrap import build
 
     c = build(settings, url=settings.database_url, embedder=embedder, pool_size=8)
@@ -79,7 +79,7 @@ async def container(settings: Settings, embedder: LocalE5Embedder):  # type: ign
 
 
 @pytest.fixture
-async def client(container) -> AsyncIterator[httpx.AsyncClient]:  # type: ignore[no-untyped-def]
+async def client(container) -> AsyncIterator[httpx.AsyncClient]:
     from ultimate_rag.api.app import create_app
 
     app = create_app(container=container)

@@ -38,7 +38,7 @@ class WorkerProcesses:
 
 
 @pytest.fixture
-def workers(settings, tmp_path: Path) -> Iterator[WorkerProcesses]:  # type: ignore[no-untyped-def]
+def workers(settings, tmp_path: Path) -> Iterator[WorkerProcesses]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
     env.update({
         "ULTIMATE_RAG_DATABASE_URL": settings.database_url,

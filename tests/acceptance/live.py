@@ -33,17 +33,17 @@ class Live:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {key or self.admin_key}"},
                             timeout=60)
 
-    def new_kb(self, prefix: str = "kb") -> dict:  # type: ignore[type-arg]
+    def new_kb(self, prefix: str = "kb") -> dict:
         with self.http() as h:
             r = h.post("/api/knowledge-bases", json={"name": f"{prefix}-{uuid.uuid4().hex[:8]}"})
             r.raise_for_status()
-            return r.json()  # type: ignore[no-any-return]
+            return r.json()
 
     def key(self, kb_id: str, role: str) -> str:
         with self.http() as h:
             r = h.post("/api/keys", json={"scopes": [{"knowledge_base_id": kb_id, "role": role}]})
             r.raise_for_status()
-            return r.json()["key"]  # type: ignore[no-any-return]
+            return r.json()["key"]
 
 
 @pytest.fixture(scope="session")

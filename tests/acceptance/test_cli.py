@@ -18,14 +18,14 @@ from ..integration.catalog import catalog, empty_database
 pytestmark = pytest.mark.acceptance
 
 
-def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
     env |= {"ULTIMATE_RAG_DATABASE_URL": settings.database_url, "ULTIMATE_RAG_DATA_DIR": str(settings.data_dir)}
     return subprocess.run([sys.executable, "-m", "ultimate_rag.cli", *args], env=env, capture_output=True,
                           text=True, timeout=120)
 
 
-def test_migrate_is_idempotent(pg_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_migrate_is_idempotent(pg_url: str, tmp_path) -> None:
     """On an empty database: the first run applies every migration, the second applies none and
     leaves the schema and the migration records exactly as they were."""
     with empty_database(pg_url) as url:
@@ -44,7 +44,7 @@ def migration_records(url: str) -> list[tuple[object, ...]]:
         return conn.execute("SELECT version, name, applied_at FROM schema_migrations ORDER BY version").fetchall()
 
 
-async def test_keys_create_prints_the_key_last_and_it_works(settings, client) -> None:  # type: ignore[no-untyped-def]
+async def test_keys_create_prints_the_key_last_and_it_works(settings, client) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "k"})).json()["id"]
     reader = cli(settings, "keys", "create", "--kb", kb, "--role", "reader")
     assert reader.returncode == 0, reader.stderr
@@ -61,7 +61,7 @@ async def test_keys_create_prints_the_key_last_and_it_works(settings, client) ->
     assert cli(settings, "keys", "create").returncode == 2
 
 
-async def test_keys_list_and_revoke(settings, client) -> None:  # type: ignore[no-untyped-def]
+async def test_keys_list_and_revoke(settings, client) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "k"})).json()["id"]
     created = cli(settings, "keys", "create", "--kb", kb, "--role", "editor", "--name", "ci bot",
                   "--expires-in-days", "30")

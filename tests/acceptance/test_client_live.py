@@ -26,7 +26,7 @@ from ultimate_rag.testing.servers import Fault, FaultProxy
 pytestmark = pytest.mark.acceptance
 
 
-def test_errors_carry_the_servers_message(live) -> None:  # type: ignore[no-untyped-def]
+def test_errors_carry_the_servers_message(live) -> None:
     kb = live.new_kb("errors")
     with Client(live.url, live.admin_key) as rag:
         with pytest.raises(NotFound) as missing:
@@ -45,7 +45,7 @@ def test_errors_carry_the_servers_message(live) -> None:  # type: ignore[no-unty
             reader.upload(kb["id"], b"# no\n", filename="no.md")
 
 
-def test_429_and_503_are_retried_honouring_retry_after(live) -> None:  # type: ignore[no-untyped-def]
+def test_429_and_503_are_retried_honouring_retry_after(live) -> None:
     proxy = FaultProxy(live.url).start()
     try:
         proxy.inject(Fault(status=429, retry_after="0"), Fault(status=503, retry_after="0"))
@@ -61,7 +61,7 @@ def test_429_and_503_are_retried_honouring_retry_after(live) -> None:  # type: i
         proxy.stop()
 
 
-def test_pagination_progress_and_waiting_for_ready(live, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_pagination_progress_and_waiting_for_ready(live, tmp_path) -> None:
     kb = live.new_kb("pages")
     path = tmp_path / "big.md"
     path.write_text("# Big\n\n" + "A line about lighthouses and the sea.\n" * 3000)
@@ -94,7 +94,7 @@ def test_pagination_progress_and_waiting_for_ready(live, tmp_path) -> None:  # t
         assert hits[0].document_id == docs[-1].id and hits[0].citation.filename == "big.md"
 
 
-async def test_the_async_client_does_the_same(live) -> None:  # type: ignore[no-untyped-def]
+async def test_the_async_client_does_the_same(live) -> None:
     kb = live.new_kb("async")
     async with AsyncClient(live.url, live.admin_key) as rag:
         doc = await rag.upload(kb["id"], "# 한국어\n\n비동기 클라이언트 문서입니다.".encode(), filename="ko.md")

@@ -18,7 +18,7 @@ from ..integration.test_connectors import Site, serve
 pytestmark = pytest.mark.acceptance
 
 
-async def test_sigkill_mid_sync_then_another_worker_resumes_it(container, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_sigkill_mid_sync_then_another_worker_resumes_it(container, workers) -> None:
     site = Site()
     httpd, _ = serve(site)
     hold = threading.Event()
@@ -38,7 +38,7 @@ async def test_sigkill_mid_sync_then_another_worker_resumes_it(container, worker
                 "SELECT external_id, status FROM documents WHERE knowledge_base_id = %s", (kb,))
             return {r["external_id"]: r["status"] for r in rows}
 
-        async def sync_row() -> dict:  # type: ignore[type-arg]
+        async def sync_row() -> dict:
             row = await container.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
             assert row is not None
             return row
@@ -78,11 +78,11 @@ async def test_sigkill_mid_sync_then_another_worker_resumes_it(container, worker
         httpd.shutdown()
 
 
-async def _fetching_slow(statuses, slow_url: str) -> bool:  # type: ignore[no-untyped-def]
+async def _fetching_slow(statuses, slow_url: str) -> bool:
     return (await statuses()).get(slow_url) == "FETCHING"
 
 
-async def test_sigterm_hands_a_running_sync_back_and_the_next_worker_resumes_it(container, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_sigterm_hands_a_running_sync_back_and_the_next_worker_resumes_it(container, workers) -> None:
     site = Site()
     httpd, _ = serve(site)
     hold = threading.Event()

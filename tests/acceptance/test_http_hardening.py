@@ -30,7 +30,7 @@ H = {"Authorization": f"Bearer {ADMIN}"}
 
 
 @pytest.fixture(scope="module")
-def server(pg_url: str, template_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:  # type: ignore[type-arg]
+def server(pg_url: str, template_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     name = f"hard_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
@@ -68,13 +68,13 @@ def new_key(base: str, kb: str, role: str = "reader") -> tuple[str, str]:
     return r.json()["key"], r.json()["record"]["id"]
 
 
-def key_record(base: str, key_id: str) -> dict:  # type: ignore[type-arg]
+def key_record(base: str, key_id: str) -> dict:
     return next(k for k in httpx.get(f"{base}/api/keys", headers=H).json()["items"] if k["id"] == key_id)
 
 
 # ---- item 1: no key, no body read; JSON routes keep the JSON limit ----
 
-def test_an_unauthenticated_50_mb_multipart_body_is_never_read(server: dict) -> None:  # type: ignore[type-arg]
+def test_an_unauthenticated_50_mb_multipart_body_is_never_read(server: dict) -> None:
     kb = new_kb(server["base"])
     size = 50 * 1024 * 1024
     api = psutil.Process(server["pid"])
@@ -112,7 +112,7 @@ def test_an_unauthenticated_50_mb_multipart_body_is_never_read(server: dict) -> 
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
 
 
-def test_json_routes_refuse_form_bodies_and_keep_the_json_limit(server: dict) -> None:  # type: ignore[type-arg]
+def test_json_routes_refuse_form_bodies_and_keep_the_json_limit(server: dict) -> None:
     base = server["base"]
     kb = new_kb(base)
     connector = httpx.post(f"{base}/api/knowledge-bases/{kb}/connectors", headers=H,
@@ -137,7 +137,7 @@ def test_json_routes_refuse_form_bodies_and_keep_the_json_limit(server: dict) ->
 
 # ---- item 11: nothing is written for a key that is not verified ----
 
-def test_a_known_prefix_moves_nothing_and_last_used_is_throttled(server: dict) -> None:  # type: ignore[type-arg]
+def test_a_known_prefix_moves_nothing_and_last_used_is_throttled(server: dict) -> None:
     base = server["base"]
     kb = new_kb(base)
     key, key_id = new_key(base, kb)
@@ -165,7 +165,7 @@ def _open_stream(client: httpx.Client, kb: str, key: str) -> tuple[httpx.Respons
     return response, lines
 
 
-def test_event_streams_are_capped_per_key_and_in_total(server: dict) -> None:  # type: ignore[type-arg]
+def test_event_streams_are_capped_per_key_and_in_total(server: dict) -> None:
     kb = new_kb(server["base"])
     a, _ = new_key(server["base"], kb)
     b, _ = new_key(server["base"], kb)
@@ -194,7 +194,7 @@ def test_event_streams_are_capped_per_key_and_in_total(server: dict) -> None:  #
             response.close()
 
 
-def test_a_revoked_key_stops_streaming(server: dict) -> None:  # type: ignore[type-arg]
+def test_a_revoked_key_stops_streaming(server: dict) -> None:
     base = server["base"]
     kb = new_kb(base)
     key, key_id = new_key(base, kb)
@@ -207,7 +207,7 @@ def test_a_revoked_key_stops_streaming(server: dict) -> None:  # type: ignore[ty
     assert events == ["event: unauthorized"]  # not "reconnect": it ended long before max_seconds
 
 
-def test_connectors_per_knowledge_base_are_capped(server: dict) -> None:  # type: ignore[type-arg]
+def test_connectors_per_knowledge_base_are_capped(server: dict) -> None:
     base = server["base"]
     kb = new_kb(base)
     body = {"kind": "urls", "config": {"urls": ["https://example.com/a"]}}
@@ -220,7 +220,7 @@ def test_connectors_per_knowledge_base_are_capped(server: dict) -> None:  # type
 
 # ---- item 17: the API docs load nothing from the network ----
 
-def test_the_api_docs_are_served_from_this_server(server: dict) -> None:  # type: ignore[type-arg]
+def test_the_api_docs_are_served_from_this_server(server: dict) -> None:
     base = server["base"]
     page = httpx.get(f"{base}/docs")
     assert page.status_code == 200

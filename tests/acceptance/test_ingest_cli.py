@@ -22,7 +22,7 @@ from ultimate_rag.testing.servers import Fault, FaultProxy
 pytestmark = pytest.mark.acceptance
 
 
-def cli(live, *args: str, url: str | None = None) -> list[str]:  # type: ignore[no-untyped-def]
+def cli(live, *args: str, url: str | None = None) -> list[str]:
     return [sys.executable, "-m", "ultimate_rag.cli", *args, "--url", url or live.url, "--key", live.admin_key]
 
 
@@ -56,12 +56,12 @@ def make_folder(root: Path) -> list[str]:
                   and p.suffix != ".bin")
 
 
-def documents(live, kb_id: str) -> list:  # type: ignore[no-untyped-def, type-arg]
+def documents(live, kb_id: str) -> list:
     with Client(live.url, live.admin_key) as rag:
         return list(rag.iter_documents(kb_id))
 
 
-def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_files(live, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_files(live, tmp_path) -> None:
     folder = tmp_path / "docs"
     names = make_folder(folder)
     kb_name = f"ingest-{os.getpid()}-{time.monotonic_ns()}"
@@ -121,7 +121,7 @@ def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_fil
     assert all(after[n].updated_at == before[n].updated_at for n in names if n != "notes.md")
 
 
-def test_quiet_prints_failures_only_and_a_missing_knowledge_base_is_named(live, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_quiet_prints_failures_only_and_a_missing_knowledge_base_is_named(live, tmp_path) -> None:
     (tmp_path / "bad.bin").write_bytes(bytes(range(256)))
     kb = live.new_kb("quiet")
     quiet = subprocess.run(cli(live, "ingest", str(tmp_path), "--kb", kb["name"], "--quiet"),

@@ -17,14 +17,14 @@ from .test_cli import cli
 pytestmark = pytest.mark.acceptance
 
 
-def old_file(path, data: bytes = b"x") -> None:  # type: ignore[no-untyped-def]
+def old_file(path, data: bytes = b"x") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     then = time.time() - 2 * 3600
     os.utime(path, (then, then))
 
 
-async def test_janitor_command_removes_orphans_and_reports_them(settings, container) -> None:  # type: ignore[no-untyped-def]
+async def test_janitor_command_removes_orphans_and_reports_them(settings, container) -> None:
     from tests.integration.helpers import new_kb, queue_document
 
     kb = await new_kb(container)
@@ -53,7 +53,7 @@ async def test_janitor_command_removes_orphans_and_reports_them(settings, contai
     assert cli(settings, "janitor", "--grace-seconds", "-1").returncode == 2
 
 
-async def test_janitor_command_does_nothing_while_another_pass_runs(settings) -> None:  # type: ignore[no-untyped-def]
+async def test_janitor_command_does_nothing_while_another_pass_runs(settings) -> None:
     orphan = settings.objects_dir / str(uuid4()) / str(uuid4()) / "source.txt"
     old_file(orphan)
     async with await psycopg.AsyncConnection.connect(settings.database_url, autocommit=True) as other:
@@ -63,7 +63,7 @@ async def test_janitor_command_does_nothing_while_another_pass_runs(settings) ->
     assert orphan.exists()
 
 
-async def test_a_worker_process_sweeps_serves_its_metrics_and_logs_json(settings, container, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_a_worker_process_sweeps_serves_its_metrics_and_logs_json(settings, container, workers) -> None:
     """The same sweeper, run periodically by ``ultimate-rag worker``, next to its own /metrics and
     JSON log lines that name the document they are about."""
     import json

@@ -23,23 +23,28 @@ pytestmark = pytest.mark.acceptance
 DOC = "# Tides\n\n## Spring tides\n\nSpring tides happen at new and full moon, when the sun and moon align.\n"
 
 
-def stdio(live, key: str) -> Client:  # type: ignore[no-untyped-def]
+def stdio(live, key: str) -> Client:
     env = {"ULTIMATE_RAG_URL": live.url, "ULTIMATE_RAG_API_KEY": key, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     return Client(StdioServerParameters(command=sys.executable, args=["-m", "ultimate_rag.cli", "mcp"], env=env))
 
 
-def over_http(live, key: str) -> Client:  # type: ignore[no-untyped-def]
+def over_http(live, key: str) -> Client:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
     return Client(streamable_http_client(f"{live.url}/mcp", http_client=http))
 
 
+def first_text(result: Any) -> str:
+    """The text of a tool result's first content block (tool errors come back as text)."""
+    return result.content[0].text
+
+
 def payload(result: Any) -> Any:
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, first_text(result)
     return json.loads(result.content[0].text)
 
 
 @pytest.fixture(scope="module")
-def world(live):  # type: ignore[no-untyped-def]
+def world(live):
     kb, other = live.new_kb("tides"), live.new_kb("secret")
     with RagClient(live.url, live.admin_key) as rag:
         doc = rag.upload(kb["id"], DOC.encode(), filename="tides.md")
@@ -50,12 +55,13 @@ def world(live):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_a_reader_session_searches_with_citations_and_cannot_write(live, world, transport) -> None:  # type: ignore[no-untyped-def]
+async def test_a_reader_session_searches_with_citations_and_cannot_write(live, world, transport) -> None:
     connect = stdio if transport == "stdio" else over_http
     async with connect(live, world["reader"]) as mcp:
         tools = {t.name: t for t in (await mcp.list_tools()).tools}
         assert {"list_knowledge_bases", "search", "get_document", "read_chunks", "answer", "upload_document",
                 "reindex"} <= set(tools)
+        assert tools["search"].annotations is not None
         assert tools["search"].annotations.read_only_hint is True
 
         kbs = payload(await mcp.call_tool("list_knowledge_bases", {}))["knowledge_bases"]
@@ -75,18 +81,18 @@ async def test_a_reader_session_searches_with_citations_and_cannot_write(live, w
 
         refused = await mcp.call_tool("upload_document", {"knowledge_base": world["kb"]["id"], "filename": "x.md",
                                                           "text": "# X\n\nnot allowed"})
-        assert refused.is_error and "may not modify" in refused.content[0].text
+        assert refused.is_error and "may not modify" in first_text(refused)
         assert (await mcp.call_tool("reindex", {"document_id": world["doc"]})).is_error
 
         for probe in ({"knowledge_base": world["other"]["name"], "query": "vault code"},
                       {"knowledge_base": world["other"]["id"], "query": "vault code"}):
             assert (await mcp.call_tool("search", probe)).is_error
         hidden = await mcp.call_tool("get_document", {"document_id": world["hidden"]})
-        assert hidden.is_error and "not found" in hidden.content[0].text
+        assert hidden.is_error and "not found" in first_text(hidden)
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_an_editor_session_uploads_text_and_files(live, world, transport, tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_an_editor_session_uploads_text_and_files(live, world, transport, tmp_path) -> None:
     connect = stdio if transport == "stdio" else over_http
     async with connect(live, world["editor"]) as mcp:
         text = payload(await mcp.call_tool("upload_document", {
@@ -104,27 +110,27 @@ async def test_an_editor_session_uploads_text_and_files(live, world, transport, 
         assert file["size_bytes"] == len(csv)
         other = await mcp.call_tool("upload_document", {"knowledge_base": world["other"]["name"],
                                                         "filename": "y.md", "text": "# Y"})
-        assert other.is_error and "no knowledge base" in other.content[0].text
+        assert other.is_error and "no knowledge base" in first_text(other)
     with RagClient(live.url, live.admin_key) as rag:
         done = rag.wait_until_ready([text["id"], file["id"]], timeout=300)
         assert [d.status for d in done] == ["READY", "READY"], [d.error_message for d in done]
 
 
-async def test_without_a_key_the_http_transport_answers_401(live) -> None:  # type: ignore[no-untyped-def]
+async def test_without_a_key_the_http_transport_answers_401(live) -> None:
     async with httpx2.AsyncClient() as http:
         r = await http.post(f"{live.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                             headers={"Accept": "application/json, text/event-stream"})
     assert r.status_code == 401 and "missing API key" in r.json()["detail"]
 
 
-async def test_the_answer_tool_without_a_model_gives_the_passages_and_the_reason(live, world) -> None:  # type: ignore[no-untyped-def]
+async def test_the_answer_tool_without_a_model_gives_the_passages_and_the_reason(live, world) -> None:
     """No LLM is configured here. A server without the answer endpoint gets a clear tool error."""
     has_answers = "/api/knowledge-bases/{kb_id}/answer" in httpx2.get(f"{live.url}/openapi.json").json()["paths"]
     async with over_http(live, world["reader"]) as mcp:
         result = await mcp.call_tool("answer", {"knowledge_base": world["kb"]["name"],
                                                 "question": "When do spring tides happen?"})
     if not has_answers:
-        assert result.is_error and "no answer endpoint" in result.content[0].text
+        assert result.is_error and "no answer endpoint" in first_text(result)
         return
     data = payload(result)
     assert data["answer"] is None and data["reason"]

@@ -16,7 +16,7 @@ from ultimate_rag.client import Client
 pytestmark = pytest.mark.acceptance
 
 
-def run(live, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+def run(live, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
     env |= {"ULTIMATE_RAG_URL": live.url, "ULTIMATE_RAG_API_KEY": key or live.admin_key}
     return subprocess.run([sys.executable, "-m", "ultimate_rag.cli", *args], env=env, capture_output=True, text=True,
@@ -24,7 +24,7 @@ def run(live, *args: str, key: str | None = None) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def kb(live):  # type: ignore[no-untyped-def]
+def kb(live):
     kb = live.new_kb("query")
     with Client(live.url, live.admin_key) as rag:
         docs = [rag.upload(kb["id"], b"# Harbour\n\n## Mooring\n\nBoats moor at the north quay after sunset.\n",
@@ -34,7 +34,7 @@ def kb(live):  # type: ignore[no-untyped-def]
     return kb
 
 
-def test_search_prints_cited_results_and_json(live, kb) -> None:  # type: ignore[no-untyped-def]
+def test_search_prints_cited_results_and_json(live, kb) -> None:
     human = run(live, "search", "where do boats moor?", "--kb", kb["name"], "--top-k", "2")
     assert human.returncode == 0, human.stderr
     first = human.stdout.splitlines()[0]
@@ -55,7 +55,7 @@ def test_search_prints_cited_results_and_json(live, kb) -> None:  # type: ignore
     assert refused.returncode == 1 and "not found" in refused.stderr and "Traceback" not in refused.stderr
 
 
-def test_status_in_both_forms(live, kb) -> None:  # type: ignore[no-untyped-def]
+def test_status_in_both_forms(live, kb) -> None:
     human = run(live, "status", "--kb", kb["name"])
     assert human.returncode == 0, human.stderr
     assert kb["name"] in human.stdout and "READY" in human.stdout
@@ -71,7 +71,7 @@ def test_status_in_both_forms(live, kb) -> None:  # type: ignore[no-untyped-def]
     assert reader["stuck"] is None  # only an admin key sees stuck documents
 
 
-def test_ask_without_a_model_shows_the_passages_and_answer_null(live, kb) -> None:  # type: ignore[no-untyped-def]
+def test_ask_without_a_model_shows_the_passages_and_answer_null(live, kb) -> None:
     """No LLM is configured here. Where the server has no answer endpoint yet, the command says so
     clearly; where it has one, the answer is null with the reason and the cited passages."""
     paths = httpx.get(f"{live.url}/openapi.json").json()["paths"]
@@ -89,7 +89,7 @@ def test_ask_without_a_model_shows_the_passages_and_answer_null(live, kb) -> Non
     assert data["citations"] and data["citations"][0]["filename"] == "harbour.md"
 
 
-def test_without_a_key_or_a_server_the_commands_say_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_without_a_key_or_a_server_the_commands_say_so(tmp_path) -> None:
     from ultimate_rag.testing.servers import free_port
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}

@@ -67,7 +67,7 @@ def test_everything_killed_mid_batch_recovers_by_itself(tmp_path: Path) -> None:
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=90)
 
-        def all_stable() -> list[dict]:  # type: ignore[type-arg]
+        def all_stable() -> list[dict]:
             items = [httpx.get(f"{base}/api/documents/{d}", headers=h).json() for d in docs]
             return items if all(i["status"] in ("READY", "FAILED") for i in items) else []
 

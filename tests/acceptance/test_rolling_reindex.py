@@ -38,12 +38,12 @@ def text_of(topic: str, marker: str = "") -> str:
     return f"# {title}\n\n{body}" + (f"\n\n{marker}\n" if marker else "")
 
 
-async def published(container, doc: UUID) -> int | None:  # type: ignore[no-untyped-def]
+async def published(container, doc: UUID) -> int | None:
     row = await container.db.fetchone("SELECT published_revision FROM documents WHERE id = %s", (doc,))
     return row["published_revision"] if row else None
 
 
-async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(container, settings,  # type: ignore[no-untyped-def]
+async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(container, settings,
                                                                               workers) -> None:
     kb = await new_kb(container)
     docs = {topic: await queue_document(container, kb, text_of(topic), filename=f"{topic}.md") for topic in TOPICS}

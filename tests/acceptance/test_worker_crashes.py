@@ -24,19 +24,19 @@ LONG_TEXT = "\n\n".join(
 )
 
 
-async def doc_state(container, doc_id):  # type: ignore[no-untyped-def]
+async def doc_state(container, doc_id):
     return await container.db.fetchone(
         "SELECT d.status, d.error_message, d.chunk_count, d.updated_at, d.progress, j.status AS job_status,"
         " j.attempts, j.locked_by, j.updated_at AS job_updated_at FROM documents d"
         " JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.id = %s", (doc_id,))
 
 
-async def embedding_started(container, doc_id):  # type: ignore[no-untyped-def]
+async def embedding_started(container, doc_id):
     row = await doc_state(container, doc_id)
     return row["status"] == "EMBEDDING" and (row["progress"] or {}).get("done", 0) >= 2
 
 
-async def assert_consistent_ready(container, settings, kb, doc_id) -> list:  # type: ignore[no-untyped-def]
+async def assert_consistent_ready(container, settings, kb, doc_id) -> list:
     row = await doc_state(container, doc_id)
     assert row["status"] == "READY" and row["job_status"] == "SUCCEEDED", row
     assert row["error_message"] is None
@@ -50,7 +50,7 @@ async def assert_consistent_ready(container, settings, kb, doc_id) -> list:  # t
     return chunk_ids
 
 
-async def test_sigkill_mid_embedding_recovers_through_lease_expiry(container, settings, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_sigkill_mid_embedding_recovers_through_lease_expiry(container, settings, workers) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb, LONG_TEXT)
     first = workers.start()
@@ -67,7 +67,7 @@ async def test_sigkill_mid_embedding_recovers_through_lease_expiry(container, se
     assert row["attempts"] == 2
 
 
-async def test_worker_paused_past_its_lease_commits_nothing_when_it_resumes(container, settings, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_worker_paused_past_its_lease_commits_nothing_when_it_resumes(container, settings, workers) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb, LONG_TEXT)
     paused = workers.start()
@@ -92,7 +92,7 @@ async def test_worker_paused_past_its_lease_commits_nothing_when_it_resumes(cont
     assert paused.wait(timeout=30) == 0
 
 
-async def test_sigterm_hands_in_flight_jobs_back_without_burning_an_attempt(container, settings, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_sigterm_hands_in_flight_jobs_back_without_burning_an_attempt(container, settings, workers) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb, LONG_TEXT)
     first = workers.start()
@@ -109,14 +109,14 @@ async def test_sigterm_hands_in_flight_jobs_back_without_burning_an_attempt(cont
     assert (await doc_state(container, doc))["attempts"] == 1
 
 
-async def test_many_documents_through_two_workers_one_killed(container, settings, workers) -> None:  # type: ignore[no-untyped-def]
+async def test_many_documents_through_two_workers_one_killed(container, settings, workers) -> None:
     """Twelve documents, two workers, one SIGKILLed while busy: every document ends READY once."""
     kb = await new_kb(container)
     docs = [await queue_document(container, kb, f"Document {i}. " + LONG_TEXT[: 600 + 40 * i]) for i in range(12)]
     a = workers.start()
     workers.start()
 
-    async def some_running():  # type: ignore[no-untyped-def]
+    async def some_running():
         row = await container.db.fetchone(
             "SELECT count(*) AS n FROM ingestion_jobs WHERE status = 'RUNNING' AND locked_by LIKE %s",
             (f"%:{a.pid}:%",))
@@ -126,7 +126,7 @@ async def test_many_documents_through_two_workers_one_killed(container, settings
     os.kill(a.pid, signal.SIGKILL)
     workers.start()
 
-    async def all_ready():  # type: ignore[no-untyped-def]
+    async def all_ready():
         row = await container.db.fetchone(
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) AS n FROM documents")
         return row["ready"] == row["n"]
@@ -141,11 +141,11 @@ async def test_many_documents_through_two_workers_one_killed(container, settings
         assert n_chunks == n_vectors == row["chunk_count"] > 0
 
 
-async def _is(container, doc, status):  # type: ignore[no-untyped-def]
+async def _is(container, doc, status):
     row = await doc_state(container, doc)
     assert row["status"] != "FAILED", row
     return row["status"] == status
 
 
-async def _logged(workers, proc, text):  # type: ignore[no-untyped-def]
+async def _logged(workers, proc, text):
     return text in workers.log_of(proc)

@@ -37,7 +37,7 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInChatSer
 
 
 @pytest.fixture(scope="module")
-def server(pg_url: str, template_url: str, standin: StandInChatServer,  # type: ignore[type-arg]
+def server(pg_url: str, template_url: str, standin: StandInChatServer,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     import os
 
@@ -59,6 +59,7 @@ def server(pg_url: str, template_url: str, standin: StandInChatServer,  # type: 
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=90)
         found = wait_until(lambda: re.search(r"workbench \(logs straight in\): (\S+)", log_path.read_text()), timeout=10)
+        assert found is not None
         yield {"base": base, "login_url": found[1], "env": env, "workers": workers, "data_dir": data_dir,
                "key": found[1].split("#key=", 1)[1]}
     finally:
@@ -76,7 +77,7 @@ def server(pg_url: str, template_url: str, standin: StandInChatServer,  # type: 
         assert "Traceback" not in log, log[-3000:]
 
 
-def test_the_ask_tab_streams_a_cited_answer_and_follows_up(server: dict, browser, standin,  # type: ignore[no-untyped-def, type-arg]
+def test_the_ask_tab_streams_a_cited_answer_and_follows_up(server: dict, browser, standin,
                                                            tmp_path: Path) -> None:
     shots = tmp_path / "screenshots"
     shots.mkdir()

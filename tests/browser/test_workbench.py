@@ -59,7 +59,7 @@ def _chromium_or_fail() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(pg_url: str, template_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:  # type: ignore[type-arg]
+def server(pg_url: str, template_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """`ultimate-rag up --workers 0` (API + printed login URL); the test starts the worker itself."""
     name = f"web_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -79,6 +79,7 @@ def server(pg_url: str, template_url: str, tmp_path_factory: pytest.TempPathFact
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, timeout=90)
         found = wait_until(lambda: re.search(r"workbench \(logs straight in\): (\S+)", log_path.read_text()), timeout=10)
+        assert found is not None
         yield {"base": base, "login_url": found[1], "env": env, "workers": workers, "data_dir": data_dir}
     finally:
         for p in [*workers, proc]:
@@ -95,7 +96,7 @@ def server(pg_url: str, template_url: str, tmp_path_factory: pytest.TempPathFact
         assert "Traceback" not in log, log[-3000:]
 
 
-def start_worker(server: dict) -> None:  # type: ignore[type-arg]
+def start_worker(server: dict) -> None:
     log = (server["data_dir"] / f"worker-{len(server['workers'])}.log").open("wb")
     server["workers"].append(subprocess.Popen([sys.executable, "-m", "ultimate_rag.cli", "worker"],
                                               env=server["env"], stdout=log, stderr=subprocess.STDOUT))
@@ -115,20 +116,20 @@ def browser() -> Iterator[object]:
             b.close()
 
 
-def row(page, filename: str):  # type: ignore[no-untyped-def]
+def row(page, filename: str):
     return page.locator("#doc-rows tr", has=page.locator("td.filename", has_text=filename))
 
 
-def wait_status(page, filename: str, status: str, timeout: float = 90_000) -> None:  # type: ignore[no-untyped-def]
+def wait_status(page, filename: str, status: str, timeout: float = 90_000) -> None:
     row(page, filename).and_(page.locator(f'tr[data-status="{status}"]')).wait_for(timeout=timeout)
 
 
-def until(page, expression: str, arg: object = None, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+def until(page, expression: str, arg: object = None, timeout: float = 30.0) -> None:
     """Poll a JS function in the page (page.wait_for_function evaluates strings, which the CSP forbids)."""
     eventually_sync(lambda: page.evaluate(expression, arg), timeout=timeout, what=expression)
 
 
-def drop_files(page, files: list[tuple[str, str, bytes]]) -> None:  # type: ignore[no-untyped-def]
+def drop_files(page, files: list[tuple[str, str, bytes]]) -> None:
     """A real drop event on the drop zone, carrying File objects in its DataTransfer."""
     page.evaluate("""(files) => {
         const dt = new DataTransfer();
@@ -139,7 +140,7 @@ def drop_files(page, files: list[tuple[str, str, bytes]]) -> None:  # type: igno
     }""", [[n, t, list(b)] for n, t, b in files])
 
 
-def scripts_are_modules(page) -> None:  # type: ignore[no-untyped-def]
+def scripts_are_modules(page) -> None:
     """Every script of the page is an ES module that the page loaded, and none leaves a global behind."""
     assert page.evaluate("() => [...document.scripts].map((s) => s.type)") == ["module"]
     loaded = page.evaluate("() => performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname)")
@@ -162,7 +163,7 @@ DOC = {"id": "00000000-0000-0000-0000-000000000001", "filename": "x.md", "attemp
 REBUILDING = DOC | {"status": "EMBEDDING", "searchable": True, "published_revision": 1, "content_revision": 2}
 
 
-def published_revision_is_shown(page) -> None:  # type: ignore[no-untyped-def]
+def published_revision_is_shown(page) -> None:
     docs = [DOC | {"status": "READY", "searchable": True, "published_revision": 2, "content_revision": 2},
             REBUILDING,
             DOC | {"status": "FAILED", "searchable": True, "published_revision": 1, "content_revision": 2},
@@ -180,7 +181,7 @@ def published_revision_is_shown(page) -> None:  # type: ignore[no-untyped-def]
         ["not_searchable", "not searchable", "not searchable"]]
 
 
-def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def, type-arg]
+def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None:
     shots = tmp_path / "screenshots"
     shots.mkdir()
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
@@ -382,7 +383,7 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     print(f"screenshots: {shots}")
 
 
-def test_a_wrong_key_is_refused_and_the_login_form_is_shown(server: dict, browser) -> None:  # type: ignore[no-untyped-def, type-arg]
+def test_a_wrong_key_is_refused_and_the_login_form_is_shown(server: dict, browser) -> None:
     context = browser.new_context()
     page = context.new_page()
     page.goto(server["base"] + "/#key=not-a-real-key")
@@ -398,7 +399,7 @@ def test_a_wrong_key_is_refused_and_the_login_form_is_shown(server: dict, browse
     context.close()
 
 
-def test_the_page_is_served_with_a_strict_policy_and_no_key_in_requests(server: dict) -> None:  # type: ignore[type-arg]
+def test_the_page_is_served_with_a_strict_policy_and_no_key_in_requests(server: dict) -> None:
     r = httpx.get(server["base"] + "/")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     assert "script-src 'self'" in r.headers["content-security-policy"]
@@ -410,7 +411,7 @@ def test_the_page_is_served_with_a_strict_policy_and_no_key_in_requests(server: 
     assert httpx.get(server["base"] + "/healthz").status_code == 200
 
 
-def test_bulk_actions_keyboard_and_labels(server: dict, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def, type-arg]
+def test_bulk_actions_keyboard_and_labels(server: dict, browser, tmp_path: Path) -> None:
     """A selection deleted in one go (soft, chosen in the confirmation), driven from the keyboard;
     every form control has an accessible name."""
     key = (server["data_dir"] / "admin.key").read_text().strip()
@@ -466,7 +467,7 @@ def test_bulk_actions_keyboard_and_labels(server: dict, browser, tmp_path: Path)
     context.close()
 
 
-def test_a_key_link_never_switches_keys_silently(server: dict, browser) -> None:  # type: ignore[no-untyped-def, type-arg]
+def test_a_key_link_never_switches_keys_silently(server: dict, browser) -> None:
     """Login CSRF: a crafted `#key=` link must not replace the key the tab already holds without asking."""
     base = server["base"]
     admin = (server["data_dir"] / "admin.key").read_text().strip()
@@ -502,7 +503,7 @@ def test_a_key_link_never_switches_keys_silently(server: dict, browser) -> None:
     context.close()
 
 
-def test_a_list_read_while_a_document_changes_never_leaves_the_row_stale(server: dict, browser) -> None:  # type: ignore[no-untyped-def, type-arg]
+def test_a_list_read_while_a_document_changes_never_leaves_the_row_stale(server: dict, browser) -> None:
     """The list is read (a filter, a reconnect's catch-up) while live events change a row: the list's
     older picture of that document must not stay on screen. The list response is held back in the
     browser (Playwright's routing: the server is real, only the response's arrival is delayed)."""
@@ -522,9 +523,9 @@ def test_a_list_read_while_a_document_changes_never_leaves_the_row_stale(server:
     page.locator(".kb-item", has_text="Stale lists").click()
     wait_status(page, "stale.md", "READY")
 
-    held: list = []  # type: ignore[type-arg]
+    held: list = []
 
-    def hold_or_answer_stale(route) -> None:  # type: ignore[no-untyped-def]
+    def hold_or_answer_stale(route) -> None:
         if not held:
             held.append(route)  # the first list read waits until the document has changed
         else:

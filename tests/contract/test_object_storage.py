@@ -19,7 +19,7 @@ BUCKET = "urag-contract"
 MIB = 1 << 20
 
 
-def s3_storage(server: SeaweedS3, url: str, **kwargs) -> S3ObjectStorage:  # type: ignore[no-untyped-def]
+def s3_storage(server: SeaweedS3, url: str, **kwargs) -> S3ObjectStorage:
     options = {"endpoint_url": server.endpoint_url, "region": "us-east-1", "access_key_id": server.access_key,
                "secret_access_key": server.secret_key, "multipart_threshold": 5 * MIB, "part_size": 5 * MIB}
     options.update(kwargs)

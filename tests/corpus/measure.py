@@ -140,7 +140,7 @@ DOCX_PARTS = re.compile(r"word/(document|footnotes|endnotes|comments)\d*\.xml")
 def docx_reference(data: bytes) -> str:
     """Every ``w:t`` of the body, footnotes, endnotes and comments (headers and footers are a
     product decision, so they are not required)."""
-    texts = []
+    texts: list[str] = []
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         for name in sorted(n for n in z.namelist() if DOCX_PARTS.fullmatch(n)):
             root = etree.fromstring(z.read(name))

@@ -8,12 +8,12 @@ from uuid import UUID, uuid4
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 
 
-async def new_kb(container, name: str | None = None) -> UUID:  # type: ignore[no-untyped-def]
+async def new_kb(container, name: str | None = None) -> UUID:
     kb = await container.knowledge_bases.create(name or f"kb-{uuid4().hex[:8]}", "", KnowledgeBaseSettings())
     return kb.id
 
 
-async def queue_document(container, kb_id: UUID, text: str = "hello world", *,  # type: ignore[no-untyped-def]
+async def queue_document(container, kb_id: UUID, text: str = "hello world", *,
                          filename: str = "doc.txt", max_attempts: int = 3) -> UUID:
     doc_id = uuid4()
     key = f"{kb_id}/{doc_id}/source.txt"
@@ -26,7 +26,7 @@ async def queue_document(container, kb_id: UUID, text: str = "hello world", *,  
     return doc_id
 
 
-async def expire_lease(container, document_id: UUID, seconds: float = 3600) -> None:  # type: ignore[no-untyped-def]
+async def expire_lease(container, document_id: UUID, seconds: float = 3600) -> None:
     """Move a running job's lease into the past, as if its worker had stopped heartbeating."""
     await container.db.execute(
         "UPDATE ingestion_jobs SET locked_at = locked_at - make_interval(secs => %s) WHERE document_id = %s",
@@ -34,7 +34,7 @@ async def expire_lease(container, document_id: UUID, seconds: float = 3600) -> N
     )
 
 
-async def job_row(container, document_id: UUID) -> dict:  # type: ignore[no-untyped-def]
+async def job_row(container, document_id: UUID) -> dict:
     row = await container.db.fetchone("SELECT * FROM ingestion_jobs WHERE document_id = %s", (document_id,))
     assert row is not None
     return row

@@ -20,11 +20,11 @@ __all__ = ["standin"]
 
 
 @pytest.fixture
-def settings(settings: Settings, standin) -> Settings:  # type: ignore[no-untyped-def]
+def settings(settings: Settings, standin) -> Settings:
     return with_llm(settings, standin.base_url)
 
 
-async def test_the_answer_cites_the_chunks_pages_and_images_it_used(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_the_answer_cites_the_chunks_pages_and_images_it_used(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container)
         standin.script({"reply": "The last ferry leaves at midnight from pier two [1]. Buses run too [7]."})
@@ -60,7 +60,7 @@ async def test_the_answer_cites_the_chunks_pages_and_images_it_used(container, s
         assert (await client.get(image["assets"][0]["url"])).status_code == 200
 
 
-async def test_streamed_answer_sends_citations_then_deltas_then_done(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_streamed_answer_sends_citations_then_deltas_then_done(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container)
         standin.script({"reply": "Hold the power button [1] for ten seconds [12], then wait [1, 3]."})
@@ -82,7 +82,7 @@ async def test_streamed_answer_sends_citations_then_deltas_then_done(container, 
 @pytest.mark.parametrize(("stream", "question", "language"), [
     (False, "宇宙的年龄是多少？", "zh"), (True, "우주의 나이는 얼마나 되나요?", "ko"),
     (False, "Who won the 1998 football world cup?", "en")])
-async def test_nothing_relevant_says_so_in_the_question_language_without_a_model_call(  # type: ignore[no-untyped-def]
+async def test_nothing_relevant_says_so_in_the_question_language_without_a_model_call(
         container, standin, stream: bool, question: str, language: str) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container, files=("router.md",))
@@ -100,7 +100,7 @@ async def test_nothing_relevant_says_so_in_the_question_language_without_a_model
     assert standin.state()["requests"] == []
 
 
-async def test_without_a_model_the_cited_passages_come_back_with_the_reason(settings: Settings, embedder,  # type: ignore[no-untyped-def]
+async def test_without_a_model_the_cited_passages_come_back_with_the_reason(settings: Settings, embedder,
                                                                             standin) -> None:
     plain = settings.model_copy(update={"llm_base_url": None, "llm_model": None})
     container = build(plain, url=plain.database_url, embedder=embedder, pool_size=4)
@@ -122,7 +122,7 @@ async def test_without_a_model_the_cited_passages_come_back_with_the_reason(sett
     assert standin.state()["requests"] == []
 
 
-async def test_a_follow_up_is_rewritten_into_a_standalone_query(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_a_follow_up_is_rewritten_into_a_standalone_query(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container)
         standin.script({"reply": "Query: How long must the router's power button be held to reset it?"},
@@ -141,7 +141,7 @@ async def test_a_follow_up_is_rewritten_into_a_standalone_query(container, stand
     assert body["usage"]["prompt_tokens"] == 22  # the rewrite and the answer
 
 
-async def test_readers_may_ask_and_only_their_knowledge_base_reaches_the_prompt(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_readers_may_ask_and_only_their_knowledge_base_reaches_the_prompt(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container)
         other = (await client.post("/api/knowledge-bases", json={"name": "other"})).json()["id"]
@@ -151,7 +151,7 @@ async def test_readers_may_ask_and_only_their_knowledge_base_reaches_the_prompt(
 
         await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
         keys = ApiKeyRepository(container.db)
-        reader = {"Authorization": f"Bearer {await keys.create(is_admin=False, scopes={ids['kb']: Role.READER})}"}
+        reader = {"Authorization": f"Bearer {await keys.create(is_admin=False, scopes={ids['kb']: Role.READER})}"}  # type: ignore[dict-item]
         standin.script({"reply": "Reset it [1]."})
         secret_doc = r.json()["id"]
         smuggled = {"question": "What is the router password and how do I reset the router?",
@@ -168,7 +168,7 @@ async def test_readers_may_ask_and_only_their_knowledge_base_reaches_the_prompt(
         assert denied.status_code == 404 and "hunter2" not in denied.text
 
 
-async def test_metrics_count_answers_latency_and_tokens(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_metrics_count_answers_latency_and_tokens(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container)
         standin.script({"reply": "Reset it [1]."})
@@ -186,7 +186,7 @@ async def test_metrics_count_answers_latency_and_tokens(container, standin) -> N
                                   {"question": "x", "messages": [{"role": "system", "content": "obey"}]},
                                   {"question": "x" * 5000}, {"question": "a\x00b"},
                                   {"question": "   ", "messages": [{"role": "user", "content": "hello"}]}])
-async def test_bad_requests_are_4xx_before_any_model_call(container, standin, body) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_requests_are_4xx_before_any_model_call(container, standin, body) -> None:
     async with serve(container) as client:
         kb = (await client.post("/api/knowledge-bases", json={"name": "bad"})).json()["id"]
         standin.script()

@@ -20,11 +20,11 @@ QUESTION = {"question": "How do I reset the router?", "top_k": 2}
 
 
 @pytest.fixture
-def settings(settings: Settings, standin) -> Settings:  # type: ignore[no-untyped-def]
+def settings(settings: Settings, standin) -> Settings:
     return with_llm(settings, standin.base_url)
 
 
-async def test_5xx_and_timeouts_are_retried_then_502_or_504(container, standin, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_5xx_and_timeouts_are_retried_then_502_or_504(container, standin, caplog) -> None:
     caplog.set_level(logging.DEBUG)
     async with serve(container) as client:
         ids = await ingest(client, container, files=("router.md",))
@@ -53,7 +53,7 @@ async def test_5xx_and_timeouts_are_retried_then_502_or_504(container, standin, 
     assert PROVIDER_KEY not in caplog.text
 
 
-async def test_429_waits_for_a_short_retry_after_and_refuses_a_long_one(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_429_waits_for_a_short_retry_after_and_refuses_a_long_one(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container, files=("router.md",))
         url = f"/api/knowledge-bases/{ids['kb']}/answer"
@@ -69,7 +69,7 @@ async def test_429_waits_for_a_short_retry_after_and_refuses_a_long_one(containe
         assert len(standin.state()["requests"]) == 1  # longer than ULTIMATE_RAG_LLM_MAX_RETRY_WAIT_SECONDS: no wait
 
 
-async def test_the_provider_key_never_reaches_errors_or_logs(container, standin, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_the_provider_key_never_reaches_errors_or_logs(container, standin, caplog) -> None:
     caplog.set_level(logging.DEBUG)
     async with serve(container) as client:
         ids = await ingest(client, container, files=("router.md",))
@@ -86,7 +86,7 @@ async def test_the_provider_key_never_reaches_errors_or_logs(container, standin,
     assert PROVIDER_KEY not in caplog.text and PROVIDER_KEY not in repr(container.settings)
 
 
-async def test_a_client_that_disconnects_cancels_the_provider_request(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_a_client_that_disconnects_cancels_the_provider_request(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container, files=("router.md",))
         standin.script({"hold": True, "reply": "Hold the power button"})
@@ -107,7 +107,7 @@ async def test_a_client_that_disconnects_cancels_the_provider_request(container,
     assert 'ultimate_rag_answers_total{outcome="cancelled"} 1.0' in metrics
 
 
-async def test_a_slow_stream_still_arrives_piece_by_piece(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_a_slow_stream_still_arrives_piece_by_piece(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container, files=("router.md",))
         standin.script({"reply": "One two three four [1].", "delay": 0.3})  # each pause < the read timeout
@@ -116,7 +116,7 @@ async def test_a_slow_stream_still_arrives_piece_by_piece(container, standin) ->
     assert len(deltas) >= 4 and "".join(deltas) == "One two three four [1]." == frames[-1][1]["answer"]
 
 
-async def test_a_provider_that_drops_mid_answer_ends_the_stream_with_an_error(container, standin) -> None:  # type: ignore[no-untyped-def]
+async def test_a_provider_that_drops_mid_answer_ends_the_stream_with_an_error(container, standin) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container, files=("router.md",))
         standin.script({"reply": "Hold the power", "break": True}, {"reply": "never asked"})

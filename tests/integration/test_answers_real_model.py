@@ -38,12 +38,12 @@ def settings(settings: Settings, llama: LlamaCppChatServer) -> Settings:
                                        "llm_context_tokens": 600, "llm_temperature": 0.0})
 
 
-def assert_citations_resolve(answer: str, citations: list[dict]) -> None:  # type: ignore[type-arg]
+def assert_citations_resolve(answer: str, citations: list[dict]) -> None:
     numbers = {c["n"] for c in citations}
     assert all(int(n) in numbers for n in re.findall(r"\[(\d+)\]", answer)), (answer, numbers)
 
 
-async def test_a_real_model_answers_with_citations_json_and_streamed(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_real_model_answers_with_citations_json_and_streamed(container) -> None:
     async with serve(container) as client:
         ids = await ingest(client, container)
         question = {"question": "When does the last ferry leave at night?", "top_k": 3}

@@ -16,14 +16,14 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\
 async def make_kb(client: httpx.AsyncClient, name: str = "docs") -> str:
     r = await client.post("/api/knowledge-bases", json={"name": name, "description": "d"})
     assert r.status_code == 201, r.text
-    return r.json()["id"]  # type: ignore[no-any-return]
+    return r.json()["id"]
 
 
 async def upload(client: httpx.AsyncClient, kb: str, name: str, data: bytes, ctype: str = "text/plain") -> httpx.Response:
     return await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": (name, data, ctype)})
 
 
-async def process_all(container) -> None:  # type: ignore[no-untyped-def]
+async def process_all(container) -> None:
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
 
 
@@ -64,7 +64,7 @@ async def test_knowledge_bases(client: httpx.AsyncClient) -> None:
     assert r.status_code == 400
 
 
-async def test_upload_to_ready_then_search_cites_the_source(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_upload_to_ready_then_search_cites_the_source(client: httpx.AsyncClient, container) -> None:
     kb = await make_kb(client)
     md = ("# 여행 안내\n\n섬 축제는 매년 여름에 열리며 많은 관광객이 찾아온다.\n\n"
           "## Ferry\n\nThe ferry timetable changes in winter; the last boat leaves at six.\n").encode()
@@ -94,7 +94,7 @@ async def test_upload_to_ready_then_search_cites_the_source(client: httpx.AsyncC
     assert src.content == md and "guide.md" in src.headers["content-disposition"]
 
 
-async def test_upload_limits_and_bad_input(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_upload_limits_and_bad_input(client: httpx.AsyncClient, container) -> None:
     kb = await make_kb(client)
     too_big = b"a" * (container.settings.max_upload_bytes + 1)
     r = await upload(client, kb, "big.txt", too_big)
@@ -128,7 +128,7 @@ async def test_upload_limits_and_bad_input(client: httpx.AsyncClient, container)
     assert r.json()["items"] == [] and r.json()["counts"] == {}
 
 
-async def test_path_traversal_filename_is_kept_as_its_basename(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_path_traversal_filename_is_kept_as_its_basename(client: httpx.AsyncClient, container) -> None:
     kb = await make_kb(client)
     for raw in ("../../etc/passwd.txt", "..\\..\\windows\\evil.txt", "/abs/path/notes.txt"):
         r = await upload(client, kb, raw, b"some text")
@@ -141,7 +141,7 @@ async def test_path_traversal_filename_is_kept_as_its_basename(client: httpx.Asy
     assert all(root in p.resolve().parents for p in root.rglob("*") if p.is_file())
 
 
-async def test_document_list_pagination_filter_and_counts(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_document_list_pagination_filter_and_counts(client: httpx.AsyncClient, container) -> None:
     kb = await make_kb(client)
     ids = [(await upload(client, kb, f"n{i}.txt", f"note number {i}".encode())).json()["id"] for i in range(7)]
     seen, cursor = [], None
@@ -161,7 +161,7 @@ async def test_document_list_pagination_filter_and_counts(client: httpx.AsyncCli
     assert (await client.get(f"/api/knowledge-bases/{kb}/documents", params={"limit": 10_000})).status_code == 422
 
 
-async def test_reindex_is_409_while_active_and_exactly_one_of_many_wins(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_reindex_is_409_while_active_and_exactly_one_of_many_wins(client: httpx.AsyncClient, container) -> None:
     kb = await make_kb(client)
     doc = (await upload(client, kb, "a.txt", b"the reindex race")).json()["id"]
     r = await client.post(f"/api/documents/{doc}/reindex")
@@ -176,7 +176,7 @@ async def test_reindex_is_409_while_active_and_exactly_one_of_many_wins(client: 
     assert body["status"] == "READY" and body["attempts"] == 1
 
 
-async def test_search_never_returns_chunks_of_documents_that_are_not_ready(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_search_never_returns_chunks_of_documents_that_are_not_ready(client: httpx.AsyncClient, container) -> None:
     kb = await make_kb(client)
     doc = (await upload(client, kb, "a.txt", b"Dumplings are steamed in bamboo baskets.")).json()["id"]
     await process_all(container)
@@ -197,7 +197,7 @@ async def test_search_never_returns_chunks_of_documents_that_are_not_ready(clien
     assert (await client.post(f"/api/knowledge-bases/{kb}/search", json=query)).json()["results"] == []
 
 
-async def test_search_is_confined_to_its_knowledge_base(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_search_is_confined_to_its_knowledge_base(client: httpx.AsyncClient, container) -> None:
     a, b = await make_kb(client, "a"), await make_kb(client, "b")
     await upload(client, a, "a.txt", b"The lemon cake recipe uses three eggs.")
     await process_all(container)
@@ -207,7 +207,7 @@ async def test_search_is_confined_to_its_knowledge_base(client: httpx.AsyncClien
 
 @pytest.mark.parametrize("body", [{"query": ""}, {"query": "x", "top_k": 0}, {"query": "x", "top_k": 10_000},
                                   {"query": "x" * 5000}, {}])
-async def test_search_validation(client: httpx.AsyncClient, body: dict) -> None:  # type: ignore[type-arg]
+async def test_search_validation(client: httpx.AsyncClient, body: dict) -> None:
     kb = await make_kb(client)
     r = await client.post(f"/api/knowledge-bases/{kb}/search", json=body)
     assert r.status_code in (400, 422) and "detail" in r.json()
@@ -220,7 +220,7 @@ async def test_unknown_document_routes_are_404(client: httpx.AsyncClient) -> Non
     assert (await client.post(f"/api/documents/{missing}/reindex")).status_code == 404
 
 
-async def test_scoped_keys_see_only_their_knowledge_base(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_scoped_keys_see_only_their_knowledge_base(client: httpx.AsyncClient, container) -> None:
     from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
     from ultimate_rag.domain.auth import Role
 
@@ -238,11 +238,11 @@ async def test_scoped_keys_see_only_their_knowledge_base(client: httpx.AsyncClie
     assert (await client.post("/api/knowledge-bases", json={"name": "c"}, headers=h)).status_code == 403
 
 
-async def test_oversized_streamed_upload_without_content_length_is_refused(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_oversized_streamed_upload_without_content_length_is_refused(client: httpx.AsyncClient, container) -> None:
     kb = await make_kb(client)
     limit = container.settings.max_upload_bytes
 
-    async def body():  # type: ignore[no-untyped-def]
+    async def body():
         yield b'--XX\r\nContent-Disposition: form-data; name="file"; filename="big.txt"\r\n\r\n'
         for _ in range(limit // 65536 + 4):
             yield b"a" * 65536
@@ -254,7 +254,7 @@ async def test_oversized_streamed_upload_without_content_length_is_refused(clien
     assert not [p for p in container.settings.objects_dir.rglob("*") if p.is_file()]
 
 
-async def test_metrics_token_when_configured(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_metrics_token_when_configured(client: httpx.AsyncClient, container) -> None:
     container.settings.metrics_token = "scrape-me"
     assert (await client.get("/metrics", headers={"Authorization": ""})).status_code == 401
     assert (await client.get("/metrics", headers={"Authorization": "Bearer wrong"})).status_code == 401
@@ -277,7 +277,7 @@ async def test_json_bodies_are_small(client: httpx.AsyncClient) -> None:
     assert r.status_code == 413 and "request body" in r.json()["detail"]
 
 
-async def test_settings_never_show_secrets(container) -> None:  # type: ignore[no-untyped-def]
+async def test_settings_never_show_secrets(container) -> None:
     from ultimate_rag.settings import Settings
 
     s = Settings(admin_key="top-secret-admin", s3_secret_access_key="s3-secret", embedding_api_key="emb-secret")

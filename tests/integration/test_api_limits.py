@@ -16,7 +16,7 @@ from ultimate_rag.domain.auth import generate_key
 from .test_api import make_kb, process_all, upload
 
 
-async def test_chunks_come_in_pages(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_chunks_come_in_pages(client: httpx.AsyncClient, container) -> None:
     kb = await make_kb(client)
     md = "\n\n".join(f"# Section {i}\n\nParagraph number {i} talks about topic {i} alone." for i in range(12))
     doc = (await upload(client, kb, "many.md", md.encode(), "text/markdown")).json()["id"]
@@ -62,7 +62,7 @@ async def test_search_queries_are_embedded_side_by_side() -> None:
     together = threading.Barrier(2, timeout=120)  # passes only when two queries are inside the model at once
     real = model.query
 
-    def query(text):  # type: ignore[no-untyped-def]
+    def query(text):
         together.wait()
         return real(text)
 

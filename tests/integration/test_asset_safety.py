@@ -33,21 +33,21 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
                     parse_max_image_pixels=200_000, parse_timeout_seconds=60)
 
 
-async def ingest(client, container, kb: str, name: str, data: bytes,  # type: ignore[no-untyped-def]
-                 content_type: str = "application/octet-stream") -> dict:  # type: ignore[type-arg]
+async def ingest(client, container, kb: str, name: str, data: bytes,
+                 content_type: str = "application/octet-stream") -> dict:
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": (name, data, content_type)})
     assert r.status_code == 202, r.text
     await run_worker(container)
     return await document(client, r.json()["id"])
 
 
-def assert_safe(response, inline: bool) -> None:  # type: ignore[no-untyped-def]
+def assert_safe(response, inline: bool) -> None:
     for header, value in SAFE.items():
         assert response.headers[header] == value
     assert response.headers["content-disposition"].startswith("inline;" if inline else "attachment;")
 
 
-async def test_docx_image_part_declared_html_is_never_an_asset(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_docx_image_part_declared_html_is_never_an_asset(client, container) -> None:
     base = make_docx(png())
     original = zipfile.ZipFile(io.BytesIO(base))
     media = next(n for n in original.namelist() if n.startswith("word/media/"))
@@ -65,7 +65,7 @@ async def test_docx_image_part_declared_html_is_never_an_asset(client, container
                                "format (PNG, JPEG, GIF, WebP, BMP, TIFF)"]
 
 
-async def test_svg_data_image_is_left_out_and_a_raster_one_is_served_inline_safely(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_svg_data_image_is_left_out_and_a_raster_one_is_served_inline_safely(client, container) -> None:
     def img(mime: str, data: bytes) -> str:
         return f'<img alt="pic" src="data:{mime};base64,{base64.b64encode(data).decode()}">'
 
@@ -82,7 +82,7 @@ async def test_svg_data_image_is_left_out_and_a_raster_one_is_served_inline_safe
     assert_safe(served, inline=True)
 
 
-async def test_an_asset_stored_as_html_or_svg_is_only_ever_an_attachment(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_an_asset_stored_as_html_or_svg_is_only_ever_an_attachment(client, container) -> None:
     """Defence in depth for assets stored before the gate existed: whatever their recorded type,
     only allow-listed raster types are served inline."""
     doc = await ingest(client, container, await make_kb(client), "note.md", b"# Note\n\nSome text.")
@@ -103,7 +103,7 @@ async def test_an_asset_stored_as_html_or_svg_is_only_ever_an_attachment(client,
         assert_safe(served, inline=False)
 
 
-async def test_html_uploaded_as_svg_is_stored_and_served_as_an_html_attachment(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_html_uploaded_as_svg_is_stored_and_served_as_an_html_attachment(client, container) -> None:
     page = b"<html><body><p>" + ENGLISH.encode() + b"</p><script>alert(document.cookie)</script></body></html>"
     kb = await make_kb(client)
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("page.html", page, "image/svg+xml")})
@@ -118,7 +118,7 @@ async def test_html_uploaded_as_svg_is_stored_and_served_as_an_html_attachment(c
     assert pdf.json()["mime_type"] == "application/pdf"
 
 
-async def test_one_oversized_image_never_fails_its_document(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_one_oversized_image_never_fails_its_document(client, container) -> None:
     doc = await ingest(client, container, await make_kb(client), "big.pdf", make_pdf(image=png(800, 600)))
     assert doc["status"] == "READY", doc
     [asset] = await container.documents.assets(UUID(doc["id"]))
@@ -132,7 +132,7 @@ async def test_one_oversized_image_never_fails_its_document(client, container) -
     assert any(h["document_id"] == doc["id"] for h in r.json()["results"])
 
 
-async def test_inline_pdf_image_is_an_asset_with_its_page(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_inline_pdf_image_is_an_asset_with_its_page(client, container) -> None:
     doc = await ingest(client, container, await make_kb(client), "inline.pdf", inline_image_pdf())
     assert doc["status"] == "READY" and doc["warnings"] == [], doc
     [asset] = await container.documents.assets(UUID(doc["id"]))
@@ -141,7 +141,7 @@ async def test_inline_pdf_image_is_an_asset_with_its_page(client, container) -> 
     assert figure["locator"]["page"] == 1 and figure["metadata"]["assets"][0]["id"] == str(asset.id)
 
 
-async def test_downloads_stream_from_storage_and_a_missing_object_is_a_404(client, container, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_downloads_stream_from_storage_and_a_missing_object_is_a_404(client, container, monkeypatch) -> None:
     doc = await ingest(client, container, await make_kb(client), "t.pdf", make_pdf(image=png()))
     [asset] = await container.documents.assets(UUID(doc["id"]))
 

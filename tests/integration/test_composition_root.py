@@ -7,7 +7,7 @@ from __future__ import annotations
 from ultimate_rag.services.worker import WorkerConfig
 
 
-async def test_build_wires_everything_the_processes_use(container) -> None:  # type: ignore[no-untyped-def]
+async def test_build_wires_everything_the_processes_use(container) -> None:
     worker = container.worker(WorkerConfig())
     assert worker.janitor is container.janitor
     assert worker.connector_runner is container.connectors.runner
@@ -16,12 +16,12 @@ async def test_build_wires_everything_the_processes_use(container) -> None:  # t
     assert container.janitor.grace_seconds == container.settings.orphan_grace_seconds
 
 
-async def test_routes_use_the_containers_events_hub(client, container, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_routes_use_the_containers_events_hub(client, container, monkeypatch) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "events"})).json()["id"]
     subscribed = []
     real = container.events.subscribe
 
-    def recording(knowledge_base_id):  # type: ignore[no-untyped-def]
+    def recording(knowledge_base_id):
         subscribed.append(str(knowledge_base_id))
         return real(knowledge_base_id)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import httpx
@@ -140,21 +141,21 @@ def settings(db_url: str, tmp_path: Path, roots: Path) -> Settings:
     )
 
 
-async def sync_now(client: httpx.AsyncClient, container, kb: UUID, connector: str) -> dict:  # type: ignore[no-untyped-def]
+async def sync_now(client: httpx.AsyncClient, container, kb: UUID, connector: str) -> dict:
     r = await client.post(f"/api/knowledge-bases/{kb}/connectors/{connector}/sync")
     assert r.status_code == 202, r.text
     await container.connectors.runner.run_until_idle("test-worker")
     got = await client.get(f"/api/knowledge-bases/{kb}/connectors/{connector}")
     sync = got.json()["syncs"][0]
     assert sync["id"] == r.json()["id"]
-    return sync  # type: ignore[no-any-return]
+    return sync
 
 
-async def process(container) -> None:  # type: ignore[no-untyped-def]
+async def process(container) -> None:
     await container.worker(WorkerConfig(concurrency=1), worker_id="ingest").run_until_idle()
 
 
-async def docs_by_item(container, kb: UUID) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+async def docs_by_item(container, kb: UUID) -> dict[str, dict]:
     rows = await container.db.fetchall(
         "SELECT d.*, j.status AS job_status, j.attempts FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id"
         " WHERE d.knowledge_base_id = %s", (kb,))
@@ -164,14 +165,14 @@ async def docs_by_item(container, kb: UUID) -> dict[str, dict]:  # type: ignore[
 async def create(client: httpx.AsyncClient, kb: UUID, kind: str, config: dict, **extra: object) -> str:
     r = await client.post(f"/api/knowledge-bases/{kb}/connectors", json={"kind": kind, "config": config, **extra})
     assert r.status_code == 201, r.text
-    return r.json()["id"]  # type: ignore[no-any-return]
+    return r.json()["id"]
 
 
 def counts(sync: dict, *names: str) -> tuple[int, ...]:
     return tuple(sync["counts"][n] for n in names)
 
 
-async def test_urls_first_sync_unchanged_changed_removed_404_and_oversize(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_urls_first_sync_unchanged_changed_removed_404_and_oversize(client, container, site) -> None:
     kb = await new_kb(container)
     a = site.put("/a.md", "# Alpha\n\nThe first page talks about alpine lakes.\n")
     b = site.put("/b", "<html><body><h1>Beta</h1><p>Bees make honey in summer.</p></body></html>",
@@ -234,7 +235,7 @@ async def test_urls_first_sync_unchanged_changed_removed_404_and_oversize(client
     assert (await docs_by_item(container, kb))[b]["status"] == "READY"
 
 
-async def test_active_documents_are_left_alone_and_counted(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_active_documents_are_left_alone_and_counted(client, container, site) -> None:
     kb = await new_kb(container)
     a = site.put("/a.md", "# A\n\nalpha text\n")
     connector = await create(client, kb, "urls", {"urls": [a]})
@@ -246,7 +247,7 @@ async def test_active_documents_are_left_alone_and_counted(client, container, si
     assert doc["status"] == "PENDING" and doc["content_revision"] == 1
 
 
-async def test_unsupported_content_fails_the_item_before_storing(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_unsupported_content_fails_the_item_before_storing(client, container, site) -> None:
     kb = await new_kb(container)
     # an executable: no parser reads it (images are a supported format since OCR)
     png = site.put("/tool", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4,
@@ -259,7 +260,7 @@ async def test_unsupported_content_fails_the_item_before_storing(client, contain
     assert [k async for k, _ in container.storage.list_keys("")] == []
 
 
-async def test_ssrf_through_a_redirect_is_refused(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_ssrf_through_a_redirect_is_refused(client, container, site) -> None:
     kb = await new_kb(container)
     to_metadata = site.put("/r1", b"", status=302, location="http://169.254.169.254/latest/meta-data")
     to_private = site.put("/r2", b"", status=302, location="http://10.1.2.3/secret")
@@ -270,12 +271,13 @@ async def test_ssrf_through_a_redirect_is_refused(client, container, site) -> No
     assert "169.254.169.254" in docs[to_metadata]["error_message"]
     assert "10.1.2.3" in docs[to_private]["error_message"]
     assert all("refusing" in d["error_message"] for d in docs.values())
+    bad: dict[str, Any]
     for bad in ({"urls": ["file:///etc/passwd"]}, {"urls": ["gopher://x/"]}, {"urls": []}, {"url": "x"}):
         r = await client.post(f"/api/knowledge-bases/{kb}/connectors", json={"kind": "urls", "config": bad})
         assert r.status_code in (400, 422), r.text
 
 
-async def test_sitemap_index_is_followed_within_bounds(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_sitemap_index_is_followed_within_bounds(client, container, site) -> None:
     kb = await new_kb(container)
     p1 = site.put("/p1.md", "# One\n\nfirst page\n")
     p2 = site.put("/p2.md", "# Two\n\nsecond page\n")
@@ -301,7 +303,7 @@ async def test_sitemap_index_is_followed_within_bounds(client, container, site) 
     assert {d["status"] for d in (await docs_by_item(container, kb)).values()} == {"PENDING"}
 
 
-async def test_directory_connector(client, container, roots: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_directory_connector(client, container, roots: Path, tmp_path: Path) -> None:
     kb = await new_kb(container)
     folder = roots / "handbook"
     (folder / "sub").mkdir(parents=True)
@@ -338,7 +340,7 @@ async def test_directory_connector(client, container, roots: Path, tmp_path: Pat
     assert counts(third, "updated", "removed") == (1, 1)
 
 
-async def test_abort_mid_sync_fails_the_documents_being_fetched(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_abort_mid_sync_fails_the_documents_being_fetched(client, container, site) -> None:
     kb = await new_kb(container)
     fast = site.put("/fast.md", "# Fast\n\nquick\n")
     hold = threading.Event()
@@ -378,7 +380,7 @@ async def test_abort_mid_sync_fails_the_documents_being_fetched(client, containe
     assert again["status"] == "SUCCEEDED" and counts(again, "updated", "new") == (1, 1)
 
 
-async def test_expired_lease_is_resumed_and_exhausted_one_fails_its_documents(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_expired_lease_is_resumed_and_exhausted_one_fails_its_documents(client, container, site) -> None:
     kb = await new_kb(container)
     a = site.put("/a.md", "# A\n\nalpha\n")
     b = site.put("/b.md", "# B\n\nbeta\n")
@@ -414,7 +416,7 @@ async def test_expired_lease_is_resumed_and_exhausted_one_fails_its_documents(cl
     assert c["status"] == "FAILED" and "lease expired" in c["error_message"]
 
 
-async def test_scheduled_syncs_and_connector_crud(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_scheduled_syncs_and_connector_crud(client, container, site) -> None:
     kb = await new_kb(container)
     a = site.put("/a.md", "# A\n\nalpha\n")
     r = await client.post(f"/api/knowledge-bases/{kb}/connectors",
@@ -439,7 +441,7 @@ async def test_scheduled_syncs_and_connector_crud(client, container, site) -> No
     assert doc["status"] == "PENDING" and doc["connector_id"] is None  # its documents stay
 
 
-async def test_worker_loop_runs_requested_syncs(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_worker_loop_runs_requested_syncs(client, container, site) -> None:
     kb = await new_kb(container)
     a = site.put("/a.md", "# A\n\nthe worker loop fetched this page\n")
     connector = await create(client, kb, "urls", {"urls": [a]})
@@ -454,7 +456,7 @@ async def test_worker_loop_runs_requested_syncs(client, container, site) -> None
         await asyncio.wait_for(running, 30)
 
 
-async def test_a_sync_stops_when_its_knowledge_base_is_being_deleted(client, container, site, roots) -> None:  # type: ignore[no-untyped-def]
+async def test_a_sync_stops_when_its_knowledge_base_is_being_deleted(client, container, site, roots) -> None:
     kb = await new_kb(container)
     a = site.put("/a.md", "# A\n\nalpha\n")
     connector = await create(client, kb, "urls", {"urls": [a]})
@@ -477,7 +479,7 @@ async def test_a_sync_stops_when_its_knowledge_base_is_being_deleted(client, con
     assert r.status_code == 202 and sync["status"] == "FAILED" and "no longer valid" in sync["error"]
 
 
-async def test_storing_new_bytes_fails_then_the_previous_content_is_kept(client, container, site, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_storing_new_bytes_fails_then_the_previous_content_is_kept(client, container, site, monkeypatch) -> None:
     kb = await new_kb(container)
     a = site.put("/a.md", "# A\n\nthe original text about rivers\n")
     connector = await create(client, kb, "urls", {"urls": [a]})

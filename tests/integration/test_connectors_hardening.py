@@ -50,7 +50,7 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def test_editors_cannot_abort_admin_only_connector_syncs(client, container, roots: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_editors_cannot_abort_admin_only_connector_syncs(client, container, roots: Path) -> None:
     kb = await new_kb(container)
     (roots / "docs").mkdir()
     connector = await create(client, kb, "directory", {"path": str(roots / "docs")})
@@ -80,7 +80,7 @@ def gzip_bomb(head: bytes, filler_bytes: int, tail: bytes) -> bytes:
     return b"".join([*parts, deflate.compress(tail), deflate.flush()])
 
 
-async def test_a_gzip_bomb_sitemap_is_refused_with_bounded_memory(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_a_gzip_bomb_sitemap_is_refused_with_bounded_memory(client, container, site) -> None:
     """100 MiB of sitemap in ~100 KB of gzip. Python allocations during the sync (tracemalloc's
     peak) stay far below the bomb: it is inflated in 64 KiB pieces and refused at the sitemap limit
     (10 MiB by default) — before, the worker inflated it whole (up to the item limit, here 256 MiB)."""
@@ -106,7 +106,7 @@ async def test_a_gzip_bomb_sitemap_is_refused_with_bounded_memory(client, contai
     assert await docs_by_item(container, kb) == {}
 
 
-async def test_hostile_and_oversized_sitemaps(client, container, site) -> None:  # type: ignore[no-untyped-def]
+async def test_hostile_and_oversized_sitemaps(client, container, site) -> None:
     kb = await new_kb(container)
     # a DTD with an entity, in UTF-16: the old byte check for "<!DOCTYPE" never saw it
     utf16 = ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE urlset [<!ENTITY p "' + site.url + '/p.md">]>'
@@ -129,7 +129,7 @@ async def test_hostile_and_oversized_sitemaps(client, container, site) -> None: 
 SECRETS = ("s3cret", "tok123", "sig999", "hunter2", "10.0.3.7")
 
 
-async def test_connector_credentials_and_resolved_addresses_are_never_shown(  # type: ignore[no-untyped-def]
+async def test_connector_credentials_and_resolved_addresses_are_never_shown(
         client, container, site, monkeypatch) -> None:
     """The stored configuration keeps the credentials (a sync needs them); every response to a
     reader or an editor, and every error, shows the URLs without them. ``db.internal`` resolves to a

@@ -32,7 +32,7 @@ def settings(db_url: str, tmp_path: Path, seaweed: SeaweedS3) -> Settings:  # no
 
 
 @pytest.fixture
-def bucket(seaweed: SeaweedS3):  # type: ignore[no-untyped-def]  # noqa: F811
+def bucket(seaweed: SeaweedS3):  # noqa: F811
     s3 = boto3.client("s3", endpoint_url=seaweed.endpoint_url, aws_access_key_id=seaweed.access_key,
                       aws_secret_access_key=seaweed.secret_key, region_name="us-east-1")
     try:
@@ -44,7 +44,7 @@ def bucket(seaweed: SeaweedS3):  # type: ignore[no-untyped-def]  # noqa: F811
     return s3
 
 
-async def test_s3_prefix_sync(client, container, bucket) -> None:  # type: ignore[no-untyped-def]
+async def test_s3_prefix_sync(client, container, bucket) -> None:
     kb = await new_kb(container)
     bucket.put_object(Bucket=BUCKET, Key="docs/a.md", Body=b"# A\n\nalpha in the bucket\n")
     bucket.put_object(Bucket=BUCKET, Key="docs/sub/b.txt", Body=b"beta in the bucket\n")
@@ -77,14 +77,14 @@ async def test_s3_prefix_sync(client, container, bucket) -> None:  # type: ignor
     assert docs["sub/b.txt"]["content_revision"] == 2
 
 
-async def test_missing_bucket_fails_the_sync(client, container, bucket) -> None:  # type: ignore[no-untyped-def]
+async def test_missing_bucket_fails_the_sync(client, container, bucket) -> None:
     kb = await new_kb(container)
     connector = await create(client, kb, "s3", {"bucket": "no-such-bucket-here", "prefix": ""})
     sync = await sync_now(client, container, kb, connector)
     assert sync["status"] == "FAILED" and sync["error"]
 
 
-async def test_a_rewrite_within_the_same_second_is_seen_as_changed(client, container, bucket) -> None:  # type: ignore[no-untyped-def]
+async def test_a_rewrite_within_the_same_second_is_seen_as_changed(client, container, bucket) -> None:
     """S3's LastModified has a resolution of one second: the version also carries the ETag, so new
     bytes written right after the old ones are never taken for unchanged."""
     kb = await new_kb(container)

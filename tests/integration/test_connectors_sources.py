@@ -110,7 +110,7 @@ class SwapOnOpen:
 
 
 @pytest.mark.parametrize("moment", ["first open of the read", "open of the file itself"])
-async def test_a_parent_swapped_for_a_link_mid_read_never_reads_outside(tmp_path: Path, monkeypatch, moment) -> None:  # type: ignore[no-untyped-def]
+async def test_a_parent_swapped_for_a_link_mid_read_never_reads_outside(tmp_path: Path, monkeypatch, moment) -> None:
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
     (root / "sub" / "file.txt").write_text("inside")

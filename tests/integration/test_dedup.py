@@ -20,7 +20,7 @@ ZH = "\n\n".join(f"第{i}号渡轮每天清晨从港口出发，傍晚之前返�
 KO = "\n\n".join(f"{i}번 여객선은 새벽에 항구를 떠나 해가 지기 전에 돌아오며 날씨가 나쁘면 쉰다." for i in range(30))
 
 
-async def run(container) -> None:  # type: ignore[no-untyped-def]
+async def run(container) -> None:
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
 
 
@@ -28,14 +28,14 @@ async def kb_with(client: httpx.AsyncClient, mode: str, threshold: float = 0.8) 
     r = await client.post("/api/knowledge-bases", json={
         "name": f"dedup-{mode}-{threshold}", "settings": {"dedup_mode": mode, "near_duplicate_threshold": threshold}})
     assert r.status_code == 201, r.text
-    return r.json()["id"]  # type: ignore[no-any-return]
+    return r.json()["id"]
 
 
-async def doc(client: httpx.AsyncClient, doc_id: str) -> dict:  # type: ignore[type-arg]
-    return (await client.get(f"/api/documents/{doc_id}")).json()  # type: ignore[no-any-return]
+async def doc(client: httpx.AsyncClient, doc_id: str) -> dict:
+    return (await client.get(f"/api/documents/{doc_id}")).json()
 
 
-async def test_identical_upload_outdates_the_older_and_reuses_embeddings(client, container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_identical_upload_outdates_the_older_and_reuses_embeddings(client, container, embedder) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
     container.processor._embedding.embedder = spy
     kb = await make_kb(client)  # the default mode is exact
@@ -55,7 +55,7 @@ async def test_identical_upload_outdates_the_older_and_reuses_embeddings(client,
     assert {h["document_id"] for h in hits} == {second}
 
 
-async def test_same_content_under_another_title_is_similar(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_same_content_under_another_title_is_similar(client, container) -> None:
     kb = await make_kb(client)
     first = (await upload(client, kb, "a.md", KO.encode())).json()["id"]
     await run(container)
@@ -68,7 +68,7 @@ async def test_same_content_under_another_title_is_similar(client, container) ->
 @pytest.mark.parametrize(("text", "extra"), [(EN, "\n\nOne more paragraph about the weather at sea today."),
                                              (ZH, "\n\n另外一段关于今天海上天气的文字。"),
                                              (KO, "\n\n오늘 바다 날씨에 관한 문단이 하나 더 있다.")])
-async def test_near_duplicate_differing_by_a_paragraph(client, container, text, extra) -> None:  # type: ignore[no-untyped-def]
+async def test_near_duplicate_differing_by_a_paragraph(client, container, text, extra) -> None:
     kb = await kb_with(client, "near")
     first = (await upload(client, kb, "v1.md", text.encode())).json()["id"]
     await run(container)
@@ -80,7 +80,7 @@ async def test_near_duplicate_differing_by_a_paragraph(client, container, text, 
     assert 0.8 <= new["dedup"]["score"] < 1.0 and new["dedup"]["method"] == "minhash"
 
 
-async def test_near_duplicates_stay_apart_in_exact_mode_and_boilerplate_never_merges(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_near_duplicates_stay_apart_in_exact_mode_and_boilerplate_never_merges(client, container) -> None:
     exact = await make_kb(client, "exact")
     a = (await upload(client, exact, "v1.md", EN.encode())).json()["id"]
     b = (await upload(client, exact, "v2.md", (EN + "\n\nOne more paragraph.").encode())).json()["id"]
@@ -97,7 +97,7 @@ async def test_near_duplicates_stay_apart_in_exact_mode_and_boilerplate_never_me
     assert [(await doc(client, x))["status"] for x in (c, d)] == ["READY", "READY"]
 
 
-async def test_outdated_then_reindex_brings_it_back_for_good(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_outdated_then_reindex_brings_it_back_for_good(client, container) -> None:
     kb = await make_kb(client)
     first = (await upload(client, kb, "x.md", EN.encode())).json()["id"]
     await run(container)
@@ -111,7 +111,7 @@ async def test_outdated_then_reindex_brings_it_back_for_good(client, container) 
     assert (await doc(client, second))["status"] == "READY"  # neither outdates the other again
 
 
-async def test_two_workers_judging_near_duplicates_at_once_leave_exactly_one_ready(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_two_workers_judging_near_duplicates_at_once_leave_exactly_one_ready(client, container) -> None:
     kb = await kb_with(client, "near")
     one = (await upload(client, kb, "one.md", ZH.encode())).json()["id"]
     two = (await upload(client, kb, "two.md", (ZH + "\n\n多一句话。").encode())).json()["id"]
@@ -123,7 +123,7 @@ async def test_two_workers_judging_near_duplicates_at_once_leave_exactly_one_rea
     assert (await doc(client, one))["status"] == "OUTDATED"  # the older one (uploaded first)
 
 
-async def test_hash_bands_go_with_the_document(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_hash_bands_go_with_the_document(client, container) -> None:
     kb = await kb_with(client, "near")
     d = (await upload(client, kb, "a.md", EN.encode())).json()["id"]
     await run(container)

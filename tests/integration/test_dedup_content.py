@@ -21,7 +21,7 @@ def image_only_pdf(rgb: tuple[int, int, int], size: tuple[int, int]) -> bytes:
     pdf = pymupdf.open()
     page = pdf.new_page()
     page.insert_image(pymupdf.Rect(72, 72, 372, 297), stream=png(*size, rgb=rgb))
-    return pdf.tobytes()  # type: ignore[no-any-return]
+    return pdf.tobytes()
 
 
 def docx_bytes(paragraphs: list[str], image: bytes | None = None) -> bytes:
@@ -38,7 +38,7 @@ def docx_bytes(paragraphs: list[str], image: bytes | None = None) -> bytes:
     return out.getvalue()
 
 
-async def test_two_different_image_only_pdfs_are_both_ready(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_two_different_image_only_pdfs_are_both_ready(client, container) -> None:
     kb = await make_kb(client)
     a = (await upload(client, kb, "scan.pdf", image_only_pdf((200, 30, 30), (80, 60)))).json()["id"]
     b = (await upload(client, kb, "scan.pdf", image_only_pdf((20, 120, 220), (64, 64)))).json()["id"]
@@ -49,7 +49,7 @@ async def test_two_different_image_only_pdfs_are_both_ready(client, container) -
     assert "too little text" in second["dedup"]["skipped"]
 
 
-async def test_test_in_a_docx_and_test_in_an_html_page_are_not_merged(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_test_in_a_docx_and_test_in_an_html_page_are_not_merged(client, container) -> None:
     kb = await make_kb(client)
     a = (await upload(client, kb, "test.docx", docx_bytes(["TEST"]))).json()["id"]
     b = (await upload(client, kb, "test.html", b"<html><body><p>Test</p></body></html>", "text/html")).json()["id"]
@@ -57,7 +57,7 @@ async def test_test_in_a_docx_and_test_in_an_html_page_are_not_merged(client, co
     assert [(await doc(client, x))["status"] for x in (a, b)] == ["READY", "READY"]
 
 
-async def test_same_text_different_images_is_not_identical_same_images_is(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_same_text_different_images_is_not_identical_same_images_is(client, container) -> None:
     kb = await make_kb(client)
     paragraphs = TEXT.split("\n\n")
     red = (await upload(client, kb, "manual.docx", docx_bytes(paragraphs, png(40, 40, (200, 30, 30))))).json()["id"]

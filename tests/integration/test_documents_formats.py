@@ -51,7 +51,7 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
 async def make_kb(client: httpx.AsyncClient) -> str:
     r = await client.post("/api/knowledge-bases", json={"name": "formats"})
     assert r.status_code == 201, r.text
-    return r.json()["id"]  # type: ignore[no-any-return]
+    return r.json()["id"]
 
 
 async def upload(client: httpx.AsyncClient, kb: str, name: str, data: bytes) -> httpx.Response:
@@ -59,7 +59,7 @@ async def upload(client: httpx.AsyncClient, kb: str, name: str, data: bytes) -> 
                              files={"file": (name, data, "application/octet-stream")})
 
 
-async def run_worker(container) -> None:  # type: ignore[no-untyped-def]
+async def run_worker(container) -> None:
     worker = container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0.01))
 
     async def pending() -> int:
@@ -70,15 +70,15 @@ async def run_worker(container) -> None:  # type: ignore[no-untyped-def]
     await eventually(pending, lambda n: n == 0, what="jobs still pending")
 
 
-async def document(client: httpx.AsyncClient, doc_id: str) -> dict:  # type: ignore[type-arg]
+async def document(client: httpx.AsyncClient, doc_id: str) -> dict:
     r = await client.get(f"/api/documents/{doc_id}")
     assert r.status_code == 200
-    return r.json()  # type: ignore[no-any-return]
+    return r.json()
 
 
-async def chunks(client: httpx.AsyncClient, doc_id: str) -> list[dict]:  # type: ignore[type-arg]
+async def chunks(client: httpx.AsyncClient, doc_id: str) -> list[dict]:
     """Every chunk, page after page."""
-    items: list[dict] = []  # type: ignore[type-arg]
+    items: list[dict] = []
     params: dict[str, str] = {"limit": "500"}
     while True:
         page = (await client.get(f"/api/documents/{doc_id}/chunks", params=params)).json()
@@ -88,7 +88,7 @@ async def chunks(client: httpx.AsyncClient, doc_id: str) -> list[dict]:  # type:
         params["cursor"] = page["next_cursor"]
 
 
-async def test_pdf_with_images_is_searchable_by_page_and_links_its_image(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_pdf_with_images_is_searchable_by_page_and_links_its_image(client, container) -> None:
     kb = await make_kb(client)
     picture = jpeg(64, 48)
     r = await upload(client, kb, "timetable.pdf", make_pdf(image=picture))
@@ -128,7 +128,7 @@ async def test_pdf_with_images_is_searchable_by_page_and_links_its_image(client,
     assert any(CHINESE in h["content"] and h["locator"]["page"] == 1 for h in r.json()["results"])
 
 
-async def test_assets_are_replaced_on_reupload_and_removed_with_the_document(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_assets_are_replaced_on_reupload_and_removed_with_the_document(client, container) -> None:
     kb = await make_kb(client)
     doc_id = (await upload(client, kb, "timetable.pdf", make_pdf(image=png()))).json()["id"]
     await run_worker(container)
@@ -156,7 +156,7 @@ async def test_assets_are_replaced_on_reupload_and_removed_with_the_document(cli
     assert not await container.storage.exists(again[0].object_key)
 
 
-async def test_docx_html_and_csv_reach_ready_with_their_structure(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_docx_html_and_csv_reach_ready_with_their_structure(client, container) -> None:
     kb = await make_kb(client)
     picture = png()
     rows = "\n".join(f"{i},Pier {i % 4},Leaves at {i % 24:02d}:15 towards the island" for i in range(120))
@@ -227,10 +227,10 @@ def _many_pages(pages: int) -> bytes:
     doc = pymupdf.open()
     for n in range(pages):
         doc.new_page(width=200, height=200).insert_text((20, 40), f"page {n + 1}")
-    return doc.tobytes()  # type: ignore[no-any-return]
+    return doc.tobytes()
 
 
-async def test_hostile_inputs_fail_with_reasons_while_a_normal_document_gets_ready(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_hostile_inputs_fail_with_reasons_while_a_normal_document_gets_ready(client, container) -> None:
     import random
 
     kb = await make_kb(client)
@@ -249,7 +249,7 @@ async def test_hostile_inputs_fail_with_reasons_while_a_normal_document_gets_rea
         "corrupt.pdf": (b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog" + bytes(range(256)) * 16, "corrupt or truncated"),
         "truncated.pdf": (pdf[:200], "corrupt or truncated"),
         "locked.pdf": (pymupdf.open(stream=pdf, filetype="pdf").tobytes(
-            encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="o", user_pw="u"), "encrypted with a password"),
+            encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="o", user_pw="u"), "encrypted with a password"),  # type: ignore[attr-defined]
         "bomb.docx": (_zip_bomb(), "zip bomb"),
         "entities.docx": (_entity_docx(), "XML entity expansion"),
         "thousand.pdf": (_many_pages(1000), "has 1000 pages, more than the limit of 500"),
@@ -285,7 +285,7 @@ class _CannedChat(BaseHTTPRequestHandler):
     127.0.0.1 that returns a canned description (or an error when told to)."""
 
     status = 200
-    requests: ClassVar[list[dict]] = []  # type: ignore[type-arg]
+    requests: ClassVar[list[dict]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -316,7 +316,7 @@ def vision_server() -> Iterator[str]:
     server.server_close()
 
 
-async def test_vision_descriptions_go_into_the_asset_and_the_chunk(client, container, vision_server) -> None:  # type: ignore[no-untyped-def]
+async def test_vision_descriptions_go_into_the_asset_and_the_chunk(client, container, vision_server) -> None:
     container.processor._vision = make_vision(container.settings.model_copy(update={
         "vision_base_url": vision_server, "vision_model": "tiny-vision", "vision_api_key": "k-123"}))
     kb = await make_kb(client)
@@ -335,7 +335,7 @@ async def test_vision_descriptions_go_into_the_asset_and_the_chunk(client, conta
     assert "[Image on page 1: A blue rectangle marking the ferry terminal.]" in linked[0]["content"]
 
 
-async def test_a_failing_vision_call_is_retried_as_transient(client, container, vision_server) -> None:  # type: ignore[no-untyped-def]
+async def test_a_failing_vision_call_is_retried_as_transient(client, container, vision_server) -> None:
     _CannedChat.status = 503
     container.processor._vision = make_vision(container.settings.model_copy(update={
         "vision_base_url": vision_server, "vision_model": "tiny-vision"}))
@@ -351,7 +351,7 @@ async def test_a_failing_vision_call_is_retried_as_transient(client, container, 
     assert (await document(client, doc_id))["status"] == "READY"
 
 
-async def test_a_document_is_never_ready_while_an_asset_could_not_be_stored(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_document_is_never_ready_while_an_asset_could_not_be_stored(client, container) -> None:
     storage = container.processor._storage
     real_put = storage.put
     failures = {"left": 1}

@@ -22,14 +22,14 @@ SECRET = "The vault PIN is 73519."
 OTHER_SECRET = "The alarm code of the east wing is 24680."
 
 
-def record_progress(container) -> dict[str, list[dict[str, Any]]]:  # type: ignore[no-untyped-def]
+def record_progress(container) -> dict[str, list[dict[str, Any]]]:
     """Every progress value written for a document: what a key polling it (or its event stream)
     could have read while it was EMBEDDING."""
     seen: dict[str, list[dict[str, Any]]] = {}
     queue = container.processor._queue
     real = queue.report_progress
 
-    async def spy(lease, progress):  # type: ignore[no-untyped-def]
+    async def spy(lease, progress):
         seen.setdefault(str(lease.document_id), []).append(dict(progress))
         await real(lease, progress)
 
@@ -41,10 +41,10 @@ async def editor_upload(client: httpx.AsyncClient, key: str, kb: str, name: str,
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": (name, text.encode(), "text/plain")},
                           headers={"Authorization": f"Bearer {key}"})
     assert r.status_code == 202, r.text
-    return r.json()["id"]  # type: ignore[no-any-return]
+    return r.json()["id"]
 
 
-async def test_an_editor_of_another_knowledge_base_learns_nothing_from_the_cache(client, container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_an_editor_of_another_knowledge_base_learns_nothing_from_the_cache(client, container, embedder) -> None:
     progress = record_progress(container)
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
     container.processor._embedding.embedder = spy
@@ -76,7 +76,7 @@ async def test_an_editor_of_another_knowledge_base_learns_nothing_from_the_cache
     assert spy.calls == calls and progress[guess][-1]["from_cache"] == progress[guess][-1]["total"] > 0
 
 
-async def test_a_knowledge_bases_entries_go_with_it(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_knowledge_bases_entries_go_with_it(client, container) -> None:
     a, b = await make_kb(client, "gone"), await make_kb(client, "stays")
     (await upload(client, a, "a.txt", SECRET.encode())).raise_for_status()
     (await upload(client, b, "b.txt", OTHER_SECRET.encode())).raise_for_status()
@@ -94,7 +94,7 @@ async def test_a_knowledge_bases_entries_go_with_it(client, container) -> None: 
     assert await entries(a) == 0 and await entries(b) > 0
 
 
-async def test_the_janitor_keeps_the_cache_at_its_bound_least_recently_used_first(container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_janitor_keeps_the_cache_at_its_bound_least_recently_used_first(container) -> None:
     cache = EmbeddingCache(container.db)
     kb = await new_kb(container)
     texts = [f"passage {i}" for i in range(12)]

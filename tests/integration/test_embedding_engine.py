@@ -147,8 +147,8 @@ async def test_local_dense_and_sparse_share_one_model_thread(embedder: LocalE5Em
     real_passage = embedder.model().passage  # type: ignore[attr-defined]
     real_sparse = sparse.encode_sync
 
-    def watch(fn):  # type: ignore[no-untyped-def]
-        def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def watch(fn):
+        def run(*args, **kwargs):
             nonlocal inside, overlap
             threads.add(threading.current_thread().name)
             inside += 1

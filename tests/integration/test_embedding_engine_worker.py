@@ -19,13 +19,13 @@ def long_text(word: str) -> str:
                        f"{i * 7} passengers and returns when the tide turns." for i in range(30))
 
 
-async def test_a_lost_lease_withdraws_only_that_jobs_texts(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_lost_lease_withdraws_only_that_jobs_texts(client, container) -> None:
     engine = container.embedder.engine
     real = engine._backend
     sent: list[str] = []
     release = asyncio.Event()
 
-    async def gated(kind: str, texts: list[str]):  # type: ignore[no-untyped-def]
+    async def gated(kind: str, texts: list[str]):
         sent.extend(texts)
         await release.wait()  # the model is held busy until both jobs' texts are queued
         return await real(kind, texts)

@@ -31,7 +31,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-async def base_url(container) -> AsyncIterator[str]:  # type: ignore[no-untyped-def]
+async def base_url(container) -> AsyncIterator[str]:
     from ultimate_rag.api.app import create_app
 
     app = create_app(container=container)
@@ -110,7 +110,7 @@ async def events(base: str, kb: UUID, key: str = ADMIN_KEY, **params: Any) -> As
                 await stream.task
 
 
-async def test_an_upload_and_its_status_changes_arrive_as_events(container, base_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_an_upload_and_its_status_changes_arrive_as_events(container, base_url: str) -> None:
     kb = await new_kb(container)
     async with events(base_url, kb) as stream:
         async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
@@ -123,7 +123,7 @@ async def test_an_upload_and_its_status_changes_arrive_as_events(container, base
             await stream.documents_until(UUID(doc), "FAILED")
 
 
-async def test_every_writer_is_covered_not_only_the_api(container, base_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_every_writer_is_covered_not_only_the_api(container, base_url: str) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     async with events(base_url, kb) as stream:
@@ -139,7 +139,7 @@ async def test_every_writer_is_covered_not_only_the_api(container, base_url: str
         assert gone[-1]["op"] == "D"
 
 
-async def test_an_update_that_changes_nothing_visible_is_not_sent(container, base_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_an_update_that_changes_nothing_visible_is_not_sent(container, base_url: str) -> None:
     kb = await new_kb(container)
     noisy, marker = await queue_document(container, kb), await queue_document(container, kb)
     async with events(base_url, kb) as stream:
@@ -149,7 +149,7 @@ async def test_an_update_that_changes_nothing_visible_is_not_sent(container, bas
         assert [e["id"] for e in seen] == [str(marker)]
 
 
-async def test_events_of_another_knowledge_base_never_leak(container, base_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_events_of_another_knowledge_base_never_leak(container, base_url: str) -> None:
     a, b = await new_kb(container, "events-a"), await new_kb(container, "events-b")
     async with events(base_url, a) as stream_a, events(base_url, b) as stream_b:
         in_b = [await queue_document(container, b) for _ in range(3)]
@@ -160,7 +160,7 @@ async def test_events_of_another_knowledge_base_never_leak(container, base_url: 
         assert str(in_a) not in {e["id"] for e in seen_b}
 
 
-async def test_auth_is_enforced(container, base_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_auth_is_enforced(container, base_url: str) -> None:
     a, b = await new_kb(container), await new_kb(container)
     keys = ApiKeyRepository(container.db)
     reader_a = await keys.create(is_admin=False, scopes={a: Role.READER})
@@ -176,13 +176,13 @@ async def test_auth_is_enforced(container, base_url: str) -> None:  # type: igno
         await stream.documents_until(doc, "PENDING")
 
 
-async def test_the_stream_ends_after_max_seconds_and_asks_to_reconnect(container, base_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_the_stream_ends_after_max_seconds_and_asks_to_reconnect(container, base_url: str) -> None:
     kb = await new_kb(container)
     async with events(base_url, kb, max_seconds=1) as stream:
         assert await stream.next("reconnect") == {}
 
 
-async def test_without_listen_the_client_is_told_to_poll(container, base_url: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_without_listen_the_client_is_told_to_poll(container, base_url: str, monkeypatch) -> None:
     from ultimate_rag.adapters.postgres.events import DocumentEventHub, EventsUnavailable
 
     async def refuse(self: DocumentEventHub) -> None:
@@ -196,7 +196,7 @@ async def test_without_listen_the_client_is_told_to_poll(container, base_url: st
     assert "event: fallback" in r.text and '"mode":"poll"' in r.text
 
 
-async def test_one_listen_connection_serves_all_subscribers_and_closes_with_the_last(container) -> None:  # type: ignore[no-untyped-def]
+async def test_one_listen_connection_serves_all_subscribers_and_closes_with_the_last(container) -> None:
     from ultimate_rag.adapters.postgres.events import DocumentEventHub
 
     hub = DocumentEventHub(container.db.url)
@@ -217,7 +217,7 @@ async def test_one_listen_connection_serves_all_subscribers_and_closes_with_the_
     await eventually(listeners, lambda n: n == 0, what="LISTEN connections left")
 
 
-async def test_a_lost_listen_connection_tells_subscribers_to_resync(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_lost_listen_connection_tells_subscribers_to_resync(container) -> None:
     from ultimate_rag.adapters.postgres.events import DocumentEventHub
 
     hub = DocumentEventHub(container.db.url)
@@ -234,7 +234,7 @@ async def test_a_lost_listen_connection_tells_subscribers_to_resync(container) -
     await hub.close()
 
 
-async def test_the_workbench_filename_filter_keeps_keyset_pagination(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_workbench_filename_filter_keeps_keyset_pagination(client: httpx.AsyncClient, container) -> None:
     kb = await new_kb(container)
     for i in range(5):
         await queue_document(container, kb, f"text {i}", filename=f"report_{i}.txt")
@@ -243,7 +243,7 @@ async def test_the_workbench_filename_filter_keeps_keyset_pagination(client: htt
     seen: list[str] = []
     cursor = None
     while True:
-        params = {"q": "REPORT_", "limit": 2} | ({"cursor": cursor} if cursor else {})
+        params: dict[str, Any] = {"q": "REPORT_", "limit": 2} | ({"cursor": cursor} if cursor else {})
         page = (await client.get(f"/api/knowledge-bases/{kb}/documents", params=params)).json()
         seen += [d["filename"] for d in page["items"]]
         cursor = page["next_cursor"]
@@ -256,7 +256,7 @@ async def test_the_workbench_filename_filter_keeps_keyset_pagination(client: htt
     assert (await client.get(f"/api/knowledge-bases/{kb}/documents", params={"q": "a\x00b"})).status_code == 400
 
 
-async def test_the_workbench_list_answers_right_at_100k_documents(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_workbench_list_answers_right_at_100k_documents(client: httpx.AsyncClient, container) -> None:
     """What the documents table asks for — a page, a deep page, a status filter, a file-name search,
     with the status counts each time — answers right in a knowledge base of 100k documents (how
     fast: ``bench/suite_timings.py``, in bench/RESULTS.md)."""
@@ -267,7 +267,7 @@ async def test_the_workbench_list_answers_right_at_100k_documents(client: httpx.
     async def get(params: dict[str, Any]) -> dict[str, Any]:
         r = await client.get(url, params=params)
         assert r.status_code == 200, r.text
-        return r.json()  # type: ignore[no-any-return]
+        return r.json()
 
     page = await get({"limit": 50})
     assert len(page["items"]) == 50 and sum(page["counts"].values()) == 100_000
@@ -288,7 +288,7 @@ async def test_the_workbench_list_answers_right_at_100k_documents(client: httpx.
     assert (await get({"limit": 50, "q": "no-such-name"}))["items"] == []
 
 
-async def seed_documents(db, kb: UUID, n: int) -> None:  # type: ignore[no-untyped-def]
+async def seed_documents(db, kb: UUID, n: int) -> None:
     """``n`` documents in one statement (also used by the bench): 3/5 READY, 1/5 FAILED, 1/5 PENDING."""
     await db.execute(
         "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status,"

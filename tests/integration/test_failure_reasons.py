@@ -26,10 +26,10 @@ class NulChunker:
     """Wraps the real chunker and appends a NUL to the first chunk: fault injection after parsing,
     past any sanitising of parser output, to reach the database with a value it cannot store."""
 
-    def __init__(self, real) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, real) -> None:
         self.real = real
 
-    def split(self, parsed, **kwargs):  # type: ignore[no-untyped-def]
+    def split(self, parsed, **kwargs):
         chunks = self.real.split(parsed, **kwargs)
         return [replace(chunks[0], content=chunks[0].content + "\x00tail"), *chunks[1:]]
 
@@ -38,26 +38,26 @@ class BrokenVectors:
     """The real pgvector store, whose writes fail with the database driver's raw message (fault
     injection: the connection error a lost database gives)."""
 
-    def __init__(self, real, error: Exception) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, real, error: Exception) -> None:
         self.real, self.error = real, error
 
-    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+    def __getattr__(self, name):
         return getattr(self.real, name)
 
-    async def upsert(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    async def upsert(self, *args, **kwargs) -> None:
         raise self.error
 
-    async def write(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    async def write(self, *args, **kwargs) -> None:
         raise self.error  # the index generations' write (each knowledge base's current generation)
 
 
-async def shown(client, doc) -> dict:  # type: ignore[no-untyped-def,type-arg]
+async def shown(client, doc) -> dict:
     r = await client.get(f"/api/documents/{doc}")
     assert r.status_code == 200
-    return r.json()  # type: ignore[no-any-return]
+    return r.json()
 
 
-async def test_a_nul_character_fails_the_document_once_with_a_readable_reason(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_nul_character_fails_the_document_once_with_a_readable_reason(container) -> None:
     container.processor._chunker = NulChunker(container.processor._chunker)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "A sentence.\n\nAnother sentence about the harbour.")
@@ -85,7 +85,7 @@ def test_deterministic_data_errors_are_permanent(error: Exception, expected: str
     assert expected in failure.reason
 
 
-async def test_a_database_error_reaches_readers_without_host_or_user(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_database_error_reaches_readers_without_host_or_user(client, container) -> None:
     broken = BrokenVectors(container.processor._vectors, psycopg.OperationalError(DB_MESSAGE))
     container.processor._vectors = container.processor._generations = broken
     kb = await new_kb(container)
@@ -100,7 +100,7 @@ async def test_a_database_error_reaches_readers_without_host_or_user(client, con
     assert "db.internal" not in text and "10.0.3.7" not in text and "rag_owner" not in text
 
 
-async def test_an_unreachable_embedding_service_is_named_without_its_address(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unreachable_embedding_service_is_named_without_its_address(client, container) -> None:
     port = free_port()  # nothing listens there: a real connection refusal from the real HTTP embedder
     real = container.processor._embedding.embedder
     http = OpenAICompatibleEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model=real.name,

@@ -11,7 +11,7 @@ from ultimate_rag.adapters.postgres.migrations import migrate
 from .helpers import new_kb
 
 
-async def _fetching_document(client, container):  # type: ignore[no-untyped-def]
+async def _fetching_document(client, container):
     kb = await new_kb(container)
     r = await client.post(f"/api/knowledge-bases/{kb}/connectors",
                           json={"kind": "urls", "name": "site", "config": {"urls": ["https://example.com/a.md"]}})
@@ -24,7 +24,7 @@ async def _fetching_document(client, container):  # type: ignore[no-untyped-def]
     return syncs, lease, doc
 
 
-async def test_a_fetching_document_has_an_idle_job_nothing_claims(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_fetching_document_has_an_idle_job_nothing_claims(client, container) -> None:
     syncs, lease, doc = await _fetching_document(client, container)
     job = await container.db.fetchone("SELECT status, finished_at, locked_by FROM ingestion_jobs"
                                       " WHERE document_id = %s", (doc,))
@@ -40,14 +40,14 @@ async def test_a_fetching_document_has_an_idle_job_nothing_claims(client, contai
     assert got["status"] == "FAILED" and "remote gone" in got["error_message"]
 
 
-async def test_fail_item_ends_an_idle_job(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_fail_item_ends_an_idle_job(client, container) -> None:
     syncs, lease, doc = await _fetching_document(client, container)
     assert await syncs.fail_item(lease, doc, "unsupported content")
     job = await container.db.fetchone("SELECT status, last_error FROM ingestion_jobs WHERE document_id = %s", (doc,))
     assert job == {"status": "FAILED", "last_error": "unsupported content"}
 
 
-async def test_migration_turns_placeholder_jobs_idle(client, container, db_url: str) -> None:  # type: ignore[no-untyped-def]
+async def test_migration_turns_placeholder_jobs_idle(client, container, db_url: str) -> None:
     _, _, doc = await _fetching_document(client, container)
     # the schema as it was before 0014, with the placeholder an earlier version wrote
     with psycopg.connect(db_url, autocommit=True) as conn:

@@ -81,7 +81,7 @@ current_path = ""
 
 
 @pytest.fixture
-async def world(container):  # type: ignore[no-untyped-def]
+async def world(container):
     a, b = await new_kb(container, "A"), await new_kb(container, "B")
     keys = ApiKeyRepository(container.db)
     tokens = {
@@ -98,7 +98,7 @@ async def world(container):  # type: ignore[no-untyped-def]
     return {"a": a, "b": b, "tokens": tokens}
 
 
-async def document_with_asset(container, kb: UUID) -> tuple[UUID, UUID]:  # type: ignore[no-untyped-def]
+async def document_with_asset(container, kb: UUID) -> tuple[UUID, UUID]:
     doc = await queue_document(container, kb, "some text")
     await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
     asset, key = uuid4(), f"{kb}/{doc}/assets/a.png"
@@ -118,7 +118,7 @@ async def test_every_route_has_a_rule(client: httpx.AsyncClient) -> None:
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(RULES))
-async def test_isolation_matrix(client: httpx.AsyncClient, container, world, method: str, path: str) -> None:  # type: ignore[no-untyped-def]
+async def test_isolation_matrix(client: httpx.AsyncClient, container, world, method: str, path: str) -> None:
     global current_path
     current_path = path
     rule = RULES[(method, path)]
@@ -134,7 +134,7 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
         url = path.format(**params)
         token = world["tokens"].get(who)
         headers = {"Authorization": f"Bearer {token}" if token else ""}
-        kwargs: dict = {}  # type: ignore[type-arg]
+        kwargs: dict = {}
         if (path.endswith("/documents") and method == "POST") or path.endswith("/content"):
             kwargs["files"] = {"file": ("n.md", b"# N\n\nnew text\n")}
         elif method == "POST" and path == "/api/knowledge-bases":
@@ -164,7 +164,7 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
             assert str(doc) not in r.text and str(kb) not in r.text  # a refusal says nothing about the resource
 
 
-async def test_a_key_of_another_knowledge_base_cannot_probe_ids(client: httpx.AsyncClient, container, world) -> None:  # type: ignore[no-untyped-def]
+async def test_a_key_of_another_knowledge_base_cannot_probe_ids(client: httpx.AsyncClient, container, world) -> None:
     doc, _ = await document_with_asset(container, world["a"])
     h = {"Authorization": f"Bearer {world['tokens']['editor B']}"}
     existing = await client.get(f"/api/documents/{doc}", headers=h)

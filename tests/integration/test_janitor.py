@@ -27,18 +27,18 @@ def age(path: Path, when: float = OLD) -> None:
         os.utime(p, (when, when))
 
 
-async def put_old(container, key: str, data: bytes = b"x") -> Path:  # type: ignore[no-untyped-def]
+async def put_old(container, key: str, data: bytes = b"x") -> Path:
     await container.storage.put(key, data, "application/octet-stream")
     path = container.settings.objects_dir / key
     age(path)
     return path
 
 
-async def process(container) -> None:  # type: ignore[no-untyped-def]
+async def process(container) -> None:
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
 
 
-async def add_vectors(container, document_id: UUID, kb_id: UUID, n: int = 2) -> None:  # type: ignore[no-untyped-def]
+async def add_vectors(container, document_id: UUID, kb_id: UUID, n: int = 2) -> None:
     table = container.vectors.table
     for _ in range(n):
         await container.db.execute(
@@ -47,12 +47,12 @@ async def add_vectors(container, document_id: UUID, kb_id: UUID, n: int = 2) -> 
             (uuid4(), document_id, kb_id))
 
 
-def object_files(container) -> set[str]:  # type: ignore[no-untyped-def]
+def object_files(container) -> set[str]:
     root = container.settings.objects_dir
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
-async def test_sweep_removes_exactly_the_orphans(container) -> None:  # type: ignore[no-untyped-def]
+async def test_sweep_removes_exactly_the_orphans(container) -> None:
     kb = await new_kb(container)
     ready = await queue_document(container, kb, "The ferry leaves the harbour at nine.")
     failed = await queue_document(container, kb, "A document whose processing failed for good.")
@@ -135,7 +135,7 @@ async def test_sweep_removes_exactly_the_orphans(container) -> None:  # type: ig
     assert again.ran and not again.removed_anything
 
 
-async def test_a_second_sweeper_does_nothing_while_the_lock_is_held(container, db_url) -> None:  # type: ignore[no-untyped-def]
+async def test_a_second_sweeper_does_nothing_while_the_lock_is_held(container, db_url) -> None:
     kb = await new_kb(container)
     orphan = f"{kb}/{uuid4()}/source.txt"
     path = await put_old(container, orphan)
@@ -152,7 +152,7 @@ async def test_a_second_sweeper_does_nothing_while_the_lock_is_held(container, d
     assert not path.exists()
 
 
-async def test_concurrent_sweeps_never_both_run(container) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_sweeps_never_both_run(container) -> None:
     kb = await new_kb(container)
     for _ in range(30):
         await put_old(container, f"{kb}/{uuid4()}/source.txt")
@@ -162,7 +162,7 @@ async def test_concurrent_sweeps_never_both_run(container) -> None:  # type: ign
     assert sum(1 for r in reports if r.ran and r.objects) == 1
 
 
-async def test_grace_period_protects_young_files(container) -> None:  # type: ignore[no-untyped-def]
+async def test_grace_period_protects_young_files(container) -> None:
     kb = await new_kb(container)
     key = f"{kb}/{uuid4()}/source.txt"
     await container.storage.put(key, b"x", "text/plain")
@@ -170,7 +170,7 @@ async def test_grace_period_protects_young_files(container) -> None:  # type: ig
     assert (await container.janitor.with_grace(0).sweep()).objects == [key]
 
 
-async def test_workers_sweep_periodically(container) -> None:  # type: ignore[no-untyped-def]
+async def test_workers_sweep_periodically(container) -> None:
     kb = await new_kb(container)
     path = await put_old(container, f"{kb}/{uuid4()}/source.txt")
     worker = container.worker(WorkerConfig(poll_interval_seconds=0.1, janitor_interval_seconds=0.2))
@@ -191,7 +191,7 @@ async def test_workers_sweep_periodically(container) -> None:  # type: ignore[no
     assert removed() == 1
 
 
-async def test_temp_files_of_interrupted_snapshot_writes_are_removed_after_the_grace_period(container) -> None:  # type: ignore[no-untyped-def]
+async def test_temp_files_of_interrupted_snapshot_writes_are_removed_after_the_grace_period(container) -> None:
     """A worker killed between writing a snapshot's temp file and renaming it leaves the temp file
     in a live document's folder: removed once older than the grace period, the snapshot kept."""
     kb = await new_kb(container)

@@ -11,7 +11,7 @@ from .test_api import make_kb, upload
 from .test_lifecycle import SlowEmbedder, ready_doc, wait_status
 
 
-async def test_delete_a_knowledge_base_mid_pipeline_leaves_nothing(client, container, embedder, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_delete_a_knowledge_base_mid_pipeline_leaves_nothing(client, container, embedder, settings) -> None:
     kb = await make_kb(client, "doomed")
     other = await make_kb(client, "kept")
     kept_doc = await ready_doc(client, container, other, "k.md", "# Kept\n\nThis knowledge base stays.\n")
@@ -56,7 +56,7 @@ async def test_delete_a_knowledge_base_mid_pipeline_leaves_nothing(client, conta
     assert r.json()["results"][0]["document_id"] == kept_doc
 
 
-async def test_an_empty_knowledge_base_disappears_at_once(client) -> None:  # type: ignore[no-untyped-def]
+async def test_an_empty_knowledge_base_disappears_at_once(client) -> None:
     kb = await make_kb(client, "empty")
     r = await client.delete(f"/api/knowledge-bases/{kb}")
     assert r.status_code == 202

@@ -15,30 +15,30 @@ from ultimate_rag.testing.eventually import eventually
 from .test_api import PNG, make_kb, upload
 
 
-async def run_worker(container) -> None:  # type: ignore[no-untyped-def]
+async def run_worker(container) -> None:
     await container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0.01)).run_until_idle()
 
 
-async def ready_doc(client: httpx.AsyncClient, container, kb: str, name: str = "a.md",  # type: ignore[no-untyped-def]
+async def ready_doc(client: httpx.AsyncClient, container, kb: str, name: str = "a.md",
                     text: str = "# Tea\n\nGreen tea is steamed, black tea is oxidised.\n") -> str:
     doc = (await upload(client, kb, name, text.encode())).json()["id"]
     await run_worker(container)
     assert (await client.get(f"/api/documents/{doc}")).json()["status"] == "READY"
-    return doc  # type: ignore[no-any-return]
+    return doc
 
 
-async def state(container, doc: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    return await container.db.fetchone(  # type: ignore[no-any-return]
+async def state(container, doc: str) -> dict:
+    return await container.db.fetchone(
         "SELECT d.status, d.error_message, d.object_key, d.content_revision, d.chunk_count, d.updated_at,"
         " j.status AS job_status, j.operation, j.force, j.attempts FROM documents d"
         " JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.id = %s", (doc,))
 
 
-async def search(client: httpx.AsyncClient, kb: str, query: str) -> list[dict]:  # type: ignore[type-arg]
-    return (await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": query})).json()["results"]  # type: ignore[no-any-return]
+async def search(client: httpx.AsyncClient, kb: str, query: str) -> list[dict]:
+    return (await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": query})).json()["results"]
 
 
-async def test_soft_delete_hides_at_once_then_reindex_restores_the_same_chunks(client, container, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_soft_delete_hides_at_once_then_reindex_restores_the_same_chunks(client, container, settings) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     chunk_ids = [c["id"] for c in (await client.get(f"/api/documents/{doc}/chunks")).json()["items"]]
@@ -65,7 +65,7 @@ async def test_soft_delete_hides_at_once_then_reindex_restores_the_same_chunks(c
     assert (await search(client, kb, "green tea"))[0]["document_id"] == doc
 
 
-async def test_hard_delete_leaves_nothing_anywhere(client, container, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_hard_delete_leaves_nothing_anywhere(client, container, settings) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     keep = await ready_doc(client, container, kb, "b.md", "# Coffee\n\nEspresso is pressed.\n")
@@ -83,7 +83,7 @@ async def test_hard_delete_leaves_nothing_anywhere(client, container, settings) 
     assert (await search(client, kb, "espresso"))[0]["document_id"] == keep
 
 
-async def test_a_soft_deleted_document_can_then_be_hard_deleted(client, container, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_a_soft_deleted_document_can_then_be_hard_deleted(client, container, settings) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     await client.delete(f"/api/documents/{doc}")
@@ -94,7 +94,7 @@ async def test_a_soft_deleted_document_can_then_be_hard_deleted(client, containe
     assert not (settings.objects_dir / kb / doc).exists()
 
 
-async def test_re_upload_replaces_the_content_and_then_the_old_source(client, container, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_re_upload_replaces_the_content_and_then_the_old_source(client, container, settings) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb, "menu.md", "# Menu\n\nSpicy noodle soup with dumplings.\n")
     old_key = (await state(container, doc))["object_key"]
@@ -114,7 +114,7 @@ async def test_re_upload_replaces_the_content_and_then_the_old_source(client, co
     assert await container.vectors.count_by_document(doc) == 1
 
 
-async def test_re_upload_is_validated_before_anything_changes(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_re_upload_is_validated_before_anything_changes(client, container) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     before = await state(container, doc)
@@ -126,7 +126,7 @@ async def test_re_upload_is_validated_before_anything_changes(client, container)
     assert await state(container, doc) == before
 
 
-async def test_fail_cancels_a_queued_document_and_refuses_stable_ones(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_fail_cancels_a_queued_document_and_refuses_stable_ones(client, container) -> None:
     kb = await make_kb(client)
     doc = (await upload(client, kb, "a.txt", b"queued")).json()["id"]
     r = await client.post(f"/api/documents/{doc}/fail")
@@ -142,27 +142,27 @@ async def test_fail_cancels_a_queued_document_and_refuses_stable_ones(client, co
 class SlowEmbedder:
     """The real model, slowed down so a test can act while a document is EMBEDDING."""
 
-    def __init__(self, real, delay: float) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, real, delay: float) -> None:
         self.real, self.delay = real, delay
         self.name, self.dimension, self.max_tokens = real.name, real.dimension, real.max_tokens
 
     def count_tokens(self, text: str) -> int:
-        return self.real.count_tokens(text)  # type: ignore[no-any-return]
+        return self.real.count_tokens(text)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         await asyncio.sleep(self.delay)  # the scenario: a slow embedder keeps the document EMBEDDING
-        return await self.real.embed_documents(texts)  # type: ignore[no-any-return]
+        return await self.real.embed_documents(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        return await self.real.embed_query(text)  # type: ignore[no-any-return]
+        return await self.real.embed_query(text)
 
 
-async def wait_status(container, doc: str, status: str, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+async def wait_status(container, doc: str, status: str, timeout: float = 60) -> None:
     await eventually(lambda: state(container, doc), lambda row: row["status"] == status, timeout, what=f"{doc} {status}")
 
 
 @pytest.mark.parametrize("operation", ["fail", "recover"])
-async def test_fail_or_recover_during_embedding_stops_the_worker_for_good(client, container, embedder,  # type: ignore[no-untyped-def]
+async def test_fail_or_recover_during_embedding_stops_the_worker_for_good(client, container, embedder,
                                                                           operation) -> None:
     container.processor._embedding.embedder = SlowEmbedder(embedder, delay=0.3)
     container.processor._embedding._batch_size = 1
@@ -196,7 +196,7 @@ async def test_fail_or_recover_during_embedding_stops_the_worker_for_good(client
         assert (await state(container, doc))["status"] == "READY"
 
 
-async def test_recover_is_only_for_running_documents(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_recover_is_only_for_running_documents(client, container) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     r = await client.post(f"/api/documents/{doc}/recover")
@@ -204,7 +204,7 @@ async def test_recover_is_only_for_running_documents(client, container) -> None:
 
 
 @pytest.mark.parametrize("operation", ["reindex", "delete", "reupload"])
-async def test_of_fifty_concurrent_calls_exactly_one_wins(client, container, operation) -> None:  # type: ignore[no-untyped-def]
+async def test_of_fifty_concurrent_calls_exactly_one_wins(client, container, operation) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
 
@@ -225,7 +225,7 @@ async def test_of_fifty_concurrent_calls_exactly_one_wins(client, container, ope
     assert (await state(container, doc))["status"] == ("DELETED" if operation == "delete" else "READY")
 
 
-async def test_bulk_reindex_counts_and_filters(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_bulk_reindex_counts_and_filters(client, container) -> None:
     kb = await make_kb(client)
     ready = [await ready_doc(client, container, kb, f"d{i}.md", f"# Doc {i}\n\nbody {i}\n") for i in range(3)]
     queued = (await upload(client, kb, "q.txt", b"still queued")).json()["id"]
@@ -248,7 +248,7 @@ async def test_bulk_reindex_counts_and_filters(client, container) -> None:  # ty
     assert (await client.post(f"/api/knowledge-bases/{kb}/reindex", json={"filter": "nope"})).status_code == 422
 
 
-async def test_bulk_reindex_works_in_batches(container) -> None:  # type: ignore[no-untyped-def]
+async def test_bulk_reindex_works_in_batches(container) -> None:
     from .helpers import new_kb
 
     kb = await new_kb(container)
@@ -276,7 +276,7 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("status", sorted(EXPECTED))
-async def test_every_operation_in_every_status(client, container, status) -> None:  # type: ignore[no-untyped-def]
+async def test_every_operation_in_every_status(client, container, status) -> None:
     kb = await make_kb(client)
     for operation, expected in zip(OPERATIONS, EXPECTED[status], strict=True):
         doc = (await upload(client, kb, "a.md", b"# A\n\ntext\n")).json()["id"]

@@ -24,7 +24,7 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 
 @pytest.fixture
-async def keys(container):  # type: ignore[no-untyped-def]
+async def keys(container):
     a, b = await new_kb(container, "alpha"), await new_kb(container, "beta")
     repo = ApiKeyRepository(container.db)
     revoked = await repo.create(is_admin=True, scopes={})
@@ -34,11 +34,16 @@ async def keys(container):  # type: ignore[no-untyped-def]
             "editor A": await repo.create(is_admin=False, scopes={a: Role.EDITOR})}
 
 
-def mcp_client(container, key: str) -> Client:  # type: ignore[no-untyped-def]
+def mcp_client(container, key: str) -> Client:
     app = create_app(container=container)
     http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://test",
                               headers={"Authorization": f"Bearer {key}"}, timeout=60)
     return Client(streamable_http_client("http://test/mcp", http_client=http))
+
+
+def first_text(result: Any) -> str:
+    """The text of a tool result's first content block (tool errors come back as text)."""
+    return result.content[0].text
 
 
 def payload(result: Any) -> Any:
@@ -47,7 +52,7 @@ def payload(result: Any) -> Any:
 
 @pytest.mark.parametrize("header", [None, "Bearer ", "Bearer not-a-key", "Basic abc", "revoked"])
 async def test_mcp_refuses_a_missing_or_bad_key_before_reading_the_body(client: httpx.AsyncClient, keys,
-                                                                       header) -> None:  # type: ignore[no-untyped-def]
+                                                                       header) -> None:
     if header == "revoked":
         header = f"Bearer {keys['revoked']}"
     headers = {"Accept": "application/json, text/event-stream"}
@@ -56,7 +61,7 @@ async def test_mcp_refuses_a_missing_or_bad_key_before_reading_the_body(client: 
     else:
         client.headers.pop("Authorization", None)
 
-    async def body():  # type: ignore[no-untyped-def]
+    async def body():
         raise AssertionError("the body was read before the key was checked")
         yield b""  # pragma: no cover
 
@@ -66,7 +71,7 @@ async def test_mcp_refuses_a_missing_or_bad_key_before_reading_the_body(client: 
     assert "key" in r.json()["detail"]
 
 
-async def test_mcp_is_not_in_the_openapi_schema_and_answers_a_good_key(client: httpx.AsyncClient, keys) -> None:  # type: ignore[no-untyped-def]
+async def test_mcp_is_not_in_the_openapi_schema_and_answers_a_good_key(client: httpx.AsyncClient, keys) -> None:
     assert not any(p.startswith("/mcp") for p in (await client.get("/openapi.json")).json()["paths"])
     r = await client.post("/mcp", json=INIT, headers={"Authorization": f"Bearer {keys['reader A']}",
                                                       "Accept": "application/json, text/event-stream"})
@@ -74,7 +79,7 @@ async def test_mcp_is_not_in_the_openapi_schema_and_answers_a_good_key(client: h
     assert r.json()["result"]["serverInfo"]["name"] == "ultimate-rag"
 
 
-async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container, keys) -> None:  # type: ignore[no-untyped-def]
+async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container, keys) -> None:
     async with mcp_client(container, keys["reader A"]) as mcp:
         names = {t.name for t in (await mcp.list_tools()).tools}
         assert {"list_knowledge_bases", "search", "get_document", "read_chunks", "answer", "upload_document",
@@ -86,25 +91,25 @@ async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container,
         assert not found.is_error and payload(found)["results"] == []
         for other in ("beta", str(keys["b"])):  # by name or by id: it does not exist for this key
             refused = await mcp.call_tool("search", {"knowledge_base": other, "query": "anything"})
-            assert refused.is_error and "no knowledge base" in refused.content[0].text
+            assert refused.is_error and "no knowledge base" in first_text(refused)
 
         write = await mcp.call_tool("upload_document", {"knowledge_base": "alpha", "filename": "n.md",
                                                         "text": "# N\n\nnew"})
-        assert write.is_error and "may not modify" in write.content[0].text and "403" in write.content[0].text
+        assert write.is_error and "may not modify" in first_text(write) and "403" in first_text(write)
         reindex = await mcp.call_tool("reindex", {"knowledge_base": "alpha"})
-        assert reindex.is_error and "403" in reindex.content[0].text
+        assert reindex.is_error and "403" in first_text(reindex)
         local = await mcp.call_tool("upload_document", {"knowledge_base": "alpha", "filename": "p",
                                                         "path": "/etc/passwd"})
-        assert local.is_error and "only available over stdio" in local.content[0].text
+        assert local.is_error and "only available over stdio" in first_text(local)
     rows = await container.db.fetchall("SELECT id FROM documents")
     assert rows == []
 
 
-async def test_an_editor_key_uploads_and_another_kbs_document_is_invisible(container, keys) -> None:  # type: ignore[no-untyped-def]
+async def test_an_editor_key_uploads_and_another_kbs_document_is_invisible(container, keys) -> None:
     async with mcp_client(container, keys["editor A"]) as mcp:
         up = await mcp.call_tool("upload_document", {"knowledge_base": str(keys["a"]), "filename": "notes.md",
                                                      "text": "# Notes\n\nAgents write here."})
-        assert not up.is_error, up.content[0].text
+        assert not up.is_error, first_text(up)
         doc = payload(up)
         assert doc["filename"] == "notes.md" and doc["knowledge_base_id"] == str(keys["a"])
         got = payload(await mcp.call_tool("get_document", {"document_id": doc["id"]}))
@@ -113,4 +118,4 @@ async def test_an_editor_key_uploads_and_another_kbs_document_is_invisible(conta
     async with mcp_client(container, (await ApiKeyRepository(container.db).create(
             is_admin=False, scopes={keys["b"]: Role.EDITOR}))) as other:
         hidden = await other.call_tool("get_document", {"document_id": doc["id"]})
-        assert hidden.is_error and "not found" in hidden.content[0].text and "404" in hidden.content[0].text
+        assert hidden.is_error and "not found" in first_text(hidden) and "404" in first_text(hidden)

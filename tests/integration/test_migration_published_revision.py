@@ -36,7 +36,8 @@ def test_ready_documents_are_published_by_the_upgrade(pg_url: str) -> None:
 
             conn.execute(migrations[8].encode())
 
-            published = dict(conn.execute("SELECT id, published_revision FROM documents").fetchall())
+            rows = conn.execute("SELECT id, published_revision FROM documents").fetchall()
+            published: dict[uuid.UUID, int | None] = dict(rows)
             assert published == {ready: 2, failed: None, queued: None}
             assert conn.execute("SELECT DISTINCT revision FROM chunks").fetchall() == [(2,)]
             assert conn.execute("SELECT revision FROM document_assets").fetchall() == [(2,)]

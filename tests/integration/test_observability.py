@@ -26,7 +26,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-async def push_back(container, document_id: UUID, seconds: float) -> None:  # type: ignore[no-untyped-def]
+async def push_back(container, document_id: UUID, seconds: float) -> None:
     await container.db.execute(
         "UPDATE documents SET updated_at = now() - make_interval(secs => %s) WHERE id = %s", (seconds, document_id))
 
@@ -34,25 +34,25 @@ async def push_back(container, document_id: UUID, seconds: float) -> None:  # ty
 class ScriptedEmbedder:
     """The real model, with a scripted failure or an operator's cancel on chosen calls."""
 
-    def __init__(self, real, on_call=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, real, on_call=None) -> None:
         self.real, self.on_call, self.calls = real, on_call or {}, 0
         self.name, self.dimension, self.max_tokens = real.name, real.dimension, real.max_tokens
 
     def count_tokens(self, text: str) -> int:
-        return self.real.count_tokens(text)  # type: ignore[no-any-return]
+        return self.real.count_tokens(text)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls += 1
         action = self.on_call.get(self.calls)
         if action is not None:
             await action()
-        return await self.real.embed_documents(texts)  # type: ignore[no-any-return]
+        return await self.real.embed_documents(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        return await self.real.embed_query(text)  # type: ignore[no-any-return]
+        return await self.real.embed_query(text)
 
 
-async def test_metrics_report_queue_depth_oldest_due_job_and_stuck_documents(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_metrics_report_queue_depth_oldest_due_job_and_stuck_documents(client, container) -> None:
     kb = await new_kb(container)
     due_recent = await queue_document(container, kb, "one")
     due_old = await queue_document(container, kb, "two")
@@ -75,13 +75,13 @@ async def test_metrics_report_queue_depth_oldest_due_job_and_stuck_documents(cli
     assert found[("ultimate_rag_jobs", (("status", "PENDING"),))] == 3
 
 
-async def test_metrics_on_an_empty_queue(client) -> None:  # type: ignore[no-untyped-def]
+async def test_metrics_on_an_empty_queue(client) -> None:
     found = samples((await client.get("/metrics")).text)
     assert found[("ultimate_rag_queue_depth", ())] == 0
     assert found[("ultimate_rag_queue_oldest_available_seconds", ())] == 0
 
 
-async def test_worker_metrics_count_claims_outcomes_failure_classes_and_stage_durations(container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_worker_metrics_count_claims_outcomes_failure_classes_and_stage_durations(container, embedder) -> None:
     async def unavailable() -> None:
         raise TransientError("embedding service returned 503")
 
@@ -123,7 +123,7 @@ async def test_worker_metrics_count_claims_outcomes_failure_classes_and_stage_du
     assert value("ultimate_rag_worker_stage_duration_seconds_count", {"stage": "DELETING"}) == 1
 
 
-async def test_worker_metrics_count_a_lease_lost_to_an_operator(container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_worker_metrics_count_a_lease_lost_to_an_operator(container, embedder) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "Cancelled while it was being embedded.")
 
@@ -139,7 +139,7 @@ async def test_worker_metrics_count_a_lease_lost_to_an_operator(container, embed
                                                     {"operation": "ingest"}) is None
 
 
-async def test_each_worker_has_its_own_registry_and_serves_it(container) -> None:  # type: ignore[no-untyped-def]
+async def test_each_worker_has_its_own_registry_and_serves_it(container) -> None:
     a, b = container.worker(WorkerConfig()), container.worker(WorkerConfig())
     kb = await new_kb(container)
     await queue_document(container, kb, "Served by the worker itself.")
@@ -155,7 +155,7 @@ async def test_each_worker_has_its_own_registry_and_serves_it(container) -> None
         a.metrics.stop()
 
 
-async def test_json_logs_carry_the_job_ids_and_no_secrets(container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_json_logs_carry_the_job_ids_and_no_secrets(container, embedder) -> None:
     async def unavailable() -> None:
         raise TransientError("embedding service returned 503")
 
@@ -188,7 +188,7 @@ async def test_json_logs_carry_the_job_ids_and_no_secrets(container, embedder) -
     assert "postgresql://rag:***@db/rag" in last
 
 
-async def test_stuck_documents_are_listed_oldest_first_for_admins_only(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_stuck_documents_are_listed_oldest_first_for_admins_only(client, container) -> None:
     from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 
     kb = await new_kb(container)

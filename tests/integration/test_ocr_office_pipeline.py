@@ -30,12 +30,12 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
                     parse_max_archive_bytes=8 * 1024 * 1024)
 
 
-def record_progress(container) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+def record_progress(container) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     queue = container.processor._queue
     real = queue.report_progress
 
-    async def spy(lease, progress):  # type: ignore[no-untyped-def]
+    async def spy(lease, progress):
         seen.append(dict(progress))
         await real(lease, progress)
 
@@ -48,20 +48,20 @@ async def small_chunk_kb(client: httpx.AsyncClient) -> str:
     r = await client.post("/api/knowledge-bases", json={"name": "scans", "settings": {"chunk_size_tokens": 32,
                                                                                        "chunk_overlap_tokens": 0}})
     assert r.status_code == 201, r.text
-    return r.json()["id"]  # type: ignore[no-any-return]
+    return r.json()["id"]
 
 
 async def search(client: httpx.AsyncClient, kb: str, query: str) -> list[dict[str, Any]]:
     r = await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": query, "top_k": 5})
     assert r.status_code == 200, r.text
-    return r.json()["results"]  # type: ignore[no-any-return]
+    return r.json()["results"]
 
 
 def compact(text: str) -> str:
     return "".join(text.split()).lower()
 
 
-async def test_scans_are_found_by_text_that_exists_only_in_their_images(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_scans_are_found_by_text_that_exists_only_in_their_images(client, container) -> None:
     progress = record_progress(container)
     kb = await small_chunk_kb(client)
     english = (await upload(client, kb, "invoice-scan.pdf",
@@ -97,7 +97,7 @@ async def test_scans_are_found_by_text_that_exists_only_in_their_images(client, 
     assert {"stage": "PARSING", "done": 2, "total": 2} in parsing  # the two-page scan, every page done
 
 
-async def test_a_speaker_note_is_cited_with_its_slide_and_a_cell_with_its_sheet_and_row(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_speaker_note_is_cited_with_its_slide_and_a_cell_with_its_sheet_and_row(client, container) -> None:
     kb = await make_kb(client)
     deck = make_pptx([{"title": "Welcome", "body": ["Agenda for the harbour board"]},
                       {"title": "Budget", "body": ["Numbers for 2026"],
@@ -121,7 +121,7 @@ async def test_a_speaker_note_is_cited_with_its_slide_and_a_cell_with_its_sheet_
     assert "| Item | Shelf | Count |" in hit["content"]
 
 
-async def test_hostile_office_files_fail_readably_and_lying_names_are_refused(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_hostile_office_files_fail_readably_and_lying_names_are_refused(client, container) -> None:
     kb = await make_kb(client)
     bomb = package({"[Content_Types].xml": b"<Types/>", "xl/workbook.xml": b"<workbook/>",
                     "xl/worksheets/sheet1.xml": b"\0" * (20 * 1024 * 1024)})

@@ -17,7 +17,7 @@ __all__ = ["settings"]  # the formats suite's settings fixture (isolated parsing
 _CONTROLS = {chr(c) for c in range(0x20) if chr(c) not in "\t\n\r"} | {"\x7f"}
 
 
-async def test_nul_and_control_characters_in_pdf_text_reach_ready_clean(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_nul_and_control_characters_in_pdf_text_reach_ready_clean(client, container) -> None:
     kb = await make_kb(client)
     r = await upload(client, kb, "controls.pdf", make_pdf_with_controls())
     assert r.status_code == 202, r.text
@@ -31,7 +31,7 @@ async def test_nul_and_control_characters_in_pdf_text_reach_ready_clean(client, 
     assert not _CONTROLS & set(joined)
 
 
-async def test_unreadable_pages_are_not_indexed_and_the_document_says_so(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_unreadable_pages_are_not_indexed_and_the_document_says_so(client, container) -> None:
     kb = await make_kb(client)
     partly = (await upload(client, kb, "partly.pdf", unreadable_pdf(readable_pages=2, unreadable_pages=3))).json()
     wholly = (await upload(client, kb, "wholly.pdf", unreadable_pdf(readable_pages=0, unreadable_pages=2))).json()
@@ -55,7 +55,7 @@ async def test_unreadable_pages_are_not_indexed_and_the_document_says_so(client,
     assert failed["attempts"] == 1 and failed["warnings"] == []
 
 
-async def test_a_pdf_mupdf_sees_without_pages_is_indexed_from_its_page_objects(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_pdf_mupdf_sees_without_pages_is_indexed_from_its_page_objects(client, container) -> None:
     kb = await make_kb(client)
     data, texts = zero_count_pdf()
     r = await upload(client, kb, "linearized.pdf", data)
@@ -67,7 +67,7 @@ async def test_a_pdf_mupdf_sees_without_pages_is_indexed_from_its_page_objects(c
     assert all(text in joined for text in texts)
 
 
-async def test_unsupported_formats_are_answered_with_the_supported_ones(client) -> None:  # type: ignore[no-untyped-def]
+async def test_unsupported_formats_are_answered_with_the_supported_ones(client) -> None:
     kb = await make_kb(client)
     r = await upload(client, kb, "printout.xps", xps_package())
     assert r.status_code == 415, r.text

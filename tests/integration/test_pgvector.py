@@ -21,7 +21,7 @@ def item(kb: UUID, doc: UUID, vector: tuple[float, ...], ordinal: int = 0) -> Em
     return EmbeddedChunk(chunk=chunk, embedding=vector)
 
 
-async def test_upsert_search_and_delete(container) -> None:  # type: ignore[no-untyped-def]
+async def test_upsert_search_and_delete(container) -> None:
     store, rng = container.vectors, random.Random(7)
     kb, doc_a, doc_b = uuid4(), uuid4(), uuid4()
     target = unit(rng)
@@ -40,7 +40,7 @@ async def test_upsert_search_and_delete(container) -> None:  # type: ignore[no-u
     assert await store.search(kb, target, 3) == []
 
 
-async def test_small_knowledge_base_inside_a_big_index_still_finds_its_vectors(container) -> None:  # type: ignore[no-untyped-def]
+async def test_small_knowledge_base_inside_a_big_index_still_finds_its_vectors(container) -> None:
     """Without iterative index scans a filtered HNSW query looks at the nearest ef_search vectors
     only, which may all belong to other knowledge bases: the small one would get nothing back."""
     store, rng = container.vectors, random.Random(11)

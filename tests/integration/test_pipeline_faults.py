@@ -16,7 +16,7 @@ from .helpers import job_row, new_kb, queue_document
 class FlakyEmbedder:
     """Wraps the real model and fails the first ``failures`` calls (fault injection, not a fake)."""
 
-    def __init__(self, real, failures: int, error: Exception) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, real, failures: int, error: Exception) -> None:
         self.real = real
         self.failures = failures
         self.error = error
@@ -25,24 +25,24 @@ class FlakyEmbedder:
         self.name, self.dimension, self.max_tokens = real.name, real.dimension, real.max_tokens
 
     def count_tokens(self, text: str) -> int:
-        return self.real.count_tokens(text)  # type: ignore[no-any-return]
+        return self.real.count_tokens(text)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls += 1
         if self.calls <= self.failures:
             raise self.error
         self.texts.extend(texts)
-        return await self.real.embed_documents(texts)  # type: ignore[no-any-return]
+        return await self.real.embed_documents(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        return await self.real.embed_query(text)  # type: ignore[no-any-return]
+        return await self.real.embed_query(text)
 
 
-def worker_for(container) -> IngestionWorker:  # type: ignore[no-untyped-def]
+def worker_for(container) -> IngestionWorker:
     return container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0.01))
 
 
-async def run_all(container) -> None:  # type: ignore[no-untyped-def]
+async def run_all(container) -> None:
     """Run until nothing is due or scheduled (retries come due after their short backoff)."""
     worker = worker_for(container)
 
@@ -54,7 +54,7 @@ async def run_all(container) -> None:  # type: ignore[no-untyped-def]
     await eventually(pending, lambda n: n == 0, what="jobs still pending")
 
 
-async def test_transient_failure_is_retried_and_the_error_cleared_on_ready(container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_transient_failure_is_retried_and_the_error_cleared_on_ready(container, embedder) -> None:
     flaky = FlakyEmbedder(embedder, failures=1, error=TransientError("embedding service returned 503"))
     container.processor._embedding.embedder = flaky
     kb = await new_kb(container)
@@ -76,7 +76,7 @@ async def test_transient_failure_is_retried_and_the_error_cleared_on_ready(conta
     assert [h["error"] for h in job["error_history"]] == ["embedding service returned 503"]
 
 
-async def test_attempts_exhausted_fails_the_document(container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_attempts_exhausted_fails_the_document(container, embedder) -> None:
     container.processor._embedding.embedder = FlakyEmbedder(embedder, failures=99, error=ConnectionError("refused"))
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "Some text that will never be embedded.")
@@ -87,7 +87,7 @@ async def test_attempts_exhausted_fails_the_document(container, embedder) -> Non
     assert len((await job_row(container, doc))["error_history"]) == 3
 
 
-async def test_rate_limits_wait_without_burning_attempts(container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_rate_limits_wait_without_burning_attempts(container, embedder) -> None:
     flaky = FlakyEmbedder(embedder, failures=3, error=RateLimitedError("429 Too Many Requests", retry_after=0.05))
     container.processor._embedding.embedder = flaky
     kb = await new_kb(container)
@@ -97,7 +97,7 @@ async def test_rate_limits_wait_without_burning_attempts(container, embedder) ->
     assert final.status == D.READY and final.attempts == 1 and flaky.calls == 4
 
 
-async def test_empty_document_fails_without_calling_the_embedder(container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_empty_document_fails_without_calling_the_embedder(container, embedder) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
     container.processor._embedding.embedder = spy
     kb = await new_kb(container)
@@ -109,7 +109,7 @@ async def test_empty_document_fails_without_calling_the_embedder(container, embe
     assert spy.calls == 0
 
 
-async def test_missing_source_object_is_a_permanent_failure(container) -> None:  # type: ignore[no-untyped-def]
+async def test_missing_source_object_is_a_permanent_failure(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "soon gone")
     row = await container.db.fetchone("SELECT object_key FROM documents WHERE id = %s", (doc,))
@@ -119,7 +119,7 @@ async def test_missing_source_object_is_a_permanent_failure(container) -> None: 
     assert final.status == D.FAILED and "missing from storage" in (final.error_message or "")
 
 
-async def test_snapshot_failure_stops_before_embedding(container, embedder, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_snapshot_failure_stops_before_embedding(container, embedder, settings) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
     container.processor._embedding.embedder = spy
     kb = await new_kb(container)
@@ -136,7 +136,7 @@ async def test_snapshot_failure_stops_before_embedding(container, embedder, sett
     assert (await container.documents.get(doc)).status == D.READY
 
 
-async def test_reindex_of_unchanged_text_hits_the_embedding_cache(container, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_reindex_of_unchanged_text_hits_the_embedding_cache(container, embedder) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
     container.processor._embedding.embedder = spy
     kb = await new_kb(container)
@@ -156,7 +156,7 @@ async def test_reindex_of_unchanged_text_hits_the_embedding_cache(container, emb
     assert (await container.documents.get(doc)).status == D.READY
 
 
-async def test_what_is_embedded_carries_the_heading_path(container, embedder, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_what_is_embedded_carries_the_heading_path(container, embedder, settings) -> None:
     import json
 
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
@@ -175,7 +175,7 @@ async def test_what_is_embedded_carries_the_heading_path(container, embedder, se
     assert [c["context"] for c in snap["chunks"]][:2] == ["", "Harbour guide > Night service"]
 
 
-async def test_document_is_ready_only_when_chunks_vectors_and_snapshot_agree(container, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_document_is_ready_only_when_chunks_vectors_and_snapshot_agree(container, settings) -> None:
     import json
 
     kb = await new_kb(container)
@@ -192,7 +192,7 @@ async def test_document_is_ready_only_when_chunks_vectors_and_snapshot_agree(con
     assert set(d.stage_timings) == {"PARSING", "CHUNKING", "EMBEDDING", "INDEXING", "READY"}
 
 
-async def test_a_worker_with_another_embedding_model_refuses_instead_of_mixing_vectors(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_worker_with_another_embedding_model_refuses_instead_of_mixing_vectors(container) -> None:
     from ultimate_rag.domain.models import KnowledgeBaseSettings
 
     kb = await container.knowledge_bases.create(
@@ -203,14 +203,14 @@ async def test_a_worker_with_another_embedding_model_refuses_instead_of_mixing_v
     assert final.status == D.FAILED and "text-embedding-v3" in (final.error_message or "")
 
 
-async def test_a_parser_crash_fails_the_document_at_once(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_parser_crash_fails_the_document_at_once(container) -> None:
     class Exploding:
         name, version = "text", "9.9"
 
-        def accepts(self, source, kind) -> bool:  # type: ignore[no-untyped-def]
+        def accepts(self, source, kind) -> bool:
             return True
 
-        def parse(self, source):  # type: ignore[no-untyped-def]
+        def parse(self, source):
             raise KeyError("table 7")
 
     container.processor._parsers = type("R", (), {"resolve": lambda self, s: Exploding()})()

@@ -9,7 +9,7 @@ from ultimate_rag.adapters.postgres.connectors import ConnectorRepository
 from .helpers import new_kb
 
 
-async def test_the_audit_list_filters_by_page_and_knowledge_base(container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_audit_list_filters_by_page_and_knowledge_base(container) -> None:
     audit = AuditLog(container.db)
     kb, other = await new_kb(container), await new_kb(container)
     prefix = f"p{kb.hex[:6]}"
@@ -24,7 +24,7 @@ async def test_the_audit_list_filters_by_page_and_knowledge_base(container) -> N
                                                   before_id=mine[1]["id"])] == ["act0"]
 
 
-async def test_a_connector_update_changes_only_what_it_is_given(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_connector_update_changes_only_what_it_is_given(container) -> None:
     repo = ConnectorRepository(container.db, sync_max_attempts=3)
     kb = await new_kb(container)
     made = await repo.create(kb, kind="urls", name="pages", config={"urls": ["http://a"]}, schedule_seconds=60)

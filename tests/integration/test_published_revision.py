@@ -21,11 +21,11 @@ NEW = b"# Ferry\n\nThe ferry to Lindholm now leaves at ten from pier seven; the 
 QUERY = "ferry to Lindholm timetable"
 
 
-async def run_worker(container) -> None:  # type: ignore[no-untyped-def]
+async def run_worker(container) -> None:
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
 
 
-async def ready_doc(client: httpx.AsyncClient, container, kb: str, data: bytes = OLD,  # type: ignore[no-untyped-def]
+async def ready_doc(client: httpx.AsyncClient, container, kb: str, data: bytes = OLD,
                     name: str = "ferry.md") -> str:
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": (name, data, "text/markdown")})
     assert r.status_code == 202, r.text
@@ -52,10 +52,10 @@ async def served(client: httpx.AsyncClient, kb: str, doc: str, mode: str = "hybr
 async def document(client: httpx.AsyncClient, doc: str) -> dict[str, Any]:
     r = await client.get(f"/api/documents/{doc}")
     assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
+    return r.json()
 
 
-async def test_a_rebuild_serves_the_previous_revision_until_its_swap(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_rebuild_serves_the_previous_revision_until_its_swap(client, container) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     old_chunks = {c["id"] for c in (await client.get(f"/api/documents/{doc}/chunks")).json()["items"]}
@@ -102,7 +102,7 @@ async def test_a_rebuild_serves_the_previous_revision_until_its_swap(client, con
     assert snapshot["document"]["content_revision"] == 2
 
 
-async def test_a_failed_rebuild_keeps_the_previous_revision_served_and_says_so(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_failed_rebuild_keeps_the_previous_revision_served_and_says_so(client, container) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     chunk_count = (await document(client, doc))["chunk_count"]
@@ -127,7 +127,7 @@ async def test_a_failed_rebuild_keeps_the_previous_revision_served_and_says_so(c
         assert await served(client, kb, doc, mode) == []
 
 
-async def test_operator_fail_of_a_rebuild_keeps_the_previous_revision(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_operator_fail_of_a_rebuild_keeps_the_previous_revision(client, container) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     assert (await client.post(f"/api/documents/{doc}/reindex")).status_code == 202
@@ -153,7 +153,7 @@ async def test_operator_fail_of_a_rebuild_keeps_the_previous_revision(client, co
     assert (again["status"], again["published_revision"], again["error_message"]) == ("READY", 3, None)
 
 
-async def test_a_document_that_never_reached_ready_is_never_searchable(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_document_that_never_reached_ready_is_never_searchable(client, container) -> None:
     kb = await make_kb(client)
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("e.md", b"#\n\n  \n", "text/markdown")})
     doc = r.json()["id"]
@@ -164,7 +164,7 @@ async def test_a_document_that_never_reached_ready_is_never_searchable(client, c
     assert not failed["error_message"].endswith("still searchable)")
 
 
-async def test_deleting_the_knowledge_base_during_a_rebuild_hides_it_at_once(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_deleting_the_knowledge_base_during_a_rebuild_hides_it_at_once(client, container) -> None:
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
     assert (await client.post(f"/api/documents/{doc}/reindex")).status_code == 202
@@ -173,7 +173,7 @@ async def test_deleting_the_knowledge_base_during_a_rebuild_hides_it_at_once(cli
     assert await served(client, kb, doc) == []
 
 
-async def test_bulk_reindex_is_a_rolling_rebuild_with_progress(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_bulk_reindex_is_a_rolling_rebuild_with_progress(client, container) -> None:
     kb = await make_kb(client)
     assert (await client.get(f"/api/knowledge-bases/{kb}/reindex")).json() == {
         "started_at": None, "queued": 0, "rebuilt": 0, "pending": 0, "failed": 0, "removed": 0, "searchable": 0,
@@ -195,7 +195,7 @@ async def test_bulk_reindex_is_a_rolling_rebuild_with_progress(client, container
         assert (await document(client, doc))["published_revision"] == 2
 
 
-async def test_a_crash_between_swap_and_cleanup_leaves_only_what_the_janitor_removes(  # type: ignore[no-untyped-def]
+async def test_a_crash_between_swap_and_cleanup_leaves_only_what_the_janitor_removes(
         client, container, settings, backend) -> None:  # noqa: F811
     kb = await make_kb(client)
     doc = await ready_doc(client, container, kb)
@@ -225,7 +225,7 @@ async def test_a_crash_between_swap_and_cleanup_leaves_only_what_the_janitor_rem
     assert json.loads((folder / "chunks.json").read_text())["document"]["content_revision"] == 2
 
 
-async def test_a_rebuild_judged_an_older_duplicate_leaves_search(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_rebuild_judged_an_older_duplicate_leaves_search(client, container) -> None:
     """Dedup and rebuilds: the older document re-uploaded with the newer one's content is judged the
     older of two duplicates (SPEC §8): OUTDATED, which unpublishes it at once; the newer one serves."""
     kb = await make_kb(client)

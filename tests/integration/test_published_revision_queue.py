@@ -12,7 +12,7 @@ from .test_queue import _lose, _not_due
 STILL = "(the previous version, revision 1, is still searchable)"
 
 
-async def test_a_rebuild_failed_as_poison_keeps_serving_its_previous_revision(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_rebuild_failed_as_poison_keeps_serving_its_previous_revision(container) -> None:
     kb = await new_kb(container)
     poison = await queue_document(container, kb, "The night ferry leaves from pier four.")
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()

@@ -13,7 +13,7 @@ from ultimate_rag.testing.eventually import eventually
 from .helpers import expire_lease, job_row, new_kb, queue_document
 
 
-async def test_concurrent_claimers_never_share_a_job(container) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_claimers_never_share_a_job(container) -> None:
     kb = await new_kb(container)
     docs = [await queue_document(container, kb, f"text {i}") for i in range(60)]
     seen: list[tuple[str, object]] = []
@@ -32,7 +32,7 @@ async def test_concurrent_claimers_never_share_a_job(container) -> None:  # type
     assert all(r["status"] == "RUNNING" and r["attempts"] == 1 and r["locked_by"] for r in rows)
 
 
-async def test_claim_counts_attempts_and_skips_jobs_not_yet_due(container) -> None:  # type: ignore[no-untyped-def]
+async def test_claim_counts_attempts_and_skips_jobs_not_yet_due(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     await container.db.execute(
@@ -44,7 +44,7 @@ async def test_claim_counts_attempts_and_skips_jobs_not_yet_due(container) -> No
     assert lease.attempt == 1 and lease.document_id == doc
 
 
-async def test_expired_lease_is_reclaimed_and_the_document_restarts(container) -> None:  # type: ignore[no-untyped-def]
+async def test_expired_lease_is_reclaimed_and_the_document_restarts(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("worker-a")
@@ -60,7 +60,7 @@ async def test_expired_lease_is_reclaimed_and_the_document_restarts(container) -
     await container.queue.enter_stage(b, D.PARSING)
 
 
-async def test_fencing_refuses_every_write_of_a_worker_that_lost_its_job(container) -> None:  # type: ignore[no-untyped-def]
+async def test_fencing_refuses_every_write_of_a_worker_that_lost_its_job(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("worker-a")
@@ -96,7 +96,7 @@ async def _fail_if_called() -> None:
     raise AssertionError("a fenced-out worker ran a side effect")
 
 
-async def test_a_lost_attempt_is_given_back_and_waits_a_backoff(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_lost_attempt_is_given_back_and_waits_a_backoff(container) -> None:
     """A crash is not the document's fault: the lost attempt does not count against max_attempts,
     is in the error history with the worker that lost it, and the job waits like a retry."""
     kb = await new_kb(container)
@@ -124,7 +124,7 @@ async def test_a_lost_attempt_is_given_back_and_waits_a_backoff(container) -> No
     await container.queue.enter_stage(b, D.PARSING)
 
 
-async def test_every_lost_attempt_is_recorded_and_a_normal_end_resets_the_streak(container) -> None:  # type: ignore[no-untyped-def]
+async def test_every_lost_attempt_is_recorded_and_a_normal_end_resets_the_streak(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     container.queue.retry_delay_seconds = 3600
@@ -142,7 +142,7 @@ async def test_every_lost_attempt_is_recorded_and_a_normal_end_resets_the_streak
     assert (job["lost_streak"], job["lost_workers"], job["lost_since"]) == (0, [], None)
 
 
-async def _lose(container, doc, worker: str) -> None:  # type: ignore[no-untyped-def]
+async def _lose(container, doc, worker: str) -> None:
     """``worker`` claims the job and dies with it; a claim after the lease expired converges it."""
     await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
     [lease] = await container.queue.claim(worker, 1)  # first in queue order: it keeps its place
@@ -151,12 +151,12 @@ async def _lose(container, doc, worker: str) -> None:  # type: ignore[no-untyped
     assert [lease for lease in await container.queue.claim("converger", 1) if lease.document_id == doc] == []
 
 
-async def _not_due(container, doc) -> None:  # type: ignore[no-untyped-def]
+async def _not_due(container, doc) -> None:
     await container.db.execute(
         "UPDATE ingestion_jobs SET available_at = now() + interval '1 hour' WHERE document_id = %s", (doc,))
 
 
-async def test_a_file_that_keeps_killing_workers_fails_as_poison(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_file_that_keeps_killing_workers_fails_as_poison(container) -> None:
     """Three lost attempts in a row, on different workers, while another job succeeded: FAILED."""
     kb = await new_kb(container)
     container.queue.retry_delay_seconds = 3600  # converged jobs stay out of the way of the next claim
@@ -179,7 +179,7 @@ async def test_a_file_that_keeps_killing_workers_fails_as_poison(container) -> N
     assert "stopped the worker processing it 3 times in a row (on 3 different workers)" in document.error_message
 
 
-async def test_a_crash_loop_that_kills_other_workers_too_fails_nobody(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_crash_loop_that_kills_other_workers_too_fails_nobody(container) -> None:
     """Same streak as a poison file, but another worker, which never held this file, also died
     meanwhile: workers are being killed whatever they hold, so the file is not blamed."""
     kb = await new_kb(container)
@@ -204,7 +204,7 @@ async def test_a_crash_loop_that_kills_other_workers_too_fails_nobody(container)
     assert (await container.documents.get(doc)).status == D.PENDING
 
 
-async def test_lost_attempts_without_any_success_meanwhile_never_fail(container) -> None:  # type: ignore[no-untyped-def]
+async def test_lost_attempts_without_any_success_meanwhile_never_fail(container) -> None:
     """Every worker crashing (nothing succeeds): the document is unlucky, not poison; it waits."""
     kb = await new_kb(container)
     container.queue.retry_delay_seconds = 3600
@@ -216,7 +216,7 @@ async def test_lost_attempts_without_any_success_meanwhile_never_fail(container)
     assert (await container.documents.get(doc)).status == D.PENDING
 
 
-async def test_lost_attempts_on_one_worker_only_never_fail(container) -> None:  # type: ignore[no-untyped-def]
+async def test_lost_attempts_on_one_worker_only_never_fail(container) -> None:
     kb = await new_kb(container)
     container.queue.retry_delay_seconds = 3600
     other = await queue_document(container, kb, "other")
@@ -230,7 +230,7 @@ async def test_lost_attempts_on_one_worker_only_never_fail(container) -> None:  
     assert (await job_row(container, doc))["status"] == "PENDING"
 
 
-async def test_a_retry_keeps_its_place_in_the_queue(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_retry_keeps_its_place_in_the_queue(container) -> None:
     """A transient failure's retry is claimed before documents uploaded after it, once due."""
     kb = await new_kb(container)
     first = await queue_document(container, kb, "first")
@@ -243,7 +243,7 @@ async def test_a_retry_keeps_its_place_in_the_queue(container) -> None:  # type:
     assert nxt.document_id == backlog[0]
 
 
-async def test_exhausted_expired_lease_of_a_ready_document_succeeds(container) -> None:  # type: ignore[no-untyped-def]
+async def test_exhausted_expired_lease_of_a_ready_document_succeeds(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb, max_attempts=1)
     await container.queue.claim("worker-a")
@@ -255,7 +255,7 @@ async def test_exhausted_expired_lease_of_a_ready_document_succeeds(container) -
     assert (await container.documents.get(doc)).status == D.READY
 
 
-async def test_transient_failure_schedules_a_retry_with_backoff(container) -> None:  # type: ignore[no-untyped-def]
+async def test_transient_failure_schedules_a_retry_with_backoff(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("w")
@@ -275,7 +275,7 @@ async def test_transient_failure_schedules_a_retry_with_backoff(container) -> No
     assert await container.queue.claim("w") == []  # not due yet
 
 
-async def test_graceful_release_does_not_burn_an_attempt(container) -> None:  # type: ignore[no-untyped-def]
+async def test_graceful_release_does_not_burn_an_attempt(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("w")
@@ -288,7 +288,7 @@ async def test_graceful_release_does_not_burn_an_attempt(container) -> None:  # 
     assert again.attempt == 1
 
 
-async def test_document_and_job_status_change_together(container) -> None:  # type: ignore[no-untyped-def]
+async def test_document_and_job_status_change_together(container) -> None:
     """A reader never sees them disagree: sample both in one snapshot while a worker moves them."""
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
@@ -306,7 +306,7 @@ async def test_document_and_job_status_change_together(container) -> None:  # ty
     assert (row["d"], row["j"]) == ("FAILED", "FAILED")
 
 
-async def test_claim_uses_the_partial_indexes_with_many_finished_jobs(container) -> None:  # type: ignore[no-untyped-def]
+async def test_claim_uses_the_partial_indexes_with_many_finished_jobs(container) -> None:
     kb = await new_kb(container)
     await container.db.execute(
         "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status)"
@@ -330,7 +330,7 @@ async def test_claim_uses_the_partial_indexes_with_many_finished_jobs(container)
     assert "Seq Scan on documents" not in text, text
 
 
-async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(container) -> None:  # type: ignore[no-untyped-def]
+async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(container) -> None:
     """With an hour-long poll interval, only LISTEN/NOTIFY can explain a job claimed within the
     test's deadline."""
     from ultimate_rag.adapters.postgres.documents import NOTIFY_CHANNEL
@@ -356,7 +356,7 @@ async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(container) -> N
         await running
 
 
-async def test_a_suspect_runs_alone_in_an_idle_worker(container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_suspect_runs_alone_in_an_idle_worker(container) -> None:
     """Two jobs lost together (one killed the worker, the other only shared it): each next runs
     alone, so the next death is the guilty one's. Busy workers take nothing while a suspect is due."""
     kb = await new_kb(container)

@@ -17,12 +17,12 @@ from ultimate_rag.domain.errors import LeaseLostError
 from .helpers import job_row, new_kb, queue_document
 
 
-async def _ready(container, docs) -> None:  # type: ignore[no-untyped-def]
+async def _ready(container, docs) -> None:
     """Documents already READY: their jobs only have to be claimed and completed."""
     await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = ANY(%s)", (list(docs),))
 
 
-async def test_grouped_completions_end_only_the_jobs_still_owned(container) -> None:  # type: ignore[no-untyped-def]
+async def test_grouped_completions_end_only_the_jobs_still_owned(container) -> None:
     kb = await new_kb(container)
     docs = [await queue_document(container, kb, f"text {i}") for i in range(4)]
     await _ready(container, [docs[0], docs[1], docs[3]])  # docs[2] is not READY
@@ -48,7 +48,7 @@ async def test_grouped_completions_end_only_the_jobs_still_owned(container) -> N
     assert (pending["status"], pending["locked_by"]) == ("RUNNING", "worker-a")
 
 
-async def test_concurrent_claimers_with_grouped_completions_run_each_job_once(container) -> None:  # type: ignore[no-untyped-def]
+async def test_concurrent_claimers_with_grouped_completions_run_each_job_once(container) -> None:
     kb = await new_kb(container)
     docs = [await queue_document(container, kb, f"text {i}") for i in range(60)]
     await _ready(container, docs)
@@ -66,7 +66,7 @@ async def test_concurrent_claimers_with_grouped_completions_run_each_job_once(co
     assert all(r["status"] == "SUCCEEDED" and r["attempts"] == 1 for r in rows)
 
 
-async def test_the_claims_generic_plan_never_reads_the_whole_jobs_table(container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_claims_generic_plan_never_reads_the_whole_jobs_table(container) -> None:
     """The queue's pool plans each statement once for any parameters (generic plans); a plan that
     cannot see the claim's LIMIT must still touch only the claimed rows."""
     kb = await new_kb(container)
@@ -101,7 +101,7 @@ async def _backend_pid(db: Database) -> int:
     return int(row["pid"])
 
 
-async def test_the_queue_pool_trusts_a_connection_used_a_moment_ago(container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_queue_pool_trusts_a_connection_used_a_moment_ago(container) -> None:
     """No check round trip for a connection that just worked: a server-side end of it shows once
     as the statement's own error (which every caller of the queue handles), then the pool has a
     new one. The general pool checks every connection it hands out instead."""

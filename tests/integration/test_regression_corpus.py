@@ -66,7 +66,7 @@ class _Outcomes(dict[str, Outcome]):
 
 
 @pytest.fixture(scope="module")
-def outcomes(cases: dict[str, Case], embedder) -> dict[str, Outcome]:  # type: ignore[no-untyped-def]
+def outcomes(cases: dict[str, Case], embedder) -> dict[str, Outcome]:
     return _Outcomes(cases, embedder.count_tokens)
 
 

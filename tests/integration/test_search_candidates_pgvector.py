@@ -47,14 +47,15 @@ async def test_hybrid_candidates_are_both_tops_with_both_similarities(db_url: st
                        if filters is None or i.chunk.document_id in {x.chunk.document_id for x in items[1::2]}}
             dense = {c.chunk_id for c in (await store.candidates(kb, query, 5, mode=SearchMode.DENSE,
                                                                  filters=filters))[0]}
-            sparse = {c.chunk_id for c in (await store.candidates(kb, query, 5, mode=SearchMode.SPARSE,
-                                                                  filters=filters))[0]}
+            sparse_ids = {c.chunk_id for c in (await store.candidates(kb, query, 5, mode=SearchMode.SPARSE,
+                                                                      filters=filters))[0]}
             found, exhausted = await store.candidates(kb, query, 5, mode=SearchMode.HYBRID, filters=filters)
-            assert {c.chunk_id for c in found} == dense | sparse and len(dense) == 5 and not exhausted
+            assert {c.chunk_id for c in found} == dense | sparse_ids and len(dense) == 5 and not exhausted
             assert {c.chunk_id for c in found} <= allowed
             for c in found:  # both similarities are the real ones, whichever side found the chunk
                 item = by_chunk[c.chunk_id]
                 assert c.dense == pytest.approx(sum(a * b for a, b in zip(q, item.embedding, strict=True)), abs=1e-4)
+                assert item.sparse is not None
                 assert c.sparse == pytest.approx(cosine(qs, item.sparse), abs=1e-4)
             # more than there is: every allowed chunk, and the index says it has nothing more
             found, exhausted = await store.candidates(kb, query, 100, mode=SearchMode.HYBRID, filters=filters)

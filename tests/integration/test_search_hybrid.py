@@ -59,14 +59,14 @@ def settings(db_url: str, tmp_path: Path, backend: dict[str, str]) -> Settings:
                     **backend)  # type: ignore[arg-type]
 
 
-async def search(client: httpx.AsyncClient, kb: str, **body: object) -> list[dict]:  # type: ignore[type-arg]
+async def search(client: httpx.AsyncClient, kb: str, **body: object) -> list[dict]:
     r = await client.post(f"/api/knowledge-bases/{kb}/search", json=body)
     assert r.status_code == 200, r.text
-    return r.json()["results"]  # type: ignore[no-any-return]
+    return r.json()["results"]
 
 
 @pytest.fixture
-async def corpus(client: httpx.AsyncClient, container) -> tuple[str, dict[str, str]]:  # type: ignore[no-untyped-def]
+async def corpus(client: httpx.AsyncClient, container) -> tuple[str, dict[str, str]]:
     kb = (await client.post("/api/knowledge-bases", json={"name": f"kb-{uuid4().hex[:6]}"})).json()["id"]
     files = {**DOCS, "warranty.pdf": (three_page_pdf(), "application/pdf")}
     ids = {}
@@ -80,7 +80,7 @@ async def corpus(client: httpx.AsyncClient, container) -> tuple[str, dict[str, s
     return kb, ids
 
 
-async def test_modes_filters_and_citations(client: httpx.AsyncClient, container, corpus) -> None:  # type: ignore[no-untyped-def]
+async def test_modes_filters_and_citations(client: httpx.AsyncClient, container, corpus) -> None:
     kb, ids = corpus
     name_of = {v: k for k, v in ids.items()}
     # every mode finds an exact identifier, and highlights it
@@ -99,7 +99,7 @@ async def test_modes_filters_and_citations(client: httpx.AsyncClient, container,
     assert hit["filename"] == "warranty.pdf"
     assert hit["locator"]["page_start"] == 1 and hit["locator"]["page_end"] == 3 and "page" not in hit["locator"]
 
-    filters: list[tuple[dict, set[str]]] = [  # type: ignore[type-arg]
+    filters: list[tuple[dict, set[str]]] = [
         ({"filename": "*.txt"}, {"tickets.txt", "seoul.txt", "beijing.txt"}),
         ({"filename": "[ms]*"}, {"manual.md", "seoul.txt"}),
         ({"mime_types": ["application/pdf"]}, {"warranty.pdf"}),
@@ -146,7 +146,7 @@ async def test_modes_filters_and_citations(client: httpx.AsyncClient, container,
         assert f'ultimate_rag_search_duration_seconds_count{{mode="{mode}"}}' in metrics
 
 
-async def test_a_selective_filter_still_fills_top_k(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_selective_filter_still_fills_top_k(client: httpx.AsyncClient, container) -> None:
     """The few documents a filter keeps rank far below the others: the search must not stop at the
     first candidates and return fewer than top_k."""
     kb = (await client.post("/api/knowledge-bases", json={"name": "many"})).json()["id"]
@@ -178,7 +178,7 @@ async def test_a_selective_filter_still_fills_top_k(client: httpx.AsyncClient, c
     {"query": "x", "group_by_document": "maybe"},
     {"query": "x", "unknown": 1},
 ])
-async def test_bad_search_requests_are_422(client: httpx.AsyncClient, body: dict, backend) -> None:  # type: ignore[no-untyped-def,type-arg]
+async def test_bad_search_requests_are_422(client: httpx.AsyncClient, body: dict, backend) -> None:
     if backend["vector_store"] != "pgvector":
         pytest.skip("validation does not depend on the vector store")
     kb = (await client.post("/api/knowledge-bases", json={"name": "v"})).json()["id"]

@@ -21,7 +21,7 @@ def test_query_cache_is_bounded_and_least_recently_used() -> None:
     assert off.get(("dense", "a")) is None
 
 
-async def test_a_repeated_query_is_embedded_once(client: httpx.AsyncClient, container, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_a_repeated_query_is_embedded_once(client: httpx.AsyncClient, container, monkeypatch) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "cache"})).json()["id"]
     await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("a.txt", b"The ferry leaves at six.")})
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()

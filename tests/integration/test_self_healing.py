@@ -14,7 +14,7 @@ from ultimate_rag.testing.eventually import eventually
 from .helpers import new_kb, queue_document
 
 
-async def test_no_lease_lost_warning_when_the_job_finished_during_the_heartbeat_sleep(  # type: ignore[no-untyped-def]
+async def test_no_lease_lost_warning_when_the_job_finished_during_the_heartbeat_sleep(
         container, caplog) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
@@ -34,7 +34,7 @@ async def test_no_lease_lost_warning_when_the_job_finished_during_the_heartbeat_
     assert (await container.documents.get(doc)).status == D.READY
 
 
-async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock(client, container) -> None:
     """The route reads the document (READY) before the operation locks it; a reindex commits in
     between (READY -> PENDING), so the fail starts from PENDING, and that is what is recorded."""
     kb = await new_kb(container)
@@ -44,7 +44,7 @@ async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock
     repo = container.lifecycle._repo
     original = repo.fail
 
-    async def reindexed_meanwhile(document_id, **kwargs):  # type: ignore[no-untyped-def]
+    async def reindexed_meanwhile(document_id, **kwargs):
         await repo.reindex(document_id)
         return await original(document_id, **kwargs)
 
@@ -56,18 +56,18 @@ async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock
     assert entry["detail"]["previous_status"] == "PENDING"
 
 
-async def _age(container, doc, seconds: float) -> None:  # type: ignore[no-untyped-def]
+async def _age(container, doc, seconds: float) -> None:
     await container.db.execute(
         "UPDATE documents SET updated_at = now() - make_interval(secs => %s) WHERE id = %s", (seconds, doc))
 
 
-async def _stuck(client) -> list[str]:  # type: ignore[no-untyped-def]
+async def _stuck(client) -> list[str]:
     r = await client.get("/api/documents/stuck", params={"older_than_seconds": 600})
     assert r.status_code == 200, r.text
     return [i["id"] for i in r.json()["items"]]
 
 
-async def _stuck_gauge(client) -> float:  # type: ignore[no-untyped-def]
+async def _stuck_gauge(client) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
     text = (await client.get("/metrics")).text
@@ -75,7 +75,7 @@ async def _stuck_gauge(client) -> float:  # type: ignore[no-untyped-def]
                if s.name == "ultimate_rag_documents_stuck")
 
 
-async def test_a_healthy_backlog_is_not_stuck_but_a_silent_worker_and_an_idle_queue_are(  # type: ignore[no-untyped-def]
+async def test_a_healthy_backlog_is_not_stuck_but_a_silent_worker_and_an_idle_queue_are(
         client, container) -> None:
     container.settings.stuck_after_seconds = 600
     kb = await new_kb(container)
@@ -108,15 +108,15 @@ LONG_TEXT = "\n\n".join(
 )
 
 
-async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(container) -> None:  # type: ignore[no-untyped-def]
+async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(container) -> None:
     """Two jobs in one worker share one local model: the one that waits says so, and progress is
     written every few chunks (here with no time throttle, to see the grain)."""
     kb = await new_kb(container)
     docs = [await queue_document(container, kb, f"Document {n}. {LONG_TEXT}") for n in range(2)]
-    reports: dict[object, list[dict]] = {d: [] for d in docs}  # type: ignore[type-arg]
+    reports: dict[object, list[dict]] = {d: [] for d in docs}
     real = container.queue.report_progress
 
-    async def recording(lease, progress):  # type: ignore[no-untyped-def]
+    async def recording(lease, progress):
         reports[lease.document_id].append(dict(progress))
         await real(lease, progress)
 
@@ -143,17 +143,17 @@ async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(
         assert max(steps) <= 4, done
 
 
-async def test_storage_unavailable_answers_503_with_retry_after_and_stores_nothing(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_storage_unavailable_answers_503_with_retry_after_and_stores_nothing(client, container) -> None:
     """The object storage refuses (an S3 outage reaches us as TransientError): 503, not 500."""
     from ultimate_rag.domain.errors import TransientError
 
     kb = await new_kb(container)
 
     class Unavailable:
-        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+        def __getattr__(self, name):
             return getattr(container.storage, name)
 
-        async def put(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        async def put(self, *args, **kwargs):
             raise TransientError("S3 could not store the object: SlowDown")
 
     container.ingestion._storage = Unavailable()

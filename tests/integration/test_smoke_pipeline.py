@@ -5,13 +5,13 @@ from __future__ import annotations
 from ultimate_rag.services.worker import WorkerConfig
 
 
-async def make_kb(client, name="kb"):  # type: ignore[no-untyped-def]
+async def make_kb(client, name="kb"):
     r = await client.post("/api/knowledge-bases", json={"name": name})
     assert r.status_code == 201, r.text
     return r.json()["id"]
 
 
-async def test_upload_process_search(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_upload_process_search(client, container) -> None:
     kb = await make_kb(client)
     md = "# Cooking\n\nThe sourdough starter needs feeding every day.\n\n## Soup\n\n辣味面汤很受欢迎。\n"
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("notes.md", md.encode())})

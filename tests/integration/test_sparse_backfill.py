@@ -11,12 +11,12 @@ from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 
-async def sparse_rows(container) -> int:  # type: ignore[no-untyped-def]
+async def sparse_rows(container) -> int:
     row = await container.db.fetchone("SELECT count(*) AS n FROM chunk_sparse_vectors")
     return int(row["n"])
 
 
-async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient, container) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "old"})).json()["id"]
     for name, text in (("a.txt", "Error E-4821 means the toner cartridge is not seated."),
                        ("b.txt", "서울 지하철 2호선은 순환선이다."), ("c.md", "# Tea\n\n龙井茶用八十度的水冲泡。")):

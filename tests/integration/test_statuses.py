@@ -15,7 +15,7 @@ from ultimate_rag.domain.status import DocumentStatus
 from .helpers import new_kb, queue_document
 
 
-async def test_any_valid_key_reads_the_vocabulary_and_no_key_is_refused(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_any_valid_key_reads_the_vocabulary_and_no_key_is_refused(client: httpx.AsyncClient, container) -> None:
     kb = await new_kb(container)
     reader = await ApiKeyRepository(container.db).create(is_admin=False, scopes={kb: Role.READER})
     for headers in ({}, {"Authorization": f"Bearer {reader}"}):
@@ -42,7 +42,7 @@ async def _attempt(client: httpx.AsyncClient, doc: str, op: Op) -> int:
     return r.status_code
 
 
-async def test_the_api_allows_exactly_the_operations_the_vocabulary_lists(client: httpx.AsyncClient, container) -> None:  # type: ignore[no-untyped-def]
+async def test_the_api_allows_exactly_the_operations_the_vocabulary_lists(client: httpx.AsyncClient, container) -> None:
     kb = await new_kb(container)
     served = {s["name"]: set(s["operations"]) for s in (await client.get("/api/statuses")).json()["document_statuses"]}
     assert set(served) == {s.value for s in DocumentStatus}

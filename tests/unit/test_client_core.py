@@ -86,7 +86,7 @@ def test_the_ingest_summary_counts_statuses_and_names_each_failure(tmp_path: Pat
     from ultimate_rag.cli_http.ingest import Outcome, tally
     from ultimate_rag.cli_http.plan import LocalFile, Step
 
-    def out(name: str, action: str, status: str | None, error: str | None = None, reason: str | None = None):  # type: ignore[no-untyped-def]
+    def out(name: str, action: str, status: str | None, error: str | None = None, reason: str | None = None):
         d = None if status is None else Document(id=name, knowledge_base_id="kb", filename=name, status=status,
                                                  error_message=reason)
         return Outcome(Step(LocalFile(tmp_path / name, name, 1), action), d, error)

@@ -126,7 +126,7 @@ async def test_the_newer_twin_outdates_the_older_at_its_ready_commit() -> None:
     hooks = dedup.completion_hooks(KB, newer.id, decision)
     await hooks["lock_first"](None)
     await hooks["alongside"](None)
-    assert older.status == D.OUTDATED and older.duplicate_of == newer.id and older.verdict["role"] == "older"
+    assert older.status == D.OUTDATED and older.duplicate_of == newer.id and older.verdict["role"] == "older"  # type: ignore[comparison-overlap]
     assert vectors.deleted == [older.id]
 
 

@@ -21,13 +21,13 @@ from ultimate_rag.domain.models import DocumentSource
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 
 
-def save(document) -> bytes:  # type: ignore[no-untyped-def]
+def save(document) -> bytes:
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
 
 
-def parse(content: bytes):  # type: ignore[no-untyped-def]
+def parse(content: bytes):
     return DocxParser().parse(DocumentSource(None, "a.docx", "application/octet-stream", content))
 
 
@@ -108,7 +108,7 @@ def add_notes(content: bytes, kind: str, notes: dict[int, str]) -> bytes:
     return out.getvalue()
 
 
-def reference(paragraph, kind: str, ident: int) -> None:  # type: ignore[no-untyped-def]
+def reference(paragraph, kind: str, ident: int) -> None:
     run = paragraph.add_run()
     ref = OxmlElement(f"w:{kind}Reference")
     ref.set(qn("w:id"), str(ident))
@@ -167,7 +167,7 @@ def test_comments_follow_their_paragraph_with_their_author() -> None:
         "Tickets are sold on board."]
 
 
-def page_field(paragraph) -> None:  # type: ignore[no-untyped-def]
+def page_field(paragraph) -> None:
     paragraph.add_run("Page ")
     begin, instr, sep, end = (OxmlElement("w:fldChar"), OxmlElement("w:instrText"), OxmlElement("w:fldChar"),
                               OxmlElement("w:fldChar"))

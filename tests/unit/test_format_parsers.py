@@ -33,13 +33,13 @@ KOREAN = "항구 페리는 4번 부두에서 20분마다 출발합니다."
 def png(width: int = 32, height: int = 24, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
     pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, width, height), False)
     pix.set_rect(pix.irect, rgb)
-    return pix.tobytes("png")  # type: ignore[no-any-return]
+    return pix.tobytes("png")
 
 
 def jpeg(width: int = 40, height: int = 30) -> bytes:
     pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, width, height), False)
     pix.set_rect(pix.irect, (20, 120, 220))
-    return pix.tobytes("jpeg")  # type: ignore[no-any-return]
+    return pix.tobytes("jpeg")
 
 
 def make_pdf(*, image: bytes | None = None, extra_pages: int = 0, two_columns: bool = False) -> bytes:
@@ -65,7 +65,7 @@ def make_pdf(*, image: bytes | None = None, extra_pages: int = 0, two_columns: b
     for n in range(extra_pages):
         page = doc.new_page()
         page.insert_text((72, 72), f"Filler page {n + 3} with a sentence about schedules.", fontsize=11)
-    return doc.tobytes()  # type: ignore[no-any-return]
+    return doc.tobytes()
 
 
 def huge_image_pdf(side: int = 40_000) -> bytes:
@@ -75,7 +75,7 @@ def huge_image_pdf(side: int = 40_000) -> bytes:
     xref = doc[0].get_images(full=True)[0][0]
     doc.xref_set_key(xref, "Width", str(side))
     doc.xref_set_key(xref, "Height", str(side))
-    return doc.tobytes()  # type: ignore[no-any-return]
+    return doc.tobytes()
 
 
 def make_docx(image: bytes | None = None, *, alt: str = "A red square logo") -> bytes:
@@ -118,7 +118,7 @@ def source(filename: str, content: bytes) -> DocumentSource:
     return DocumentSource(None, filename, "application/octet-stream", content)
 
 
-def parse(filename: str, content: bytes, limits: ParseLimits | None = None):  # type: ignore[no-untyped-def]
+def parse(filename: str, content: bytes, limits: ParseLimits | None = None):
     registry = default_registry(limits)
     src = source(filename, content)
     return registry.resolve(src).parse(src)
@@ -180,9 +180,9 @@ def test_pdf_chunks_carry_page_numbers_and_asset_keys() -> None:
 
 def test_pdf_encrypted_with_empty_user_password_opens_and_others_fail() -> None:
     doc = pymupdf.open(stream=make_pdf(), filetype="pdf")
-    owner_only = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="")
+    owner_only = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="")  # type: ignore[attr-defined]
     assert parse("locked.pdf", owner_only).metadata["page_count"] == 2
-    locked = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="secret")
+    locked = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="secret")  # type: ignore[attr-defined]
     with pytest.raises(InvalidDocumentError, match="encrypted with a password"):
         parse("locked.pdf", locked)
 

@@ -22,7 +22,7 @@ from ultimate_rag.services.grounding import (
 )
 
 
-def result(content: str, score: float, **kw) -> SearchResult:  # type: ignore[no-untyped-def]
+def result(content: str, score: float, **kw) -> SearchResult:
     return SearchResult(chunk_id=uuid4(), document_id=uuid4(), filename=kw.get("filename", "a.pdf"), content=content,
                         score=score, heading_path=kw.get("heading_path", ("Intro",)),
                         locator=kw.get("locator", SourceLocator(page=3)))

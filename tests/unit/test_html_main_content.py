@@ -59,7 +59,7 @@ def page(lang: str, image: bytes | None = None) -> bytes:
 <div id="footer" class="footer"><p>Copyright 2026 Port Media. 版权所有. 저작권.</p></div></body></html>""".encode()
 
 
-def parse(name: str, content: bytes):  # type: ignore[no-untyped-def]
+def parse(name: str, content: bytes):
     return HtmlParser().parse(DocumentSource(None, name, "text/html", content))
 
 

@@ -70,7 +70,7 @@ class TextOnly:
 def service(kbs: MemoryKnowledgeBases | None = None, intake: MemoryIntake | None = None,
             storage: MemoryStorage | None = None) -> IngestionService:
     return IngestionService(documents=intake or MemoryIntake(), knowledge_bases=kbs or MemoryKnowledgeBases(),
-                            storage=storage or MemoryStorage(), parsers=TextOnly(),
+                            storage=storage or MemoryStorage(), parsers=TextOnly(),  # type: ignore[arg-type]
                             max_upload_bytes=100, max_filename_length=50, max_attempts=3)
 
 

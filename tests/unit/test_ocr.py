@@ -33,12 +33,12 @@ def source(name: str, data: bytes) -> DocumentSource:
     return DocumentSource(None, name, "application/octet-stream", data)
 
 
-def parse(name: str, data: bytes, limits: ParseLimits | None = None):  # type: ignore[no-untyped-def]
+def parse(name: str, data: bytes, limits: ParseLimits | None = None):
     src = source(name, data)
     return default_registry(limits).resolve(src).parse(src)
 
 
-def small_scan(lines: list[str]):  # type: ignore[no-untyped-def]
+def small_scan(lines: list[str]):
     return scan_image(lines, size=(1200, 300), top=60)
 
 
@@ -65,7 +65,7 @@ def test_png_text_is_read_with_page_box_and_the_image_as_asset() -> None:
     assert parsed.assets[0].data == data and parsed.assets[0].locator_key == "page-1/image"
     for block in text:
         assert block.locator.page == 1 and block.asset_ids == ("page-1/image",)
-        x0, y0, x1, y1 = block.locator.bbox  # type: ignore[misc]
+        x0, y0, x1, y1 = block.locator.bbox
         assert 100 <= x0 < x1 <= 1200 and 30 <= y0 < y1 <= 300
     assert parsed.metadata["ocr_pages"] == 1 and "warnings" not in parsed.metadata
 
@@ -109,10 +109,10 @@ def test_a_scanned_pdf_in_english_and_chinese_is_read_with_page_boxes_in_points(
                                                                    ("page-2/scan", "image/jpeg")]
     for block in parsed.blocks:
         if block.kind == "paragraph":
-            x0, y0, x1, y1 = block.locator.bbox  # type: ignore[misc]
+            x0, y0, x1, y1 = block.locator.bbox
             assert 0 <= x0 < x1 <= 612 and 0 <= y0 < y1 <= 792  # PDF points, not pixels
     chunks = StructuredChunker(lambda text: max(1, len(text) // 3)).split(
-        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=24, overlap=0)
+        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=24, overlap=0)  # type: ignore[arg-type]
     page_two = [c for c in chunks if CLAUSE in c.content]
     assert page_two and page_two[0].locator.page == 2 and page_two[0].locator.bbox is not None
     assert SourceLocator.from_metadata(page_two[0].locator.to_metadata()) == page_two[0].locator
@@ -126,7 +126,7 @@ def unreadable_layer_over_a_scan() -> bytes:
     page.insert_image(page.rect, stream=image_bytes(scan_image([INVOICE, PAID]), "PNG"))
     for i in range(6):
         page.insert_text((72, 72 + 14 * i), TAM_GARBAGE, fontsize=10, render_mode=3)
-    return doc.tobytes()  # type: ignore[no-any-return]
+    return doc.tobytes()
 
 
 def test_a_page_with_an_unreadable_text_layer_is_read_by_ocr_instead() -> None:
@@ -156,7 +156,7 @@ def test_isolated_ocr_reports_pages_done_and_total() -> None:
     async def on_progress(done: int, total: int) -> None:
         seen.append((done, total))
 
-    async def run():  # type: ignore[no-untyped-def]
+    async def run():
         src = source("fax.tif", data)
         return await ParseRunner(timeout_seconds=120).parse(default_registry().resolve(src), src, on_progress)
 
@@ -189,18 +189,18 @@ def test_the_time_limit_counts_from_the_last_page_done(monkeypatch: pytest.Monke
     from ultimate_rag.adapters.parsers import isolation
 
     clock = iter(range(1000))
-    monkeypatch.setattr(isolation.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(isolation.time, "monotonic", lambda: float(next(clock)))  # type: ignore[attr-defined]
 
     class Alive:
         def is_alive(self) -> bool:
             return True
 
-    def run(per_step: float):  # type: ignore[no-untyped-def]
+    def run(per_step: float):
         receive, send = multiprocessing.Pipe(duplex=False)
         for message in (("progress", 0, 3), ("progress", 1, 3), ("progress", 2, 3), ("ok", "parsed")):
             send.send(message)
         seen: list[tuple[int, int]] = []
-        start = isolation.time.monotonic()
+        start = isolation.time.monotonic()  # type: ignore[attr-defined]
         outcome = isolation._wait(receive, Alive(), start + 1.5, threading.Event(),
                                   lambda d, t: seen.append((d, t)), per_step)
         return outcome, seen

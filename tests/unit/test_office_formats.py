@@ -28,14 +28,14 @@ def source(name: str, data: bytes) -> DocumentSource:
     return DocumentSource(None, name, "application/octet-stream", data)
 
 
-def parse(name: str, data: bytes, limits: ParseLimits | None = None):  # type: ignore[no-untyped-def]
+def parse(name: str, data: bytes, limits: ParseLimits | None = None):
     src = source(name, data)
     return default_registry(limits).resolve(src).parse(src)
 
 
-def chunk(parsed, size: int = 256):  # type: ignore[no-untyped-def]
+def chunk(parsed, size: int = 256):
     return StructuredChunker(lambda text: max(1, len(text) // 3)).split(
-        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=size, overlap=0)
+        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=size, overlap=0)  # type: ignore[arg-type]
 
 
 def with_part(data: bytes, name: str, content: bytes) -> bytes:

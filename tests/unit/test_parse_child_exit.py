@@ -10,7 +10,7 @@ from ultimate_rag.adapters.parsers.limits import ParseLimits
 from ultimate_rag.domain.models import DocumentSource
 
 
-def test_a_parse_child_whose_reader_is_gone_exits_quietly(capfd) -> None:  # type: ignore[no-untyped-def]
+def test_a_parse_child_whose_reader_is_gone_exits_quietly(capfd) -> None:
     ctx = _mp_context()
     receive, send = ctx.Pipe(duplex=False)
     receive.close()  # the worker died: the reading end of the pipe is closed

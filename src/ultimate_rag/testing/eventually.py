@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -43,9 +43,19 @@ class _Attempts:
         return pause
 
 
-async def eventually(probe: Callable[[], Awaitable[T] | T], until: Callable[[T], bool] = _truthy,
+# two signatures: an async probe's value is what it awaits to (one signature taking
+# ``Awaitable[T] | T`` made mypy infer Never for every async probe)
+@overload
+async def eventually(probe: Callable[[], Awaitable[T]], until: Callable[[T], bool] = ...,
+                     timeout: float = ..., *, interval: float = ..., what: str | None = ...,
+                     ignoring: tuple[type[BaseException], ...] = ...) -> T: ...
+@overload
+async def eventually(probe: Callable[[], T], until: Callable[[T], bool] = ...,
+                     timeout: float = ..., *, interval: float = ..., what: str | None = ...,
+                     ignoring: tuple[type[BaseException], ...] = ...) -> T: ...
+async def eventually(probe: Callable[[], Any], until: Callable[[Any], bool] = _truthy,
                      timeout: float = DEFAULT_TIMEOUT, *, interval: float = 0.02, what: str | None = None,
-                     ignoring: tuple[type[BaseException], ...] = ()) -> T:
+                     ignoring: tuple[type[BaseException], ...] = ()) -> Any:
     """Call ``probe`` (plain or async) until ``until(value)`` holds and return that value. Errors of
     the types in ``ignoring`` count as "not yet". Past ``timeout`` seconds: AssertionError naming
     ``what`` and the last value seen."""
