@@ -121,17 +121,11 @@ class EmbeddingService:
                     if progress:
                         await progress(sum(r is not None for r in results), total, from_cache)
             except RateLimitedError as exc:
-                delay = max(0.05, exc.retry_after)
-                if waited + delay > self._rate_limit_max_wait:
-                    raise
-                log.info("embedding provider rate limited us; waiting %.1fs", delay)
-                waited += delay
-                await asyncio.sleep(delay)
+                waited += await self._wait_out(exc, waited)
             except UltimateRagError:
                 raise
             except Exception as exc:
-                raise TransientError(f"{exc.__class__.__name__}: {exc}"[:2000], service="embedding service",
-                                     code=exc.__class__.__name__) from exc
+                raise _as_transient(exc) from exc
             finally:
                 if self._cache and pending and not _cancelling():
                     await self._cache.put_many(knowledge_base_id, model, pending)
@@ -196,19 +190,24 @@ class EmbeddingService:
             try:
                 return await self.embedder.embed_documents(batch)
             except RateLimitedError as exc:
-                delay = max(0.05, exc.retry_after)
-                if waited + delay > self._rate_limit_max_wait:
-                    raise
+                rate_limited = exc
             except UltimateRagError:
                 raise
             except Exception as exc:
-                raise TransientError(f"{exc.__class__.__name__}: {exc}"[:2000], service="embedding service",
-                                     code=exc.__class__.__name__) from exc
+                raise _as_transient(exc) from exc
             finally:
                 self._leave()
-            log.info("embedding provider rate limited us; waiting %.1fs", delay)
-            waited += delay
-            await asyncio.sleep(delay)
+            waited += await self._wait_out(rate_limited, waited)  # outside the in-flight clock
+
+    async def _wait_out(self, exc: RateLimitedError, waited: float) -> float:
+        """The provider's ``Retry-After``, slept; ``exc`` again once the waits would pass
+        ``rate_limit_max_wait`` (429s do not burn attempts, but they do not wait forever)."""
+        delay = max(0.05, exc.retry_after)
+        if waited + delay > self._rate_limit_max_wait:
+            raise exc
+        log.info("embedding provider rate limited us; waiting %.1fs", delay)
+        await asyncio.sleep(delay)
+        return delay
 
     def _enter(self) -> None:
         if self._in_flight == 0:
@@ -225,3 +224,9 @@ def _cancelling() -> bool:
     """The current task is being cancelled (its job's lease was lost): write nothing more."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+def _as_transient(exc: Exception) -> TransientError:
+    """An embedder's unexpected error: transient, named by its class (retried by the queue)."""
+    return TransientError(f"{exc.__class__.__name__}: {exc}"[:2000], service="embedding service",
+                          code=exc.__class__.__name__)
