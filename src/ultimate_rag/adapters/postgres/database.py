@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
 from collections.abc import AsyncIterator
@@ -10,6 +11,14 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector_async
+
+# pgvector recognises scipy arrays by looking ``scipy.sparse`` up in ``sys.modules``; when a library
+# imports scipy for the first time in another thread (pymilvus during a Milvus search, datasketch in
+# the dedup step), that lookup can meet the half-initialised module and fail with AttributeError
+# ("partially initialized module 'scipy.sparse'"). Importing it once here, before any thread runs,
+# closes the race. (scipy comes with datasketch; without it there is nothing to race with.)
+with contextlib.suppress(ImportError):
+    import scipy.sparse  # noqa: F401
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
