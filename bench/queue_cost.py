@@ -21,7 +21,8 @@ from uuid import uuid4
 
 import psycopg
 
-from ultimate_rag.bootstrap import build, make_embedder
+from ultimate_rag.adapter_factories import make_embedder
+from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.status import DocumentStatus
 from ultimate_rag.services.worker import WorkerConfig

@@ -7,15 +7,24 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
 
+from .adapter_factories import (
+    make_chat_model,
+    make_embedder,
+    make_embedder_for,
+    make_engine,
+    make_generation_store,
+    make_sparse_encoder,
+    make_storage,
+    make_vector_store,
+    make_vision,
+    parse_limits,
+)
 from .adapters.chunking.chunker import StructuredChunker
 from .adapters.embedders.cache import EmbeddingCache
 from .adapters.embedders.local import LocalE5Embedder
-from .adapters.embedders.sparse import LocalSparseEncoder
 from .adapters.http.outbound import OutboundPolicy, SafeHttpClient
 from .adapters.parsers.isolation import ParseRunner
-from .adapters.parsers.limits import ParseLimits
 from .adapters.parsers.registry import ParserRegistry, default_registry
 from .adapters.postgres.api_keys import ApiKeyRepository
 from .adapters.postgres.audit import AuditLog
@@ -34,8 +43,7 @@ from .adapters.postgres.maintenance import MaintenanceRepository, OperationsQuer
 from .adapters.postgres.migrations import migrate
 from .adapters.postgres.queue import JobQueue, queue_database
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
-from .adapters.storage.local import LocalObjectStorage
-from .adapters.vectors.generations import IndexGenerations, generation_prefix, generation_table
+from .adapters.vectors.generations import IndexGenerations
 from .adapters.vectors.pgvector import PgVectorStore
 from .adapters.vectors.sparse_pg import HybridVectors
 from .domain.embedding_models import EmbeddingSpec
@@ -73,141 +81,6 @@ def database_url(settings: Settings) -> str:
     url, server = start_embedded_postgres(settings.data_dir, supervise=True)  # restarted if it dies
     _embedded_servers.append(server)  # keep the handle: the server lives while this process does
     return url
-
-
-def make_storage(settings: Settings) -> ObjectStorage:
-    if settings.storage_url and settings.storage_url.startswith("s3://"):
-        from .adapters.storage.s3 import S3ObjectStorage
-
-        return S3ObjectStorage.from_url(
-            settings.storage_url, endpoint_url=settings.s3_endpoint_url, region=settings.s3_region,
-            access_key_id=settings.s3_access_key_id, secret_access_key=settings.s3_secret_access_key,
-            max_attempts=settings.s3_max_attempts, connect_timeout=settings.s3_connect_timeout_seconds,
-            read_timeout=settings.s3_read_timeout_seconds, multipart_threshold=settings.s3_multipart_threshold_bytes,
-            part_size=settings.s3_part_size_bytes)
-    if settings.storage_url and not settings.storage_url.startswith("file://"):
-        raise ValueError(f"unsupported storage URL {settings.storage_url!r}: use file:///path or s3://bucket/prefix")
-    return LocalObjectStorage(settings.objects_dir)
-
-
-def make_embedder(settings: Settings) -> Embedder:
-    if settings.embedder == "openai":
-        from .adapters.embedders.openai import OpenAICompatibleEmbedder
-
-        return OpenAICompatibleEmbedder(
-            base_url=settings.embedding_base_url or "", model=settings.embedding_model or "",
-            dimension=settings.embedding_dimensions or 0, api_key=settings.embedding_api_key,
-            send_dimensions=settings.embedding_send_dimensions, max_tokens=settings.embedding_max_tokens,
-            batch_size=settings.embedding_request_batch_size, max_concurrency=settings.embedding_max_concurrency,
-            connect_timeout=settings.embedding_connect_timeout_seconds, timeout=settings.embedding_timeout_seconds,
-            max_retries=settings.embedding_max_retries, input_type_field=settings.embedding_input_type_field)
-    if settings.embedder != "local":
-        raise ValueError(f"unsupported embedder {settings.embedder!r}: 'local' or 'openai'")
-    from .adapters.embedders.local import LocalE5Embedder
-
-    return LocalE5Embedder(batch_size=settings.local_embed_micro_batch,
-                           query_concurrency=settings.embed_query_concurrency)
-
-
-def make_embedder_for(settings: Settings, spec: EmbeddingSpec, local: Embedder | None = None) -> Embedder:
-    """A knowledge base's embedder (services/embedding_models.py builds each once per process):
-    the local model (one instance per process: ``local`` when it is already loaded), or the
-    OpenAI-compatible server of the settings with the knowledge base's model and dimension."""
-    if spec.embedder == "local":
-        return local if local is not None else make_embedder(settings.model_copy(update={"embedder": "local"}))
-    return make_embedder(settings.model_copy(update={
-        "embedder": "openai", "embedding_model": spec.model, "embedding_dimensions": spec.dimension}))
-
-
-def make_generation_store(settings: Settings, db: Database, spec: EmbeddingSpec, generation: int,
-                          kb_id: UUID) -> Any:
-    """The dense store of one index generation (adapters/vectors/generations.py): generation 0 is
-    the model's shared index; a migration's generation is a table or collection of its own."""
-    if settings.vector_store == "pgvector":
-        return PgVectorStore(db, spec.dimension, table=generation_table(kb_id, generation) if generation else None,
-                             with_sparse=False)
-    prefix = generation_prefix(kb_id, generation) if generation else "urag"
-    return make_vector_store(settings, db, spec.dimension, spec.model, collection_prefix=prefix)
-
-
-def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEncoder | None:
-    """The local model's sparse head, whatever computes the dense vectors (one copy of the weights
-    when the local model is also the dense embedder)."""
-    if not settings.sparse_enabled:
-        return None
-    loader = embedder.model if isinstance(embedder, LocalE5Embedder) else None
-    return LocalSparseEncoder(top_k=settings.sparse_top_k, loader=loader,
-                              query_concurrency=settings.embed_query_concurrency)
-
-
-def make_engine(settings: Settings, embedder: Embedder,
-                sparse: LocalSparseEncoder | None) -> tuple[Embedder, Any]:
-    """The process's embedding engine around one embedder (and its sparse encoder): documents of
-    every job go through one queue, batched across jobs (``adapters/embedders/engine.py``)."""
-    from .adapters.embedders.engined import EngineEmbedder, apply_engine, default_threads
-
-    if isinstance(embedder, EngineEmbedder):  # already wrapped (one engine per embedder instance)
-        return embedder, sparse
-    return apply_engine(embedder, sparse, threads=settings.embed_threads or default_threads(),
-                        local_batch=settings.local_embed_micro_batch,
-                        remote_batch=settings.embedding_request_batch_size,
-                        max_in_flight=settings.embedding_max_concurrency,
-                        max_wait=settings.embed_batch_wait_seconds)
-
-
-def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default",
-                      collection_prefix: str = "urag") -> VectorStore:
-    if settings.vector_store == "milvus":
-        from .adapters.vectors.milvus import MilvusVectorStore
-
-        if not settings.milvus_uri:
-            raise ValueError("ULTIMATE_RAG_VECTOR_STORE=milvus needs ULTIMATE_RAG_MILVUS_URI")
-        return MilvusVectorStore(uri=settings.milvus_uri, token=settings.milvus_token, dimension=dimension,
-                                 model=model, consistency_level=settings.milvus_consistency_level,
-                                 batch_size=settings.milvus_batch_size, num_partitions=settings.milvus_num_partitions,
-                                 timeout=settings.milvus_timeout_seconds, collection_prefix=collection_prefix)
-    if settings.vector_store == "qdrant":
-        from .adapters.vectors.qdrant import QdrantVectorStore
-
-        return QdrantVectorStore(url=settings.qdrant_url, api_key=settings.qdrant_api_key, path=settings.qdrant_path,
-                                 dimension=dimension, model=model, batch_size=settings.qdrant_batch_size,
-                                 timeout=settings.qdrant_timeout_seconds, collection_prefix=collection_prefix)
-    if settings.vector_store != "pgvector":
-        raise ValueError(f"unsupported vector store {settings.vector_store!r}: 'pgvector', 'milvus' or 'qdrant'")
-    return PgVectorStore(db, dimension)
-
-
-def parse_limits(settings: Settings) -> ParseLimits:
-    return ParseLimits(max_pages=settings.parse_max_pages, max_image_pixels=settings.parse_max_image_pixels,
-                       max_image_bytes=settings.parse_max_image_bytes, max_asset_bytes=settings.parse_max_asset_bytes,
-                       max_assets=settings.parse_max_assets,
-                       max_archive_bytes=settings.parse_max_archive_bytes,
-                       max_archive_entries=settings.parse_max_archive_entries,
-                       max_html_depth=settings.parse_max_html_depth, max_text_chars=settings.parse_max_text_chars,
-                       max_sheets=settings.parse_max_sheets, max_cells=settings.parse_max_cells, ocr=settings.ocr)
-
-
-def make_vision(settings: Settings) -> Any:
-    """The image describer, or None: then alt text, captions and figure labels describe images."""
-    if not settings.vision_base_url or not settings.vision_model:
-        return None
-    from .adapters.vision import OpenAICompatibleVision
-
-    return OpenAICompatibleVision(settings.vision_base_url, settings.vision_model, settings.vision_api_key,
-                                  timeout=settings.vision_timeout_seconds)
-
-
-def make_chat_model(settings: Settings, metrics: AnswerMetrics | None = None) -> ChatModel | None:
-    """The chat model of grounded answers, or None: then answers are the cited passages alone."""
-    if not settings.llm_base_url or not settings.llm_model:
-        return None
-    from .adapters.llm import OpenAICompatibleChat
-
-    return OpenAICompatibleChat(
-        base_url=settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key,
-        connect_timeout=settings.llm_connect_timeout_seconds, timeout=settings.llm_timeout_seconds,
-        max_retries=settings.llm_max_retries, max_retry_wait=settings.llm_max_retry_wait_seconds,
-        temperature=settings.llm_temperature, on_error=metrics.provider_error if metrics else None)
 
 
 def make_answers(settings: Settings, search: SearchService, chat: ChatModel | None = None,

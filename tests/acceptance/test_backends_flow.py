@@ -80,7 +80,7 @@ def settings(db_url, tmp_path, backend_env):
 
 @pytest.fixture
 def embedder(settings):
-    from ultimate_rag.bootstrap import make_embedder
+    from ultimate_rag.adapter_factories import make_embedder
 
     return make_embedder(settings)
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from ultimate_rag.adapter_factories import make_embedder, make_storage, make_vector_store
 from ultimate_rag.adapters.embedders.openai import OpenAICompatibleEmbedder
 from ultimate_rag.adapters.storage.local import LocalObjectStorage
 from ultimate_rag.adapters.storage.s3 import S3ObjectStorage
 from ultimate_rag.adapters.vectors.milvus import MilvusVectorStore
 from ultimate_rag.adapters.vectors.qdrant import QdrantVectorStore
-from ultimate_rag.bootstrap import build, make_embedder, make_storage, make_vector_store
+from ultimate_rag.bootstrap import build
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.servers import SeaweedS3, free_port
 

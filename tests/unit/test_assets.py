@@ -226,7 +226,7 @@ def test_pdf_image_that_mupdf_shrinks_under_the_limit_still_gets_a_warning() -> 
 
 
 def test_the_asset_settings_reach_the_parse_limits() -> None:
-    from ultimate_rag.bootstrap import parse_limits
+    from ultimate_rag.adapter_factories import parse_limits
     from ultimate_rag.settings import Settings
 
     limits = parse_limits(Settings(parse_max_image_pixels=4, parse_max_image_bytes=5, parse_max_asset_bytes=6,
