@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -30,6 +31,7 @@ import httpx
 from ultimate_rag.bootstrap import build
 from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 from ultimate_rag.settings import Settings
+from ultimate_rag.worker import model_first
 
 from .ceiling import LLAMAINDEX_PYTHON, ZeroEmbedder, run_llamaindex, stage_breakdown
 from .common import fresh_database, load_corpus, machine
@@ -95,9 +97,10 @@ async def main_async(args: argparse.Namespace) -> None:
     sparse_on = not (zero or args.no_sparse)  # the zero-cost run has no model pass at all
     api = start_api(url, data_dir, port, sparse_on)
     settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2,
-                        sparse_enabled=sparse_on)
+                        sparse_enabled=sparse_on, worker_model_precedence=args.precedence)
     container = build(settings, url=url, embedder=ZeroEmbedder() if zero else None)
     await container.open()
+    model_first(container, settings)  # as the worker process does
     worker = container.worker(WorkerConfig(
         concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
     base = f"http://127.0.0.1:{port}/api"
@@ -155,7 +158,7 @@ async def main_async(args: argparse.Namespace) -> None:
     if zero:
         await report_ceiling(args, wall, rewall, len(texts), total_chars, container)
     else:
-        report_model(container, texts, wall, embed_seconds, rewall, re_embed, total_chars)
+        report_model(container, texts, wall, embed_seconds, rewall, re_embed, total_chars, args.precedence)
     await container.close()
     api.terminate()
     api.wait(timeout=30)
@@ -181,23 +184,26 @@ async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, c
 
 
 def report_model(container, texts: list[str], wall: float, embed_seconds: float, rewall: float,
-                 re_embed: float, total_chars: int) -> None:
+                 re_embed: float, total_chars: int, precedence: int) -> None:
     model = container.embedder.model()
-    threads = container.embedder.model_thread.threads
-    model._lib.omp_set_num_threads(threads)  # the engine's thread count, here on this thread
-    t = time.perf_counter()
-    for text in texts:
-        model.passage([text])
-    dense_alone = time.perf_counter() - t
+    model_thread = container.embedder.model_thread
+    threads = model_thread.threads
+
+    def timed(one: Callable[[str], object]) -> float:  # run on the engine's own thread, at its priority
+        def run() -> float:
+            t = time.perf_counter()
+            for text in texts:
+                one(text)
+            return time.perf_counter() - t
+        return model_thread.executor().submit(run).result()
+
+    dense_alone = timed(lambda text: model.passage([text]))
     sparse_alone = 0.0
     if container.embedding.sparse is not None:  # the learned sparse vectors of hybrid search
-        t = time.perf_counter()
-        for text in texts:
-            container.embedding.sparse.encode_sync(text)
-        sparse_alone = time.perf_counter() - t
+        sparse_alone = timed(container.embedding.sparse.encode_sync)
     alone = dense_alone + sparse_alone
 
-    print(f"model threads: {threads}")
+    print(f"model threads: {threads}; the worker's own steps at nice +{precedence} below them")
     print(f"RESULT ingest: wall {wall:.1f} s until all READY, {len(texts) / wall:.2f} chunks/s, "
           f"{total_chars / wall:,.0f} corpus chars/s")
     print(f"RESULT ingest: time inside the embedder {embed_seconds:.1f} s; pipeline overhead "
@@ -218,6 +224,9 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=1, help="uploads in flight at once")
     parser.add_argument("--embedder", choices=("local", "zero"), default="local")
     parser.add_argument("--no-sparse", action="store_true", help="without the learned sparse head's pass")
+    parser.add_argument("--precedence", type=int, default=Settings().worker_model_precedence,
+                        help="ULTIMATE_RAG_WORKER_MODEL_PRECEDENCE: how much nicer the worker's own steps run than "
+                             "the local model's threads (0: equal)")
     parser.add_argument("--profile", help="write a cProfile of this process (the worker) to this file")
     parser.add_argument("--llamaindex-python", default=str(LLAMAINDEX_PYTHON))
     asyncio.run(main_async(parser.parse_args()))

@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     local_embed_micro_batch: int = Field(default=1, ge=1)
     embed_threads: int = Field(default=0, ge=0)  # the local model's threads; 0: the CPUs this process may use
     embed_batch_wait_seconds: float = Field(default=0.0, ge=0, le=1.0)  # a batch closes when full or after this
+    # a worker's own steps run this much nicer than its local model's threads (precedence.py); 0: equal
+    worker_model_precedence: int = Field(default=5, ge=0, le=19)
     embedder: str = "local"
     embedding_base_url: str | None = None
     embedding_model: str | None = None

@@ -18,6 +18,8 @@ from typing import Any
 
 import psycopg
 
+from .adapters.embedders.engined import EngineEmbedder
+from .adapters.embedders.precedence import give_model_precedence
 from .bootstrap import Container, build, database_url, run_migrations
 from .logs import setup_logging_from
 from .observability import WorkerMetrics
@@ -34,6 +36,7 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
                                   settings.poll_interval_seconds)
     container = build(settings, url=url, pool_size=concurrency + 4)
     await container.open()
+    model_first(container, settings)
     worker = container.worker(WorkerConfig(
         concurrency=concurrency, heartbeat_seconds=settings.effective_heartbeat_seconds,
         poll_interval_seconds=settings.poll_interval_seconds, retry_delay_seconds=settings.retry_delay_seconds,
@@ -64,6 +67,13 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
         if metrics is not None:
             metrics.stop()
         await container.close()
+
+
+def model_first(container: Container, settings: Settings) -> bool:
+    """With the local model, this process's own steps yield to the model's threads (precedence.py)."""
+    embedder = container.embedder
+    thread = embedder.model_thread if isinstance(embedder, EngineEmbedder) else None
+    return thread is not None and give_model_precedence(thread, settings.worker_model_precedence)
 
 
 async def _until_database_answers(step: Any, pause: float, attempts: int = 60) -> None:

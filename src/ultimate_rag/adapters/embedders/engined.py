@@ -54,6 +54,10 @@ class ModelThread:
         except AttributeError:
             log.warning("the local model exposes no omp_set_num_threads; it uses its default thread count")
 
+    def start(self) -> None:
+        """Create the thread now and load the model on it (otherwise the first call does)."""
+        self.executor().submit(lambda: None).result()
+
     def executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
