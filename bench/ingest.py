@@ -27,11 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import psutil
 
 from ultimate_rag.bootstrap import build
 from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 from ultimate_rag.settings import Settings
-from ultimate_rag.worker import model_first
+from ultimate_rag.worker import WORKER_TRUST_RECENT_SECONDS, model_first, run_event_loop
 
 from .ceiling import LLAMAINDEX_PYTHON, ZeroEmbedder, run_llamaindex, stage_breakdown
 from .common import fresh_database, load_corpus, machine
@@ -73,17 +74,37 @@ async def wait_all_ready(container, expected: int) -> None:
         await asyncio.sleep(0.05)
 
 
+CPU_SPENT: list[tuple[float, float]] = []  # per round: (the machine's busy CPU seconds, this process's)
+
+
 async def ingest_round(container, worker: IngestionWorker, requests) -> float:
-    """Start the worker, fire the requests, return the wall time until everything is READY."""
+    """Start the worker, fire the requests, return the wall time until everything is READY (and
+    note the CPU the round took: the whole machine's, and the worker's, this process)."""
     stop = asyncio.Event()
+    machine_before, me_before = _busy_cpu(), time.process_time()
     started = time.perf_counter()
     run = asyncio.create_task(worker.run(stop))
     count = await requests()
     await wait_all_ready(container, count)
     elapsed = time.perf_counter() - started
+    CPU_SPENT.append((_busy_cpu() - machine_before, time.process_time() - me_before))
     stop.set()
     await run
     return elapsed
+
+
+def _busy_cpu() -> float:
+    """CPU seconds the machine spent on anything but idling, all cores together (/proc/stat)."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def cpu_line(docs: int, wall: float) -> str:
+    machine_cpu, worker_cpu = CPU_SPENT[0]
+    return (f"CPU in the first round: {machine_cpu:.1f} core-s of {wall * (os.cpu_count() or 1):.1f} available "
+            f"({1000 * machine_cpu / docs:.1f} ms per document, all processes: worker, API, PostgreSQL, parse "
+            f"children, anything else running); the worker process {worker_cpu:.1f} s "
+            f"({1000 * worker_cpu / docs:.1f} ms per document, at most one core's worth on its event loop)")
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -96,82 +117,86 @@ async def main_async(args: argparse.Namespace) -> None:
     zero = args.embedder == "zero"
     sparse_on = not (zero or args.no_sparse)  # the zero-cost run has no model pass at all
     api = start_api(url, data_dir, port, sparse_on)
-    settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2,
-                        sparse_enabled=sparse_on, worker_model_precedence=args.precedence)
-    container = build(settings, url=url, embedder=ZeroEmbedder() if zero else None)
-    await container.open()
-    model_first(container, settings)  # as the worker process does
-    worker = container.worker(WorkerConfig(
-        concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
-    base = f"http://127.0.0.1:{port}/api"
-    h = {"Authorization": f"Bearer {ADMIN_KEY}"}
-    async with httpx.AsyncClient(headers=h, timeout=60) as client:
-        kb = (await client.post(f"{base}/knowledge-bases", json={"name": "bench"})).json()["id"]
-        container.embedder.count_tokens("warm up")  # load the model before the clock starts
+    try:
+        settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2,
+                            sparse_enabled=sparse_on, worker_model_precedence=args.precedence)
+        container = build(settings, url=url, embedder=ZeroEmbedder() if zero else None,
+                          trust_recent_seconds=WORKER_TRUST_RECENT_SECONDS)  # as the worker process
+        await container.open()
+        model_first(container, settings)  # as the worker process does
+        worker = container.worker(WorkerConfig(
+            concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
+        base = f"http://127.0.0.1:{port}/api"
+        h = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        async with httpx.AsyncClient(headers=h, timeout=60) as client:
+            kb = (await client.post(f"{base}/knowledge-bases", json={"name": "bench"})).json()["id"]
+            container.embedder.count_tokens("warm up")  # load the model before the clock starts
 
-        uploads_done = 0.0
-        slots = asyncio.Semaphore(args.uploads)
+            uploads_done = 0.0
+            slots = asyncio.Semaphore(args.uploads)
 
-        async def upload(d: dict) -> None:
-            async with slots:
-                r = await client.post(f"{base}/knowledge-bases/{kb}/documents",
-                                      files={"file": (f"{d['id']}.txt", d["text"].encode())})
-                r.raise_for_status()
+            async def upload(d: dict) -> None:
+                async with slots:
+                    r = await client.post(f"{base}/knowledge-bases/{kb}/documents",
+                                          files={"file": (f"{d['id']}.txt", d["text"].encode())})
+                    r.raise_for_status()
 
-        async def upload_all() -> int:
-            nonlocal uploads_done
-            started = time.perf_counter()
-            await asyncio.gather(*(upload(d) for d in docs))
-            uploads_done = time.perf_counter() - started
-            return len(docs)
+            async def upload_all() -> int:
+                nonlocal uploads_done
+                started = time.perf_counter()
+                await asyncio.gather(*(upload(d) for d in docs))
+                uploads_done = time.perf_counter() - started
+                return len(docs)
 
-        profiler = None
-        if args.profile:
-            import cProfile
+            profiler = None
+            if args.profile:
+                import cProfile
 
-            profiler = cProfile.Profile()
-            profiler.enable()
-        wall = await ingest_round(container, worker, upload_all)
-        if profiler is not None:
-            profiler.disable()
-            profiler.dump_stats(args.profile)
-        embed_seconds = container.embedding.seconds_in_embedder
-        chunks = await container.db.fetchall("SELECT content FROM chunks ORDER BY document_id, ordinal")
-        ids = [r["id"] for r in await container.db.fetchall("SELECT id FROM documents")]
+                profiler = cProfile.Profile()
+                profiler.enable()
+            wall = await ingest_round(container, worker, upload_all)
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(args.profile)
+            embed_seconds = container.embedding.seconds_in_embedder
+            chunks = await container.db.fetchall("SELECT content FROM chunks ORDER BY document_id, ordinal")
+            ids = [r["id"] for r in await container.db.fetchall("SELECT id FROM documents")]
 
-        async def reindex_all() -> int:
-            for doc_id in ids:
-                (await client.post(f"{base}/documents/{doc_id}/reindex")).raise_for_status()
-            return len(ids)
+            async def reindex_all() -> int:
+                for doc_id in ids:
+                    (await client.post(f"{base}/documents/{doc_id}/reindex")).raise_for_status()
+                return len(ids)
 
-        container.embedding.seconds_in_embedder = 0.0
-        rewall = await ingest_round(container, worker, reindex_all)
-        re_embed = container.embedding.seconds_in_embedder
+            container.embedding.seconds_in_embedder = 0.0
+            rewall = await ingest_round(container, worker, reindex_all)
+            re_embed = container.embedding.seconds_in_embedder
 
-    texts = [r["content"] for r in chunks]
-    print(f"machine: {machine()}")
-    print(f"uploads: {len(docs)} through the API, {args.uploads} at a time, the last accepted after "
-          f"{uploads_done:.1f} s")
-    print(f"corpus: {len(docs)} documents ({args.per_lang} per language), {total_chars:,} characters, "
-          f"{len(texts)} chunks; worker concurrency {args.concurrency}; embedder {args.embedder}, "
-          f"sparse {'on' if sparse_on else 'off'}")
-    if zero:
-        await report_ceiling(args, wall, rewall, len(texts), total_chars, container)
-    else:
-        report_model(container, texts, wall, embed_seconds, rewall, re_embed, total_chars, args.precedence)
-    await container.close()
-    api.terminate()
-    api.wait(timeout=30)
-    server.cleanup()  # type: ignore[attr-defined]
+        texts = [r["content"] for r in chunks]
+        print(f"machine: {machine()}")
+        print(f"uploads: {len(docs)} through the API, {args.uploads} at a time, the last accepted after "
+              f"{uploads_done:.1f} s")
+        print(f"corpus: {len(docs)} documents ({args.per_lang} per language), {total_chars:,} characters, "
+              f"{len(texts)} chunks; worker concurrency {args.concurrency}; embedder {args.embedder}, "
+              f"sparse {'on' if sparse_on else 'off'}")
+        if zero:
+            await report_ceiling(args, wall, rewall, len(texts), total_chars, container, len(docs))
+        else:
+            report_model(container, texts, wall, embed_seconds, rewall, re_embed, total_chars, args.precedence)
+        await container.close()
+    finally:  # a failed run leaves no API process or database behind
+        api.terminate()
+        api.wait(timeout=30)
+        server.cleanup()  # type: ignore[attr-defined]
 
 
 async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, chunks: int, total_chars: int,
-                         container) -> None:
+                         container, total_docs: int) -> None:
     engine = container.embedder.engine
     print(f"RESULT ceiling (zero-cost embedder): wall {wall:.2f} s until all READY, {chunks / wall:.1f} chunks/s, "
           f"{total_chars / wall:,.0f} corpus chars/s; engine batches {engine.batches} "
           f"({engine.mixed_batches} mixing jobs)")
     print(f"per document, mean time in each stage: {await stage_breakdown(container.db)}")
+    print(cpu_line(total_docs, wall))
     print(f"RESULT ceiling re-ingest of the unchanged corpus: {rewall:.2f} s ({100 * rewall / wall:.1f} %)")
     theirs = run_llamaindex(Path(args.llamaindex_python), args.per_lang, container.settings.chunk_size_tokens,
                             container.settings.chunk_overlap_tokens)
@@ -229,7 +254,7 @@ def main() -> None:
                              "the local model's threads (0: equal)")
     parser.add_argument("--profile", help="write a cProfile of this process (the worker) to this file")
     parser.add_argument("--llamaindex-python", default=str(LLAMAINDEX_PYTHON))
-    asyncio.run(main_async(parser.parse_args()))
+    run_event_loop(main_async(parser.parse_args()))  # the worker process's own loop
 
 
 if __name__ == "__main__":

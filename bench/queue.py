@@ -23,6 +23,7 @@ from uuid import uuid4
 
 from ultimate_rag.adapters.postgres.database import Database
 from ultimate_rag.adapters.postgres.queue import JobQueue, queue_database
+from ultimate_rag.worker import run_event_loop
 
 from . import pgbench_queue
 from .common import fresh_database, machine
@@ -83,7 +84,7 @@ async def run_claimers(url: str, claimers: int, batch: int, tag: str) -> int:
 
 
 def _process(url: str, claimers: int, batch: int, tag: str, out: mp.Queue) -> None:
-    out.put(asyncio.run(run_claimers(url, claimers, batch, tag)))
+    out.put(run_event_loop(run_claimers(url, claimers, batch, tag)))
 
 
 def measure(url: str, server: object, jobs: int, claimers: int, processes: int, batch: int) -> tuple[float, str]:
@@ -91,7 +92,7 @@ def measure(url: str, server: object, jobs: int, claimers: int, processes: int, 
     meter = CpuMeter(server)
     started = time.perf_counter()
     if processes == 1:
-        done = asyncio.run(run_claimers(url, claimers, batch, "p0"))
+        done = run_event_loop(run_claimers(url, claimers, batch, "p0"))  # the worker process's loop
     else:
         out: mp.Queue = mp.Queue()
         procs = [mp.Process(target=_process, args=(url, claimers, batch, f"p{i}", out)) for i in range(processes)]

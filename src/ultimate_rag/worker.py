@@ -14,7 +14,8 @@ import asyncio
 import logging
 import os
 import signal
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -27,6 +28,8 @@ from .services.worker import IngestionWorker, WorkerConfig
 from .settings import Settings
 
 log = logging.getLogger("ultimate_rag.worker")
+T = TypeVar("T")
+WORKER_TRUST_RECENT_SECONDS = 2.0  # as the queue's own pool: a connection used this recently is not checked again
 
 
 async def run_worker(settings: Settings, concurrency: int | None = None) -> None:
@@ -34,7 +37,7 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
     url = database_url(settings)
     await _until_database_answers(lambda: asyncio.to_thread(run_migrations, settings, url),
                                   settings.poll_interval_seconds)
-    container = build(settings, url=url, pool_size=concurrency + 4)
+    container = build(settings, url=url, pool_size=concurrency + 4, trust_recent_seconds=WORKER_TRUST_RECENT_SECONDS)
     await container.open()
     model_first(container, settings)
     worker = container.worker(WorkerConfig(
@@ -120,11 +123,22 @@ def _serve_metrics(settings: Settings, container: Container, worker: IngestionWo
     return worker.metrics
 
 
+def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
+    """uvloop where it is installed: a worker's time goes largely to psycopg's waits, which register
+    and unregister the socket with the loop for every statement (in C with uvloop: measured in
+    bench/RESULTS.md, the ceiling's worker CPU per document -10 %); plain asyncio otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
 def main(concurrency: int | None = None, settings: Settings | None = None) -> None:
     settings = settings or Settings()
     setup_logging_from(settings)
     try:
-        asyncio.run(run_worker(settings, concurrency))
+        run_event_loop(run_worker(settings, concurrency))
     except asyncio.CancelledError:
         pass
 

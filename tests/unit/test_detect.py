@@ -164,3 +164,16 @@ def test_xps_is_detected_as_xps_not_zip() -> None:
     assert detect_kind(xps_package(openxps=True), ".oxps") == "binary:application/oxps"
     assert mime_for_kind(detect_kind(xps_package(), ".xps")) == "application/vnd.ms-xpsdocument"
     assert detect_kind(ZIP, ".zip") == "binary:application/zip"  # a broken zip stays a zip
+
+
+def test_the_control_pattern_is_unicodes_control_surrogate_and_private_use_categories() -> None:
+    """The one-pass pattern the text check counts with, against unicodedata, every code point."""
+    import sys
+    import unicodedata
+
+    from ultimate_rag.adapters.parsers.detect import _ALLOWED_CONTROLS, _CONTROL
+
+    expected = [cp for cp in range(sys.maxunicode + 1)
+                if chr(cp) not in _ALLOWED_CONTROLS and unicodedata.category(chr(cp)) in ("Cc", "Cs", "Co")]
+    everything = "".join(chr(cp) for cp in range(sys.maxunicode + 1))
+    assert [ord(ch) for ch in _CONTROL.findall(everything)] == expected
