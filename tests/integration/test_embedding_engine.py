@@ -193,3 +193,40 @@ def test_the_model_runs_with_passive_openmp_waiting(embedder: LocalE5Embedder) -
 
     embedder.model()
     assert os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE"
+
+
+async def test_the_model_starts_the_next_batch_without_waiting_for_the_event_loop(embedder: LocalE5Embedder) -> None:
+    """The next batch waits in the model thread's own queue: while this event loop is blocked
+    (as a busy worker's loop is, now and then), the model still goes from one batch to the next."""
+    wrapped, _ = apply_engine(embedder, None, threads=1, local_batch=1, remote_batch=8, max_in_flight=4,
+                              max_wait=0.0)
+    model = embedder.model()
+    real_passage = model.passage  # type: ignore[attr-defined]
+    first_started, first_may_end, second_started = threading.Event(), threading.Event(), threading.Event()
+    calls = 0
+
+    def passage(texts: list[str]) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            first_started.set()
+            first_may_end.wait(timeout=120)
+        else:
+            second_started.set()
+        return real_passage(texts)
+
+    model.passage = passage  # type: ignore[attr-defined]
+    try:
+        job = asyncio.create_task(wrapped.embed_documents(texts_of("A", 2)))
+        await eventually(lambda: _true(first_started.is_set()), timeout=60, interval=0.01)
+        assert wrapped.model_thread is not None
+        pending = wrapped.model_thread.executor()._work_queue  # the thread's own queue (stdlib internals)
+        await eventually(lambda: _true(pending.qsize() >= 1), timeout=60, interval=0.01)
+        first_may_end.set()
+        started = second_started.wait(timeout=120)  # blocks this event loop on purpose
+        assert started, "the second batch waited for the event loop"
+        assert len(await job) == 2
+    finally:
+        first_may_end.set()
+        del model.passage  # type: ignore[attr-defined]
+        await wrapped.aclose()

@@ -4,9 +4,11 @@ one backend, in batches formed across jobs.
 * Dynamic batching: a batch takes queued texts of one kind ("dense", "sparse") in arrival order;
   it closes when it holds ``batch_size`` texts or ``max_wait`` seconds after its first text was
   queued, whichever comes first (``max_wait`` 0: whatever is queued when a slot frees).
-* At most ``max_in_flight`` batches run at once: 1 for the local model (one thread drives all
-  its cores; two calls would only fight over them), several for a remote server so that it
-  always has work queued.
+* At most ``max_in_flight`` batches are handed to the backend at once: for the local model 2,
+  one running on its thread and the next waiting behind it in that thread's queue (the thread
+  runs one at a time, so they never fight over the cores, and the model starts the next batch the
+  moment one ends instead of after a trip through the event loop, which a busy worker delays);
+  several for a remote server so that it always has work queued.
 * Requests stream their results back batch by batch (per-job progress). A request whose caller
   is cancelled (the job's lease was lost) leaves the queue at once: its pending texts are never
   sent, and results of its texts already running are dropped on arrival.

@@ -29,6 +29,8 @@ from .local import LocalE5Embedder
 from .sparse import LocalSparseEncoder, SparseVector
 
 log = logging.getLogger(__name__)
+# batches handed to a model thread at once: one running, the next queued behind it (engine.py)
+LOCAL_IN_FLIGHT = 2
 
 
 def default_threads() -> int:
@@ -160,7 +162,7 @@ def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threa
     if isinstance(embedder, LocalE5Embedder):
         thread = ModelThread(embedder.model, threads)
         engine = BatchEngine(_local_backend(embedder, sparse, thread), batch_size=local_batch, max_wait=max_wait,
-                             max_in_flight=1, name=embedder.name)
+                             max_in_flight=LOCAL_IN_FLIGHT, name=embedder.name)
         wrapped = EngineEmbedder(embedder, engine, [thread.close])
         wrapped.model_thread = thread
         return wrapped, EngineSparseEncoder(sparse, engine) if sparse is not None else None
@@ -178,6 +180,6 @@ def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threa
             return await sparse_thread.call(lambda: [sparse.encode_sync(t) for t in texts])  # type: ignore[no-any-return]
 
         sparse_engine = EngineSparseEncoder(sparse, BatchEngine(local_sparse, batch_size=local_batch,
-                                                                max_in_flight=1, name=sparse.name))
+                                                                max_in_flight=LOCAL_IN_FLIGHT, name=sparse.name))
         closers = [sparse_engine.engine.aclose, sparse_thread.close]
     return EngineEmbedder(embedder, engine, closers if sparse is not None else []), sparse_engine
