@@ -3,9 +3,11 @@ and which requested models are refused (422)."""
 
 from __future__ import annotations
 
+from uuid import uuid4
+
 import pytest
 
-from ultimate_rag.domain.embedding_models import EmbeddingSpec, spec_of, validate_spec
+from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation, IndexPlan, spec_of, validate_spec
 from ultimate_rag.domain.errors import UnprocessableRequestError
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 
@@ -41,3 +43,20 @@ def test_accepted_models() -> None:
     assert validate_spec("local", None, None, local=LOCAL, openai_configured=False, max_dimension=2000) == LOCAL
     assert validate_spec("openai", "m", 1536, local=LOCAL, openai_configured=True,
                          max_dimension=2000) == EmbeddingSpec("openai", "m", 1536)
+
+
+def test_a_generation_reads_back_as_a_migration_records_it() -> None:
+    """A migration records its source and target as the spec's fields plus the generation number
+    (JSON: the dimension may come back as any number); reading one back gives the same generation."""
+    target = Generation(EmbeddingSpec("openai", "text-embedding-3-small", 1536), 2)
+    recorded = target.to_dict()
+    assert recorded == {"embedder": "openai", "model": "text-embedding-3-small", "dimension": 1536, "generation": 2}
+    assert Generation.from_dict(recorded) == target
+    assert Generation.from_dict(recorded | {"dimension": 1536.0, "generation": "2"}) == target
+
+
+def test_an_index_plan_writes_to_the_target_generation_only_while_a_migration_runs() -> None:
+    kb, current = uuid4(), Generation(LOCAL, 0)
+    assert IndexPlan(kb, current).generations == [current]
+    target = Generation(EmbeddingSpec("openai", "m", 8), 1)
+    assert IndexPlan(kb, current, target, migration_id=3).generations == [current, target]

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from ..domain.models import Chunk, Document, KnowledgeBase
+from ..domain.models import Chunk, Document, DocumentFile, KnowledgeBase
 from ..domain.redact import redact_config
 from ..domain.status import PIPELINE
 from ..services.lifecycle import BulkReindexFilter
@@ -112,13 +112,9 @@ class StageTiming(BaseModel):
     seconds: float | None
 
 
-class DocumentOut(BaseModel):
-    id: UUID
-    knowledge_base_id: UUID
-    filename: str
-    mime_type: str
-    size_bytes: int
-    sha256: str
+# The file's fields come first, from DocumentFile (declared once, with the domain's Document). No
+# docstring on these models: it would become the schema's description.
+class DocumentOut(BaseModel, DocumentFile, frozen=True):
     status: str
     error_message: str | None
     attempts: int

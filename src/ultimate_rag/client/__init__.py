@@ -13,42 +13,13 @@
 subclasses carrying the server's message; 429 and 503 are retried with backoff (``Retry-After``).
 """
 
+from . import errors, models
 from ._core import DEFAULT_URL, RetryPolicy
 from .aio import AsyncClient
-from .errors import (
-    ApiError,
-    AuthenticationFailed,
-    BadRequest,
-    Conflict,
-    NotFound,
-    PayloadTooLarge,
-    PermissionDenied,
-    RateLimited,
-    ServerError,
-    ServiceUnavailable,
-    TransportError,
-    UltimateRagError,
-    UnsupportedFormat,
-    ValidationFailed,
-)
-from .models import (
-    Answer,
-    AnswerCitation,
-    Chunk,
-    Citation,
-    Document,
-    EmbeddingMigration,
-    KnowledgeBase,
-    Page,
-    ReindexResult,
-    SearchHit,
-)
+from .errors import *  # noqa: F403 - every error class (errors.__all__)
+from .models import *  # noqa: F403 - the typed results (models.__all__)
 from .sync import Client
 
-__all__ = [
-    "DEFAULT_URL", "Answer", "AnswerCitation", "ApiError", "AsyncClient", "AuthenticationFailed", "BadRequest",
-    "Chunk", "Citation", "Client", "Conflict", "Document", "EmbeddingMigration", "KnowledgeBase", "NotFound", "Page",
-    "PayloadTooLarge",
-    "PermissionDenied", "RateLimited", "ReindexResult", "RetryPolicy", "SearchHit", "ServerError",
-    "ServiceUnavailable", "TransportError", "UltimateRagError", "UnsupportedFormat", "ValidationFailed",
-]
+__all__ = ["DEFAULT_URL", "AsyncClient", "Client", "RetryPolicy"]
+__all__ += errors.__all__
+__all__ += models.__all__

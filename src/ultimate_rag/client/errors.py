@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# what the package exports (client/__init__.py): every class, not error_for
+__all__ = ["ApiError", "AuthenticationFailed", "BadRequest", "Conflict", "NotFound", "PayloadTooLarge",
+           "PermissionDenied", "RateLimited", "ServerError", "ServiceUnavailable", "TransportError",
+           "UltimateRagError", "UnsupportedFormat", "ValidationFailed"]
+
 
 class UltimateRagError(Exception):
     """Base of everything the client raises."""

@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+# what the package exports (client/__init__.py)
+__all__ = ["Answer", "AnswerCitation", "Chunk", "Citation", "Document", "EmbeddingMigration", "KnowledgeBase", "Page",
+           "ReindexResult", "SearchHit"]
+
 T = TypeVar("T")
 
 STABLE_STATUSES = frozenset({"READY", "FAILED", "DELETED", "OUTDATED"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+from uuid import UUID
 
 from .errors import UnprocessableRequestError
 
@@ -30,6 +31,39 @@ class EmbeddingSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"embedder": self.embedder, "model": self.model, "dimension": self.dimension}
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """An index generation: where the vectors of one model live. 0 is the model's shared index;
+    N >= 1 a table or collection of one knowledge base alone, built by a migration."""
+
+    spec: EmbeddingSpec
+    number: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.spec.to_dict() | {"generation": self.number}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Generation:
+        """The inverse of ``to_dict`` (a migration's recorded source and target)."""
+        spec = EmbeddingSpec(data["embedder"], data["model"], int(data["dimension"]))
+        return cls(spec, int(data["generation"]))
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPlan:
+    """Where a knowledge base's vectors go right now: its current generation and, while a
+    migration runs, the one being built (new documents are embedded for both)."""
+
+    knowledge_base_id: UUID
+    current: Generation
+    target: Generation | None = None
+    migration_id: int | None = None
+
+    @property
+    def generations(self) -> list[Generation]:
+        return [self.current] + ([self.target] if self.target else [])
 
 
 def spec_of(settings: Any, default: EmbeddingSpec, local_model: str) -> EmbeddingSpec:

@@ -50,14 +50,23 @@ class KnowledgeBase:
     deleting: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
+@dataclass(frozen=True)
+class DocumentFile:
+    """A document's file as it was uploaded, and where it belongs: the fields ``Document`` and the
+    API's ``DocumentOut`` share, declared once. No storage of its own (empty ``__slots__``): each
+    class that extends it keeps its own."""
+
+    __slots__ = ()
     id: UUID
     knowledge_base_id: UUID
     filename: str
     mime_type: str
     size_bytes: int
     sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Document(DocumentFile):
     object_key: str
     status: DocumentStatus
     error_message: str | None

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from .chat import ChatMessage, ChatReply, ChatUsage
 from .dedup import Candidate
+from .embedding_models import IndexPlan
 from .models import (
     Chunk,
     Document,
@@ -20,6 +21,7 @@ from .models import (
     ParsedDocument,
     VectorHit,
 )
+from .search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from .status import DocumentStatus
 
 L = TypeVar("L")  # a lease: what a claim returns and every later call presents
@@ -54,6 +56,29 @@ class VectorStore(Protocol):
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None: ...
     async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int) -> list[VectorHit]: ...
     async def count_by_document(self, document_id: UUID) -> int: ...
+
+
+@runtime_checkable
+class CandidateSearch(Protocol):
+    """A vector store that gives a search its candidates itself: the top ``limit`` by dense and by
+    sparse similarity (as ``mode`` needs), the filters applied inside the index, both similarities
+    of every candidate, and whether the index has nothing more to give (the search stops
+    over-fetching). A store without it answers dense ``search`` alone."""
+
+    async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
+                         filters: SearchFilters | None = None) -> tuple[list[ScoredChunk], bool]: ...
+
+
+@runtime_checkable
+class PlannedCandidateSearch(CandidateSearch, Protocol):
+    """Candidates from the index generation a plan names: the search reads the knowledge base's
+    plan once, embeds the query with that generation's model and asks that same generation (which
+    raises ``GenerationGone`` when a migration's switch dropped it meanwhile)."""
+
+    async def plan(self, knowledge_base_id: UUID) -> IndexPlan: ...
+    async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
+                         filters: SearchFilters | None = None,
+                         plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]: ...
 
 
 @runtime_checkable

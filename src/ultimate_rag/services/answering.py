@@ -44,12 +44,15 @@ def nothing_relevant(min_score: float) -> str:
 
 @dataclass(frozen=True)
 class AnswerConfig:
-    min_score: float = 0.78
-    context_tokens: int = 3000
-    history_tokens: int = 1000
-    max_output_tokens: int = 512
+    """The limits of an answer. Their defaults are the settings' (``make_answers`` in bootstrap.py
+    passes them); only the rewrite's budget is not a setting."""
+
+    min_score: float
+    context_tokens: int
+    history_tokens: int
+    max_output_tokens: int
+    max_query_chars: int
     rewrite_max_tokens: int = 96
-    max_query_chars: int = 4000
 
 
 @dataclass

@@ -20,8 +20,8 @@ from uuid import UUID
 from ..adapters.chunking.chunker import embedding_text
 from ..adapters.postgres.database import Database
 from ..adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
-from ..adapters.vectors.generations import Generation, IndexGenerations, parse_generation
-from ..domain.embedding_models import EmbeddingSpec, ItemStatus, MigrationLease, MigrationStatus
+from ..adapters.vectors.generations import IndexGenerations, parse_generation
+from ..domain.embedding_models import EmbeddingSpec, Generation, ItemStatus, MigrationLease, MigrationStatus
 from ..domain.errors import (
     ConflictError,
     InvalidRequestError,
@@ -38,10 +38,6 @@ log = logging.getLogger(__name__)
 GONE = ("DELETED", "OUTDATED", "FAILED")  # nothing searchable to embed: the item is skipped
 
 
-def _generation(data: dict[str, Any]) -> Generation:
-    return Generation(EmbeddingSpec(data["embedder"], data["model"], int(data["dimension"])), int(data["generation"]))
-
-
 class EmbeddingMigrations:
     def __init__(self, *, db: Database, repository: EmbeddingMigrationRepository, models: EmbeddingModels,
                  indexes: IndexGenerations, retry_delay_seconds: float, drop_grace_seconds: float,
@@ -56,16 +52,15 @@ class EmbeddingMigrations:
 
     # -- the API side ------------------------------------------------------------------------
     async def start(self, kb: KnowledgeBase, spec: EmbeddingSpec) -> dict[str, Any]:
-        current = Generation(self._models.spec_of(kb.settings), kb.settings.index_generation)
+        current = self._models.current_generation(kb.settings)
         if await self.repository.running_target(kb.id) is not None:
             raise ConflictError("an embedding-model migration is already running for this knowledge base")
         if spec.key == current.spec.key:
             raise UnprocessableRequestError(
                 f"the knowledge base already uses {spec.model} ({spec.dimension} dimensions)")
         await self._check_dimension(spec)
-        row = await self.repository.start(kb.id, current.spec.to_dict() | {"generation": current.number},
-                                          spec.to_dict())
-        await self._indexes.dense(kb.id, _generation(row["target"]))  # its table or collection, empty
+        row = await self.repository.start(kb.id, current.to_dict(), spec.to_dict())
+        await self._indexes.dense(kb.id, Generation.from_dict(row["target"]))  # its table or collection, empty
         await self.repository.conclude(row["id"])  # a knowledge base without documents switches at once
         return await self.repository.get(row["id"])  # type: ignore[return-value]
 
@@ -89,7 +84,7 @@ class EmbeddingMigrations:
         """The migration stops and its generation is dropped at once (search never read it)."""
         row = await self.repository.abort(kb_id)
         if row is not None:
-            await self._indexes.drop_generation(kb_id, _generation(row["target"]))
+            await self._indexes.drop_generation(kb_id, Generation.from_dict(row["target"]))
             await self.repository.mark_dropped(row["id"])
         return row
 
@@ -147,7 +142,7 @@ class EmbeddingMigrations:
         migration = await self.repository.get(lease.migration_id)
         if migration is None or migration["status"] != MigrationStatus.RUNNING:
             raise LeaseLostError("the migration is no longer running")
-        target = _generation(migration["target"])
+        target = Generation.from_dict(migration["target"])
         status = await self.repository.document_status(lease.document_id)
         if status is None or status in GONE:
             await self.repository.finish(lease, ItemStatus.SKIPPED)
@@ -201,7 +196,7 @@ class EmbeddingMigrations:
         dropped = 0
         for m in await self.repository.to_drop(self.drop_grace_seconds):
             loser = m["source"] if m["status"] == MigrationStatus.SWITCHED else m["target"]
-            await self._indexes.drop_generation(m["knowledge_base_id"], _generation(loser))
+            await self._indexes.drop_generation(m["knowledge_base_id"], Generation.from_dict(loser))
             await self.repository.mark_dropped(m["id"])
             dropped += 1
         return dropped

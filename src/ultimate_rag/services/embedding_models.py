@@ -10,8 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from ..adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
-from ..adapters.vectors.generations import Generation, IndexPlan
-from ..domain.embedding_models import EmbeddingSpec, spec_of, validate_spec
+from ..domain.embedding_models import EmbeddingSpec, Generation, IndexPlan, spec_of, validate_spec
 from ..domain.errors import PermanentError
 from ..domain.models import KnowledgeBaseSettings
 from ..domain.ports import Embedder
@@ -69,10 +68,12 @@ class EmbeddingModels:
         row = await self.migrations.index_state(kb_id)
         if row is None:
             return None
-        settings = KnowledgeBaseSettings.from_dict(row["settings"])
-        current = Generation(self.spec_of(settings), settings.index_generation)
+        current = self.current_generation(KnowledgeBaseSettings.from_dict(row["settings"]))
         target = row["target"]
         if not target:
             return IndexPlan(kb_id, current)
-        spec = EmbeddingSpec(target["embedder"], target["model"], int(target["dimension"]))
-        return IndexPlan(kb_id, current, Generation(spec, int(target["generation"])), row["migration_id"])
+        return IndexPlan(kb_id, current, Generation.from_dict(target), row["migration_id"])
+
+    def current_generation(self, settings: KnowledgeBaseSettings) -> Generation:
+        """The generation a knowledge base's settings name: search reads it, writes go to it."""
+        return Generation(self.spec_of(settings), settings.index_generation)

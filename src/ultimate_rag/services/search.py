@@ -18,10 +18,11 @@ import numpy as np
 from ..adapters.embedders.sparse import LocalSparseEncoder, SparseVector
 from ..adapters.postgres.centroids import LanguageCentroids
 from ..adapters.postgres.documents import DocumentRepository
-from ..adapters.vectors.generations import GenerationGone, IndexGenerations
+from ..adapters.vectors.generations import GenerationGone
+from ..domain.embedding_models import IndexPlan
 from ..domain.errors import InvalidRequestError, TransientError
 from ..domain.models import SearchResult, SourceLocator
-from ..domain.ports import Embedder, VectorStore
+from ..domain.ports import CandidateSearch, Embedder, PlannedCandidateSearch, VectorStore
 from ..domain.search import (
     Fusion,
     LanguageOffsets,
@@ -72,6 +73,11 @@ class SearchService:
         self._models = models  # EmbeddingModels: the query is embedded with the knowledge base's own model
         self._sparse = sparse
         self._vectors = vectors
+        # what the store offers beyond the port: candidates with both similarities (else dense
+        # search alone), from the generation a plan names (when the query's model follows the plan)
+        self._candidate_search: CandidateSearch | None = vectors if isinstance(vectors, CandidateSearch) else None
+        self._planned: PlannedCandidateSearch | None = (
+            vectors if models is not None and isinstance(vectors, PlannedCandidateSearch) else None)
         self._documents = documents
         self._max_top_k = max_top_k
         self._max_query_chars = max_query_chars
@@ -110,12 +116,12 @@ class SearchService:
             self.metrics.observe(mode.value, time.perf_counter() - started)
         return results
 
-    async def _index_of(self, knowledge_base_id: UUID) -> tuple[Any, Embedder]:
+    async def _index_of(self, knowledge_base_id: UUID) -> tuple[IndexPlan | None, Embedder]:
         """The generation search reads and the model of its vectors, read on every search: after a
         migration's switch the next search uses the new model."""
-        if self._models is None or not isinstance(self._vectors, IndexGenerations):
+        if self._planned is None:
             return None, self._embedder
-        plan = await self._vectors.plan(knowledge_base_id)
+        plan = await self._planned.plan(knowledge_base_id)
         return plan, self._models.embedder(plan.current.spec)
 
     async def _query_vectors(self, query: str, mode: SearchMode, embedder: Embedder) -> QueryVectors:
@@ -137,21 +143,18 @@ class SearchService:
         return QueryVectors(dense=dense, sparse=sparse or {})
 
     async def _candidates(self, knowledge_base_id: UUID, vectors: QueryVectors, limit: int, mode: SearchMode,
-                          filters: SearchFilters, plan: Any = None) -> tuple[list[ScoredChunk], bool]:
-        candidates = getattr(self._vectors, "candidates", None)
-        if plan is not None and candidates is not None:
-            planned: tuple[list[ScoredChunk], bool] = await candidates(knowledge_base_id, vectors, limit, mode=mode,
-                                                                       filters=filters, plan=plan)
-            return planned
-        if candidates is not None:
-            found: tuple[list[ScoredChunk], bool] = await candidates(knowledge_base_id, vectors, limit, mode=mode,
-                                                                     filters=filters)
-            return found
+                          filters: SearchFilters, plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]:
+        if plan is not None and self._planned is not None:
+            return await self._planned.candidates(knowledge_base_id, vectors, limit, mode=mode, filters=filters,
+                                                  plan=plan)
+        if self._candidate_search is not None:
+            return await self._candidate_search.candidates(knowledge_base_id, vectors, limit, mode=mode,
+                                                           filters=filters)
         hits = await self._vectors.search(knowledge_base_id, vectors.dense, limit)  # a dense-only store
         return [ScoredChunk(h.chunk_id, h.score, 0.0) for h in hits], len(hits) < limit
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
-                       filters: SearchFilters, min_score: float | None, group: bool, plan: Any = None,
+                       filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan | None = None,
                        embedder: Embedder | None = None) -> list[SearchResult]:
         fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
         offsets = await self._offsets(knowledge_base_id, vectors, embedder or self._embedder)

@@ -52,7 +52,6 @@ class Connector:
 class Sync:
     id: UUID
     connector_id: UUID
-    knowledge_base_id: UUID
     trigger: str
     status: str
     attempts: int
@@ -97,11 +96,10 @@ def _connector(row: dict[str, Any]) -> Connector:
 
 
 def _sync(row: dict[str, Any]) -> Sync:
-    return Sync(id=row["id"], connector_id=row["connector_id"], knowledge_base_id=row["knowledge_base_id"],
-                trigger=row["trigger"], status=row["status"], attempts=row["attempts"],
-                max_attempts=row["max_attempts"], counts=row["counts"] or {}, errors=row["errors"] or [],
-                error=row["error"], created_at=row["created_at"], started_at=row["started_at"],
-                finished_at=row["finished_at"])
+    return Sync(id=row["id"], connector_id=row["connector_id"], trigger=row["trigger"], status=row["status"],
+                attempts=row["attempts"], max_attempts=row["max_attempts"], counts=row["counts"] or {},
+                errors=row["errors"] or [], error=row["error"], created_at=row["created_at"],
+                started_at=row["started_at"], finished_at=row["finished_at"])
 
 
 async def end_sync(conn: Connection, sync_id: UUID, status: str, *, error: str | None, document_message: str) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ...domain.errors import PermanentError, ResourceNotFoundError, TransientError
+from ..backends import import_backend
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
 _CONFIG = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoSuchBucket", "AllAccessDisabled",
@@ -40,21 +41,13 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     return parsed.netloc, f"{prefix}/" if prefix else ""
 
 
-def _boto3() -> Any:
-    try:
-        import boto3
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RuntimeError("S3 storage needs boto3: pip install 'ultimate-rag[backends]' (or boto3)") from exc
-    return boto3
-
-
 class S3ObjectStorage:
     def __init__(self, bucket: str, prefix: str = "", *, endpoint_url: str | None = None,
                  region: str | None = None, access_key_id: str | None = None,
                  secret_access_key: str | None = None, max_attempts: int = 5, connect_timeout: float = 5.0,
                  read_timeout: float = 60.0, multipart_threshold: int = 16 << 20, part_size: int = 8 << 20,
                  max_pool_connections: int = 32) -> None:
-        boto3 = _boto3()
+        boto3 = import_backend("boto3", "S3 storage")
         from boto3.s3.transfer import TransferConfig
         from botocore.config import Config
 

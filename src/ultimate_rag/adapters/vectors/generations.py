@@ -8,22 +8,28 @@ generation, and only this router writes it.
 
 ``IndexGenerations`` implements the VectorStore port for the services that do not care about
 generations (delete, dedup, knowledge-base removal): writes go to the current generation,
-deletes to every live one, searches read the current one — read from PostgreSQL on each call."""
+deletes to every live one, searches read the current one — read from PostgreSQL on each call.
+For search it is a ``PlannedCandidateSearch`` (domain/ports.py): candidates from the generation of
+the plan the search read (the query embedded with that generation's model)."""
 
 from __future__ import annotations
 
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import psycopg
 
+# Generation and IndexPlan are the domain's; the pipeline still imports them from here
 from ...domain.embedding_models import EmbeddingSpec
+from ...domain.embedding_models import Generation as Generation
+from ...domain.embedding_models import IndexPlan as IndexPlan
 from ...domain.errors import TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
+from ...domain.ports import PlannedCandidateSearch
+from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
 from .pgvector import PgVectorStore
 from .sparse_pg import HybridVectors, PostgresSparseIndex
@@ -49,27 +55,6 @@ def parse_generation(name: str) -> tuple[UUID, int]:
     return UUID(found[1]), int(found[2])
 
 
-@dataclass(frozen=True, slots=True)
-class Generation:
-    spec: EmbeddingSpec
-    number: int
-
-
-@dataclass(frozen=True, slots=True)
-class IndexPlan:
-    """Where a knowledge base's vectors go right now: its current generation and, while a
-    migration runs, the one being built (new documents are embedded for both)."""
-
-    knowledge_base_id: UUID
-    current: Generation
-    target: Generation | None = None
-    migration_id: int | None = None
-
-    @property
-    def generations(self) -> list[Generation]:
-        return [self.current] + ([self.target] if self.target else [])
-
-
 class GenerationGone(Exception):
     """The generation a search planned to read was dropped meanwhile (its migration switched)."""
 
@@ -78,7 +63,7 @@ DenseFactory = Callable[[EmbeddingSpec, int, UUID], Any]  # (spec, generation, k
 PlanReader = Callable[[UUID], Awaitable[IndexPlan | None]]
 
 
-class IndexGenerations:
+class IndexGenerations(PlannedCandidateSearch):
     def __init__(self, db: Database, make_dense: DenseFactory, read_plan: PlanReader, default: EmbeddingSpec) -> None:
         self._db = db
         self._make_dense = make_dense
@@ -115,7 +100,7 @@ class IndexGenerations:
                 return None
         return await self.dense(kb_id, g)
 
-    async def searchable(self, kb_id: UUID, g: Generation) -> Any:
+    async def searchable(self, kb_id: UUID, g: Generation) -> PgVectorStore | HybridVectors:
         """A read never creates a migration's generation: one dropped between reading the plan and
         this call (past the grace period) raises GenerationGone, and the caller reads the plan again."""
         store = await self.existing(kb_id, g)
@@ -226,8 +211,9 @@ class IndexGenerations:
         store = await self.searchable(knowledge_base_id, plan.current)
         return list(await store.search(knowledge_base_id, vector, limit, **kwargs))
 
-    async def candidates(self, knowledge_base_id: UUID, query: Any, limit: int, *, mode: Any,
-                         filters: Any = None, plan: IndexPlan | None = None) -> Any:
+    async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
+                         filters: SearchFilters | None = None,
+                         plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]:
         plan = plan or await self.plan(knowledge_base_id)
         store = await self.searchable(knowledge_base_id, plan.current)
         try:

@@ -28,11 +28,13 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any, TypeVar
 from uuid import UUID
 
 from ...domain.errors import PermanentError, TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
+from ..backends import import_backend
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,12 +46,8 @@ def collection_name(model: str, dimension: int, prefix: str = "urag") -> str:
     return f"{prefix}_{slug}_{int(dimension)}"
 
 
-def _pymilvus() -> Any:
-    try:
-        import pymilvus
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RuntimeError("the Milvus vector store needs pymilvus: pip install 'ultimate-rag[backends]'") from exc
-    return pymilvus
+def _pymilvus() -> ModuleType:
+    return import_backend("pymilvus", "the Milvus vector store")
 
 
 class MilvusVectorStore:

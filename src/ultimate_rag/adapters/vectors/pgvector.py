@@ -20,13 +20,14 @@ from pgvector import Vector
 from psycopg import sql
 
 from ...domain.models import EmbeddedChunk, VectorHit
+from ...domain.ports import CandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
 from ..postgres.search_filters import vector_row_filter
 from .sparse_pg import SPARSE_TABLE, PostgresSparseIndex, as_sparsevec, knn
 
 
-class PgVectorStore:
+class PgVectorStore(CandidateSearch):
     def __init__(self, db: Database, dimension: int, *, table: str | None = None, with_sparse: bool = True) -> None:
         """``table``: another index generation's table (adapters/vectors/generations.py);
         ``with_sparse`` False: writes and deletes leave the shared sparse table alone (the

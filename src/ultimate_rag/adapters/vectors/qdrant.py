@@ -13,20 +13,18 @@ lock, so that mode suits a single process, tests and small setups, not API + wor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 from uuid import UUID
 
 from ...domain.errors import PermanentError, TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
+from ..backends import import_backend
 from .milvus import collection_name
 
 
-def _qdrant() -> Any:
-    try:
-        import qdrant_client
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RuntimeError("the Qdrant vector store needs qdrant-client: pip install 'ultimate-rag[backends]'") from exc
-    return qdrant_client
+def _qdrant() -> ModuleType:
+    return import_backend("qdrant_client", "the Qdrant vector store", package="qdrant-client")
 
 
 class QdrantVectorStore:

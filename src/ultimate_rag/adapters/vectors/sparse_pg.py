@@ -20,6 +20,7 @@ from pgvector import SparseVector
 from psycopg import sql
 
 from ...domain.models import EmbeddedChunk, VectorHit
+from ...domain.ports import CandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..embedders.sparse import SPARSE_DIMENSION
 from ..postgres.database import Connection, Database
@@ -102,9 +103,9 @@ class PostgresSparseIndex:
         return {r["chunk_id"]: float(r["score"]) for r in rows}
 
 
-class HybridVectors:
+class HybridVectors(CandidateSearch):
     """A dense vector store outside PostgreSQL (Milvus, Qdrant) plus the PostgreSQL sparse side.
-    Implements the ``VectorStore`` port (writes and deletes go to both) and ``candidates``."""
+    Implements the ``VectorStore`` port (writes and deletes go to both) and ``CandidateSearch``."""
 
     def __init__(self, dense: Any, db: Database) -> None:
         self.dense = dense
