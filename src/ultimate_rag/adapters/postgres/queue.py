@@ -21,7 +21,17 @@ from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
 from ...domain.models import Chunk, DocumentAsset, Lease
-from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
+from ...domain.status import (
+    RESTORABLE_FROM_UPLOAD,
+    UPLOAD_RESTORE_SOURCES,
+    DocumentStatus,
+    JobOperation,
+    JobStatus,
+    check_transition,
+    job_sources_of,
+    names,
+    sources_of,
+)
 from .batching import GroupedCalls
 from .database import Connection, Database
 from .documents import NOTIFY_CHANNEL, notify_workers, published_chunk_ids
@@ -39,6 +49,16 @@ EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was
 UPLOAD_EXPIRED_MESSAGE = ("the re-upload was interrupted before its content was stored; "
                           "reindex to use the previous content")
 _RESTORABLE = sorted(s.value for s in RESTORABLE_FROM_UPLOAD)
+# the claim's writes take their sources from the transition tables (see ``claim`` in queue.sql):
+# a converged job (done, poison, retry), its document (poison, retry), an expired re-upload
+CLAIM_SOURCES = {
+    "job_succeed_from": names(job_sources_of(JobStatus.SUCCEEDED)),
+    "job_fail_from": names(job_sources_of(JobStatus.FAILED)),
+    "job_retry_from": names(job_sources_of(JobStatus.PENDING)),
+    "fail_from": names(sources_of(DocumentStatus.FAILED)),
+    "retry_from": names(sources_of(DocumentStatus.PENDING)),
+    "upload_restore_from": names(UPLOAD_RESTORE_SOURCES),
+}
 # a lost attempt (SQL format(): %s is the worker), the document while it waits (attempt, seconds),
 # and a poison file (lost attempts in a row, workers)
 LOST_MESSAGE = "worker %s stopped before finishing this attempt (it crashed, was killed or stopped responding)"
@@ -90,7 +110,7 @@ class JobQueue:
                 "retry_delay": self.retry_delay_seconds, "poison_after": self.poison_after,
                 "lost_message": LOST_MESSAGE, "interrupted_message": INTERRUPTED_MESSAGE,
                 "poison_message": POISON_MESSAGE, "restorable": _RESTORABLE,
-                "upload_message": UPLOAD_EXPIRED_MESSAGE, "still_served": STILL_SERVED}
+                "upload_message": UPLOAD_EXPIRED_MESSAGE, "still_served": STILL_SERVED, **CLAIM_SOURCES}
 
     async def heartbeat(self, lease: Lease) -> bool:
         row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))
