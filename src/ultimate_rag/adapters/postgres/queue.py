@@ -19,19 +19,10 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ...domain import status as tables
 from ...domain.errors import LeaseLostError
 from ...domain.models import Chunk, DocumentAsset, Lease
-from ...domain.status import (
-    RESTORABLE_FROM_UPLOAD,
-    UPLOAD_RESTORE_SOURCES,
-    DocumentStatus,
-    JobOperation,
-    JobStatus,
-    check_transition,
-    job_sources_of,
-    names,
-    sources_of,
-)
+from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
 from .batching import GroupedCalls
 from .database import Connection, Database
 from .documents import NOTIFY_CHANNEL, notify_workers, published_chunk_ids
@@ -52,12 +43,12 @@ _RESTORABLE = sorted(s.value for s in RESTORABLE_FROM_UPLOAD)
 # the claim's writes take their sources from the transition tables (see ``claim`` in queue.sql):
 # a converged job (done, poison, retry), its document (poison, retry), an expired re-upload
 CLAIM_SOURCES = {
-    "job_succeed_from": names(job_sources_of(JobStatus.SUCCEEDED)),
-    "job_fail_from": names(job_sources_of(JobStatus.FAILED)),
-    "job_retry_from": names(job_sources_of(JobStatus.PENDING)),
-    "fail_from": names(sources_of(DocumentStatus.FAILED)),
-    "retry_from": names(sources_of(DocumentStatus.PENDING)),
-    "upload_restore_from": names(UPLOAD_RESTORE_SOURCES),
+    "job_succeed_from": tables.names(tables.job_sources_of(tables.JobStatus.SUCCEEDED)),
+    "job_fail_from": tables.names(tables.job_sources_of(tables.JobStatus.FAILED)),
+    "job_retry_from": tables.names(tables.job_sources_of(tables.JobStatus.PENDING)),
+    "fail_from": tables.names(sources_of(DocumentStatus.FAILED)),
+    "retry_from": tables.names(sources_of(DocumentStatus.PENDING)),
+    "upload_restore_from": tables.names(tables.UPLOAD_RESTORE_SOURCES),
 }
 # a lost attempt (SQL format(): %s is the worker), the document while it waits (attempt, seconds),
 # and a poison file (lost attempts in a row, workers)
