@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import httpx
 import pytest
 
+from ultimate_rag.services.lifecycle import BulkReindexFilter
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
@@ -259,8 +260,7 @@ async def test_bulk_reindex_works_in_batches(container) -> None:
     await container.db.execute(
         "INSERT INTO ingestion_jobs (id, document_id, status, attempts, max_attempts)"
         " SELECT gen_random_uuid(), id, 'SUCCEEDED', 1, 3 FROM documents")
-    queued, skipped = await container.lifecycle._repo.bulk_reindex(kb, statuses=["READY"], current_parsers=None,
-                                                                   batch_size=300)
+    queued, skipped = await container.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL, batch_size=300)
     assert (queued, skipped) == (2250, 250)
 
 

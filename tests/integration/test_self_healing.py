@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from contextlib import asynccontextmanager
 
 from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.services.worker import WorkerConfig
@@ -41,14 +42,16 @@ async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock
     doc = await queue_document(container, kb)
     await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
     await container.db.execute("UPDATE ingestion_jobs SET status = 'SUCCEEDED' WHERE document_id = %s", (doc,))
-    repo = container.lifecycle._repo
-    original = repo.fail
+    lifecycle, repo = container.lifecycle, container.lifecycle._repo
 
-    async def reindexed_meanwhile(document_id, **kwargs):
-        await repo.reindex(document_id)
-        return await original(document_id, **kwargs)
+    @asynccontextmanager
+    async def reindexed_meanwhile(document_id):
+        del repo.locked  # once: the reindex, then the fail, lock as usual
+        await lifecycle.reindex(document_id)
+        async with repo.locked(document_id) as session:
+            yield session
 
-    repo.fail = reindexed_meanwhile
+    repo.locked = reindexed_meanwhile
     r = await client.post(f"/api/documents/{doc}/fail")
     assert r.status_code == 200 and r.json()["status"] == "FAILED"
     entries = (await client.get("/api/audit")).json()["items"]

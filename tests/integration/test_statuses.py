@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
+from ultimate_rag.domain import operations
 from ultimate_rag.domain.auth import Role
 from ultimate_rag.domain.operations import DocumentOperation as Op
 from ultimate_rag.domain.operations import vocabulary
@@ -55,3 +56,23 @@ async def test_the_api_allows_exactly_the_operations_the_vocabulary_lists(client
                 (status.value, status.value, doc))
             outcomes[status.value, op.value] = await _attempt(client, str(doc), op) != 409
     assert outcomes == {(s, op.value): op.value in served[s] for s in served for op in Op}
+
+
+async def test_the_409s_and_the_vocabulary_read_one_table(client: httpx.AsyncClient, container, monkeypatch) -> None:
+    """Take an operation out of domain/operations.py's table and both the API's answers and the
+    vocabulary it serves follow: the lifecycle decides from that table and from nothing else."""
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, "one table")
+    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
+
+    def ready_operations(body: dict) -> list[str]:
+        return next(s["operations"] for s in body["document_statuses"] if s["name"] == "READY")
+
+    monkeypatch.setitem(operations._ALLOWED_IN, Op.REINDEX,
+                        operations._ALLOWED_IN[Op.REINDEX] - {DocumentStatus.READY})
+    assert "reindex" not in ready_operations((await client.get("/api/statuses")).json())
+    r = await client.post(f"/api/documents/{doc}/reindex")
+    assert r.status_code == 409 and "READY" in r.json()["detail"], r.text
+    monkeypatch.undo()
+    assert "reindex" in ready_operations((await client.get("/api/statuses")).json())
+    assert (await client.post(f"/api/documents/{doc}/reindex")).status_code == 202

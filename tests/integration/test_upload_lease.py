@@ -51,7 +51,7 @@ async def test_a_reupload_whose_commit_fails_restores_the_document_at_once(clien
     else:
         async def commit_fails(*args, **kwargs):
             raise psycopg.OperationalError("connection to server at \"db.internal\" (10.0.3.7) lost")
-        container.lifecycle._repo.finish_upload = commit_fails
+        container.lifecycle.finish_upload = commit_fails
 
     async with await lenient_client(container) as api:
         r = await api.put(f"/api/documents/{doc}/content", files={"file": ("menu.md", b"# Menu\n\nPlum tart.\n")})
@@ -85,7 +85,7 @@ async def test_an_upload_left_by_a_killed_api_is_converged_by_the_workers(client
     doc = await ready_doc(client, container, kb)
     before = await state(container, doc)
     # the API marked the document UPLOADING, then died before storing or committing anything
-    _, token = await container.lifecycle._repo.begin_upload(doc)
+    _, token = await container.lifecycle.begin_upload(doc)
     assert (await state(container, doc))["status"] == "UPLOADING"
     assert (await client.post(f"/api/documents/{doc}/reindex")).status_code == 409
     await run_worker(container)  # the lease has not expired: nothing moves
@@ -101,8 +101,8 @@ async def test_an_upload_left_by_a_killed_api_is_converged_by_the_workers(client
         "READY", before["object_key"], before["content_revision"], None)
     assert [h["document_id"] for h in await search(client, kb, "green tea")] == [doc]
     with pytest.raises(ConflictError):  # the dead API's late commit cannot land on the restored document
-        await container.lifecycle._repo.finish_upload(doc, token, object_key="x", filename="x", mime_type="text/plain",
-                                                      size_bytes=1, sha256="0", revision=before["content_revision"] + 1)
+        await container.lifecycle.finish_upload(doc, token, object_key="x", filename="x", mime_type="text/plain",
+                                                size_bytes=1, sha256="0", revision=before["content_revision"] + 1)
 
     r = await client.put(f"/api/documents/{doc}/content", files={"file": ("a.md", b"# Tea\n\nOolong is rolled.\n")})
     assert r.status_code == 202
@@ -117,7 +117,7 @@ async def test_an_expired_upload_of_a_deleted_document_stays_deleted(client, con
     (await client.delete(f"/api/documents/{doc}")).raise_for_status()
     await run_worker(container)
     assert (await state(container, doc))["status"] == "DELETED"
-    await container.lifecycle._repo.begin_upload(doc)
+    await container.lifecycle.begin_upload(doc)
     await container.db.execute("UPDATE documents SET upload_expires_at = now() - interval '1 second'"
                                " WHERE id = %s", (doc,))
     await run_worker(container)

@@ -3,8 +3,13 @@ every operation it allows is a transition status.py allows, and the 409 rule of 
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
+from ultimate_rag.domain.errors import ConflictError
 from ultimate_rag.domain.operations import DocumentOperation as Op
-from ultimate_rag.domain.operations import allows, operations_of, vocabulary
+from ultimate_rag.domain.operations import allows, operations_of, refusal, require, statuses_allowing, vocabulary
 from ultimate_rag.domain.status import ALLOWED_TRANSITIONS, RUNNING, STABLE, DocumentStatus, JobStatus
 
 D = DocumentStatus
@@ -44,3 +49,20 @@ def test_the_vocabulary_lists_every_status_once_with_its_kind() -> None:
     assert [j["name"] for j in v["job_statuses"]] == [s.value for s in JobStatus]
     assert {j["name"] for j in v["job_statuses"] if j["active"]} == {"PENDING", "RUNNING"}
     assert v["pipeline"][-1] == "READY" and v["operations"] == [op.value for op in Op]
+
+
+def test_the_409_rule_and_its_reasons_come_from_the_same_table() -> None:
+    for status in DocumentStatus:
+        for op in Op:
+            reason = refusal(status, op)
+            assert (reason is None) == allows(status, op) == (status in statuses_allowing(op)), (status, op)
+            if reason is None:
+                require(status, op)
+            else:
+                with pytest.raises(ConflictError, match=re.escape(reason)):
+                    require(status, op)
+    assert refusal(D.PARSING, Op.REINDEX) == "document is active (PARSING), try again later"
+    assert refusal(D.DELETED, Op.DELETE) == "document is already deleted"
+    assert refusal(D.READY, Op.FAIL) == "document is not active (READY); there is nothing to cancel"
+    assert refusal(D.PENDING, Op.RECOVER) == "only a running document can be recovered; this one is PENDING"
+    assert "abort the connector's sync" in (refusal(D.FETCHING, Op.FAIL) or "")

@@ -12,6 +12,7 @@ import pytest
 
 import ultimate_rag
 from ultimate_rag.adapters.postgres.sql import load_queries
+from ultimate_rag.domain.status import DocumentStatus, JobStatus
 
 SRC = Path(ultimate_rag.__file__).parent
 SQL_FILES = sorted(p.name for p in (SRC / "adapters" / "postgres").glob("*.sql"))
@@ -25,9 +26,10 @@ def _calls(path: Path, names: set[str]) -> list[str]:
 
 NOT_YET: set[str] = set()  # services modules whose SQL has not moved yet
 
-# adapters/postgres modules whose SQL has not all moved to .sql files yet
-INLINE_SQL_NOT_YET = {"lifecycle.py", "queue.py", "documents.py", "dedup.py", "search_filters.py",
-                      "migrations.py", "embedded.py", "database.py"}
+# adapters/postgres modules allowed to hold an inline statement: none. The pool's ping and the
+# migration runner's bookkeeping are named queries too (database.sql, migrations.sql); the
+# migrations themselves are files, run whole.
+INLINE_SQL_NOT_YET: set[str] = set()
 _STATEMENT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|LISTEN|NOTIFY|CREATE|ALTER|DROP|TRUNCATE)\s")
 
 
@@ -66,3 +68,51 @@ def test_the_inline_sql_check_sees_a_statement(tmp_path: Path) -> None:
     module.write_text('"""SELECT in a docstring is prose."""\n'
                       'def f(t):\n    return f"SELECT * FROM {t}", ("UPDATE x SET y = 1"\n " WHERE z")\n')
     assert inline_statements(module) == ["example.py:3", "example.py:3"]
+
+
+# -- status literals in the SQL that writes document or job status ----------------------------------
+# A statement that changes a document or a job takes the statuses it may move them from as
+# parameters, from the transition tables (status.sources_of / job_sources_of; test_status_writers.py
+# checks what each writer passes). A literal status compared in such a statement is allowed only
+# where it states a fact rather than a transition's source; each one is listed here with why.
+_WRITES_STATUS = re.compile(r"\bUPDATE\s+(documents|ingestion_jobs)\b", re.IGNORECASE)
+_STATUSES = "|".join(sorted({*DocumentStatus, *JobStatus}))
+_LITERAL_COMPARISON = re.compile(
+    r"(?:\b(?:WHERE|AND|OR|WHEN|NOT)\s+|\(\s*)[\w.]*status\s*(?:=|<>|!=|IN|NOT\s+IN)\s*\(?\s*'(?:"
+    + _STATUSES + r")'", re.IGNORECASE)
+LITERAL_STATUS_FACTS = {
+    # the rows it converges or claims are selected as the partial indexes spell them (RUNNING with an
+    # expired lease, UPLOADING with an expired upload lease, PENDING and due, the newest SUCCEEDED):
+    # a generic plan uses an index only on its own predicate. A READY or DELETED document's job is
+    # done; the converged job's new status picks its document's. Every write in it is gated by the
+    # tables' sources as parameters (JobQueue.claim_params).
+    "claim",
+    # the lease fence: a job is the worker's only while RUNNING under its id and attempt (a lease, not
+    # a transition's source); the document write is gated by %(from_statuses)s (the table's sources)
+    "fenced_document_update", "heartbeat",
+    # the fence as above, and a READY document: the fact that lets its job end
+    "complete_ready_jobs",
+    # inside a SET: an OUTDATED document queued again keeps its twin as an exemption (SPEC §8)
+    "queue_document", "queue_batch",
+}
+
+
+def literal_status_writes() -> set[str]:
+    """Named queries that update documents or jobs and compare a status with a literal."""
+    found = set()
+    for filename in SQL_FILES:
+        for name, body in load_queries(filename).items():
+            code = "\n".join(line.split("--")[0] for line in body.splitlines())
+            if _WRITES_STATUS.search(code) and _LITERAL_COMPARISON.search(code):
+                found.add(name)
+    return found
+
+
+def test_status_writes_compare_literal_statuses_only_where_they_state_a_fact() -> None:
+    assert literal_status_writes() <= LITERAL_STATUS_FACTS
+
+
+def test_the_literal_status_check_sees_a_hard_coded_source() -> None:
+    assert _LITERAL_COMPARISON.search("UPDATE documents SET status = 'FAILED' WHERE id = 1 AND status IN ('PENDING')")
+    assert _LITERAL_COMPARISON.search("WHERE d.status <> 'UPLOADING'")
+    assert not _LITERAL_COMPARISON.search("UPDATE documents SET status = 'FAILED' WHERE status = ANY(%(sources)s)")

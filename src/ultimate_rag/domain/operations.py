@@ -12,6 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from .errors import ConflictError
 from .status import ACTIVE, PIPELINE, RUNNING, STABLE, DocumentStatus, JobStatus, sources_of
 
 D = DocumentStatus
@@ -49,6 +50,36 @@ def operations_of(status: DocumentStatus | str) -> frozenset[DocumentOperation]:
 
 def allows(status: DocumentStatus | str, operation: DocumentOperation | str) -> bool:
     return DocumentStatus(status) in _ALLOWED_IN[DocumentOperation(operation)]
+
+
+def statuses_allowing(operation: DocumentOperation | str) -> frozenset[DocumentStatus]:
+    """Every status in which ``operation`` is accepted (what a set-based writer passes to SQL)."""
+    return _ALLOWED_IN[DocumentOperation(operation)]
+
+
+def refusal(status: DocumentStatus | str, operation: DocumentOperation | str) -> str | None:
+    """Why a document in ``status`` refuses ``operation`` (the 409's detail), or None if it accepts it."""
+    s, op = DocumentStatus(status), DocumentOperation(operation)
+    if s in _ALLOWED_IN[op]:
+        return None
+    if op in (Op.FAIL, Op.RECOVER) and s == D.FETCHING:
+        return "document is being fetched by a connector: abort the connector's sync instead"
+    if op is Op.RECOVER:
+        return f"only a running document can be recovered; this one is {s}"
+    if op is Op.FAIL:
+        return f"document is not active ({s}); there is nothing to cancel"
+    if s in ACTIVE:
+        return f"document is active ({s}), try again later"
+    if op is Op.DELETE and s == D.DELETED:
+        return "document is already deleted"
+    return f"a {s} document does not accept {op}"  # pragma: no cover - every refusal is named above
+
+
+def require(status: DocumentStatus | str, operation: DocumentOperation | str) -> None:
+    """The 409 rule, from the table above: ``ConflictError`` unless ``status`` accepts ``operation``."""
+    reason = refusal(status, operation)
+    if reason is not None:
+        raise ConflictError(reason)
 
 
 def vocabulary() -> dict[str, Any]:

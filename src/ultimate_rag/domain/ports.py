@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 from uuid import UUID
@@ -22,7 +23,7 @@ from .models import (
     VectorHit,
 )
 from .search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
-from .status import DocumentStatus
+from .status import DocumentStatus, JobOperation
 
 L = TypeVar("L")  # a lease: what a claim returns and every later call presents
 L_contra = TypeVar("L_contra", contravariant=True)  # a lease, where it is only presented
@@ -151,6 +152,58 @@ class ClaimingLeases(TaskLeases[L], Protocol[L]):
     """Leases claimed one at a time (``None`` when nothing is due)."""
 
     async def claim(self, worker_id: str) -> L | None: ...
+
+
+# -- what the document lifecycle (services/lifecycle.py) calls -----------------------------------------
+@dataclass(frozen=True)
+class LockedDocument:
+    """A document as read under its job's and its own row lock. ``upload_*``: the re-upload holding
+    it (its token, and the status and error message to restore if its bytes never commit)."""
+
+    status: DocumentStatus
+    knowledge_base_id: UUID
+    object_key: str
+    content_revision: int
+    upload_token: str | None = None
+    upload_restore_status: str | None = None
+    upload_restore_error: str | None = None
+
+
+class LifecycleSession(Protocol):
+    """One document's job and row, locked (job first), in one transaction: the writes an operation
+    makes once the service has decided it. ``document`` follows the writes (its status is current)."""
+
+    document: LockedDocument
+
+    async def queue(self, operation: JobOperation, *, force: bool, new_revision: bool = False) -> None:
+        """The single job queued again (PENDING); a delete unpublishes at once, a rebuild
+        (``new_revision``) is a new content revision built beside the published one."""
+    async def cancel(self, message: str) -> None:
+        """Job and document FAILED with ``message``; a worker still on it loses its lease."""
+    async def begin_upload(self, token: str) -> None: ...
+    async def record_upload(self, *, object_key: str, filename: str, mime_type: str, size_bytes: int,
+                            sha256: str, revision: int) -> None: ...
+    async def restore_upload(self, status: DocumentStatus, error_message: str | None) -> None: ...
+
+
+class LifecycleStore(Protocol):
+    def locked(self, document_id: UUID) -> AbstractAsyncContextManager[LifecycleSession]:
+        """``ResourceNotFoundError`` when the document (or its job) does not exist."""
+        ...
+
+    async def bulk_queue(self, knowledge_base_id: UUID, *, statuses: frozenset[DocumentStatus],
+                         accepted: frozenset[DocumentStatus], current_parsers: list[str] | None,
+                         batch_size: int = 1000) -> tuple[int, int]:
+        """Queue (a rebuild) every document of the knowledge base in ``statuses`` and ``accepted``,
+        whose parser is not current; returns (queued, skipped: not ``accepted``)."""
+        ...
+
+    async def rebuild_progress(self, knowledge_base_id: UUID) -> dict[str, Any] | None: ...
+
+
+class DocumentReader(Protocol):
+    async def get(self, document_id: UUID) -> Document: ...
+    async def published_chunk_ids(self, document_id: UUID) -> list[UUID]: ...
 
 
 # -- what the core services call (small on purpose: unit tests pass in-memory fakes) -----------------

@@ -94,6 +94,12 @@ def sources_of(target: DocumentStatus | str) -> frozenset[DocumentStatus]:
     return frozenset(found)
 
 
+# an expired re-upload goes back to the stable status it came from, or FAILED: the statuses it
+# may do that from are those that may move to every one of them (UPLOADING)
+UPLOAD_RESTORE_SOURCES: frozenset[DocumentStatus] = frozenset.intersection(
+    *(sources_of(t) for t in RESTORABLE_FROM_UPLOAD | {D.FAILED}))
+
+
 # a document whose bytes are still arriving: a connector's fetch (new item) or a re-upload
 INTAKE: frozenset[DocumentStatus] = frozenset({D.FETCHING, D.UPLOADING})
 # an intake that did not finish (a sync ended or failed with the item still on its way) fails it

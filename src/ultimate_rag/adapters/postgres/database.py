@@ -22,6 +22,8 @@ with contextlib.suppress(ImportError):
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from .sql import load_queries
+
 Connection = psycopg.AsyncConnection[dict[str, Any]]
 
 
@@ -100,5 +102,5 @@ class Database:
             return cur.rowcount
 
     async def ping(self) -> bool:
-        row = await self.fetchone("SELECT 1 AS ok")
+        row = await self.fetchone(load_queries("database.sql")["ping"])
         return bool(row and row["ok"] == 1)

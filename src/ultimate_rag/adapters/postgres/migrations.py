@@ -10,6 +10,8 @@ from importlib import resources
 
 import psycopg
 
+from .sql import load_queries
+
 log = logging.getLogger(__name__)
 
 _ADVISORY_LOCK = 0x756C7472  # "ultr"
@@ -40,35 +42,30 @@ def available_migrations() -> list[Migration]:
 def migrate(url: str) -> list[int]:
     """Apply pending migrations; returns the versions applied now."""
     applied_now: list[int] = []
+    q = load_queries("migrations.sql")
+    lock = {"lock": _ADVISORY_LOCK}
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (_ADVISORY_LOCK,))
+        conn.execute(q["lock"], lock)
         try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+            conn.execute(q["create_schema_migrations"])
+            done = {r[0] for r in conn.execute(q["applied_versions"]).fetchall()}
             for migration in available_migrations():
                 if migration.version in done:
                     continue
                 with conn.transaction():
                     conn.execute(migration.sql.encode())
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                        (migration.version, migration.name),
-                    )
+                    conn.execute(q["record_migration"], {"version": migration.version, "name": migration.name})
                 log.info("applied migration %04d_%s", migration.version, migration.name)
                 applied_now.append(migration.version)
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_LOCK,))
+            conn.execute(q["unlock"], lock)
     return applied_now
 
 
 def current_version(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         try:
-            row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+            row = conn.execute(load_queries("migrations.sql")["current_version"]).fetchone()
         except psycopg.errors.UndefinedTable:
             return 0
         return int(row[0] or 0) if row else 0

@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ...domain import status as tables
 from ...domain.errors import LeaseLostError
 from ...domain.models import Chunk, DocumentAsset, Lease
 from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
@@ -39,6 +40,16 @@ EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was
 UPLOAD_EXPIRED_MESSAGE = ("the re-upload was interrupted before its content was stored; "
                           "reindex to use the previous content")
 _RESTORABLE = sorted(s.value for s in RESTORABLE_FROM_UPLOAD)
+# the claim's writes take their sources from the transition tables (see ``claim`` in queue.sql):
+# a converged job (done, poison, retry), its document (poison, retry), an expired re-upload
+CLAIM_SOURCES = {
+    "job_succeed_from": tables.names(tables.job_sources_of(tables.JobStatus.SUCCEEDED)),
+    "job_fail_from": tables.names(tables.job_sources_of(tables.JobStatus.FAILED)),
+    "job_retry_from": tables.names(tables.job_sources_of(tables.JobStatus.PENDING)),
+    "fail_from": tables.names(sources_of(DocumentStatus.FAILED)),
+    "retry_from": tables.names(sources_of(DocumentStatus.PENDING)),
+    "upload_restore_from": tables.names(tables.UPLOAD_RESTORE_SOURCES),
+}
 # a lost attempt (SQL format(): %s is the worker), the document while it waits (attempt, seconds),
 # and a poison file (lost attempts in a row, workers)
 LOST_MESSAGE = "worker %s stopped before finishing this attempt (it crashed, was killed or stopped responding)"
@@ -90,7 +101,7 @@ class JobQueue:
                 "retry_delay": self.retry_delay_seconds, "poison_after": self.poison_after,
                 "lost_message": LOST_MESSAGE, "interrupted_message": INTERRUPTED_MESSAGE,
                 "poison_message": POISON_MESSAGE, "restorable": _RESTORABLE,
-                "upload_message": UPLOAD_EXPIRED_MESSAGE, "still_served": STILL_SERVED}
+                "upload_message": UPLOAD_EXPIRED_MESSAGE, "still_served": STILL_SERVED, **CLAIM_SOURCES}
 
     async def heartbeat(self, lease: Lease) -> bool:
         row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))

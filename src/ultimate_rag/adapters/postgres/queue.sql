@@ -18,6 +18,13 @@
 -- commit also leaves UPLOADING), so the document goes back to the stable status and error message
 -- it had, with its previous revision; the unrecorded object is the janitor's. Locked with SKIP
 -- LOCKED, so a claim never waits on an API that is finishing its upload right now.
+-- Every status write here takes its allowed sources from the transition tables, as parameters
+-- (JobQueue.claim_params: status.sources_of / job_sources_of of each target): job_*_from for
+-- the converged jobs, %(fail_from)s / %(retry_from)s for their documents, %(upload_restore_from)s
+-- for the restored uploads. The literal statuses that select the rows (RUNNING with an expired
+-- lease, UPLOADING with an expired upload lease, PENDING and due) stay literal: they are the
+-- predicates of the partial indexes this statement reads, which a generic plan can only use when
+-- they are spelled as in the index; the parameters then gate the writes.
 WITH expired AS (
     SELECT j.id, j.document_id, j.attempts, j.locked_by, j.lost_streak, j.lost_workers, j.lost_since
     FROM ingestion_jobs j
@@ -72,6 +79,9 @@ WITH expired AS (
             'retry_in_seconds', CASE WHEN g.verdict = 'retry' THEN round(g.delay::numeric, 1) END)))
     FROM judged g
     WHERE j.id = g.id
+      AND j.status = ANY(CASE g.verdict WHEN 'done' THEN %(job_succeed_from)s::text[]
+                                        WHEN 'poison' THEN %(job_fail_from)s::text[]
+                                        ELSE %(job_retry_from)s::text[] END)
     RETURNING j.document_id, j.status, j.last_error, g.attempts, g.delay
 ), converged_docs AS (
     UPDATE documents d
@@ -82,7 +92,9 @@ WITH expired AS (
                         ELSE '' END
             ELSE format(%(interrupted_message)s, c.attempts, round(c.delay::numeric, 1)) END
     FROM converged c
-    WHERE d.id = c.document_id AND c.status IN ('FAILED', 'PENDING')
+    WHERE d.id = c.document_id
+      AND ((c.status = 'FAILED' AND d.status = ANY(%(fail_from)s::text[]))
+           OR (c.status = 'PENDING' AND d.status = ANY(%(retry_from)s::text[])))
     RETURNING d.id
 ), stale_uploads AS (
     SELECT d.id FROM documents d
@@ -98,7 +110,7 @@ WITH expired AS (
                              THEN d.upload_lease->>'error_message' ELSE %(upload_message)s END,
         upload_expires_at = NULL, upload_lease = NULL, progress = '{}'::jsonb, updated_at = now()
     FROM stale_uploads s
-    WHERE d.id = s.id
+    WHERE d.id = s.id AND d.status = ANY(%(upload_restore_from)s::text[])
     RETURNING d.id
 ), suspect_due AS (
     -- a job whose last attempt ended in a lost lease is a suspect: it runs alone in a worker that

@@ -14,15 +14,6 @@ from ...domain.models import (
 )
 from ...domain.status import DocumentStatus, JobStatus
 
-DOCUMENT_COLUMNS = """
-    d.id, d.knowledge_base_id, d.filename, d.mime_type, d.size_bytes, d.sha256, d.object_key,
-    d.status, d.error_message, d.progress, d.parser_name, d.parser_version, d.chunk_count,
-    d.content_revision, d.source, d.duplicate_of, d.stage_timings, d.created_at, d.updated_at,
-    d.indexed_at, d.deleted_at, d.dedup, d.warnings, d.published_revision,
-    j.attempts, j.max_attempts, j.status AS job_status
-"""
-DOCUMENT_FROM = "documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id"
-
 
 def knowledge_base(row: dict[str, Any]) -> KnowledgeBase:
     return KnowledgeBase(

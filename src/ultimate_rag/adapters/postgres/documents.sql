@@ -1,0 +1,84 @@
+-- Document rows seen from the API side (documents.py). Loaded by name: each query starts with a
+-- "-- name --" header line.
+
+-- kb_for_upload --
+-- Held FOR SHARE while a document is created: a knowledge-base delete waits for it to commit.
+SELECT deleting FROM knowledge_bases WHERE id = %(kb)s FOR SHARE;
+
+-- insert_document --
+-- An upload's document, queued: PENDING from the start (its bytes are stored already).
+INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status,
+                       source, stage_timings)
+VALUES (%(id)s, %(kb)s, %(filename)s, %(mime_type)s, %(size_bytes)s, %(sha256)s, %(object_key)s, 'PENDING',
+        %(source)s, jsonb_build_object('PENDING', now()));
+
+-- insert_job --
+INSERT INTO ingestion_jobs (id, document_id, status, max_attempts)
+VALUES (%(id)s, %(document_id)s, 'PENDING', %(max_attempts)s);
+
+-- document_columns --
+d.id, d.knowledge_base_id, d.filename, d.mime_type, d.size_bytes, d.sha256, d.object_key,
+d.status, d.error_message, d.progress, d.parser_name, d.parser_version, d.chunk_count,
+d.content_revision, d.source, d.duplicate_of, d.stage_timings, d.created_at, d.updated_at,
+d.indexed_at, d.deleted_at, d.dedup, d.warnings, d.published_revision,
+j.attempts, j.max_attempts, j.status AS job_status
+
+-- get_document --
+-- columns: document_columns
+SELECT {columns} FROM documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id
+WHERE d.id = %(id)s;
+
+-- list_documents --
+-- Newest first; keyset pagination on (created_at, id). columns: document_columns; conditions:
+-- list_in_kb and the list_by_* fragments that apply, joined with AND.
+SELECT {columns} FROM documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id
+WHERE {conditions}
+ORDER BY d.created_at DESC, d.id DESC LIMIT %(limit)s;
+
+-- list_in_kb --
+d.knowledge_base_id = %(kb)s
+
+-- list_by_status --
+d.status = %(status)s
+
+-- list_by_filename --
+d.filename ILIKE %(q)s
+
+-- list_after_cursor --
+(d.created_at, d.id) < (%(c_at)s, %(c_id)s)
+
+-- job_history --
+SELECT error_history FROM ingestion_jobs WHERE document_id = %(id)s;
+
+-- chunks_page --
+SELECT * FROM chunks WHERE document_id = %(id)s AND ordinal > %(after)s ORDER BY ordinal LIMIT %(limit)s;
+
+-- document_assets --
+-- The published revision's assets (with none published, those of the revision last built).
+SELECT a.* FROM document_assets a JOIN documents d ON d.id = a.document_id
+WHERE a.document_id = %(id)s AND a.revision = coalesce(d.published_revision, d.content_revision)
+ORDER BY a.page NULLS FIRST, a.locator_key;
+
+-- ready_chunks --
+-- The double filter (SPEC §4 rule 3). searchable: search_filters' searchable_chunk; filters:
+-- " AND ..." for each search filter, or nothing.
+SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, d.filename
+FROM chunks c JOIN documents d ON d.id = c.document_id
+WHERE c.id = ANY(%(ids)s) AND c.knowledge_base_id = %(kb)s AND d.knowledge_base_id = %(kb)s
+  AND {searchable}{filters};
+
+-- published_chunk_ids --
+-- searchable: search_filters' searchable_chunk.
+SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.document_id = %(id)s AND {searchable};
+
+-- reset_job --
+-- The document's single job queued again (attempts start over), from the job statuses the job
+-- table lets go to PENDING (%(job_from)s: status.job_sources_of).
+UPDATE ingestion_jobs SET status = 'PENDING', operation = %(operation)s, force = %(force)s, attempts = 0,
+    max_attempts = %(max_attempts)s, available_at = now(), locked_by = NULL, locked_at = NULL,
+    last_error = NULL, finished_at = NULL, updated_at = now(), queued_at = now(),
+    lost_streak = 0, lost_workers = '{}', lost_since = NULL
+WHERE document_id = %(id)s AND status = ANY(%(job_from)s);
+
+-- notify_workers --
+SELECT pg_notify(%(channel)s, '');
