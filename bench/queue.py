@@ -22,6 +22,7 @@ import time
 from uuid import uuid4
 
 from ultimate_rag.adapters.postgres.database import Database
+from ultimate_rag.adapters.postgres.pipeline import PipelineRepository
 from ultimate_rag.adapters.postgres.queue import JobQueue, queue_database
 from ultimate_rag.worker import run_event_loop
 
@@ -61,23 +62,29 @@ async def seed(db: Database, jobs: int) -> None:
     await db.execute("VACUUM ANALYZE documents")
 
 
-async def claim_loop(queue: JobQueue, worker_id: str, batch: int) -> int:
+async def claim_loop(queue: JobQueue, pipeline: PipelineRepository, worker_id: str, batch: int) -> int:
     done = 0
     while True:
         leases = await queue.claim(worker_id, batch)
         if not leases:
             return done
         # each claimed job runs in its own task, as in the worker; their completions are grouped
-        await asyncio.gather(*(queue.complete_already_ready(lease) for lease in leases))
+        await asyncio.gather(*(pipeline.complete_already_ready(lease) for lease in leases))
         done += len(leases)
+
+
+class _NoVectors:
+    async def delete_by_document(self, document_id: object) -> None:
+        return None
 
 
 async def run_claimers(url: str, claimers: int, batch: int, tag: str) -> int:
     db = queue_database(url, min_size=claimers, max_size=claimers + 1)
     await db.open()
     queue = JobQueue(db, lease_seconds=60)
+    pipeline = PipelineRepository(queue, _NoVectors())  # READY documents only: no twin is ever outdated
     try:
-        counts = await asyncio.gather(*(claim_loop(queue, f"{tag}-{i}", batch) for i in range(claimers)))
+        counts = await asyncio.gather(*(claim_loop(queue, pipeline, f"{tag}-{i}", batch) for i in range(claimers)))
     finally:
         await db.close()
     return sum(counts)

@@ -23,7 +23,7 @@ import psycopg
 
 from ultimate_rag.adapter_factories import make_embedder
 from ultimate_rag.bootstrap import build
-from ultimate_rag.domain.models import KnowledgeBaseSettings
+from ultimate_rag.domain.models import KnowledgeBaseSettings, ReadyCommit
 from ultimate_rag.domain.status import DocumentStatus
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
@@ -137,7 +137,7 @@ async def main_async(args: argparse.Namespace) -> None:
     leases = []
     while claimed := await container.queue.claim("lease-bench", args.concurrency):
         leases.extend(claimed)
-        await asyncio.gather(*(_lease_path(container.queue, lease) for lease in claimed))
+        await asyncio.gather(*(_lease_path(container.pipeline, lease) for lease in claimed))
     assert len(leases) == len(lease_docs)
     lease_cost = lease_meter.per_job(len(lease_docs))
 
@@ -196,19 +196,20 @@ async def _queue_one(container: Any, kb: Any, i: int) -> Any:
     return doc_id
 
 
-async def _lease_path(queue: Any, lease: Any) -> None:
+async def _lease_path(pipeline: Any, lease: Any) -> None:
     for stage in (DocumentStatus.PARSING, DocumentStatus.CHUNKING):
-        await queue.enter_stage(lease, stage)
-    await queue.record_parser(lease, "text", "1")
-    await queue.enter_stage(lease, DocumentStatus.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": 1})
-    await queue.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
-    await queue.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
-    await queue.enter_stage(lease, DocumentStatus.INDEXING, {"stage": "INDEXING", "done": 0, "total": 1})
+        await pipeline.enter_stage(lease, stage)
+    await pipeline.record_parser(lease, "text", "1")
+    await pipeline.enter_stage(lease, DocumentStatus.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": 1})
+    await pipeline.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
+    await pipeline.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
+    await pipeline.enter_stage(lease, DocumentStatus.INDEXING, {"stage": "INDEXING", "done": 0, "total": 1})
 
     async def nothing() -> None:
         return None
 
-    await queue.complete_ready(lease, [], nothing)
+    await pipeline.commit_ready(lease, ReadyCommit(chunks=(), revision=1), write_vectors=nothing,
+                                publish_snapshot=nothing)
 
 
 def main() -> None:

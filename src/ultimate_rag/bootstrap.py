@@ -41,6 +41,7 @@ from .adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from .adapters.postgres.lifecycle import KnowledgeBaseDeletionRepository, LifecycleRepository
 from .adapters.postgres.maintenance import MaintenanceRepository, OperationsQueries
 from .adapters.postgres.migrations import migrate
+from .adapters.postgres.pipeline import PipelineRepository
 from .adapters.postgres.queue import JobQueue, queue_database
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.vectors.generations import IndexGenerations
@@ -102,6 +103,7 @@ class Container:
     knowledge_bases: KnowledgeBaseRepository
     documents: DocumentRepository
     queue: JobQueue
+    pipeline: PipelineRepository  # the pipeline's fenced writes, on the queue's lease and pool
     storage: ObjectStorage
     snapshots: FilesystemChunkSnapshotStore
     embedder: Embedder
@@ -133,7 +135,8 @@ class Container:
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
                                connector_runner=self.connectors.runner if self.connectors else None,
-                               backfill=self.backfill, migrations=self.migrations, janitor=self.janitor)
+                               backfill=self.backfill, migrations=self.migrations, janitor=self.janitor,
+                               timings=self.operations)
 
     async def open(self) -> None:
         await self.db.open()
@@ -228,9 +231,10 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     migrations = EmbeddingMigrations(db=db, repository=migration_rows, models=models, indexes=indexes,
                                      retry_delay_seconds=settings.retry_delay_seconds,
                                      drop_grace_seconds=settings.embedding_migration_grace_seconds)
+    pipeline = PipelineRepository(queue, indexes)
     processor = DocumentProcessor(
-        queue=queue, storage=storage, parsers=parsers, chunker=StructuredChunker(embedder.count_tokens),
-        embedding=embedding, vectors=indexes, snapshots=snapshots, models=models,
+        store=pipeline, storage=storage, parsers=parsers, chunker=StructuredChunker(embedder.count_tokens),
+        embedding=embedding, vectors=indexes, generations=indexes, snapshots=snapshots, models=models,
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
         parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
@@ -249,7 +253,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     kb_removal = KnowledgeBaseRemoval(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=indexes, snapshots=snapshots)
-    deleter = DocumentDeleter(queue=queue, storage=storage, vectors=indexes, snapshots=snapshots,
+    deleter = DocumentDeleter(store=pipeline, storage=storage, vectors=indexes, snapshots=snapshots,
                               knowledge_bases=kb_removal)
     lifecycle = DocumentLifecycle(
         repository=LifecycleRepository(db, max_attempts=settings.max_attempts,
@@ -258,7 +262,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         max_filename_length=settings.max_filename_length,
     )
     return Container(settings=settings, db=db, knowledge_bases=kbs, documents=documents, queue=queue,
-                     storage=storage, snapshots=snapshots, embedder=embedder, embedding=embedding,
+                     pipeline=pipeline, storage=storage, snapshots=snapshots, embedder=embedder, embedding=embedding,
                      vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
                      deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal,
                      answers=make_answers(settings, search, chat),

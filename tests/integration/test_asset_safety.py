@@ -92,7 +92,7 @@ async def test_an_asset_stored_as_html_or_svg_is_only_ever_an_attachment(client,
         key = f"{kb_id}/{doc_id}/assets/{ident}.bin"
         await container.storage.put(key, data, mime)
         async with container.db.transaction() as conn:
-            from ultimate_rag.adapters.postgres.queue import replace_asset_rows
+            from ultimate_rag.adapters.postgres.pipeline import replace_asset_rows
 
             await replace_asset_rows(conn, doc_id, [DocumentAsset(
                 id=ident, document_id=doc_id, knowledge_base_id=kb_id, object_key=key, mime_type=mime,

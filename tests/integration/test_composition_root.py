@@ -14,6 +14,10 @@ async def test_build_wires_everything_the_processes_use(container) -> None:
     assert container.janitor.with_grace(None) is container.janitor
     assert container.janitor.with_grace(0).grace_seconds == 0
     assert container.janitor.grace_seconds == container.settings.orphan_grace_seconds
+    # the pipeline's services get their ports from here: the lease, the repository, the index generations
+    assert worker.queue is container.queue
+    assert container.processor._store is container.pipeline and container.deleter._store is container.pipeline
+    assert container.processor._generations is container.indexes
 
 
 async def test_routes_use_the_containers_events_hub(client, container, monkeypatch) -> None:

@@ -26,7 +26,7 @@ def record_progress(container) -> dict[str, list[dict[str, Any]]]:
     """Every progress value written for a document: what a key polling it (or its event stream)
     could have read while it was EMBEDDING."""
     seen: dict[str, list[dict[str, Any]]] = {}
-    queue = container.processor._queue
+    queue = container.processor._store
     real = queue.report_progress
 
     async def spy(lease, progress):

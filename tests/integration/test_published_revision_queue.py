@@ -26,7 +26,7 @@ async def test_a_rebuild_failed_as_poison_keeps_serving_its_previous_revision(co
     await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
     [ok] = await container.queue.claim("worker-c")
     await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
-    await container.queue.complete_already_ready(ok)
+    await container.pipeline.complete_already_ready(ok)
     await _lose(container, poison, "worker-c")
 
     document = await container.documents.get(poison)

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from ultimate_rag.domain.errors import LeaseLostError
+from ultimate_rag.domain.models import ReadyCommit
 from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.testing.eventually import eventually
 
@@ -48,8 +49,8 @@ async def test_expired_lease_is_reclaimed_and_the_document_restarts(container) -
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("worker-a")
-    await container.queue.enter_stage(a, D.PARSING)
-    await container.queue.enter_stage(a, D.CHUNKING)
+    await container.pipeline.enter_stage(a, D.PARSING)
+    await container.pipeline.enter_stage(a, D.CHUNKING)
     assert await container.queue.claim("worker-b") == []  # the lease is alive
     await expire_lease(container, doc)
     container.queue.retry_delay_seconds = 0
@@ -57,28 +58,29 @@ async def test_expired_lease_is_reclaimed_and_the_document_restarts(container) -
     assert (await container.documents.get(doc)).status == D.PENDING
     [b] = await container.queue.claim("worker-b")
     assert (b.job_id, b.attempt) == (a.job_id, 2)
-    await container.queue.enter_stage(b, D.PARSING)
+    await container.pipeline.enter_stage(b, D.PARSING)
 
 
 async def test_fencing_refuses_every_write_of_a_worker_that_lost_its_job(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("worker-a")
-    await container.queue.enter_stage(a, D.PARSING)
+    await container.pipeline.enter_stage(a, D.PARSING)
     await expire_lease(container, doc)
     container.queue.retry_delay_seconds = 0
     assert await container.queue.claim("worker-b") == []  # converges the lost attempt
     [b] = await container.queue.claim("worker-b")
-    await container.queue.enter_stage(b, D.PARSING)
+    await container.pipeline.enter_stage(b, D.PARSING)
     before = await job_row(container, doc)
 
     assert await container.queue.heartbeat(a) is False
     with pytest.raises(LeaseLostError):
-        await container.queue.enter_stage(a, D.CHUNKING)
+        await container.pipeline.enter_stage(a, D.CHUNKING)
     with pytest.raises(LeaseLostError):
-        await container.queue.report_progress(a, {"done": 1})
+        await container.pipeline.report_progress(a, {"done": 1})
     with pytest.raises(LeaseLostError):
-        await container.queue.complete_ready(a, [], _fail_if_called, revision=1)
+        await container.pipeline.commit_ready(a, ReadyCommit(chunks=(), revision=1), write_vectors=_fail_if_called,
+                                              publish_snapshot=_fail_if_called)
     with pytest.raises(LeaseLostError):
         await container.queue.fail(a, error="x", will_retry=False, delay_seconds=0, document_message="x",
                                    cleanup=_fail_if_called)
@@ -103,7 +105,7 @@ async def test_a_lost_attempt_is_given_back_and_waits_a_backoff(container) -> No
     doc = await queue_document(container, kb, max_attempts=1)
     container.queue.retry_delay_seconds = 60
     [a] = await container.queue.claim("worker-a")
-    await container.queue.enter_stage(a, D.PARSING)
+    await container.pipeline.enter_stage(a, D.PARSING)
     await expire_lease(container, doc)
     assert await container.queue.claim("worker-b") == []  # converged, but not due yet
     job = await job_row(container, doc)
@@ -121,7 +123,7 @@ async def test_a_lost_attempt_is_given_back_and_waits_a_backoff(container) -> No
     await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
     [b] = await container.queue.claim("worker-b")
     assert (b.attempt, b.max_attempts) == (2, 2)
-    await container.queue.enter_stage(b, D.PARSING)
+    await container.pipeline.enter_stage(b, D.PARSING)
 
 
 async def test_every_lost_attempt_is_recorded_and_a_normal_end_resets_the_streak(container) -> None:
@@ -169,7 +171,7 @@ async def test_a_file_that_keeps_killing_workers_fails_as_poison(container) -> N
     [ok] = await container.queue.claim("worker-c")
     assert ok.document_id == healthy
     await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
-    await container.queue.complete_already_ready(ok)  # another job succeeded meanwhile
+    await container.pipeline.complete_already_ready(ok)  # another job succeeded meanwhile
     await _lose(container, poison, "worker-c")
     job = await job_row(container, poison)
     assert job["status"] == "FAILED" and job["attempts"] == 3
@@ -197,7 +199,7 @@ async def test_a_crash_loop_that_kills_other_workers_too_fails_nobody(container)
     await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
     [ok] = await container.queue.claim("worker-c")
     await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
-    await container.queue.complete_already_ready(ok)
+    await container.pipeline.complete_already_ready(ok)
     await _lose(container, doc, "worker-c")
     job = await job_row(container, doc)
     assert (job["status"], job["lost_streak"]) == ("PENDING", 3)
@@ -225,7 +227,7 @@ async def test_lost_attempts_on_one_worker_only_never_fail(container) -> None:
     for _ in range(4):
         await _lose(container, doc, "worker-a")
     await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (other,))
-    await container.queue.complete_already_ready(ok)
+    await container.pipeline.complete_already_ready(ok)
     await _lose(container, doc, "worker-a")
     assert (await job_row(container, doc))["status"] == "PENDING"
 
@@ -259,7 +261,7 @@ async def test_transient_failure_schedules_a_retry_with_backoff(container) -> No
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("w")
-    await container.queue.enter_stage(a, D.PARSING)
+    await container.pipeline.enter_stage(a, D.PARSING)
     await container.queue.fail(a, error="boom", will_retry=True, delay_seconds=120,
                                document_message="attempt 1/3 failed temporarily, retrying automatically: boom")
     job = await job_row(container, doc)
@@ -279,7 +281,7 @@ async def test_graceful_release_does_not_burn_an_attempt(container) -> None:
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("w")
-    await container.queue.enter_stage(a, D.PARSING)
+    await container.pipeline.enter_stage(a, D.PARSING)
     await container.queue.release(a)
     job = await job_row(container, doc)
     assert (job["status"], job["attempts"], job["locked_by"]) == ("PENDING", 0, None)
@@ -294,7 +296,7 @@ async def test_document_and_job_status_change_together(container) -> None:
     doc = await queue_document(container, kb)
     [a] = await container.queue.claim("w")
     for stage in (D.PARSING, D.CHUNKING, D.EMBEDDING):
-        await container.queue.enter_stage(a, stage)
+        await container.pipeline.enter_stage(a, stage)
         row = await container.db.fetchone(
             "SELECT d.status AS d, j.status AS j FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id"
             " WHERE d.id = %s", (doc,))

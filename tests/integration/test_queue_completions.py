@@ -33,7 +33,7 @@ async def test_grouped_completions_end_only_the_jobs_still_owned(container) -> N
                                " WHERE document_id = %s", (docs[1],))
     stolen_before = await job_row(container, docs[1])
 
-    outcomes = await asyncio.gather(*(container.queue.complete_already_ready(leases[d]) for d in docs),
+    outcomes = await asyncio.gather(*(container.pipeline.complete_already_ready(leases[d]) for d in docs),
                                     return_exceptions=True)
 
     assert outcomes[0] is None and outcomes[3] is None
@@ -57,7 +57,7 @@ async def test_concurrent_claimers_with_grouped_completions_run_each_job_once(co
     async def claimer(n: int) -> None:
         while leases := await container.queue.claim(f"w{n}", limit=3):
             claimed.extend(lease.job_id for lease in leases)
-            await asyncio.gather(*(container.queue.complete_already_ready(lease) for lease in leases))
+            await asyncio.gather(*(container.pipeline.complete_already_ready(lease) for lease in leases))
 
     await asyncio.gather(*(claimer(n) for n in range(8)))
     assert len(claimed) == len(set(claimed)) == len(docs)

@@ -24,7 +24,7 @@ async def test_no_lease_lost_warning_when_the_job_finished_during_the_heartbeat_
 
     async def finish() -> None:  # the job succeeds while the heartbeat sleeps
         await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
-        await container.queue.complete_already_ready(lease)
+        await container.pipeline.complete_already_ready(lease)
 
     work = asyncio.create_task(finish())
     lost = asyncio.Event()
@@ -85,7 +85,7 @@ async def test_a_healthy_backlog_is_not_stuck_but_a_silent_worker_and_an_idle_qu
     running = await queue_document(container, kb, "being processed")
     [lease] = await container.queue.claim("busy-worker")
     for stage in (D.PARSING, D.CHUNKING, D.EMBEDDING):
-        await container.queue.enter_stage(lease, stage)
+        await container.pipeline.enter_stage(lease, stage)
     backlog = [await queue_document(container, kb, f"queued {i}") for i in range(3)]
     for doc in [running, *backlog]:
         await _age(container, doc, 3600)  # an hour in their status, a big ingest
@@ -117,13 +117,13 @@ async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(
     kb = await new_kb(container)
     docs = [await queue_document(container, kb, f"Document {n}. {LONG_TEXT}") for n in range(2)]
     reports: dict[object, list[dict]] = {d: [] for d in docs}
-    real = container.queue.report_progress
+    real = container.pipeline.report_progress
 
     async def recording(lease, progress):
         reports[lease.document_id].append(dict(progress))
         await real(lease, progress)
 
-    container.queue.report_progress = recording
+    container.pipeline.report_progress = recording
     container.processor._progress_interval = 0.0
     worker = container.worker(WorkerConfig(concurrency=2, heartbeat_seconds=5))
     stop = asyncio.Event()

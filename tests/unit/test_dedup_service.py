@@ -1,6 +1,8 @@
 """The deduplication service over in-memory fakes of its ports (``DedupStore``, ``VectorStore``):
 fast checks of the verdicts and of what is written, beside the real-database tests in
-``tests/integration/test_dedup*.py`` (which exercise the PostgreSQL store and its locks)."""
+``tests/integration/test_dedup*.py`` (which exercise the PostgreSQL store and its locks). The
+newer twin's READY commit, which outdates the older one, is the pipeline store's
+(``tests/unit/test_processing_fakes.py``, ``tests/integration/test_dedup.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from ultimate_rag.domain.dedup import Candidate
-from ultimate_rag.domain.models import Block, KnowledgeBaseSettings, Lease, ParsedDocument
+from ultimate_rag.domain.models import Block, KnowledgeBaseSettings, Lease, OlderTwin, ParsedDocument, PipelineDocument
 from ultimate_rag.domain.status import DocumentStatus
 from ultimate_rag.services.dedup import Deduplicator
 
@@ -70,9 +72,6 @@ class MemoryDedupStore:
         self.kb_locks += 1
         yield MemorySession(self, self.docs[lease.document_id].status)
 
-    async def lock_knowledge_base(self, conn: Any, knowledge_base_id: UUID) -> None:
-        self.kb_locks += 1
-
     async def outdate(self, conn: Any, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
         doc = self.docs[older]
         if doc.status not in (D.READY, D.PARSING, D.CHUNKING, D.EMBEDDING, D.INDEXING):
@@ -98,9 +97,11 @@ def setup(*docs: Doc) -> tuple[Deduplicator, MemoryDedupStore, MemoryVectors]:
     return Deduplicator(store, vectors, min_chars=20), store, vectors  # type: ignore[arg-type]
 
 
-def row(doc: Doc) -> dict[str, Any]:
-    return {"id": doc.id, "knowledge_base_id": KB, "filename": doc.filename, "created_at": doc.created_at,
-            "source": {}, "dedup_exempt": []}
+def row(doc: Doc, settings: KnowledgeBaseSettings | None = None) -> PipelineDocument:
+    return PipelineDocument(id=doc.id, knowledge_base_id=KB, filename=doc.filename, mime_type="text/markdown",
+                            object_key=f"{KB}/{doc.id}/source.md", sha256="0" * 64, status=doc.status,
+                            content_revision=1, created_at=doc.created_at,
+                            kb_settings=settings or KnowledgeBaseSettings())
 
 
 def lease(doc: Doc) -> Lease:
@@ -110,8 +111,8 @@ def lease(doc: Doc) -> Lease:
 async def test_a_unique_document_records_its_signature_and_no_verdict() -> None:
     doc = Doc(uuid4(), D.PARSING, datetime.now(UTC))
     dedup, store, vectors = setup(doc)
-    decision = await dedup.judge(lease(doc), row(doc), parsed(TEXT), KnowledgeBaseSettings(dedup_mode="exact"))
-    assert decision.older is None and not decision.outdated_self
+    decision = await dedup.judge(lease(doc), row(doc, KnowledgeBaseSettings(dedup_mode="exact")), parsed(TEXT))
+    assert decision.outdate is None and not decision.outdated_self
     assert doc.content_hash and doc.verdict == {} and store.kb_locks == 1 and vectors.deleted == []
 
 
@@ -119,23 +120,22 @@ async def test_the_newer_twin_outdates_the_older_at_its_ready_commit() -> None:
     now = datetime.now(UTC)
     older, newer = Doc(uuid4(), D.READY, now - timedelta(hours=1)), Doc(uuid4(), D.PARSING, now)
     dedup, _, vectors = setup(older, newer)
-    await dedup.judge(lease(older), row(older), parsed(TEXT), KnowledgeBaseSettings())  # its hash, first
+    await dedup.judge(lease(older), row(older), parsed(TEXT))  # its hash, first
     older.status = D.READY
-    decision = await dedup.judge(lease(newer), row(newer), parsed(TEXT), KnowledgeBaseSettings())
-    assert decision.older == older.id and older.status == D.READY  # nothing changes before READY
-    hooks = dedup.completion_hooks(KB, newer.id, decision)
-    await hooks["lock_first"](None)
-    await hooks["alongside"](None)
-    assert older.status == D.OUTDATED and older.duplicate_of == newer.id and older.verdict["role"] == "older"  # type: ignore[comparison-overlap]
-    assert vectors.deleted == [older.id]
+    decision = await dedup.judge(lease(newer), row(newer), parsed(TEXT))
+    assert older.status == D.READY and vectors.deleted == []  # nothing changes before READY
+    # the READY commit gets the older twin as data, with the verdict its document will record
+    assert decision.outdate == OlderTwin(older.id, KB, {**(decision.verdict or {}),
+                                                        "compared_document_id": str(newer.id), "role": "older"})
+    assert newer.verdict["role"] == "newer" and newer.verdict["compared_document_id"] == str(older.id)
 
 
 async def test_the_older_twin_judged_last_is_outdated_at_once() -> None:
     now = datetime.now(UTC)
     newer, older = Doc(uuid4(), D.READY, now), Doc(uuid4(), D.PARSING, now - timedelta(hours=1))
     dedup, _, vectors = setup(newer, older)
-    await dedup.judge(lease(newer), row(newer), parsed(TEXT), KnowledgeBaseSettings())
-    decision = await dedup.judge(lease(older), row(older), parsed(TEXT), KnowledgeBaseSettings())
+    await dedup.judge(lease(newer), row(newer), parsed(TEXT))
+    decision = await dedup.judge(lease(older), row(older), parsed(TEXT))
     assert decision.outdated_self and older.status == D.OUTDATED and older.duplicate_of == newer.id
     assert vectors.deleted == [older.id]
 
@@ -143,9 +143,9 @@ async def test_the_older_twin_judged_last_is_outdated_at_once() -> None:
 async def test_too_little_text_is_never_compared_and_off_does_nothing() -> None:
     doc = Doc(uuid4(), D.PARSING, datetime.now(UTC))
     dedup, store, _ = setup(doc)
-    await dedup.judge(lease(doc), row(doc), parsed("Test"), KnowledgeBaseSettings())
+    await dedup.judge(lease(doc), row(doc), parsed("Test"))
     assert doc.content_hash is None and "too little text" in doc.verdict["skipped"]
     locks = store.kb_locks
-    assert (await dedup.judge(lease(doc), row(doc), parsed(TEXT), KnowledgeBaseSettings(dedup_mode="off"))) \
+    assert (await dedup.judge(lease(doc), row(doc, KnowledgeBaseSettings(dedup_mode="off")), parsed(TEXT))) \
         .verdict is None
     assert store.kb_locks == locks  # off: not even the lock

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from .models import ParsedDocument
+from .models import OlderTwin, ParsedDocument
 
 NUM_PERM = 128
 BANDS = 32  # 32 bands x 4 rows: a pair at Jaccard 0.5 shares a band with ~87 % chance, at 0.8 ~100 %
@@ -123,6 +123,17 @@ class Match:
     verdict: Verdict
     score: float
     method: str  # "exact" | "minhash"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Deduplication's outcome for the document being processed, as data: nothing to do; this
+    document is the older twin, OUTDATED already (nothing is embedded); or ``outdate``, the older
+    twin that this document's READY commit makes OUTDATED in the same transaction."""
+
+    outdated_self: bool = False
+    outdate: OlderTwin | None = None
+    verdict: dict[str, Any] | None = None  # the verdict recorded on this document (None: not judged)
 
 
 def judge(*, filename: str, text_hash: str, hashvalues: list[int] | None, candidates: list[Candidate],

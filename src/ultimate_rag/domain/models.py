@@ -95,6 +95,36 @@ class Document(DocumentFile):
 
 
 @dataclass(frozen=True, slots=True)
+class PipelineDocument:
+    """A document as a job reads it when it starts (processing, deduplication, deletion), with its
+    knowledge base's settings: the pipeline's one view of the row, read under no lock."""
+
+    id: UUID
+    knowledge_base_id: UUID
+    filename: str
+    mime_type: str
+    object_key: str
+    sha256: str
+    status: DocumentStatus
+    content_revision: int
+    created_at: datetime
+    source: dict[str, Any] = field(default_factory=dict)
+    dedup_exempt: tuple[UUID, ...] = ()  # documents deduplication never compares it with
+    kb_settings: KnowledgeBaseSettings = field(default_factory=KnowledgeBaseSettings)
+    kb_deleting: bool = False  # its knowledge base is being deleted
+
+
+@dataclass(frozen=True, slots=True)
+class OlderTwin:
+    """The older of two duplicates, made OUTDATED by the newer one's READY commit: ``verdict`` is
+    what its document records (role "older", compared with the newer)."""
+
+    document_id: UUID
+    knowledge_base_id: UUID  # whose deduplication lock the commit takes first
+    verdict: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Lease:
     """What a worker proves on every write it makes for a job (fencing, SPEC §4)."""
 
@@ -227,6 +257,16 @@ class EmbeddedChunk:
     chunk: Chunk
     embedding: tuple[float, ...]
     sparse: dict[int, float] | None = None  # learned sparse vector (index -> weight), L2-normalised
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyCommit:
+    """What the READY commit writes as data: the new revision's chunks and, when deduplication
+    judged this document the newer of two, the older twin it outdates in the same transaction."""
+
+    chunks: tuple[Chunk, ...]
+    revision: int
+    outdate: OlderTwin | None = None
 
 
 @dataclass(frozen=True, slots=True)

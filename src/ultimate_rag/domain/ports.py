@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,11 +16,14 @@ from .embedding_models import IndexPlan
 from .models import (
     Chunk,
     Document,
+    DocumentAsset,
     DocumentSource,
     EmbeddedChunk,
     KnowledgeBase,
     Lease,
     ParsedDocument,
+    PipelineDocument,
+    ReadyCommit,
     VectorHit,
 )
 from .search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
@@ -239,6 +243,82 @@ class DedupStore(Protocol):
         """A fenced transaction (``LeaseLostError`` when the job is no longer ours)."""
         ...
 
-    # the READY commit's hooks: they run on the commit's own transaction (an opaque ``conn``)
-    async def lock_knowledge_base(self, conn: Any, knowledge_base_id: UUID) -> None: ...
-    async def outdate(self, conn: Any, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool: ...
+
+
+# -- the job pipeline: the lease (the queue) and the pipeline's fenced writes (its repository) -------
+class JobLeasesPort(Protocol):
+    """The job queue as the worker uses it: claim leases in queue order (``idle``: this worker runs
+    nothing, so it may take a suspect), renew one (False once lost), end an attempt (retry later
+    or FAILED; ``cleanup`` runs while the job row is still locked), hand one back without burning
+    an attempt, and wait until work is announced."""
+
+    async def claim(self, worker_id: str, limit: int = 1, *, idle: bool = True) -> list[Lease]: ...
+    async def heartbeat(self, lease: Lease) -> bool: ...
+    async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
+                   document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None: ...
+    async def release(self, lease: Lease) -> None: ...
+    async def wait_for_work(self, timeout: float, stop: asyncio.Event) -> None: ...
+
+
+class PipelineStore(Protocol):
+    """The pipeline's reads and its fenced writes. Every write first checks that the job is still
+    this lease's (``LeaseLostError``, before anything is written, when it is not) and that the
+    document may move to the status written (the transition table)."""
+
+    async def load_document(self, document_id: UUID) -> PipelineDocument | None: ...
+    async def enter_stage(self, lease: Lease, status: DocumentStatus,
+                          progress: dict[str, Any] | None = None) -> None: ...
+    async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None: ...
+    async def record_parser(self, lease: Lease, name: str, version: str) -> None: ...
+    async def record_warnings(self, lease: Lease, warnings: Sequence[str]) -> None: ...
+    async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset], revision: int) -> list[str]:
+        """The revision's asset rows; returns the object keys no longer referenced."""
+        ...
+
+    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *, write_vectors: Callable[[], Awaitable[None]],
+                           publish_snapshot: Callable[[], Awaitable[None]]) -> list[str]:
+        """INDEXING -> READY in one transaction; returns the previous revision's asset keys."""
+        ...
+
+    async def complete_already_ready(self, lease: Lease) -> None: ...
+    async def commit_deleted(self, lease: Lease, *, hard: bool,
+                             remove_outside: Callable[[Sequence[str]], Awaitable[None]]) -> None:
+        """DELETING -> DELETED (or the row gone); ``remove_outside`` gets the asset object keys."""
+        ...
+
+    async def published_chunk_ids(self, document_id: UUID) -> list[UUID]: ...
+
+
+class StageTimingsReader(Protocol):
+    async def finished_stage_timings(self, document_id: UUID) -> dict[str, str] | None: ...
+
+
+class ParseRunnerPort(Protocol):
+    """Runs a parser (isolated in a child process, or in a thread), reporting pages done."""
+
+    async def parse(self, parser: Parser, source: DocumentSource,
+                    on_progress: Callable[[int, int], Awaitable[None]] | None = None) -> ParsedDocument: ...
+
+
+class IndexPlanView(Protocol):
+    """Where a knowledge base's vectors go now: its current index generation and, while an
+    embedding-model migration runs, the one being built (``adapters/vectors/generations.py``).
+    A generation is opaque here: it is written to, compared, and its ``spec`` names the model."""
+
+    @property
+    def knowledge_base_id(self) -> UUID: ...
+    @property
+    def current(self) -> Any: ...
+    @property
+    def target(self) -> Any | None: ...
+    @property
+    def migration_id(self) -> int | None: ...
+
+
+class IndexGenerationsPort(Protocol):
+    """The vector index generations the pipeline writes (each generation's vectors, embedded with
+    its own model)."""
+
+    async def plan(self, kb_id: UUID, /) -> IndexPlanView: ...
+    async def write(self, kb_id: UUID, items_by_generation: Sequence[tuple[Any, Sequence[EmbeddedChunk]]],
+                    /) -> None: ...

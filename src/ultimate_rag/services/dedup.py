@@ -17,12 +17,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-from uuid import UUID
 
 from ..domain import dedup as rules
+from ..domain.dedup import Decision
 from ..domain.errors import LeaseLostError
-from ..domain.models import KnowledgeBaseSettings, Lease, ParsedDocument
+from ..domain.models import Lease, OlderTwin, ParsedDocument, PipelineDocument
 from ..domain.ports import DedupStore, VectorStore
 from ..domain.status import DocumentStatus, check_transition
 
@@ -32,13 +31,6 @@ class Signature:
     text_hash: str
     hashvalues: list[int] | None
     bands: list[tuple[int, int]] | None
-
-
-@dataclass(frozen=True)
-class Decision:
-    outdated_self: bool = False  # this document is the older twin: it is OUTDATED already
-    older: UUID | None = None  # the older twin to outdate when this document becomes READY
-    verdict: dict[str, Any] | None = None
 
 
 DEFAULT_MIN_CHARS = 50
@@ -63,13 +55,15 @@ class Deduplicator:
         self._vectors = vectors
         self._min_chars = min_chars
 
-    async def judge(self, lease: Lease, row: dict[str, Any], parsed: ParsedDocument,
-                    settings: KnowledgeBaseSettings) -> Decision:
+    async def judge(self, lease: Lease, document: PipelineDocument, parsed: ParsedDocument) -> Decision:
+        """The verdict on ``document``, recorded on it; the older twin is outdated at once when it
+        is this document, else the decision names it for this document's READY commit."""
+        settings = document.kb_settings
         mode = rules.DedupMode(settings.dedup_mode)
         if mode == rules.DedupMode.OFF:
             return Decision()
         content = rules.document_content(parsed)
-        kb_id, doc_id = row["knowledge_base_id"], row["id"]
+        kb_id, doc_id = document.knowledge_base_id, document.id
         if content.amount < self._min_chars:
             async with self._store.judging(lease, kb_id) as session:
                 await session.record_signature(knowledge_base_id=kb_id, document_id=doc_id, text_hash=None,
@@ -82,8 +76,8 @@ class Deduplicator:
         async with self._store.judging(lease, kb_id) as session:
             found = await session.candidates(knowledge_base_id=kb_id, document_id=doc_id,
                                              text_hash=signature.text_hash, bands=signature.bands,
-                                             exempt=list(row.get("dedup_exempt") or []))
-            match = rules.judge(filename=row["filename"], text_hash=signature.text_hash,
+                                             exempt=list(document.dedup_exempt))
+            match = rules.judge(filename=document.filename, text_hash=signature.text_hash,
                                 hashvalues=signature.hashvalues, candidates=found, mode=mode,
                                 threshold=settings.near_duplicate_threshold)
             if match is None:
@@ -93,7 +87,7 @@ class Deduplicator:
                 await session.record_verdict(doc_id, {})
                 return Decision()
             other = next(c for c in found if c.document_id == match.document_id)
-            self_newer = rules.is_newer((row["created_at"], row["source"] or {}, doc_id),
+            self_newer = rules.is_newer((document.created_at, document.source, doc_id),
                                         (other.created_at, other.source, other.document_id))
             verdict = {"verdict": match.verdict.value, "score": match.score, "method": match.method,
                        "compared_document_id": str(match.document_id), "mode": mode.value,
@@ -103,7 +97,9 @@ class Deduplicator:
                                                text_hash=signature.text_hash, hashvalues=signature.hashvalues,
                                                bands=signature.bands)
                 await session.record_verdict(doc_id, {**verdict, "role": "newer"})
-                return Decision(older=match.document_id, verdict=verdict)
+                twin = OlderTwin(match.document_id, kb_id,
+                                 {**verdict, "compared_document_id": str(doc_id), "role": "older"})
+                return Decision(outdate=twin, verdict=verdict)
             check_transition(session.current, DocumentStatus.OUTDATED)
             await session.record_content_hash(doc_id, signature.text_hash)
             outdated = await session.outdate(older=doc_id, newer=match.document_id,
@@ -112,21 +108,3 @@ class Deduplicator:
                 raise LeaseLostError("the document changed while it was judged")
         await self._vectors.delete_by_document(doc_id)
         return Decision(outdated_self=True, verdict=verdict)
-
-    def completion_hooks(self, knowledge_base_id: UUID, document_id: UUID, decision: Decision) -> dict[str, Any]:
-        """Hooks for the READY commit: outdate the older twin in the same transaction, under the
-        knowledge base's deduplication lock (taken before any row lock)."""
-        if decision.older is None:
-            return {}
-        older = decision.older
-
-        async def kb_lock(conn: Any) -> None:
-            await self._store.lock_knowledge_base(conn, knowledge_base_id)
-
-        async def outdate_older(conn: Any) -> None:
-            if await self._store.outdate(conn, older=older, newer=document_id,
-                                         verdict={**(decision.verdict or {}), "compared_document_id": str(document_id),
-                                                  "role": "older"}):
-                await self._vectors.delete_by_document(older)
-
-        return {"lock_first": kb_lock, "alongside": outdate_older}

@@ -19,10 +19,9 @@ from typing import Any
 
 import psycopg
 
-from ..adapters.postgres.maintenance import OperationsQueries
-from ..adapters.postgres.queue import JobQueue
 from ..domain.errors import PermanentError
 from ..domain.models import Lease
+from ..domain.ports import JobLeasesPort, StageTimingsReader
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
@@ -52,10 +51,11 @@ class WorkerConfig:
 
 
 class IngestionWorker:
-    def __init__(self, queue: JobQueue, processor: DocumentProcessor, config: WorkerConfig,
+    def __init__(self, queue: JobLeasesPort, processor: DocumentProcessor, config: WorkerConfig,
                  worker_id: str | None = None, deleter: DocumentDeleter | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None, backfill: Any = None, migrations: Any = None) -> None:
+                 connector_runner: SyncRunner | None = None, backfill: Any = None, migrations: Any = None,
+                 timings: StageTimingsReader | None = None) -> None:
         self.queue = queue
         self.migrations = migrations  # EmbeddingMigrations: its items run one at a time beside the jobs
         self.backfill = backfill  # SparseBackfill: run a batch whenever no job is due
@@ -66,7 +66,7 @@ class IngestionWorker:
         self.metrics = metrics or WorkerMetrics()
         self.janitor = janitor
         self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
-        self._operations = OperationsQueries(queue.db)
+        self._timings = timings  # each finished job's stage timings, for the stage-duration metrics
         self._tasks: dict[asyncio.Task[None], Lease] = {}
         self.runner = LeasedRunner(_JobLeases(self), heartbeat_seconds=config.heartbeat_seconds,
                                     label=lambda lease: f"job {lease.job_id}",
@@ -189,8 +189,10 @@ class IngestionWorker:
         if lease.operation == JobOperation.DELETE:
             self.metrics.stage_seconds.labels(stage="DELETING").observe(seconds)
             return
+        if self._timings is None:
+            return
         try:
-            timings = await self._operations.finished_stage_timings(lease.document_id)
+            timings = await self._timings.finished_stage_timings(lease.document_id)
         except Exception as exc:  # metrics never turn a finished job into a failure
             log.debug("job %s: stage timings unavailable: %s", lease.job_id, exc)
             return

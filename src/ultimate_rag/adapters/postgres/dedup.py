@@ -1,7 +1,8 @@
 """Deduplication facts in PostgreSQL: content hashes, MinHash signatures and LSH bands, looked up
 under a per-knowledge-base advisory lock so two workers judging near-duplicates at the same moment
 decide one after the other (exactly one stays READY). The SQL is in ``dedup.sql``; every function
-runs in the caller's (fenced) transaction."""
+runs in the caller's (fenced) transaction: the judging's here, the READY commit's that outdates an
+older twin in ``pipeline.py``."""
 
 from __future__ import annotations
 
@@ -112,9 +113,3 @@ class PostgresDedupStore:
 
         async with self._queue.fenced(lease, kb_lock) as (conn, current):
             yield _Session(conn, current)
-
-    async def lock_knowledge_base(self, conn: Connection, knowledge_base_id: UUID) -> None:
-        await lock_knowledge_base(conn, knowledge_base_id)
-
-    async def outdate(self, conn: Connection, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
-        return await outdate(conn, older=older, newer=newer, verdict=verdict)

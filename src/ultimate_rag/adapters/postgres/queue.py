@@ -1,4 +1,7 @@
-"""The job queue seen from the worker side: claim, heartbeat and every fenced write (SPEC §4).
+"""The job queue seen from the worker side (SPEC §4): claim, heartbeat, wait for work, end an
+attempt (fail: retry or FAILED) or hand it back (release), and the fencing every other write of a
+job builds on (``fenced``, ``fenced_update``). What the pipeline writes under that fencing (stages,
+assets, the READY and DELETED commits) is ``pipeline.py``'s.
 
 A fenced write first locks the job row with the lease condition (RUNNING, locked_by = me,
 attempts = my attempt). If that finds nothing, the lease is lost and ``LeaseLostError`` is raised
@@ -10,30 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, NoReturn
 from uuid import UUID
 
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from ...domain import status as tables
 from ...domain.errors import LeaseLostError
-from ...domain.models import Chunk, DocumentAsset, Lease
-from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition, sources_of
-from .batching import GroupedCalls
+from ...domain.models import Lease
+from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition
 from .database import Connection, Database
-from .documents import NOTIFY_CHANNEL, notify_workers, published_chunk_ids
+from .documents import NOTIFY_CHANNEL, notify_workers
 from .sql import load_queries
 
 log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
-# the fenced document updates: one fencing statement, four ways to change the document
-_SET_STAGE, _SET_PROGRESS, _SET_PARSER, _SET_WARNINGS = (
-    Q["fenced_document_update"].replace("{assignments}", Q[name])
-    for name in ("set_stage", "set_progress", "set_parser", "set_warnings"))
 ConnHook = Callable[[Connection], Awaitable[None]]
 # no longer produced (a lost attempt is given back; see the claim); kept for readers of old rows
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
@@ -75,7 +72,6 @@ class JobQueue:
         self.retry_delay_seconds = retry_delay_seconds
         self.poison_after = poison_after  # lost attempts in a row (on 2+ workers) that make a poison file
         self._listener: psycopg.AsyncConnection[Any] | None = None
-        self._completions: GroupedCalls[Lease, bool] = GroupedCalls(self._complete_ready_jobs)
 
     @property
     def db(self) -> Database:
@@ -141,7 +137,7 @@ class JobQueue:
             with contextlib.suppress(Exception):
                 await listener.close()
 
-    # -- fenced writes --------------------------------------------------------------------------
+    # -- fencing: the primitives every write of a job builds on ---------------------------------
     @asynccontextmanager
     async def fenced(self, lease: Lease, lock_first: ConnHook | None = None,
                      ) -> AsyncIterator[tuple[Connection, DocumentStatus]]:
@@ -158,108 +154,35 @@ class JobQueue:
                 raise LeaseLostError("the document no longer exists")
             yield conn, DocumentStatus(doc["status"])
 
-    async def _fenced_update(self, lease: Lease, sql: str, params: dict[str, Any],
-                             from_statuses: frozenset[DocumentStatus] | None = None) -> None:
+    async def fenced_update(self, lease: Lease, statement: str, params: dict[str, Any],
+                            from_statuses: frozenset[DocumentStatus] | None = None) -> None:
         """One round trip: the lease is checked (and renewed) and the document updated together.
-        ``sql`` is one of the ``_SET_*`` statements of this module, never user input."""
+        ``statement`` is a ``fenced_document_update`` composed once by its module (never user
+        input); the document changes only from ``from_statuses`` (default: any)."""
         allowed = sorted(from_statuses if from_statuses is not None else DocumentStatus)
-        row = await self._db.fetchone(sql, {**_lease_params(lease), **params, "document_id": lease.document_id,
-                                            "from_statuses": [s.value for s in allowed]})
+        row = await self._db.fetchone(statement, {**_lease_params(lease), **params, "document_id": lease.document_id,
+                                                  "from_statuses": [s.value for s in allowed]})
         if row is None:
             await self._explain_refusal(lease, params.get("status"))
 
-    async def _explain_refusal(self, lease: Lease, target: str | None) -> None:
+    async def lease_state(self, lease: Lease) -> tuple[bool, DocumentStatus | None]:
+        """Why a fenced statement changed nothing: is the job still ours, and where is the document?"""
         state = await self._db.fetchone(Q["fencing_state"], _lease_params(lease))
-        if state is None or not state["owned"]:
+        if state is None:
+            return False, None
+        status = state["document_status"]
+        return bool(state["owned"]), DocumentStatus(status) if status is not None else None
+
+    async def _explain_refusal(self, lease: Lease, target: str | None) -> NoReturn:
+        owned, current = await self.lease_state(lease)
+        if not owned:
             raise LeaseLostError()
-        if state["document_status"] is None:
+        if current is None:
             raise LeaseLostError("the document no longer exists")
-        check_transition(state["document_status"], target or state["document_status"])
-        raise LeaseLostError(f"document is {state['document_status']}")  # pragma: no cover - defensive
+        check_transition(current, target or current)
+        raise LeaseLostError(f"document is {current}")  # pragma: no cover - defensive
 
-    async def enter_stage(self, lease: Lease, status: DocumentStatus, progress: dict[str, Any] | None = None) -> None:
-        """Status before action: commit the stage before its work starts; clears a stale error.
-        Entering PARSING starts a new run, so the stage timings start over."""
-        await self._fenced_update(lease, _SET_STAGE, {"status": status.value, "progress": Jsonb(progress or {})},
-                                  sources_of(status))
-
-    async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None:
-        await self._fenced_update(lease, _SET_PROGRESS, {"progress": Jsonb(progress)})
-
-    async def record_parser(self, lease: Lease, name: str, version: str) -> None:
-        """Before a parse: its parser, and no warnings yet (a failed parse leaves none behind)."""
-        await self._fenced_update(lease, _SET_PARSER, {"name": name, "version": version})
-
-    async def record_warnings(self, lease: Lease, warnings: Sequence[str]) -> None:
-        await self._fenced_update(lease, _SET_WARNINGS, {"warnings": Jsonb(list(warnings))})
-
-    async def complete_ready(self, lease: Lease, chunks: Sequence[Chunk],
-                             write_vectors: Callable[[], Awaitable[None]], *, revision: int,
-                             lock_first: ConnHook | None = None, alongside: ConnHook | None = None,
-                             before_commit: Callable[[], Awaitable[None]] | None = None) -> list[str]:
-        """INDEXING -> READY: the revision swap. The new revision's chunks go in, ``published_revision``
-        becomes ``revision``, the previous revision's chunk and asset rows go and the job ends, all
-        in one transaction: search sees the old revision or the new one, never a mix or nothing.
-        Returns the object keys of the previous revision's assets, to remove after the commit (with
-        the previous revision's vectors and snapshot: a crash first leaves them to the janitor).
-
-        READY is the commit flag (SPEC §4 rule 2): it is written last, together with the facts it
-        vouches for, and only while the job is still ours. ``write_vectors`` (the new revision's
-        vectors, beside the published ones) runs while the job row is locked by this transaction,
-        so no other worker can own the job while vectors are written.
-        """
-        async with self.fenced(lease, lock_first) as (conn, current):
-            check_transition(current, DocumentStatus.READY)
-            await write_vectors()
-            if alongside is not None:  # e.g. the older duplicate becomes OUTDATED in the same commit
-                await alongside(conn)
-            document = {"document_id": lease.document_id}
-            await conn.execute(Q["delete_chunks"], document)
-            async with conn.cursor() as cur:
-                await cur.executemany(
-                    Q["insert_chunk"],
-                    [(c.id, c.document_id, c.knowledge_base_id, revision, c.ordinal, c.content, c.token_count,
-                      list(c.heading_path), Jsonb(c.locator.to_metadata()), Jsonb(c.metadata)) for c in chunks],
-                )
-            stale = await (await conn.execute(Q["delete_other_revisions_assets"],
-                                              {**document, "revision": revision})).fetchall()
-            await conn.execute(Q["document_ready"], {**document, "chunk_count": len(chunks), "revision": revision})
-            await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
-            if before_commit is not None:  # the last step before the commit (the snapshot's rename)
-                await before_commit()
-            return [r["object_key"] for r in stale]
-        raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
-
-    async def complete_already_ready(self, lease: Lease) -> None:
-        """``complete`` for a document that is READY already: only the job changes. Concurrent
-        completions share one statement (each still fenced on its own lease)."""
-        if not await self._completions.submit(lease):
-            state = await self._db.fetchone(Q["fencing_state"], _lease_params(lease))
-            if not state or not state["owned"]:
-                raise LeaseLostError()
-            raise LeaseLostError(f"document is {state['document_status']}, not READY")
-
-    async def _complete_ready_jobs(self, leases: list[Lease]) -> list[bool]:
-        ended = {r["id"] for r in await self._db.fetchall(Q["complete_ready_jobs"], {
-            "job_ids": [x.job_id for x in leases], "worker_ids": [x.worker_id for x in leases],
-            "attempts": [x.attempt for x in leases]})}
-        return [x.job_id in ended for x in leases]
-
-    async def complete_delete(self, lease: Lease, *, hard: bool,
-                              remove_outside: Callable[[Connection], Awaitable[None]]) -> None:
-        """DELETING -> DELETED (soft: the row stays, its derived data goes) or the row is gone (hard).
-        ``remove_outside`` removes vectors, objects and the snapshot while the job row is locked."""
-        async with self.fenced(lease) as (conn, current):
-            check_transition(current, DocumentStatus.DELETED)
-            await remove_outside(conn)
-            document = {"document_id": lease.document_id}
-            if hard:
-                await conn.execute(Q["delete_document"], document)
-                return
-            for name in ("delete_chunks", "delete_assets", "delete_hash_bands", "document_deleted"):
-                await conn.execute(Q[name], document)
-            await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
-
+    # -- the end of an attempt -----------------------------------------------------------------
     async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
                    document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
         """End this attempt: retry later (job and document PENDING) or FAILED. The partial index is
@@ -289,16 +212,11 @@ class JobQueue:
                 await conn.execute(Q["document_released"], {"document_id": lease.document_id})
             await notify_workers(conn)
 
-    async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset], revision: int) -> list[str]:
-        async with self.fenced(lease) as (conn, _):
-            return await replace_asset_rows(conn, lease.document_id, assets, revision)
 
-    async def published_chunk_ids(self, document_id: UUID) -> list[UUID]:
-        """The chunks search may serve for this document (empty when it has no published revision)."""
-        return await published_chunk_ids(self._db, document_id)
-
-    async def load_document_row(self, document_id: UUID) -> dict[str, Any] | None:
-        return await self._db.fetchone(Q["load_document"], {"document_id": document_id})
+def fenced_document_update(assignments: str) -> str:
+    """The one fencing statement (``fenced_document_update`` in queue.sql) with its SET list: a
+    fragment of a ``.sql`` file, composed once at import by the module that owns it."""
+    return Q["fenced_document_update"].replace("{assignments}", assignments)
 
 
 async def _drain(gen: Any) -> None:
@@ -322,22 +240,3 @@ async def drop_unpublished(conn: Connection, document_id: UUID) -> None:
     a published revision, the failed one's asset rows go too (their objects are the janitor's)."""
     for name in ("delete_unpublished_chunks", "delete_unpublished_assets", "unpublished_chunk_count"):
         await conn.execute(Q[name], {"document_id": document_id})
-
-
-async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset],
-                             revision: int | None = None) -> list[str]:
-    """Swap the asset rows of one revision of the document (default: its current one; those of the
-    published revision stay until the READY commit); returns the object keys no longer referenced."""
-    if revision is None:
-        row = await (await conn.execute(Q["content_revision"], {"document_id": document_id})).fetchone()
-        revision = row["content_revision"] if row else 1
-    params = {"document_id": document_id, "revision": revision}
-    old = await (await conn.execute(Q["delete_revision_assets"], params)).fetchall()
-    async with conn.cursor() as cur:
-        await cur.executemany(
-            Q["insert_asset"],
-            [(a.id, a.document_id, a.knowledge_base_id, revision, a.object_key, a.mime_type, a.size_bytes, a.page,
-              a.description, a.locator_key) for a in assets],
-        )
-    keep = {a.object_key for a in assets}
-    return [r["object_key"] for r in old if r["object_key"] not in keep]

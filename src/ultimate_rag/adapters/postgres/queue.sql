@@ -154,7 +154,7 @@ FROM claimed c;
 -- Fencing in one statement: lock the job row only if it is still ours (RUNNING, locked_by = me,
 -- attempts = my attempt; re-checked after any concurrent update), renew the lease, then update
 -- the document if its current status may move to the new one. Job row first, document second:
--- the lock order used everywhere. The SET list is one of the set_* fragments below.
+-- the lock order used everywhere. The SET list is one of the set_* fragments of pipeline.sql.
 WITH owned AS (
     SELECT id FROM ingestion_jobs
     WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
@@ -167,27 +167,6 @@ SET {assignments}, updated_at = now()
 FROM renewed
 WHERE d.id = %(document_id)s AND d.status = ANY(%(from_statuses)s)
 RETURNING d.id;
-
--- complete_ready_jobs --
--- ``complete`` for documents that are READY already, many jobs in one statement (concurrent
--- completions are grouped, see queue.py): each job ends only if it is still owned by the worker and
--- attempt that completes it, and its document is READY. Job rows are locked in id order, so two
--- such batches never deadlock. Returns the jobs that ended; any other was fenced out.
-WITH batch AS (
-    SELECT * FROM unnest(%(job_ids)s::uuid[], %(worker_ids)s::text[], %(attempts)s::int[])
-        AS b(job_id, worker_id, attempt)
-), owned AS (
-    SELECT j.id FROM ingestion_jobs j JOIN batch b ON b.job_id = j.id
-    WHERE j.status = 'RUNNING' AND j.locked_by = b.worker_id AND j.attempts = b.attempt
-    ORDER BY j.id
-    FOR UPDATE OF j
-)
-UPDATE ingestion_jobs j
-SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
-    lost_streak = 0, lost_workers = '{}', lost_since = NULL
-WHERE j.id = ANY (ARRAY(SELECT id FROM owned))
-  AND EXISTS (SELECT 1 FROM documents d WHERE d.id = j.document_id AND d.status = 'READY')
-RETURNING j.id;
 
 -- fencing_state --
 -- Why a fenced statement changed nothing: is the job still ours, and where is the document?
@@ -205,23 +184,6 @@ SELECT status FROM documents WHERE id = %(document_id)s FOR UPDATE;
 SELECT id FROM ingestion_jobs
 WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
 FOR UPDATE;
-
--- set_stage --
--- (fragment of fenced_document_update) status before action, a stale error cleared; entering
--- PARSING starts a new run, so the stage timings start over
-status = %(status)s, error_message = NULL, progress = %(progress)s,
-stage_timings = CASE WHEN %(status)s = 'PARSING' THEN '{}'::jsonb ELSE d.stage_timings END
-    || jsonb_build_object(%(status)s::text, now())
-
--- set_progress --
-progress = %(progress)s
-
--- set_parser --
--- (fragment) before a parse: its parser, and no warnings yet (a failed parse leaves none behind)
-parser_name = %(name)s, parser_version = %(version)s, warnings = '[]'
-
--- set_warnings --
-warnings = %(warnings)s
 
 -- heartbeat --
 UPDATE ingestion_jobs SET locked_at = now()
@@ -245,34 +207,12 @@ SET status = 'FAILED', locked_by = NULL, locked_at = NULL, updated_at = now(), f
         'attempt', attempts, 'at', now(), 'error', %(error)s::text))
 WHERE id = %(job_id)s;
 
--- succeed_job --
-UPDATE ingestion_jobs
-SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
-    lost_streak = 0, lost_workers = '{}', lost_since = NULL
-WHERE id = %(job_id)s;
-
 -- release_job --
 -- Graceful shutdown: hand the job back without burning the attempt it was claimed with.
 UPDATE ingestion_jobs
 SET status = 'PENDING', attempts = greatest(attempts - 1, 0), available_at = now(),
     locked_by = NULL, locked_at = NULL, updated_at = now(), lost_streak = 0, lost_workers = '{}', lost_since = NULL
 WHERE id = %(job_id)s;
-
-
--- document_ready --
--- READY is the commit flag (SPEC §4 rule 2): written last, with the facts it vouches for.
--- The revision swap: the new revision becomes the one search serves, in the same transaction.
-UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %(chunk_count)s,
-    published_revision = %(revision)s, progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),
-    stage_timings = stage_timings || jsonb_build_object('READY', now())
-WHERE id = %(document_id)s;
-
--- document_deleted --
--- Soft delete: the row stays (its source object too); what was derived from it is gone.
-UPDATE documents SET status = 'DELETED', deleted_at = now(), chunk_count = 0, progress = '{}'::jsonb,
-    error_message = NULL, duplicate_of = NULL, content_hash = NULL, minhash = NULL, updated_at = now(),
-    stage_timings = stage_timings || jsonb_build_object('DELETED', now())
-WHERE id = %(document_id)s;
 
 -- document_attempt_ended --
 -- A failed attempt: PENDING (a retry is scheduled) or FAILED, with its message; a FAILED rebuild
@@ -302,44 +242,6 @@ WHERE id = %(document_id)s;
 UPDATE documents SET status = 'PENDING', progress = '{}'::jsonb, updated_at = now()
 WHERE id = %(document_id)s;
 
--- delete_document --
-DELETE FROM documents WHERE id = %(document_id)s;
-
--- delete_chunks --
-DELETE FROM chunks WHERE document_id = %(document_id)s;
-
--- insert_chunk --
-INSERT INTO chunks (id, document_id, knowledge_base_id, revision, ordinal, content, token_count, heading_path,
-                    locator, metadata)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
-
--- delete_assets --
-DELETE FROM document_assets WHERE document_id = %(document_id)s RETURNING object_key;
-
--- insert_asset --
-INSERT INTO document_assets (id, document_id, knowledge_base_id, revision, object_key, mime_type, size_bytes,
-                             page, description, locator_key)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
-
--- delete_revision_assets --
--- One revision's asset rows (the published revision's stay until the READY commit).
-DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision = %(revision)s RETURNING object_key;
-
--- delete_other_revisions_assets --
--- At the READY commit: every other revision's asset rows; their objects are removed after the commit.
-DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision <> %(revision)s RETURNING object_key;
-
--- content_revision --
-SELECT content_revision FROM documents WHERE id = %(document_id)s;
-
--- delete_hash_bands --
-DELETE FROM document_hash_bands WHERE document_id = %(document_id)s;
-
 -- listen --
 -- the channel is documents.NOTIFY_CHANNEL, the one spelling of its name (an identifier)
 LISTEN {channel};
-
--- load_document --
-SELECT d.*, kb.settings AS kb_settings, kb.deleting AS kb_deleting
-FROM documents d JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
-WHERE d.id = %(document_id)s;

@@ -1,0 +1,102 @@
+-- The pipeline's statements (adapters/postgres/pipeline.py), in one place: what a job reads and
+-- writes under the queue's fencing (queue.sql: lock_owned_job, fenced_document_update). Loaded by
+-- name: each query starts with a "-- name --" header line.
+
+-- load_document --
+-- What a job reads of its document when it starts (domain.models.PipelineDocument).
+SELECT d.id, d.knowledge_base_id, d.filename, d.mime_type, d.object_key, d.sha256, d.status, d.content_revision,
+       d.created_at, d.source, d.dedup_exempt, kb.settings AS kb_settings, kb.deleting AS kb_deleting
+FROM documents d JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
+WHERE d.id = %(document_id)s;
+
+-- set_stage --
+-- (fragment of queue.sql's fenced_document_update) status before action, a stale error cleared; entering
+-- PARSING starts a new run, so the stage timings start over
+status = %(status)s, error_message = NULL, progress = %(progress)s,
+stage_timings = CASE WHEN %(status)s = 'PARSING' THEN '{}'::jsonb ELSE d.stage_timings END
+    || jsonb_build_object(%(status)s::text, now())
+
+-- set_progress --
+progress = %(progress)s
+
+-- set_parser --
+-- (fragment) before a parse: its parser, and no warnings yet (a failed parse leaves none behind)
+parser_name = %(name)s, parser_version = %(version)s, warnings = '[]'
+
+-- set_warnings --
+warnings = %(warnings)s
+
+-- complete_ready_jobs --
+-- ``complete`` for documents that are READY already, many jobs in one statement (concurrent
+-- completions are grouped, see pipeline.py): each job ends only if it is still owned by the worker and
+-- attempt that completes it, and its document is READY. Job rows are locked in id order, so two
+-- such batches never deadlock. Returns the jobs that ended; any other was fenced out.
+WITH batch AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(worker_ids)s::text[], %(attempts)s::int[])
+        AS b(job_id, worker_id, attempt)
+), owned AS (
+    SELECT j.id FROM ingestion_jobs j JOIN batch b ON b.job_id = j.id
+    WHERE j.status = 'RUNNING' AND j.locked_by = b.worker_id AND j.attempts = b.attempt
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE ingestion_jobs j
+SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
+    lost_streak = 0, lost_workers = '{}', lost_since = NULL
+WHERE j.id = ANY (ARRAY(SELECT id FROM owned))
+  AND EXISTS (SELECT 1 FROM documents d WHERE d.id = j.document_id AND d.status = 'READY')
+RETURNING j.id;
+
+-- succeed_job --
+UPDATE ingestion_jobs
+SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
+    lost_streak = 0, lost_workers = '{}', lost_since = NULL
+WHERE id = %(job_id)s;
+
+-- document_ready --
+-- READY is the commit flag (SPEC §4 rule 2): written last, with the facts it vouches for.
+-- The revision swap: the new revision becomes the one search serves, in the same transaction.
+UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %(chunk_count)s,
+    published_revision = %(revision)s, progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),
+    stage_timings = stage_timings || jsonb_build_object('READY', now())
+WHERE id = %(document_id)s;
+
+-- document_deleted --
+-- Soft delete: the row stays (its source object too); what was derived from it is gone.
+UPDATE documents SET status = 'DELETED', deleted_at = now(), chunk_count = 0, progress = '{}'::jsonb,
+    error_message = NULL, duplicate_of = NULL, content_hash = NULL, minhash = NULL, updated_at = now(),
+    stage_timings = stage_timings || jsonb_build_object('DELETED', now())
+WHERE id = %(document_id)s;
+
+-- delete_document --
+DELETE FROM documents WHERE id = %(document_id)s;
+
+-- delete_chunks --
+DELETE FROM chunks WHERE document_id = %(document_id)s;
+
+-- insert_chunk --
+INSERT INTO chunks (id, document_id, knowledge_base_id, revision, ordinal, content, token_count, heading_path,
+                    locator, metadata)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- delete_assets --
+DELETE FROM document_assets WHERE document_id = %(document_id)s RETURNING object_key;
+
+-- insert_asset --
+INSERT INTO document_assets (id, document_id, knowledge_base_id, revision, object_key, mime_type, size_bytes,
+                             page, description, locator_key)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- delete_revision_assets --
+-- One revision's asset rows (the published revision's stay until the READY commit).
+DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision = %(revision)s RETURNING object_key;
+
+-- delete_other_revisions_assets --
+-- At the READY commit: every other revision's asset rows; their objects are removed after the commit.
+DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision <> %(revision)s RETURNING object_key;
+
+-- content_revision --
+SELECT content_revision FROM documents WHERE id = %(document_id)s;
+
+-- delete_hash_bands --
+DELETE FROM document_hash_bands WHERE document_id = %(document_id)s;

@@ -1,0 +1,274 @@
+"""The pipeline on in-memory fakes of its database ports (``tests/unit/pipeline_fakes.py``: the
+queue's leases, the pipeline store, the deduplication store, fenced and checked against the
+transition table like the real ones), with the real text parser, chunker, parse runner, object
+storage and snapshot store. The embedder and the vector store are fakes too: the local model
+costs seconds per test, and the vector stores have their own contract suite. The real-database
+versions of these cases are ``tests/integration/test_pipeline*.py``, ``test_dedup*.py`` and
+``test_queue*.py``; these run in milliseconds."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+
+import ultimate_rag
+from ultimate_rag.adapters.chunking.chunker import StructuredChunker
+from ultimate_rag.adapters.parsers.isolation import ParseRunner
+from ultimate_rag.adapters.parsers.text import PlainTextParser
+from ultimate_rag.adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
+from ultimate_rag.adapters.storage.local import LocalObjectStorage
+from ultimate_rag.domain.errors import InvalidDocumentError, InvalidTransitionError, LeaseLostError
+from ultimate_rag.domain.models import DocumentSource, EmbeddedChunk, KnowledgeBaseSettings, Lease, OlderTwin, VectorHit
+from ultimate_rag.domain.ports import DedupStore, JobLeasesPort, Parser, PipelineStore, VectorStore
+from ultimate_rag.domain.status import DocumentStatus, JobStatus
+from ultimate_rag.services.dedup import Deduplicator
+from ultimate_rag.services.embedding import EmbeddingService
+from ultimate_rag.services.processing import DocumentProcessor
+from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+
+from .pipeline_fakes import MemoryDedupStore, MemoryLeases, MemoryPipeline, Row, World
+
+D = DocumentStatus
+KB = uuid4()
+TEXT = ("The harbour ferry leaves every twenty minutes from pier four, weather permitting, all year long.\n\n"
+        "Tickets are sold on board; the last crossing is at half past eleven at night.\n\n"
+        "Bicycles travel free outside the morning and evening rush hours.")
+
+
+class WordEmbedder:
+    """Three numbers per text, at no cost; ``on_call`` runs before each batch (a fault, a lost lease)."""
+
+    name = "fake-words"
+    dimension = 3
+    max_tokens = 512
+
+    def __init__(self, on_call: Callable[[], None] | None = None) -> None:
+        self.calls = 0
+        self.on_call = on_call
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.on_call is not None:
+            self.on_call()
+        return [[float(len(t)), 1.0, 0.0] for t in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return [float(len(text)), 1.0, 0.0]
+
+
+class MemoryVectors:
+    """``ports.VectorStore`` in a dict; records whether the job row was held at each upsert."""
+
+    dimension = 3
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.items: dict[UUID, EmbeddedChunk] = {}
+        self.deleted: list[UUID] = []
+        self.written_under_job_lock: list[bool] = []
+
+    async def ensure_ready(self) -> None:
+        return None
+
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
+        self.written_under_job_lock.append(self.world.holding_job is not None)
+        self.items.update({i.chunk.id: i for i in items})
+
+    async def delete_by_document(self, document_id: UUID) -> None:
+        self.deleted.append(document_id)
+        self.items = {k: v for k, v in self.items.items() if v.chunk.document_id != document_id}
+
+    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
+        self.items = {k: v for k, v in self.items.items() if v.chunk.document_id != document_id or k in keep}
+
+    async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
+        self.items = {k: v for k, v in self.items.items() if v.chunk.knowledge_base_id != knowledge_base_id}
+
+    async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int) -> list[VectorHit]:
+        return []
+
+    async def count_by_document(self, document_id: UUID) -> int:
+        return sum(1 for v in self.items.values() if v.chunk.document_id == document_id)
+
+
+class TextOnly:
+    """``ports.ParserResolver`` with the real plain-text parser alone."""
+
+    parser = PlainTextParser()
+
+    @property
+    def parsers(self) -> tuple[Parser, ...]:
+        return (self.parser,)
+
+    def resolve(self, source: DocumentSource) -> Parser:
+        return self.parser
+
+
+@dataclass
+class Pipeline:
+    world: World
+    leases: MemoryLeases
+    store: MemoryPipeline
+    storage: LocalObjectStorage
+    vectors: MemoryVectors
+    embedder: WordEmbedder
+    processor: DocumentProcessor
+
+    async def add(self, text: str, *, created_at: datetime | None = None, dedup: str = "off") -> Row:
+        row = self.world.add(KB, "notes.txt", "", created_at=created_at,
+                             settings=KnowledgeBaseSettings(chunk_size_tokens=24, chunk_overlap_tokens=0,
+                                                            dedup_mode=dedup))
+        row.object_key = f"{KB}/{row.id}/source.txt"
+        await self.storage.put(row.object_key, text.encode(), "text/plain")
+        return row
+
+    async def claim(self) -> Lease:
+        [lease] = await self.leases.claim("worker-1")
+        return lease
+
+    def worker(self) -> IngestionWorker:
+        return IngestionWorker(self.leases, self.processor, WorkerConfig(heartbeat_seconds=30, retry_delay_seconds=2))
+
+
+def pipeline(tmp_path: Path, embedder: WordEmbedder | None = None) -> Pipeline:
+    world = World()
+    vectors = MemoryVectors(world)
+    store = MemoryPipeline(world, vectors)
+    storage = LocalObjectStorage(tmp_path / "objects")
+    embedder = embedder or WordEmbedder()
+    processor = DocumentProcessor(
+        store=store, storage=storage, parsers=TextOnly(), chunker=StructuredChunker(embedder.count_tokens),
+        embedding=EmbeddingService(embedder, None, batch_size=8), vectors=vectors,
+        snapshots=FilesystemChunkSnapshotStore(tmp_path / "snapshots"), parse_runner=ParseRunner(isolate=False),
+        default_chunk_size=24, default_overlap=0, dedup=Deduplicator(MemoryDedupStore(world), vectors, min_chars=20))
+    return Pipeline(world, MemoryLeases(world), store, storage, vectors, embedder, processor)
+
+
+@pytest.mark.parametrize("module", ["processing", "worker", "deletion", "dedup", "progress"])
+def test_the_pipeline_services_depend_on_ports_not_on_postgres(module: str) -> None:
+    """bootstrap.py builds the PostgreSQL adapters; the pipeline's services see them as ports."""
+    path = Path(ultimate_rag.__file__).parent / "services" / f"{module}.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    assert [name for name in imported if "adapters.postgres" in name or name.endswith("postgres")] == []
+
+
+def test_the_fakes_implement_the_ports(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    leases: JobLeasesPort = p.leases
+    store: PipelineStore = p.store
+    dedup: DedupStore = MemoryDedupStore(p.world)
+    vectors: VectorStore = p.vectors
+    assert leases and store and dedup and vectors
+
+
+async def test_the_fake_store_fences_every_write_and_follows_the_transition_table(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    row = await p.add(TEXT)
+    lease = await p.claim()
+    with pytest.raises(InvalidTransitionError):
+        await p.store.enter_stage(lease, D.INDEXING)  # PENDING -> INDEXING is not an edge
+    await p.store.enter_stage(lease, D.PARSING)
+    p.world.steal(row.id)
+    for write in (p.store.enter_stage(lease, D.CHUNKING), p.store.report_progress(lease, {"done": 1}),
+                  p.store.record_parser(lease, "text", "1"), p.leases.release(lease)):
+        with pytest.raises(LeaseLostError):
+            await write
+    assert row.status == D.PARSING and row.progress == {} and row.parser is None
+    assert await p.leases.heartbeat(lease) is False
+
+
+async def test_the_happy_path_commits_the_chunks_only_at_ready(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    row = await p.add(TEXT)
+    await p.processor.process(await p.claim())
+    assert [status for status, _ in p.world.stages] == [D.PARSING, D.CHUNKING, D.EMBEDDING, D.INDEXING]
+    assert all(chunk_rows == 0 for _, chunk_rows in p.world.stages)  # nothing committed before READY
+    assert (row.status, row.job_status, row.published_revision) == (D.READY, JobStatus.SUCCEEDED, 1)
+    [commit] = p.world.commits
+    assert commit.outdate is None and len(commit.chunks) >= 2 and row.chunks == commit.chunks
+    assert set(p.vectors.items) == {c.id for c in commit.chunks}
+    assert p.vectors.written_under_job_lock == [True]  # while the READY commit holds the job row
+    assert row.parser == ("text", "1.0.0")
+
+
+async def test_an_empty_document_is_invalid_before_anything_is_embedded(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    row = await p.add("  \n\n \t \n")
+    with pytest.raises(InvalidDocumentError):
+        await p.processor.process(await p.claim())
+    assert p.embedder.calls == 0 and row.chunks == () and p.world.commits == [] and p.vectors.items == {}
+
+
+async def test_a_lease_lost_while_embedding_commits_nothing(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    row = await p.add(TEXT)
+    p.embedder.on_call = lambda: p.world.steal(row.id)  # another worker reclaims the job meanwhile
+    with pytest.raises(LeaseLostError):
+        await p.processor.process(await p.claim())
+    assert p.embedder.calls >= 1
+    assert row.status == D.EMBEDDING and row.chunks == () and row.published_revision is None
+    assert p.world.commits == [] and p.vectors.items == {}
+
+
+async def test_the_older_twin_is_outdated_at_once_and_not_embedded(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    now = datetime.now(UTC)
+    newer = await p.add(TEXT, created_at=now, dedup="exact")
+    older = await p.add(TEXT, created_at=now - timedelta(hours=1), dedup="exact")
+    await p.processor.process(await p.claim())  # the newer first: READY, nothing to compare with
+    calls = p.embedder.calls
+    await p.processor.process(await p.claim())
+    assert (older.status, older.duplicate_of, older.verdict["role"]) == (D.OUTDATED, newer.id, "older")
+    assert older.job_status == JobStatus.SUCCEEDED and older.chunks == ()
+    assert p.embedder.calls == calls and len(p.world.commits) == 1  # the newer's commit only
+    assert newer.status == D.READY
+
+
+async def test_the_newer_twins_ready_commit_carries_the_outdate(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    now = datetime.now(UTC)
+    older = await p.add(TEXT, created_at=now - timedelta(hours=1), dedup="exact")
+    newer = await p.add(TEXT, created_at=now, dedup="exact")
+    await p.processor.process(await p.claim())
+    assert older.status == D.READY and older.chunks
+    locks = p.world.dedup_locks
+    await p.processor.process(await p.claim())
+    commit = p.world.commits[-1]
+    assert commit.outdate == OlderTwin(older.id, KB, {**newer.verdict, "compared_document_id": str(newer.id),
+                                                      "role": "older"})
+    assert p.world.dedup_locks == locks + 2  # the judging, then the commit: each under the knowledge base's lock
+    assert (older.status, older.duplicate_of, older.chunks, older.published_revision) == (D.OUTDATED, newer.id, (), None)
+    assert older.id in p.vectors.deleted and await p.vectors.count_by_document(older.id) == 0
+    assert newer.status == D.READY and newer.verdict["role"] == "newer"
+
+
+async def test_the_worker_retries_a_transient_failure_after_a_backoff(tmp_path: Path) -> None:
+    def refuse() -> None:
+        raise ConnectionError("connection refused")
+
+    p = pipeline(tmp_path, WordEmbedder(on_call=refuse))
+    row = await p.add(TEXT)
+    assert await p.worker().run_until_idle(max_jobs=1) == 1
+    assert (row.status, row.job_status, row.locked_by) == (D.PENDING, JobStatus.PENDING, None)
+    assert row.retry_in is not None and row.retry_in > 0
+    assert row.error_message is not None and row.error_message.startswith("attempt 1/3 failed temporarily")
+    assert row.chunks == () and p.vectors.items == {}
+
+
+async def test_the_worker_fails_a_permanent_error_at_once(tmp_path: Path) -> None:
+    p = pipeline(tmp_path)
+    row = await p.add("   \n\n   ")
+    assert await p.worker().run_until_idle(max_jobs=1) == 1
+    assert (row.status, row.job_status, row.retry_in) == (D.FAILED, JobStatus.FAILED, None)
+    assert row.error_message and row.error_message == row.last_error and "attempt" not in row.error_message
