@@ -43,8 +43,8 @@ CLAIM_SOURCES = {
     "job_succeed_from": tables.names(tables.job_sources_of(tables.JobStatus.SUCCEEDED)),
     "job_fail_from": tables.names(tables.job_sources_of(tables.JobStatus.FAILED)),
     "job_retry_from": tables.names(tables.job_sources_of(tables.JobStatus.PENDING)),
-    "fail_from": tables.names(sources_of(DocumentStatus.FAILED)),
-    "retry_from": tables.names(sources_of(DocumentStatus.PENDING)),
+    "fail_from": tables.names(tables.sources_of(DocumentStatus.FAILED)),
+    "retry_from": tables.names(tables.sources_of(DocumentStatus.PENDING)),
     "upload_restore_from": tables.names(tables.UPLOAD_RESTORE_SOURCES),
 }
 # a lost attempt (SQL format(): %s is the worker), the document while it waits (attempt, seconds),
