@@ -66,6 +66,9 @@ class TextOnly:
             raise UnsupportedFormatError("unsupported")
         return self
 
+    def mime_type(self, parser: Any, source: DocumentSource) -> str:
+        return "text/plain"
+
 
 def service(kbs: MemoryKnowledgeBases | None = None, intake: MemoryIntake | None = None,
             storage: MemoryStorage | None = None) -> IngestionService:

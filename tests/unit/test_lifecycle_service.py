@@ -157,6 +157,9 @@ class Parsers:
     def resolve(self, source: Any) -> TextParser:
         return self.parsers[0]
 
+    def mime_type(self, parser: Any, source: Any) -> str:
+        return "text/plain"
+
 
 @dataclass
 class World:

@@ -207,6 +207,16 @@ class ParsedAsset:
     description: str = ""
 
 
+def figure_text(asset: ParsedAsset) -> str:
+    """What a chunk says where an image sits: its description (vision, alt text or caption)."""
+    page = f" on page {asset.page}" if asset.page else ""
+    return f"[Image{page}: {asset.description}]" if asset.description else f"[Image{page}]"
+
+
+# the chunk snapshot's format (chunks.json beside the chunks, SPEC §5), written by the pipeline
+SNAPSHOT_FORMAT_VERSION = 1
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedDocument:
     blocks: tuple[Block, ...]

@@ -112,6 +112,9 @@ class ParserResolver(Protocol):
     @property
     def parsers(self) -> tuple[Parser, ...]: ...
     def resolve(self, source: DocumentSource) -> Parser: ...
+    def mime_type(self, parser: Parser, source: DocumentSource) -> str:
+        """The type to store and serve: what the content was detected to be (through the parser it
+        resolved to), never what the client said."""
 
 
 class Chunker(Protocol):
@@ -188,6 +191,16 @@ class LifecycleSession(Protocol):
     async def record_upload(self, *, object_key: str, filename: str, mime_type: str, size_bytes: int,
                             sha256: str, revision: int) -> None: ...
     async def restore_upload(self, status: DocumentStatus, error_message: str | None) -> None: ...
+
+
+class KnowledgeBaseRemovalStore(Protocol):
+    """What removing a whole knowledge base needs from the database (services/knowledge_base_removal.py)."""
+
+    async def mark_deleting(self, knowledge_base_id: UUID) -> None: ...
+    async def queue_document_deletes(self, knowledge_base_id: UUID, batch_size: int = 1000) -> int: ...
+    async def drop_if_empty(self, knowledge_base_id: UUID, remove_leftovers: Callable[[], Awaitable[None]]) -> bool:
+        """Delete the knowledge base row once it owns no document; ``remove_leftovers`` runs
+        first, under the row lock."""
 
 
 class LifecycleStore(Protocol):

@@ -9,7 +9,6 @@ import unicodedata
 from pathlib import PurePosixPath, PureWindowsPath
 from uuid import UUID, uuid4
 
-from ..adapters.parsers.registry import detected_mime
 from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError
 from ..domain.ids import source_object_key
 from ..domain.models import Document, DocumentSource
@@ -31,12 +30,6 @@ def safe_filename(raw: str | None, max_length: int) -> str:
     if len(name.encode("utf-8")) > max_length:
         raise InvalidRequestError(f"the filename is longer than {max_length} bytes")
     return name
-
-
-def mime_for(parser: object, source: DocumentSource) -> str:
-    """The stored (and served) type follows what the content was detected to be, never what the
-    client said: an HTML page sent as ``image/svg+xml`` is stored as ``text/html``."""
-    return detected_mime(getattr(parser, "name", ""), source)
 
 
 class IngestionService:
@@ -62,7 +55,7 @@ class IngestionService:
         document_id = uuid4()
         source = DocumentSource(document_id, name, content_type or "application/octet-stream", content)
         parser = self._parsers.resolve(source)  # 415 before anything is stored
-        mime = mime_for(parser, source)
+        mime = self._parsers.mime_type(parser, source)  # an HTML page sent as image/svg+xml is text/html
         key = source_object_key(knowledge_base_id, document_id, source.extension)
         await self._storage.put(key, content, mime)
         try:

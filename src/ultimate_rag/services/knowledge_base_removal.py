@@ -7,14 +7,13 @@ from __future__ import annotations
 import logging
 from uuid import UUID
 
-from ..adapters.postgres.lifecycle import KnowledgeBaseDeletionRepository
-from ..domain.ports import ChunkSnapshotStore, ObjectStorage, VectorStore
+from ..domain.ports import ChunkSnapshotStore, KnowledgeBaseRemovalStore, ObjectStorage, VectorStore
 
 log = logging.getLogger(__name__)
 
 
 class KnowledgeBaseRemoval:
-    def __init__(self, *, repository: KnowledgeBaseDeletionRepository, storage: ObjectStorage,
+    def __init__(self, *, repository: KnowledgeBaseRemovalStore, storage: ObjectStorage,
                  vectors: VectorStore, snapshots: ChunkSnapshotStore) -> None:
         self._repo = repository
         self._storage = storage

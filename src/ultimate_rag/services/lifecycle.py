@@ -26,7 +26,7 @@ from ..domain.ports import (
     VectorStore,
 )
 from ..domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation
-from .ingestion import mime_for, safe_filename
+from .ingestion import safe_filename
 
 log = logging.getLogger(__name__)
 CANCELLED = "cancelled by operator"
@@ -101,7 +101,7 @@ class DocumentLifecycle:
         locked, token = await self.begin_upload(document_id)
         revision = locked.content_revision + 1
         key = source_object_key(locked.knowledge_base_id, document_id, source.extension, revision)
-        mime = mime_for(parser, source)
+        mime = self._parsers.mime_type(parser, source)
         try:
             await self._storage.put(key, content, mime)
             await self.finish_upload(document_id, token, object_key=key, filename=name, mime_type=mime,

@@ -14,11 +14,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from ..adapters.parsers.pdf import figure_text
-from ..adapters.snapshots.filesystem import SNAPSHOT_FORMAT_VERSION
 from ..domain.errors import InvalidDocumentError, ResourceNotFoundError, TransientError, UltimateRagError
 from ..domain.ids import asset_id, asset_object_key
 from ..domain.models import (
+    SNAPSHOT_FORMAT_VERSION,
     Chunk,
     DocumentAsset,
     DocumentSource,
@@ -28,6 +27,7 @@ from ..domain.models import (
     ParsedDocument,
     PipelineDocument,
     ReadyCommit,
+    figure_text,
 )
 from ..domain.ports import (
     Chunker,

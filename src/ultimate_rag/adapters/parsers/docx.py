@@ -20,12 +20,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from ultimate_rag.domain.errors import InvalidDocumentError
-from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, figure_text
 
 from .assets import AssetGate, with_warnings
 from .docx_notes import Notes, header_footer_blocks
 from .limits import ParseLimits
-from .pdf import CAPTION, figure_text
+from .pdf import CAPTION
 
 if TYPE_CHECKING:
     from docx.document import Document as DocxDocument

@@ -17,7 +17,7 @@ import zipfile
 from typing import TYPE_CHECKING, Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
-from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, figure_text
 
 from . import progress
 from .assets import AssetGate, with_warnings
@@ -25,7 +25,6 @@ from .docx import check_archive
 from .html import _max_depth, safe_parser, strip_page
 from .html_walk import Walker
 from .limits import ParseLimits
-from .pdf import figure_text
 from .zipxml import parse_xml, read_part, resolve
 
 if TYPE_CHECKING:

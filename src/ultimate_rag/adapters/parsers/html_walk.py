@@ -10,11 +10,10 @@ import binascii
 import re
 from typing import TYPE_CHECKING
 
-from ultimate_rag.domain.models import Block, ParsedAsset
+from ultimate_rag.domain.models import Block, ParsedAsset, figure_text
 
 from .assets import AssetGate
 from .docx import table_markdown
-from .pdf import figure_text
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement

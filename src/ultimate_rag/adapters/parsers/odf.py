@@ -19,13 +19,12 @@ import zipfile
 from typing import Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
-from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator, figure_text
 
 from . import progress
 from .assets import AssetGate, with_warnings
 from .docx import check_archive, table_markdown
 from .limits import ParseLimits
-from .pdf import figure_text
 from .sheets import CellCounter, check_sheet_count, sheet_blocks
 from .slides import NOTES_PREFIX
 from .zipxml import parse_xml, read_part

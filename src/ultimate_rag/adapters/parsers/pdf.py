@@ -16,7 +16,7 @@ from dataclasses import replace
 import pymupdf
 
 from ultimate_rag.domain.errors import InvalidDocumentError
-from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator, figure_text
 
 from . import progress
 from .assets import AssetGate, with_warnings
@@ -126,12 +126,6 @@ class PdfParser:
             pages.append(reading_order(items + images, page.rect.width))
         progress.report(doc.page_count, doc.page_count)
         return pages
-
-
-def figure_text(asset: ParsedAsset) -> str:
-    """What a chunk says where an image sits: its description (vision, alt text or caption)."""
-    page = f" on page {asset.page}" if asset.page else ""
-    return f"[Image{page}: {asset.description}]" if asset.description else f"[Image{page}]"
 
 
 def _open(content: bytes) -> tuple[pymupdf.Document | None, str, list[str]]:

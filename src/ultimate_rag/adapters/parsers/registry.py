@@ -30,6 +30,9 @@ class ParserRegistry:
     def detect(self, source: DocumentSource) -> str:
         return detect_kind(source.content, source.extension)
 
+    def mime_type(self, parser: Parser, source: DocumentSource) -> str:
+        return detected_mime(parser.name, source)
+
     def resolve(self, source: DocumentSource) -> Parser:
         """The first parser that accepts the document; UnsupportedFormatError when none does."""
         kind = self.detect(source)

@@ -13,13 +13,12 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
-from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator, figure_text
 
 from . import progress
 from .assets import AssetGate, with_warnings
 from .docx import check_archive, table_markdown, without_oversized_parts
 from .limits import ParseLimits
-from .pdf import figure_text
 
 if TYPE_CHECKING:
     from pptx.slide import Slide

@@ -8,7 +8,7 @@ parameters (``queue_batch_params``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -179,7 +179,7 @@ class KnowledgeBaseDeletionRepository:
         queued, _ = await queue_in_batches(self._db, params, batch_size)
         return queued
 
-    async def drop_if_empty(self, knowledge_base_id: UUID, remove_leftovers: Any) -> bool:
+    async def drop_if_empty(self, knowledge_base_id: UUID, remove_leftovers: Callable[[], Awaitable[None]]) -> bool:
         """Delete the knowledge base row once it owns no document; ``remove_leftovers`` (vectors,
         objects, snapshots of the whole knowledge base) runs first, under the row lock."""
         kb = {"kb": knowledge_base_id}

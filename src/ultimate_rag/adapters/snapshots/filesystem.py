@@ -19,7 +19,6 @@ from uuid import UUID
 
 from ..files import write_atomically
 
-SNAPSHOT_FORMAT_VERSION = 1
 TEMP_PREFIX = ".chunks-"  # write_atomically's temp files: ".chunks-XXXX.tmp" next to chunks.json
 
 

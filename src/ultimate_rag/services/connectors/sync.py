@@ -34,7 +34,7 @@ from ...domain.ids import source_object_key
 from ...domain.models import DocumentSource
 from ...domain.ports import ObjectStorage, ParserResolver
 from ...domain.status import DocumentStatus, is_active
-from ..ingestion import mime_for, safe_filename
+from ..ingestion import safe_filename
 from .base import ConnectorConfigError, Fetched, Known, RemoteItem, Source, with_extension
 
 log = logging.getLogger(__name__)
@@ -144,10 +144,11 @@ class SyncService:
                 return "skipped_active", None
         revision = 1 if new else state.content_revision + 1
         key = source_object_key(lease.knowledge_base_id, state.id, source.extension, revision)
-        await self._storage.put(key, content, mime_for(parser, source))
+        mime = self._parsers.mime_type(parser, source)
+        await self._storage.put(key, content, mime)
         try:
             await self._queue.finish_item(
-                lease, state.id, object_key=key, filename=name, mime_type=mime_for(parser, source),
+                lease, state.id, object_key=key, filename=name, mime_type=mime,
                 size_bytes=len(content), sha256=sha, revision=revision, etag=fetched.etag,
                 last_modified=fetched.last_modified, max_attempts=self._max_attempts)
         except BaseException:
