@@ -33,7 +33,7 @@ async def test_a_poison_verdict_moves_the_document_only_along_an_edge_the_table_
     await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
     [ok] = await container.queue.claim("worker-c")
     await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
-    await container.queue.complete_already_ready(ok)
+    await container.pipeline.complete_already_ready(ok)
     await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (poison,))
     [lease] = await container.queue.claim("worker-c", 1)
     assert lease.document_id == poison
