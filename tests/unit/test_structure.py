@@ -1,10 +1,13 @@
-"""The layering the architecture notes promise, checked on the source: services run no SQL (it
-lives in ``.sql`` files under adapters/postgres, loaded by name), and every named query loads."""
+"""The layering the architecture notes promise, checked on the source: services run no SQL, no
+module holds an SQL statement (they live in ``.sql`` files beside the modules that run them, loaded
+by name), and every named query loads."""
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
+import tomllib
 from importlib import resources
 from pathlib import Path
 
@@ -15,7 +18,9 @@ from ultimate_rag.adapters.postgres.sql import load_queries
 from ultimate_rag.domain.status import DocumentStatus, JobStatus
 
 SRC = Path(ultimate_rag.__file__).parent
-SQL_FILES = sorted(p.name for p in (SRC / "adapters" / "postgres").glob("*.sql"))
+# every named-query file: (package, file name); migrations are files run whole, not named queries
+SQL_FILES = sorted((".".join(p.parent.relative_to(SRC.parent).parts), p.name) for p in SRC.rglob("*.sql")
+                   if "migrations" not in p.relative_to(SRC).parts)
 
 
 def _calls(path: Path, names: set[str]) -> list[str]:
@@ -26,11 +31,13 @@ def _calls(path: Path, names: set[str]) -> list[str]:
 
 NOT_YET: set[str] = set()  # services modules whose SQL has not moved yet
 
-# adapters/postgres modules allowed to hold an inline statement: none. The pool's ping and the
-# migration runner's bookkeeping are named queries too (database.sql, migrations.sql); the
-# migrations themselves are files, run whole.
-INLINE_SQL_NOT_YET: set[str] = set()
-_STATEMENT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|LISTEN|NOTIFY|CREATE|ALTER|DROP|TRUNCATE)\s")
+# modules (paths under src/ultimate_rag) allowed to hold an inline statement: none. The pool's ping
+# and the migration runner's bookkeeping are named queries too (database.sql, migrations.sql); the
+# migrations themselves are files, run whole; the vector stores, the embedding cache and the hybrid
+# contract's fixture rows have theirs beside them (adapters/vectors/*.sql, adapters/embedders/cache.sql,
+# testing/hybrid_contract.sql). An entry here needs a comment saying why its SQL cannot move.
+INLINE_SQL_ALLOWED: set[str] = set()
+_STATEMENT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|LISTEN|NOTIFY|CREATE|ALTER|DROP|TRUNCATE|SET)\s")
 
 
 def test_services_run_no_sql() -> None:
@@ -40,11 +47,26 @@ def test_services_run_no_sql() -> None:
     assert found == []
 
 
-@pytest.mark.parametrize("filename", SQL_FILES)
-def test_every_named_query_file_loads(filename: str) -> None:
-    queries = load_queries(filename)
+def test_the_named_query_files_include_those_beside_the_vector_stores_and_the_cache() -> None:
+    assert {("ultimate_rag.adapters.postgres", "documents.sql"), ("ultimate_rag.adapters.vectors", "pgvector.sql"),
+            ("ultimate_rag.adapters.vectors", "sparse_pg.sql"), ("ultimate_rag.adapters.vectors", "generations.sql"),
+            ("ultimate_rag.adapters.embedders", "cache.sql")} <= set(SQL_FILES)
+
+
+@pytest.mark.parametrize(("package", "filename"), SQL_FILES)
+def test_every_named_query_file_loads(package: str, filename: str) -> None:
+    queries = load_queries(filename, package)
     assert queries and all(body.strip() for body in queries.values())
-    assert (resources.files("ultimate_rag.adapters.postgres") / filename).is_file()
+    assert (resources.files(package) / filename).is_file()
+
+
+def test_every_named_query_file_ships_in_the_package() -> None:
+    """pyproject's package-data names a pattern matching each file (else a wheel lacks it)."""
+    pyproject = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["ultimate_rag"]
+    for package, filename in SQL_FILES:
+        path = "/".join([*package.split(".")[1:], filename])
+        assert any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns), path
 
 
 def inline_statements(path: Path) -> list[str]:
@@ -57,17 +79,24 @@ def inline_statements(path: Path) -> list[str]:
             and _STATEMENT.match(node.value)]
 
 
-def test_postgres_adapters_keep_their_sql_in_sql_files() -> None:
-    found = [hit for path in sorted((SRC / "adapters" / "postgres").glob("*.py"))
-             if path.name not in INLINE_SQL_NOT_YET for hit in inline_statements(path)]
+def test_no_module_holds_an_inline_statement() -> None:
+    modules = sorted(SRC.rglob("*.py"))
+    assert SRC / "adapters" / "vectors" / "pgvector.py" in modules and SRC / "cli.py" in modules
+    found = [hit for path in modules
+             if str(path.relative_to(SRC)) not in INLINE_SQL_ALLOWED for hit in inline_statements(path)]
     assert found == []
+
+
+def test_every_allowed_inline_statement_is_still_there() -> None:
+    assert all(inline_statements(SRC / module) for module in INLINE_SQL_ALLOWED)
 
 
 def test_the_inline_sql_check_sees_a_statement(tmp_path: Path) -> None:
     module = tmp_path / "example.py"
     module.write_text('"""SELECT in a docstring is prose."""\n'
-                      'def f(t):\n    return f"SELECT * FROM {t}", ("UPDATE x SET y = 1"\n " WHERE z")\n')
-    assert inline_statements(module) == ["example.py:3", "example.py:3"]
+                      'def f(t):\n    return f"SELECT * FROM {t}", ("UPDATE x SET y = 1"\n " WHERE z")\n'
+                      'def g(conn):\n    return conn.execute("SET LOCAL enable_indexscan = off")\n')
+    assert sorted(inline_statements(module)) == ["example.py:3", "example.py:3", "example.py:6"]
 
 
 # -- status literals in the SQL that writes document or job status ----------------------------------
@@ -100,8 +129,8 @@ LITERAL_STATUS_FACTS = {
 def literal_status_writes() -> set[str]:
     """Named queries that update documents or jobs and compare a status with a literal."""
     found = set()
-    for filename in SQL_FILES:
-        for name, body in load_queries(filename).items():
+    for package, filename in SQL_FILES:
+        for name, body in load_queries(filename, package).items():
             code = "\n".join(line.split("--")[0] for line in body.splitlines())
             if _WRITES_STATUS.search(code) and _LITERAL_COMPARISON.search(code):
                 found.add(name)

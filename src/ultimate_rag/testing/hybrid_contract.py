@@ -12,11 +12,13 @@ import random
 from typing import Any
 from uuid import UUID, uuid4
 
+from ..adapters.postgres.sql import load_queries
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
 from ..domain.search import QueryVectors, SearchFilters, SearchMode, fuse
 from .contracts import near, unit_vector
 from .eventually import eventually
 
+Q = load_queries("hybrid_contract.sql", __package__)
 MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
 
 
@@ -28,16 +30,13 @@ def sparse_of(*indices: int) -> dict[int, float]:
 async def add_document(db: Any, kb: UUID, filename: str, mime: str, vectors: list[tuple[tuple[float, ...],
                        dict[int, float], tuple[str, ...]]]) -> list[EmbeddedChunk]:
     doc = uuid4()
-    await db.execute("INSERT INTO knowledge_bases (id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING", (kb, str(kb)))
-    await db.execute("INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256,"
-                     " object_key, status, published_revision)"
-                     " VALUES (%s, %s, %s, %s, 1, 'x', 'x', 'READY', 1)", (doc, kb, filename, mime))
+    await db.execute(Q["add_knowledge_base"], (kb, str(kb)))
+    await db.execute(Q["add_document"], (doc, kb, filename, mime))
     items = []
     for i, (dense, sparse, headings) in enumerate(vectors):
         chunk = Chunk(id=uuid4(), document_id=doc, knowledge_base_id=kb, ordinal=i, content="x", token_count=1,
                       heading_path=headings, locator=SourceLocator())
-        await db.execute("INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count,"
-                         " heading_path) VALUES (%s, %s, %s, %s, 'x', 1, %s)", (chunk.id, doc, kb, i, list(headings)))
+        await db.execute(Q["add_chunk"], (chunk.id, doc, kb, i, list(headings)))
         items.append(EmbeddedChunk(chunk=chunk, embedding=dense, sparse=sparse))
     return items
 

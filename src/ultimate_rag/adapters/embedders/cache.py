@@ -15,36 +15,18 @@ from uuid import UUID
 
 import numpy as np
 from pgvector import SparseVector, Vector
+from psycopg import sql
 
 from ...domain.ids import text_hash
 from ..postgres.database import Database
+from ..postgres.sql import load_queries
 
 # A hit refreshes ``last_used_at`` only when it is older than this: re-reading a hot entry costs no
 # write, and least-recently-used stays exact to within this window.
 TOUCH_AFTER_SECONDS = 600.0
 V = TypeVar("V")
 
-_GET = """
-WITH hits AS (
-    SELECT text_hash, {column}, last_used_at FROM embedding_cache
-    WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND text_hash = ANY(%(hashes)s)
-), touched AS (
-    UPDATE embedding_cache e SET last_used_at = now()
-    FROM hits h
-    WHERE e.knowledge_base_id = %(kb)s AND e.model = %(model)s AND e.text_hash = h.text_hash
-      AND h.last_used_at < now() - make_interval(secs => %(touch_after)s)
-)
-SELECT text_hash, {column} FROM hits
-"""
-
-_EVICT = """
-WITH oldest AS (
-    SELECT knowledge_base_id, model, text_hash FROM embedding_cache
-    ORDER BY last_used_at LIMIT %(n)s
-)
-DELETE FROM embedding_cache e USING oldest o
-WHERE e.knowledge_base_id = o.knowledge_base_id AND e.model = o.model AND e.text_hash = o.text_hash
-"""
+Q = load_queries("cache.sql", __package__)
 
 
 class EmbeddingCache:
@@ -74,7 +56,7 @@ class EmbeddingCache:
         hashes = list({text_hash(t) for t in texts})
         if not hashes:
             return {}
-        found = await self._db.fetchall(_GET.format(column=column), {
+        found = await self._db.fetchall(_with(column, "get"), {
             "kb": knowledge_base_id, "model": model, "hashes": hashes, "touch_after": TOUCH_AFTER_SECONDS})
         return {bytes(r["text_hash"]): convert(r[column]) for r in found if r[column] is not None}
 
@@ -83,8 +65,7 @@ class EmbeddingCache:
             return
         async with self._db.transaction() as conn, conn.cursor() as cur:
             await cur.executemany(
-                f"INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, {column})"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                _with(column, "put"),
                 [(knowledge_base_id, model, text_hash(t), value) for t, value in items],
             )
 
@@ -93,15 +74,20 @@ class EmbeddingCache:
         transactions); returns how many went. Run by the janitor, off the ingest path."""
         removed = 0
         while True:
-            row = await self._db.fetchone("SELECT count(*) AS n FROM embedding_cache")
+            row = await self._db.fetchone(Q["count"])
             excess = (row["n"] if row else 0) - max_entries
             if excess <= 0:
                 return removed
             async with self._db.transaction() as conn:
-                result = await conn.execute(_EVICT, {"n": min(excess, batch_size)})
+                result = await conn.execute(Q["evict"], {"n": min(excess, batch_size)})
                 removed += result.rowcount
             if result.rowcount <= 0:
                 return removed
+
+
+def _with(column: str, name: str) -> sql.Composed:
+    """The named query ``name`` on the cache's ``column`` (``embedding`` or ``sparse``)."""
+    return sql.SQL(Q[name]).format(column=sql.Identifier(column))
 
 
 def _as_list(value: Any) -> list[float]:  # a vector as the database driver returned it

@@ -21,6 +21,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg import sql
 
 # Generation and IndexPlan are the domain's; the pipeline still imports them from here
 from ...domain.embedding_models import EmbeddingSpec
@@ -31,12 +32,14 @@ from ...domain.models import EmbeddedChunk, VectorHit
 from ...domain.ports import PlannedCandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
+from ..postgres.sql import load_queries
 from .pgvector import PgVectorStore
 from .sparse_pg import HybridVectors, PostgresSparseIndex
 
 log = logging.getLogger(__name__)
 PG_GENERATION_TABLE = re.compile(r"^cv_([0-9a-f]{32})_g(\d+)$")
 COLLECTION_GENERATION = re.compile(r"^urag_kb([0-9a-f]{32})_g(\d+)_")
+Q = load_queries("generations.sql", __package__)
 
 
 def generation_table(kb_id: UUID, generation: int) -> str:
@@ -150,8 +153,7 @@ class IndexGenerations(PlannedCandidateSearch):
         """Every per-knowledge-base generation's table or collection that exists now."""
         base = await self.dense(UUID(int=0), Generation(self.default, 0))
         if isinstance(base, PgVectorStore):
-            rows = await self._db.fetchall(
-                "SELECT tablename FROM pg_tables WHERE tablename ~ '^cv_[0-9a-f]{32}_g[0-9]+$'")
+            rows = await self._db.fetchall(Q["generation_tables"])
             return [r["tablename"] for r in rows]
         return [n for n in await base.list_collections() if COLLECTION_GENERATION.match(n)]
 
@@ -159,7 +161,7 @@ class IndexGenerations(PlannedCandidateSearch):
         base = await self.dense(UUID(int=0), Generation(self.default, 0))
         if isinstance(base, PgVectorStore):
             if PG_GENERATION_TABLE.match(name):
-                await self._db.execute(f"DROP TABLE IF EXISTS {name}")
+                await self._db.execute(sql.SQL(Q["drop_table"]).format(table=sql.Identifier(name)))
         elif COLLECTION_GENERATION.match(name):
             await base.drop(name)
         self._stores = {k: v for k, v in self._stores.items()
@@ -175,7 +177,7 @@ class IndexGenerations(PlannedCandidateSearch):
         await self.write(knowledge_base_id, [(plan.current, items)])
 
     async def _document_kb(self, document_id: UUID) -> UUID | None:
-        row = await self._db.fetchone("SELECT knowledge_base_id FROM documents WHERE id = %s", (document_id,))
+        row = await self._db.fetchone(Q["document_knowledge_base"], (document_id,))
         return row["knowledge_base_id"] if row else None
 
     async def delete_by_document(self, document_id: UUID) -> None:

@@ -24,7 +24,16 @@ from ...domain.ports import CandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
 from ..postgres.search_filters import vector_row_filter
-from .sparse_pg import SPARSE_TABLE, PostgresSparseIndex, as_sparsevec, knn
+from ..postgres.sql import load_queries
+from .sparse_pg import HNSW, SPARSE_TABLE, PostgresSparseIndex, as_sparsevec, ef_search, knn
+
+Q = load_queries("pgvector.sql", __package__)
+_SPARSE = sql.Identifier(SPARSE_TABLE)
+
+
+def _on(name: str, table: str, **parts: sql.Composable) -> sql.Composed:
+    """The named query ``name`` on ``table``."""
+    return sql.SQL(Q[name]).format(table=sql.Identifier(table), **parts)
 
 
 class PgVectorStore(CandidateSearch):
@@ -41,28 +50,18 @@ class PgVectorStore(CandidateSearch):
 
     async def ensure_ready(self) -> None:
         async with self._db.transaction() as conn:
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.table,))
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                " chunk_id uuid PRIMARY KEY, document_id uuid NOT NULL, knowledge_base_id uuid NOT NULL,"
-                f" embedding vector({self.dimension}) NOT NULL)"
-            )
-            await conn.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_document_idx ON {self.table} (document_id)")
-            await conn.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_kb_idx ON {self.table} (knowledge_base_id)")
-            await conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {self.table}_hnsw_idx ON {self.table}"
-                " USING hnsw (embedding vector_cosine_ops)"
-            )
+            await conn.execute(Q["lock_table"], (self.table,))
+            await conn.execute(_on("create_table", self.table, dimension=sql.Literal(int(self.dimension))))
+            for name, suffix in (("create_document_index", "document"), ("create_knowledge_base_index", "kb"),
+                                 ("create_hnsw_index", "hnsw")):
+                await conn.execute(_on(name, self.table, index=sql.Identifier(f"{self.table}_{suffix}_idx")))
 
     async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
         if not items:
             return
         async with self._db.transaction() as conn, conn.cursor() as cur:
             await cur.executemany(
-                f"INSERT INTO {self.table} (chunk_id, document_id, knowledge_base_id, embedding)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT (chunk_id) DO UPDATE"
-                " SET embedding = EXCLUDED.embedding, document_id = EXCLUDED.document_id,"
-                " knowledge_base_id = EXCLUDED.knowledge_base_id",
+                _on("upsert", self.table),
                 [(i.chunk.id, i.chunk.document_id, knowledge_base_id,
                   Vector(np.asarray(i.embedding, dtype=np.float32))) for i in items],
             )
@@ -71,43 +70,39 @@ class PgVectorStore(CandidateSearch):
 
     async def delete_by_document(self, document_id: UUID) -> None:
         async with self._db.transaction() as conn:
-            await conn.execute(f"DELETE FROM {self.table} WHERE document_id = %s", (document_id,))
+            await conn.execute(_on("delete_document", self.table), (document_id,))
             if self._with_sparse:
-                await conn.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s", (document_id,))
+                await conn.execute(_on("delete_document", SPARSE_TABLE), (document_id,))
 
     async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
         async with self._db.transaction() as conn:
             for table in (self.table, SPARSE_TABLE):
-                await conn.execute(f"DELETE FROM {table} WHERE document_id = %s AND chunk_id <> ALL(%s)",
-                                   (document_id, list(keep)))
+                await conn.execute(_on("delete_document_except", table), (document_id, list(keep)))
 
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         async with self._db.transaction() as conn:
-            await conn.execute(f"DELETE FROM {self.table} WHERE knowledge_base_id = %s", (knowledge_base_id,))
+            await conn.execute(_on("delete_knowledge_base", self.table), (knowledge_base_id,))
             if self._with_sparse:
-                await conn.execute(f"DELETE FROM {SPARSE_TABLE} WHERE knowledge_base_id = %s", (knowledge_base_id,))
+                await conn.execute(_on("delete_knowledge_base", SPARSE_TABLE), (knowledge_base_id,))
 
     async def exists(self) -> bool:
-        row = await self._db.fetchone("SELECT to_regclass(%s) AS t", (self.table,))
+        row = await self._db.fetchone(Q["table_exists"], (self.table,))
         return bool(row and row["t"])
 
     async def drop(self) -> None:
         """Remove the whole table (an index generation that lost its migration)."""
-        await self._db.execute(f"DROP TABLE IF EXISTS {self.table}")
+        await self._db.execute(_on("drop_table", self.table))
 
     async def count_by_document(self, document_id: UUID) -> int:
-        row = await self._db.fetchone(
-            f"SELECT count(*) AS n FROM {self.table} WHERE document_id = %s", (document_id,)
-        )
+        row = await self._db.fetchone(_on("count_document", self.table), (document_id,))
         return int(row["n"]) if row else 0
 
     async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int, *,
                      document_ids: Sequence[UUID] | None = None) -> list[VectorHit]:
         if limit <= 0 or (document_ids is not None and not document_ids):
             return []
-        extra = sql.SQL(" AND document_id = ANY(%(docs)s)") if document_ids is not None else sql.SQL("")
-        query = sql.SQL("SELECT chunk_id, 1 - (embedding <=> %(q)s) AS score FROM {} WHERE knowledge_base_id = %(kb)s{}"
-                        " ORDER BY embedding <=> %(q)s LIMIT %(n)s").format(sql.Identifier(self.table), extra)
+        documents = sql.SQL(Q["in_documents"] if document_ids is not None else "")
+        query = _on("search", self.table, documents=documents)
         params = {"q": Vector(np.asarray(vector, dtype=np.float32)), "kb": knowledge_base_id, "n": limit,
                   "docs": list(document_ids or ())}
         async with self._db.transaction() as conn:
@@ -153,29 +148,20 @@ class PgVectorStore(CandidateSearch):
                     ) -> tuple[list[dict[str, Any]], bool]:
         """One side through HNSW (iterative scan); run again exactly when it comes back short (see knn)."""
         async with self._db.transaction() as conn:
-            await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            await conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, min(limit, 1000)))))
+            await conn.execute(HNSW["iterative_scan"])
+            await conn.execute(ef_search(limit))
             rows = await (await conn.execute(statement, params)).fetchall()
             if len(rows) >= limit:
                 return rows, False
             self.exact_reruns += 1
-            await conn.execute("SET LOCAL enable_indexscan = off")
+            await conn.execute(HNSW["exact_scan"])
             rows = await (await conn.execute(statement, params)).fetchall()
         return rows, len(rows) < limit
 
     def _dense_side(self, where: sql.Composable, with_sparse: bool) -> sql.Composed:
-        sparse = ("COALESCE(1 - (sp.embedding <=> %(qs)s), 0)" if with_sparse else "0")
-        join = f" LEFT JOIN {SPARSE_TABLE} sp ON sp.chunk_id = d.chunk_id" if with_sparse else ""
-        return sql.SQL(
-            "WITH d AS MATERIALIZED (SELECT chunk_id, embedding <=> %(q)s AS distance FROM {table}"
-            " WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(q)s LIMIT %(n)s)"
-            " SELECT d.chunk_id, 1 - d.distance AS dense, {sparse} AS sparse FROM d{join}"
-        ).format(table=sql.Identifier(self.table), where=where, sparse=sql.SQL(sparse), join=sql.SQL(join))
+        if with_sparse:
+            return _on("dense_side_with_sparse", self.table, where=where, sparse=_SPARSE)
+        return _on("dense_side", self.table, where=where)
 
     def _sparse_side(self, where: sql.Composable) -> sql.Composed:
-        return sql.SQL(
-            "WITH s AS MATERIALIZED (SELECT chunk_id, embedding <=> %(qs)s AS distance FROM {sparse}"
-            " WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(qs)s LIMIT %(n)s)"
-            " SELECT s.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, 1 - s.distance AS sparse"
-            " FROM s LEFT JOIN {table} v ON v.chunk_id = s.chunk_id"
-        ).format(sparse=sql.Identifier(SPARSE_TABLE), table=sql.Identifier(self.table), where=where)
+        return _on("sparse_side", self.table, where=where, sparse=_SPARSE)

@@ -25,10 +25,22 @@ from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMod
 from ..embedders.sparse import SPARSE_DIMENSION
 from ..postgres.database import Connection, Database
 from ..postgres.search_filters import heading_condition, matching_document_ids, vector_row_filter
+from ..postgres.sql import load_queries
 
 SPARSE_TABLE = "chunk_sparse_vectors"
+HNSW = load_queries("hnsw.sql", __package__)
+Q = load_queries("sparse_pg.sql", __package__)
 MAX_PUSHED_DOCUMENT_IDS = 16384  # beyond this the dense store filters on the knowledge base only
 MAX_DENSE_FETCH = 16384  # Milvus' largest search limit
+
+
+def _query(name: str, **parts: sql.Composable) -> sql.Composed:
+    return sql.SQL(Q[name]).format(sparse=sql.Identifier(SPARSE_TABLE), **parts)
+
+
+def ef_search(limit: int) -> sql.Composed:
+    """``hnsw.ef_search`` for a top ``limit``: at least pgvector's default (40), at most 1000."""
+    return sql.SQL(HNSW["ef_search"]).format(ef_search=sql.Literal(max(40, min(int(limit), 1000))))
 
 
 def as_sparsevec(vector: Mapping[int, float]) -> SparseVector:
@@ -41,14 +53,14 @@ async def knn(conn: Connection, query: sql.Composed, params: dict[str, Any],
     the index walk); when the index yields fewer than ``limit`` rows — a selective filter can make
     it give up after ``hnsw.max_scan_tuples`` — run it again exactly. Returns the rows and whether
     they are all there is (exhausted)."""
-    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    await conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, min(int(limit), 1000)))))
+    await conn.execute(HNSW["iterative_scan"])
+    await conn.execute(ef_search(limit))
     rows = await (await conn.execute(query, params)).fetchall()
     if len(rows) >= limit:
         return rows, False
-    await conn.execute("SET LOCAL enable_indexscan = off")
+    await conn.execute(HNSW["exact_scan"])
     rows = await (await conn.execute(query, params)).fetchall()
-    await conn.execute("SET LOCAL enable_indexscan = on")
+    await conn.execute(HNSW["index_scan"])
     return rows, len(rows) < limit
 
 
@@ -62,33 +74,27 @@ class PostgresSparseIndex:
         if not rows:
             return
         async with conn.cursor() as cur:
-            await cur.executemany(
-                f"INSERT INTO {SPARSE_TABLE} (chunk_id, document_id, knowledge_base_id, embedding)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding,"
-                " document_id = EXCLUDED.document_id, knowledge_base_id = EXCLUDED.knowledge_base_id", rows)
+            await cur.executemany(_query("upsert"), rows)
 
     async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
         async with self._db.transaction() as conn:
             await self.upsert_in(conn, knowledge_base_id, items)
 
     async def delete_by_document(self, document_id: UUID) -> None:
-        await self._db.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s", (document_id,))
+        await self._db.execute(_query("delete_document"), (document_id,))
 
     async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
-        await self._db.execute(f"DELETE FROM {SPARSE_TABLE} WHERE document_id = %s AND chunk_id <> ALL(%s)",
-                               (document_id, list(keep)))
+        await self._db.execute(_query("delete_document_except"), (document_id, list(keep)))
 
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
-        await self._db.execute(f"DELETE FROM {SPARSE_TABLE} WHERE knowledge_base_id = %s", (knowledge_base_id,))
+        await self._db.execute(_query("delete_knowledge_base"), (knowledge_base_id,))
 
     async def search(self, knowledge_base_id: UUID, vector: Mapping[int, float], limit: int,
                      filters: SearchFilters | None = None) -> tuple[list[tuple[UUID, float]], bool]:
         if not vector:
             return [], True
         where, params = vector_row_filter(filters)
-        query = sql.SQL("SELECT chunk_id, 1 - (embedding <=> %(qs)s) AS score FROM {}"
-                        " WHERE knowledge_base_id = %(kb)s{} ORDER BY embedding <=> %(qs)s LIMIT %(n)s"
-                        ).format(sql.Identifier(SPARSE_TABLE), where)
+        query = _query("search", where=where)
         async with self._db.transaction() as conn:
             rows, exhausted = await knn(conn, query, {"qs": as_sparsevec(vector), "kb": knowledge_base_id,
                                                       "n": limit, **params}, limit)
@@ -97,9 +103,7 @@ class PostgresSparseIndex:
     async def scores(self, chunk_ids: Sequence[UUID], vector: Mapping[int, float]) -> dict[UUID, float]:
         if not chunk_ids or not vector:
             return {}
-        rows = await self._db.fetchall(
-            f"SELECT chunk_id, 1 - (embedding <=> %s) AS score FROM {SPARSE_TABLE} WHERE chunk_id = ANY(%s)",
-            (as_sparsevec(vector), list(chunk_ids)))
+        rows = await self._db.fetchall(_query("scores"), (as_sparsevec(vector), list(chunk_ids)))
         return {r["chunk_id"]: float(r["score"]) for r in rows}
 
 
@@ -198,7 +202,5 @@ class HybridVectors(CandidateSearch):
 
     async def _with_heading(self, chunk_ids: list[UUID], filters: SearchFilters) -> set[UUID]:
         conds, params = heading_condition(filters)
-        rows = await self._db.fetchall(
-            sql.SQL("SELECT c.id FROM chunks c WHERE c.id = ANY(%(ids)s) AND {}").format(conds[0]),
-            {"ids": chunk_ids, **params})
+        rows = await self._db.fetchall(_query("chunks_with_heading", heading=conds[0]), {"ids": chunk_ids, **params})
         return {r["id"] for r in rows}

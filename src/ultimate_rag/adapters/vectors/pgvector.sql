@@ -1,0 +1,70 @@
+-- The dense vectors in pgvector (pgvector.py). {table} (a dimension's shared table or an index
+-- generation's), {index}, {sparse} (the learned sparse vectors' table) are identifiers and
+-- {dimension} a literal, composed with psycopg.sql; {where} and {documents} are filter fragments;
+-- values are parameters.
+
+-- lock_table --
+SELECT pg_advisory_xact_lock(hashtext(%s))
+
+-- create_table --
+CREATE TABLE IF NOT EXISTS {table} (
+    chunk_id uuid PRIMARY KEY, document_id uuid NOT NULL, knowledge_base_id uuid NOT NULL,
+    embedding vector({dimension}) NOT NULL)
+
+-- create_document_index --
+CREATE INDEX IF NOT EXISTS {index} ON {table} (document_id)
+
+-- create_knowledge_base_index --
+CREATE INDEX IF NOT EXISTS {index} ON {table} (knowledge_base_id)
+
+-- create_hnsw_index --
+CREATE INDEX IF NOT EXISTS {index} ON {table} USING hnsw (embedding vector_cosine_ops)
+
+-- upsert --
+INSERT INTO {table} (chunk_id, document_id, knowledge_base_id, embedding)
+VALUES (%s, %s, %s, %s) ON CONFLICT (chunk_id) DO UPDATE
+SET embedding = EXCLUDED.embedding, document_id = EXCLUDED.document_id,
+    knowledge_base_id = EXCLUDED.knowledge_base_id
+
+-- delete_document --
+DELETE FROM {table} WHERE document_id = %s
+
+-- delete_document_except --
+DELETE FROM {table} WHERE document_id = %s AND chunk_id <> ALL(%s)
+
+-- delete_knowledge_base --
+DELETE FROM {table} WHERE knowledge_base_id = %s
+
+-- table_exists --
+SELECT to_regclass(%s) AS t
+
+-- drop_table --
+DROP TABLE IF EXISTS {table}
+
+-- count_document --
+SELECT count(*) AS n FROM {table} WHERE document_id = %s
+
+-- search --
+SELECT chunk_id, 1 - (embedding <=> %(q)s) AS score FROM {table}
+WHERE knowledge_base_id = %(kb)s {documents}
+ORDER BY embedding <=> %(q)s LIMIT %(n)s
+
+-- in_documents --
+AND document_id = ANY(%(docs)s)
+
+-- dense_side --
+WITH d AS MATERIALIZED (SELECT chunk_id, embedding <=> %(q)s AS distance FROM {table}
+    WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(q)s LIMIT %(n)s)
+SELECT d.chunk_id, 1 - d.distance AS dense, 0 AS sparse FROM d
+
+-- dense_side_with_sparse --
+WITH d AS MATERIALIZED (SELECT chunk_id, embedding <=> %(q)s AS distance FROM {table}
+    WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(q)s LIMIT %(n)s)
+SELECT d.chunk_id, 1 - d.distance AS dense, COALESCE(1 - (sp.embedding <=> %(qs)s), 0) AS sparse
+FROM d LEFT JOIN {sparse} sp ON sp.chunk_id = d.chunk_id
+
+-- sparse_side --
+WITH s AS MATERIALIZED (SELECT chunk_id, embedding <=> %(qs)s AS distance FROM {sparse}
+    WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(qs)s LIMIT %(n)s)
+SELECT s.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, 1 - s.distance AS sparse
+FROM s LEFT JOIN {table} v ON v.chunk_id = s.chunk_id
