@@ -7,7 +7,7 @@ from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.services.worker import WorkerConfig
 
 from .helpers import new_kb, queue_document
-from .test_queue import _lose, _not_due
+from .test_queue import _lose, lose_twice_while_another_succeeds
 
 STILL = "(the previous version, revision 1, is still searchable)"
 
@@ -19,14 +19,7 @@ async def test_a_rebuild_failed_as_poison_keeps_serving_its_previous_revision(co
     chunks = await container.documents.chunks(poison)
     container.queue.retry_delay_seconds = 3600  # converged jobs stay out of the way of the next claim
     await container.lifecycle.reindex(poison)
-    healthy = await queue_document(container, kb, "healthy")
-    await _not_due(container, healthy)
-    await _lose(container, poison, "worker-a")
-    await _lose(container, poison, "worker-b")
-    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
-    [ok] = await container.queue.claim("worker-c")
-    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
-    await container.pipeline.complete_already_ready(ok)
+    await lose_twice_while_another_succeeds(container, kb, poison)
     await _lose(container, poison, "worker-c")
 
     document = await container.documents.get(poison)

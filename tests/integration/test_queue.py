@@ -153,6 +153,20 @@ async def _lose(container, doc, worker: str) -> None:
     assert [lease for lease in await container.queue.claim("converger", 1) if lease.document_id == doc] == []
 
 
+async def lose_twice_while_another_succeeds(container, kb, poison) -> None:
+    """Two lost attempts of ``poison`` on two workers, then another document's job succeeds on a
+    third: the streak a third lost attempt turns into a poison verdict."""
+    healthy = await queue_document(container, kb, "healthy")
+    await _not_due(container, healthy)
+    await _lose(container, poison, "worker-a")
+    await _lose(container, poison, "worker-b")
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
+    [ok] = await container.queue.claim("worker-c")
+    assert ok.document_id == healthy
+    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
+    await container.pipeline.complete_already_ready(ok)  # another job succeeded meanwhile
+
+
 async def _not_due(container, doc) -> None:
     await container.db.execute(
         "UPDATE ingestion_jobs SET available_at = now() + interval '1 hour' WHERE document_id = %s", (doc,))
@@ -163,15 +177,7 @@ async def test_a_file_that_keeps_killing_workers_fails_as_poison(container) -> N
     kb = await new_kb(container)
     container.queue.retry_delay_seconds = 3600  # converged jobs stay out of the way of the next claim
     poison = await queue_document(container, kb, "poison")
-    healthy = await queue_document(container, kb, "healthy")
-    await _not_due(container, healthy)
-    await _lose(container, poison, "worker-a")
-    await _lose(container, poison, "worker-b")
-    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
-    [ok] = await container.queue.claim("worker-c")
-    assert ok.document_id == healthy
-    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
-    await container.pipeline.complete_already_ready(ok)  # another job succeeded meanwhile
+    await lose_twice_while_another_succeeds(container, kb, poison)
     await _lose(container, poison, "worker-c")
     job = await job_row(container, poison)
     assert job["status"] == "FAILED" and job["attempts"] == 3

@@ -11,7 +11,7 @@ from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.domain.status import JobOperation
 
 from .helpers import expire_lease, job_row, new_kb, queue_document
-from .test_queue import _lose, _not_due
+from .test_queue import lose_twice_while_another_succeeds
 
 
 async def _doc_status(container, doc) -> str:
@@ -26,14 +26,7 @@ async def test_a_poison_verdict_moves_the_document_only_along_an_edge_the_table_
     kb = await new_kb(container)
     container.queue.retry_delay_seconds = 3600
     poison = await queue_document(container, kb, "poison")
-    healthy = await queue_document(container, kb, "healthy")
-    await _not_due(container, healthy)
-    await _lose(container, poison, "worker-a")
-    await _lose(container, poison, "worker-b")
-    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (healthy,))
-    [ok] = await container.queue.claim("worker-c")
-    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (healthy,))
-    await container.pipeline.complete_already_ready(ok)
+    await lose_twice_while_another_succeeds(container, kb, poison)
     await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (poison,))
     [lease] = await container.queue.claim("worker-c", 1)
     assert lease.document_id == poison
