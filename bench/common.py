@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import platform
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -18,6 +21,20 @@ from ultimate_rag.adapters.postgres.embedded import start_embedded_postgres
 from ultimate_rag.adapters.postgres.migrations import migrate
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+async def wait_for_documents(container: Any, done: Callable[[dict[str, int]], bool], interval: float = 0.2) -> None:
+    """Poll the documents' counts (``ready``, ``failed``, ``n``) until ``done(counts)``; a FAILED
+    document ends the run."""
+    while True:
+        row = await container.db.fetchone(
+            "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"
+            " AS failed, count(*) AS n FROM documents")
+        if row["failed"]:
+            raise SystemExit(f"{row['failed']} documents FAILED")
+        if done(row):
+            return
+        await asyncio.sleep(interval)
 
 
 def fresh_database() -> tuple[str, object, Path]:

@@ -29,13 +29,14 @@ from pathlib import Path
 import httpx
 import psutil
 
+from ultimate_rag.adapters.postgres.database import TRUST_RECENT_SECONDS
 from ultimate_rag.bootstrap import build
 from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 from ultimate_rag.settings import Settings
-from ultimate_rag.worker import WORKER_TRUST_RECENT_SECONDS, model_first, run_event_loop
+from ultimate_rag.worker import model_first, run_event_loop
 
 from .ceiling import LLAMAINDEX_PYTHON, ZeroEmbedder, run_llamaindex, stage_breakdown
-from .common import fresh_database, load_corpus, machine
+from .common import fresh_database, load_corpus, machine, wait_for_documents
 
 ADMIN_KEY = "bench-admin-key"
 
@@ -62,18 +63,6 @@ def start_api(url: str, data_dir: Path, port: int, sparse: bool = True) -> subpr
     raise SystemExit("the API did not start")
 
 
-async def wait_all_ready(container, expected: int) -> None:
-    while True:
-        row = await container.db.fetchone(
-            "SELECT count(*) FILTER (WHERE status = 'READY') AS ready,"
-            " count(*) FILTER (WHERE status = 'FAILED') AS failed FROM documents")
-        if row["failed"]:
-            raise SystemExit(f"{row['failed']} documents FAILED")
-        if row["ready"] == expected:
-            return
-        await asyncio.sleep(0.05)
-
-
 CPU_SPENT: list[tuple[float, float]] = []  # per round: (the machine's busy CPU seconds, this process's)
 
 
@@ -85,7 +74,7 @@ async def ingest_round(container, worker: IngestionWorker, requests) -> float:
     started = time.perf_counter()
     run = asyncio.create_task(worker.run(stop))
     count = await requests()
-    await wait_all_ready(container, count)
+    await wait_for_documents(container, lambda r: r["ready"] == count, interval=0.05)
     elapsed = time.perf_counter() - started
     CPU_SPENT.append((_busy_cpu() - machine_before, time.process_time() - me_before))
     stop.set()
@@ -121,7 +110,7 @@ async def main_async(args: argparse.Namespace) -> None:
         settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2,
                             sparse_enabled=sparse_on, worker_model_precedence=args.precedence)
         container = build(settings, url=url, embedder=ZeroEmbedder() if zero else None,
-                          trust_recent_seconds=WORKER_TRUST_RECENT_SECONDS)  # as the worker process
+                          trust_recent_seconds=TRUST_RECENT_SECONDS)  # as the worker process
         await container.open()
         model_first(container, settings)  # as the worker process does
         worker = container.worker(WorkerConfig(

@@ -33,7 +33,7 @@ from ultimate_rag.services.lifecycle import BulkReindexFilter
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
 
-from .common import fresh_database, load_corpus, machine
+from .common import fresh_database, load_corpus, machine, wait_for_documents
 
 MODES = [SearchMode.HYBRID, SearchMode.DENSE, SearchMode.SPARSE]
 
@@ -46,18 +46,6 @@ def corpus_documents(corpus: Any, n: int) -> list[dict[str, str]]:
             docs.append({**d, "id": f"s{seed}-{d['id']}"})
         seed += 1
     return docs[:n]
-
-
-async def wait_until(container, done) -> None:
-    while True:
-        row = await container.db.fetchone(
-            "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"
-            " AS failed, count(*) AS n FROM documents")
-        if row["failed"]:
-            raise SystemExit(f"{row['failed']} documents FAILED")
-        if done(row):
-            return
-        await asyncio.sleep(0.2)
 
 
 async def findable(container, kb: UUID, doc: UUID, query: str, mode: SearchMode) -> bool:
@@ -92,7 +80,7 @@ async def main_async(args: argparse.Namespace) -> None:
     stop = asyncio.Event()
     run = asyncio.create_task(worker.run(stop))
     started = time.perf_counter()
-    await wait_until(container, lambda r: r["ready"] == r["n"])
+    await wait_for_documents(container, lambda r: r["ready"] == r["n"])
     ingest_wall = time.perf_counter() - started
     counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
     assert counted is not None
@@ -123,7 +111,7 @@ async def main_async(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     sampling = asyncio.create_task(sampler())
     queued, skipped = await container.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL)
-    await wait_until(container, lambda r: r["ready"] == r["n"] and _rebuilt(samples, len(ids)))
+    await wait_for_documents(container, lambda r: r["ready"] == r["n"] and _rebuilt(samples, len(ids)))
     progress = await container.lifecycle.rebuild_progress(kb)
     reindex_wall = time.perf_counter() - started
     reindex_done.set()

@@ -21,6 +21,7 @@ import psycopg
 
 from .adapters.embedders.engined import EngineEmbedder
 from .adapters.embedders.precedence import give_model_precedence
+from .adapters.postgres.database import TRUST_RECENT_SECONDS
 from .bootstrap import Container, build, database_url, run_migrations
 from .logs import setup_logging_from
 from .observability import WorkerMetrics
@@ -29,7 +30,6 @@ from .settings import Settings
 
 log = logging.getLogger("ultimate_rag.worker")
 T = TypeVar("T")
-WORKER_TRUST_RECENT_SECONDS = 2.0  # as the queue's own pool: a connection used this recently is not checked again
 
 
 async def run_worker(settings: Settings, concurrency: int | None = None) -> None:
@@ -37,7 +37,7 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
     url = database_url(settings)
     await _until_database_answers(lambda: asyncio.to_thread(run_migrations, settings, url),
                                   settings.poll_interval_seconds)
-    container = build(settings, url=url, pool_size=concurrency + 4, trust_recent_seconds=WORKER_TRUST_RECENT_SECONDS)
+    container = build(settings, url=url, pool_size=concurrency + 4, trust_recent_seconds=TRUST_RECENT_SECONDS)
     await container.open()
     model_first(container, settings)
     worker = container.worker(WorkerConfig(

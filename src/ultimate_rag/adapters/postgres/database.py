@@ -27,6 +27,11 @@ from .sql import load_queries
 Connection = psycopg.AsyncConnection[dict[str, Any]]
 
 
+# how recently a pooled connection must have worked to be handed out without the pool's check
+# round trip, in the pools that use it (the queue's, a worker's); see Database.__init__
+TRUST_RECENT_SECONDS = 2.0
+
+
 class Database:
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True,
                  generic_plans: bool = False, acquire_timeout: float = 10.0, trust_recent_seconds: float = 0.0,

@@ -25,7 +25,7 @@ from ...domain import status as tables
 from ...domain.errors import LeaseLostError
 from ...domain.models import Lease
 from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition
-from .database import Connection, Database
+from .database import TRUST_RECENT_SECONDS, Connection, Database
 from .documents import NOTIFY_CHANNEL, notify_workers
 from .sql import load_queries
 
@@ -61,7 +61,7 @@ def queue_database(url: str, *, max_size: int, min_size: int = 1) -> Database:
     """The queue's own pool: its statements never change, so they are planned once (generic
     plans), and a connection used a moment ago is trusted without a check round trip."""
     return Database(url, min_size=min_size, max_size=max_size, register_vector=False, generic_plans=True,
-                    trust_recent_seconds=2.0)
+                    trust_recent_seconds=TRUST_RECENT_SECONDS)
 
 
 class JobQueue:
