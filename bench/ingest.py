@@ -3,9 +3,11 @@
 spent inside the embedder can be read), wall time until every document is READY.
 
 Reports: pipeline overhead = 1 - embedder time / wall time; the model alone on the very same
-chunk texts in the same run (its best rate: one text per call, with the engine's thread count;
-dense, plus the sparse head's pass when it is enabled); and re-ingest of the unchanged corpus
-(reindex of every document: the embedding cache means nothing is embedded again).
+chunk texts in the same run (its best rate: one text per call, on the engine's thread, with its
+thread count; dense, plus the sparse head's pass when it is enabled), timed once before the
+ingest and once after it, so that a machine drifting during the run moves both sides alike (the
+ratio uses their mean); and re-ingest of the unchanged corpus (reindex of every document: the
+embedding cache means nothing is embedded again).
 
 ``--embedder zero``: the pipeline's ceiling (vectors at no cost, every other step real and
 durable), side by side with LlamaIndex's in-memory IngestionPipeline (``bench/ceiling.py``).
@@ -25,12 +27,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from uuid import uuid4
 
 import httpx
 import psutil
 
+from ultimate_rag.adapters.chunking.chunker import StructuredChunker
 from ultimate_rag.adapters.postgres.database import TRUST_RECENT_SECONDS
 from ultimate_rag.bootstrap import build
+from ultimate_rag.domain.models import DocumentSource
 from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.worker import model_first, run_event_loop
@@ -137,6 +142,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 uploads_done = time.perf_counter() - started
                 return len(docs)
 
+            before = None if zero else model_alone(container, chunk_texts(container, docs))
             profiler = None
             if args.profile:
                 import cProfile
@@ -160,7 +166,7 @@ async def main_async(args: argparse.Namespace) -> None:
             rewall = await ingest_round(container, worker, reindex_all)
             re_embed = container.embedding.seconds_in_embedder
 
-        texts = [r["content"] for r in chunks]
+        texts = [r["content"] for r in chunks]  # as stored (the model-alone passes use what was embedded)
         print(f"machine: {machine()}")
         print(f"uploads: {len(docs)} through the API, {args.uploads} at a time, the last accepted after "
               f"{uploads_done:.1f} s")
@@ -170,7 +176,9 @@ async def main_async(args: argparse.Namespace) -> None:
         if zero:
             await report_ceiling(args, wall, rewall, len(texts), total_chars, container, len(docs))
         else:
-            report_model(container, texts, wall, embed_seconds, rewall, re_embed, total_chars, args.precedence)
+            assert before is not None
+            report_model(container, texts, before, wall, embed_seconds, rewall, re_embed, total_chars,
+                         args.precedence)
         await container.close()
     finally:  # a failed run leaves no API process or database behind
         api.terminate()
@@ -197,13 +205,29 @@ async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, c
               f"(chunks/s, durable vs in memory)")
 
 
-def report_model(container, texts: list[str], wall: float, embed_seconds: float, rewall: float,
-                 re_embed: float, total_chars: int, precedence: int) -> None:
+def chunk_texts(container, docs: list[dict]) -> list[str]:
+    """What the pipeline will embed, made the pipeline's way (its parser and chunker, the model's
+    tokenizer), before anything is ingested; checked against the stored chunks afterwards."""
+    settings = container.settings
+    chunker = StructuredChunker(container.embedder.count_tokens)
+    texts: list[str] = []
+    for d in docs:
+        ident = uuid4()
+        source = DocumentSource(ident, f"{d['id']}.txt", "text/plain", d["text"].encode())
+        parsed = container.parsers.resolve(source).parse(source)
+        texts += [c.embedding_text for c in chunker.split(
+            parsed, document_id=ident, knowledge_base_id=ident, revision=1,
+            chunk_size=settings.chunk_size_tokens, overlap=settings.chunk_overlap_tokens)]
+    return texts
+
+
+def model_alone(container, texts: list[str]) -> tuple[list[str], float, float]:
+    """The model on ``texts`` with nothing else running: seconds for the dense pass, and for the
+    sparse head's (0 when off). On the engine's own thread, at its priority."""
     model = container.embedder.model()
     model_thread = container.embedder.model_thread
-    threads = model_thread.threads
 
-    def timed(one: Callable[[str], object]) -> float:  # run on the engine's own thread, at its priority
+    def timed(one: Callable[[str], object]) -> float:
         def run() -> float:
             t = time.perf_counter()
             for text in texts:
@@ -211,12 +235,22 @@ def report_model(container, texts: list[str], wall: float, embed_seconds: float,
             return time.perf_counter() - t
         return model_thread.executor().submit(run).result()
 
-    dense_alone = timed(lambda text: model.passage([text]))
-    sparse_alone = 0.0
-    if container.embedding.sparse is not None:  # the learned sparse vectors of hybrid search
-        sparse_alone = timed(container.embedding.sparse.encode_sync)
-    alone = dense_alone + sparse_alone
+    dense = timed(lambda text: model.passage([text]))
+    sparse = timed(container.embedding.sparse.encode_sync) if container.embedding.sparse is not None else 0.0
+    return texts, dense, sparse
 
+
+def report_model(container, stored: list[str], before: tuple[list[str], float, float], wall: float,
+                 embed_seconds: float, rewall: float, re_embed: float, total_chars: int, precedence: int) -> None:
+    texts, dense_before, sparse_before = before
+    if len(texts) != len(stored):
+        raise SystemExit(f"the chunks made before the run ({len(texts)}) are not those stored ({len(stored)})")
+    _, dense_after, sparse_after = model_alone(container, texts)
+    dense_alone, sparse_alone = (dense_before + dense_after) / 2, (sparse_before + sparse_after) / 2
+    alone = dense_alone + sparse_alone
+    threads = container.embedder.model_thread.threads
+    print(f"model alone before the ingest {dense_before + sparse_before:.1f} s, after it "
+          f"{dense_after + sparse_after:.1f} s (the mean below)")
     print(f"model threads: {threads}; the worker's own steps at nice +{precedence} below them")
     print(f"RESULT ingest: wall {wall:.1f} s until all READY, {len(texts) / wall:.2f} chunks/s, "
           f"{total_chars / wall:,.0f} corpus chars/s")

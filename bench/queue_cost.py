@@ -205,11 +205,11 @@ async def _lease_path(pipeline: Any, lease: Any) -> None:
     await pipeline.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
     await pipeline.enter_stage(lease, DocumentStatus.INDEXING, {"stage": "INDEXING", "done": 0, "total": 1})
 
-    async def nothing() -> None:
+    async def nothing(*_: object) -> None:
         return None
 
     await pipeline.commit_ready(lease, ReadyCommit(chunks=(), revision=1), write_vectors=nothing,
-                                publish_snapshot=nothing)
+                                finish=nothing)
 
 
 def main() -> None:

@@ -135,8 +135,7 @@ class Container:
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
                                connector_runner=self.connectors.runner if self.connectors else None,
-                               backfill=self.backfill, migrations=self.migrations, janitor=self.janitor,
-                               timings=self.operations)
+                               backfill=self.backfill, migrations=self.migrations, janitor=self.janitor)
 
     async def open(self) -> None:
         await self.db.open()

@@ -23,17 +23,26 @@ OTHER_SECRET = "The alarm code of the east wing is 24680."
 
 
 def record_progress(container) -> dict[str, list[dict[str, Any]]]:
-    """Every progress value written for a document: what a key polling it (or its event stream)
-    could have read while it was EMBEDDING."""
+    """Every progress value with a cache count written for a document: what a key polling it (or
+    its event stream) could have read while it was EMBEDDING, and as it entered INDEXING (which
+    carries the final count on)."""
     seen: dict[str, list[dict[str, Any]]] = {}
-    queue = container.processor._store
-    real = queue.report_progress
+    store = container.processor._store
+    report, enter = store.report_progress, store.enter_stage
 
-    async def spy(lease, progress):
-        seen.setdefault(str(lease.document_id), []).append(dict(progress))
-        await real(lease, progress)
+    def note(lease, progress) -> None:
+        if progress and "from_cache" in progress:
+            seen.setdefault(str(lease.document_id), []).append(dict(progress))
 
-    queue.report_progress = spy
+    async def spy_report(lease, progress):
+        note(lease, progress)
+        await report(lease, progress)
+
+    async def spy_enter(lease, status, progress=None):
+        note(lease, progress)
+        await enter(lease, status, progress)
+
+    store.report_progress, store.enter_stage = spy_report, spy_enter
     return seen
 
 

@@ -141,7 +141,9 @@ async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(
     assert waits, reports
     for d in docs:
         done = [r["done"] for r in reports[d]]
-        assert done[-1] == reports[d][-1]["total"] > 16
+        total = reports[d][-1]["total"]
+        # the last count (all embedded) is not written: the INDEXING entry follows at once
+        assert total > 16 and 0 < total - done[-1] <= 4, done
         steps = [b - a for a, b in itertools.pairwise(done) if b > a]
         assert max(steps) <= 4, done
 

@@ -26,6 +26,7 @@ from ultimate_rag.domain.models import (
     Lease,
     PipelineDocument,
     ReadyCommit,
+    ReadyOutcome,
 )
 from ultimate_rag.domain.status import (
     ALLOWED_TRANSITIONS,
@@ -207,8 +208,9 @@ class MemoryPipeline:
         row.assets = list(assets)
         return sorted(old)
 
-    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *, write_vectors: Callable[[], Awaitable[None]],
-                           publish_snapshot: Callable[[], Awaitable[None]]) -> list[str]:
+    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *,
+                           write_vectors: Callable[[object], Awaitable[None]],
+                           finish: Callable[[object], Awaitable[None]]) -> ReadyOutcome:
         world = self.world
         if commit.outdate is not None:
             world.dedup_locks += 1
@@ -217,7 +219,7 @@ class MemoryPipeline:
         with world.transaction():
             world.holding_job = lease.job_id
             try:
-                await write_vectors()
+                await write_vectors(None)  # no shared transaction: the fake vectors store on its own
             finally:
                 world.holding_job = None
             twin = commit.outdate
@@ -225,11 +227,13 @@ class MemoryPipeline:
                 await self.vectors.delete_by_document(twin.document_id)
             row = world.rows[lease.document_id]
             row.chunks, row.published_revision = commit.chunks, commit.revision
+            stale = tuple(a.object_key for a in row.assets if a.id not in commit.assets)
+            row.assets = [a for a in row.assets if a.id in commit.assets]
             world.move(row, D.READY)
             row.job_status, row.locked_by = JobStatus.SUCCEEDED, None
-            await publish_snapshot()
+            await finish(None)
         world.commits.append(commit)
-        return []
+        return ReadyOutcome(stale, {"READY": "now"})
 
     async def complete_already_ready(self, lease: Lease) -> None:
         row = self.world.owned(lease)
@@ -264,16 +268,16 @@ class MemoryDedupSession:
                 if r.knowledge_base_id == knowledge_base_id and r.id != document_id and r.id not in exempt
                 and r.content_hash == text_hash and (r.status in DEDUP_MATCHABLE or r.published_revision)]
 
-    async def record_signature(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
-                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None) -> None:
+    async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
+                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,
+                               verdict: dict[str, Any]) -> None:
         row = self.world.rows[document_id]
         row.content_hash, row.minhash = text_hash, hashvalues
+        row.verdict = verdict
 
     async def record_content_hash(self, document_id: UUID, text_hash: str) -> None:
         self.world.rows[document_id].content_hash = text_hash
 
-    async def record_verdict(self, document_id: UUID, verdict: dict[str, Any]) -> None:
-        self.world.rows[document_id].verdict = verdict
 
     async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
         return self.world.outdate(older, newer, verdict)

@@ -47,16 +47,16 @@ class MemorySession:
                 if d.id != document_id and d.content_hash == text_hash and d.id not in exempt
                 and d.status in (D.READY, D.PARSING, D.CHUNKING, D.EMBEDDING, D.INDEXING)]
 
-    async def record_signature(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
-                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None) -> None:
+    async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
+                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,
+                               verdict: dict[str, Any]) -> None:
         doc = self.store.docs[document_id]
         doc.content_hash, doc.minhash = text_hash, hashvalues
+        doc.verdict = verdict
 
     async def record_content_hash(self, document_id: UUID, text_hash: str) -> None:
         self.store.docs[document_id].content_hash = text_hash
 
-    async def record_verdict(self, document_id: UUID, verdict: dict[str, Any]) -> None:
-        self.store.docs[document_id].verdict = verdict
 
     async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
         return await self.store.outdate(None, older=older, newer=newer, verdict=verdict)

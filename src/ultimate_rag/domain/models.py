@@ -277,6 +277,16 @@ class ReadyCommit:
     chunks: tuple[Chunk, ...]
     revision: int
     outdate: OlderTwin | None = None
+    assets: tuple[UUID, ...] = ()  # the revision's asset rows (written before): every other one goes
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyOutcome:
+    """What the READY commit leaves the caller: the object keys of the asset rows it removed (their
+    objects go after the commit) and the stage timestamps of the run it ended (for the metrics)."""
+
+    stale_assets: tuple[str, ...] = ()
+    stage_timings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

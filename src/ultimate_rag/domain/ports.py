@@ -24,6 +24,7 @@ from .models import (
     ParsedDocument,
     PipelineDocument,
     ReadyCommit,
+    ReadyOutcome,
     VectorHit,
 )
 from .search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
@@ -244,10 +245,13 @@ class DedupSession(Protocol):
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                          bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]: ...
-    async def record_signature(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
-                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None) -> None: ...
+    async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
+                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,
+                               verdict: dict[str, Any]) -> None:
+        """The document's hash, signature and bands (replacing any earlier run's) and its verdict."""
+        ...
+
     async def record_content_hash(self, document_id: UUID, text_hash: str) -> None: ...
-    async def record_verdict(self, document_id: UUID, verdict: dict[str, Any]) -> None: ...
     async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool: ...
 
 
@@ -288,9 +292,12 @@ class PipelineStore(Protocol):
         """The revision's asset rows; returns the object keys no longer referenced."""
         ...
 
-    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *, write_vectors: Callable[[], Awaitable[None]],
-                           publish_snapshot: Callable[[], Awaitable[None]]) -> list[str]:
-        """INDEXING -> READY in one transaction; returns the previous revision's asset keys."""
+    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *,
+                           write_vectors: Callable[[object], Awaitable[None]],
+                           finish: Callable[[object], Awaitable[None]]) -> ReadyOutcome:
+        """INDEXING -> READY in one transaction. ``write_vectors`` (before the chunk rows) and
+        ``finish`` (the last step before the commit) get that open transaction (an opaque handle:
+        a store in the same database may write in it, any other ignores it)."""
         ...
 
     async def complete_already_ready(self, lease: Lease) -> None: ...
@@ -300,10 +307,6 @@ class PipelineStore(Protocol):
         ...
 
     async def published_chunk_ids(self, document_id: UUID) -> list[UUID]: ...
-
-
-class StageTimingsReader(Protocol):
-    async def finished_stage_timings(self, document_id: UUID) -> dict[str, str] | None: ...
 
 
 class ParseRunnerPort(Protocol):
@@ -326,6 +329,8 @@ class IndexPlanView(Protocol):
     def target(self) -> Any | None: ...
     @property
     def migration_id(self) -> int | None: ...
+    @property
+    def generations(self) -> list[Any]: ...
 
 
 class IndexGenerationsPort(Protocol):
@@ -335,3 +340,7 @@ class IndexGenerationsPort(Protocol):
     async def plan(self, kb_id: UUID, /) -> IndexPlanView: ...
     async def write(self, kb_id: UUID, items_by_generation: Sequence[tuple[Any, Sequence[EmbeddedChunk]]],
                     /) -> None: ...
+    async def remove_superseded(self, kb_id: UUID, document_id: UUID, keep: Sequence[UUID],
+                                generations: Sequence[Any], /) -> None:
+        """The document's vectors in each of ``generations`` but those of ``keep``."""
+        ...

@@ -66,11 +66,10 @@ class Deduplicator:
         kb_id, doc_id = document.knowledge_base_id, document.id
         if content.amount < self._min_chars:
             async with self._store.judging(lease, kb_id) as session:
-                await session.record_signature(knowledge_base_id=kb_id, document_id=doc_id, text_hash=None,
-                                               hashvalues=None, bands=None)  # never a candidate either
-                await session.record_verdict(doc_id, {
-                    "skipped": f"too little text to compare ({content.amount} characters of its own, "
-                               f"the minimum is {self._min_chars})", "mode": mode.value})
+                await session.record_judgement(  # never a candidate either
+                    knowledge_base_id=kb_id, document_id=doc_id, text_hash=None, hashvalues=None, bands=None,
+                    verdict={"skipped": f"too little text to compare ({content.amount} characters of its own, "
+                                        f"the minimum is {self._min_chars})", "mode": mode.value})
             return Decision()
         signature = await asyncio.to_thread(compute_signature, content, mode)
         async with self._store.judging(lease, kb_id) as session:
@@ -81,10 +80,9 @@ class Deduplicator:
                                 hashvalues=signature.hashvalues, candidates=found, mode=mode,
                                 threshold=settings.near_duplicate_threshold)
             if match is None:
-                await session.record_signature(knowledge_base_id=kb_id, document_id=doc_id,
+                await session.record_judgement(knowledge_base_id=kb_id, document_id=doc_id,
                                                text_hash=signature.text_hash, hashvalues=signature.hashvalues,
-                                               bands=signature.bands)
-                await session.record_verdict(doc_id, {})
+                                               bands=signature.bands, verdict={})
                 return Decision()
             other = next(c for c in found if c.document_id == match.document_id)
             self_newer = rules.is_newer((document.created_at, document.source, doc_id),
@@ -93,10 +91,9 @@ class Deduplicator:
                        "compared_document_id": str(match.document_id), "mode": mode.value,
                        "decided_at": datetime.now(UTC).isoformat()}
             if self_newer:
-                await session.record_signature(knowledge_base_id=kb_id, document_id=doc_id,
+                await session.record_judgement(knowledge_base_id=kb_id, document_id=doc_id,
                                                text_hash=signature.text_hash, hashvalues=signature.hashvalues,
-                                               bands=signature.bands)
-                await session.record_verdict(doc_id, {**verdict, "role": "newer"})
+                                               bands=signature.bands, verdict={**verdict, "role": "newer"})
                 twin = OlderTwin(match.document_id, kb_id,
                                  {**verdict, "compared_document_id": str(doc_id), "role": "older"})
                 return Decision(outdate=twin, verdict=verdict)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import mimetypes
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -43,7 +43,7 @@ from ..domain.ports import (
 from ..domain.status import DocumentStatus as S
 from .dedup import Deduplicator
 from .embedding import EmbeddingService
-from .progress import embedding_progress, parse_progress
+from .progress import EmbeddingProgress, parse_progress
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -86,13 +86,15 @@ class DocumentProcessor:
         self._vision = vision  # an image describer (adapters/vision) or None
         self._dedup = dedup
 
-    async def process(self, lease: Lease) -> None:
+    async def process(self, lease: Lease) -> dict[str, str] | None:
+        """Run the pipeline for the leased document; returns the stage timestamps of the run that
+        made it READY (None when it was READY already, or ended OUTDATED as an older duplicate)."""
         doc = await self._store.load_document(lease.document_id)
         if doc is None:
             raise ResourceNotFoundError("the document no longer exists")
         if doc.status == S.READY:  # idempotent: nothing to do, the job just completes
             await self._store.complete_already_ready(lease)
-            return
+            return None
 
         kb_settings, kb_id = doc.kb_settings, doc.knowledge_base_id
         gens = self._generations
@@ -131,44 +133,57 @@ class DocumentProcessor:
         await self._write_snapshot(doc, parser, parsed, chunks)
         decision = await self._dedup.judge(lease, doc, parsed) if self._dedup else None
         if decision is not None and decision.outdated_self:
-            return  # the older of two duplicates: OUTDATED, nothing embedded
+            return None  # the older of two duplicates: OUTDATED, nothing embedded
 
         total = len(chunks)
         await self._store.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
         texts = [c.embedding_text for c in chunks]
-        report = embedding_progress(self._store, lease, self._progress_interval)
+        report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False)  # INDEXING follows
         vectors = await embedding.embed_passages(texts, report, knowledge_base_id=kb_id)
         sparse = await embedding.sparse_passages(texts, knowledge_base_id=kb_id)
         embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
                     for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
         also = await self._embed_for_target(plan, chunks, texts, kb_id, lease.document_id)
 
-        await self._store.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total})
+        await self._store.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total,
+                                                          "from_cache": report.from_cache})
 
-        async def write_vectors() -> None:  # beside the published revision's: nothing is deleted before the swap
+        live: list[Any] = []  # the generations live at the commit (read in it): the old vectors go from each
+
+        async def write_vectors(_: object) -> None:
+            """Committed on their own, beside the published revision's, before the swap: a search
+            straddling the swap then finds one revision or the other (the old ones go after it)."""
             if plan is None or gens is None:
                 await self._vectors.upsert(kb_id, embedded)
-            else:
-                await gens.write(kb_id, [(plan.current, embedded), *also])
-                await self._check_plan(plan, [plan.current, *(g for g, _ in also)])
-            if self._centroids is not None:
-                await self._centroids.add(kb_id, embedding.embedder.name, embedded)
+                return
+            written = [plan.current, *(g for g, _ in also)]
+            await gens.write(kb_id, [(plan.current, embedded), *also])
+            live.extend((await self._check_plan(plan, written)).generations)
 
-        async def publish_snapshot() -> None:  # READY readers find chunks.json of the revision they see
-            await self._snapshots.publish(kb_id, doc.id, doc.content_revision)
+        async def finish(within: object) -> None:
+            if self._centroids is not None:  # a row every document of the language adds to: locked last
+                await self._centroids.add(kb_id, embedding.embedder.name, embedded, within=within)
+            await self._snapshots.publish(kb_id, doc.id, doc.content_revision)  # READY readers find its chunks.json
 
         commit = ReadyCommit(chunks=tuple(chunks), revision=doc.content_revision,
-                             outdate=decision.outdate if decision else None)
-        stale_assets = await self._store.commit_ready(lease, commit, write_vectors=write_vectors,
-                                                      publish_snapshot=publish_snapshot)
-        await self._after_swap(doc, [c.id for c in chunks], stale_assets)
+                             outdate=decision.outdate if decision else None,
+                             assets=tuple(a.id for a in stored.values()))
+        outcome = await self._store.commit_ready(lease, commit, write_vectors=write_vectors,
+                                                 finish=finish)
+        await self._after_swap(doc, [c.id for c in chunks], outcome.stale_assets, live)
+        return outcome.stage_timings
 
-    async def _after_swap(self, doc: PipelineDocument, published: list[UUID], stale_assets: list[str]) -> None:
-        """The previous revision's vectors and asset objects go only now, after the swap committed;
-        a failure (or a crash) here leaves garbage the janitor removes, never a gap. (Its snapshot
-        was replaced by the new one's rename, the commit's last step.)"""
+    async def _after_swap(self, doc: PipelineDocument, published: list[UUID], stale_assets: Sequence[str],
+                          generations: list[Any]) -> None:
+        """The previous revision's vectors (all but ``published``'s, in each of ``generations``)
+        and asset objects go only now, after the swap committed; a failure (or a crash) here leaves
+        garbage the janitor removes, never a gap. (Its snapshot was replaced by the new one's
+        rename, the commit's last step.)"""
         try:
-            await self._vectors.delete_document_except(doc.id, published)
+            if generations and self._generations is not None:
+                await self._generations.remove_superseded(doc.knowledge_base_id, doc.id, published, generations)
+            else:
+                await self._vectors.delete_document_except(doc.id, published)
             for key in stale_assets:
                 await self._storage.delete(key)
         except Exception:
@@ -192,14 +207,16 @@ class DocumentProcessor:
         items = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
         return [(plan.target, items)]
 
-    async def _check_plan(self, plan: IndexPlanView, written: list[Any]) -> None:
+    async def _check_plan(self, plan: IndexPlanView, written: list[Any]) -> IndexPlanView:
         """The knowledge base switched generations to one this run did not write (a migration that
-        began and ended while it ran): index again rather than serve a document from nowhere."""
+        began and ended while it ran): index again rather than serve a document from nowhere.
+        Returns the plan as it is now."""
         assert self._generations is not None  # a plan exists only with generations
         now = await self._generations.plan(plan.knowledge_base_id)
         if now.current not in written:
             raise TransientError("the knowledge base switched to another embedding model while this document was "
                                  "indexed; it is indexed again with the new model")
+        return now
 
     async def cleanup_partial_index(self, lease: Lease) -> None:
         """A failed attempt: the vectors it wrote go; the published revision's stay and serve."""
@@ -228,7 +245,11 @@ class DocumentProcessor:
 
     async def _persist_assets(self, lease: Lease, doc: PipelineDocument,
                               parsed: ParsedDocument) -> dict[str, DocumentAsset]:
-        """Assets get stable keys; they are stored before their rows, and the rows before READY."""
+        """Assets get stable keys; they are stored before their rows, and the rows before READY (so
+        an interrupted run's objects are known). Without assets nothing is written here: the READY
+        commit removes every asset row but the revision's own."""
+        if not parsed.assets:
+            return {}
         kb_id, doc_id = doc.knowledge_base_id, doc.id
         assets: list[DocumentAsset] = []
         for parsed_asset in parsed.assets:

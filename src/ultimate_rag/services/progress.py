@@ -9,27 +9,32 @@ from collections.abc import Awaitable, Callable
 
 from ..domain.models import Lease
 from ..domain.ports import PipelineStore
-from .embedding import ProgressCallback
 
 
-def embedding_progress(store: PipelineStore, lease: Lease, interval: float) -> ProgressCallback:
-    """Chunks embedded / total (and how many came from the cache) while EMBEDDING."""
-    last = 0.0
-    first_wait = True
+class EmbeddingProgress:
+    """Chunks embedded / total (and how many came from the cache) while EMBEDDING: a
+    ``ProgressCallback``. At most one write per ``interval`` (the last one always, unless ``final``
+    is off), except that a first wait for the embedder, before any chunk was embedded, is shown at
+    once. ``final`` False: the last count (all done) is not written, as the caller's next stage
+    entry follows at once and replaces it (it carries ``from_cache`` on, see ``processing``)."""
 
-    async def report(done: int, total: int, from_cache: int, waiting: bool = False) -> None:
-        """At most one write per ``interval`` (the last one always), except that a first wait for
-        the embedder, before any chunk was embedded, is shown at once."""
-        nonlocal last, first_wait
+    def __init__(self, store: PipelineStore, lease: Lease, interval: float, *, final: bool = True) -> None:
+        self._store, self._lease, self._interval, self._final = store, lease, interval, final
+        self._last = 0.0
+        self._first_wait = True
+        self.from_cache = 0  # of the last report
+
+    async def __call__(self, done: int, total: int, from_cache: int, waiting: bool = False) -> None:
+        self.from_cache = from_cache
         now = asyncio.get_running_loop().time()
-        show_wait = waiting and first_wait and done == from_cache
-        if not show_wait and done < total and now - last < interval:
+        show_wait = waiting and self._first_wait and done == from_cache
+        if not show_wait and done >= total and not self._final:
             return
-        last, first_wait = now, first_wait and not waiting
+        if not show_wait and done < total and now - self._last < self._interval:
+            return
+        self._last, self._first_wait = now, self._first_wait and not waiting
         state = {"stage": "EMBEDDING", "done": done, "total": total, "from_cache": from_cache}
-        await store.report_progress(lease, state | ({"waiting": "embedder"} if waiting else {}))
-
-    return report
+        await self._store.report_progress(self._lease, state | ({"waiting": "embedder"} if waiting else {}))
 
 
 def parse_progress(store: PipelineStore, lease: Lease, interval: float) -> Callable[[int, int], Awaitable[None]]:

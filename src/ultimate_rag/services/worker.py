@@ -21,7 +21,7 @@ import psycopg
 
 from ..domain.errors import PermanentError
 from ..domain.models import Lease
-from ..domain.ports import JobLeasesPort, StageTimingsReader
+from ..domain.ports import JobLeasesPort
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
@@ -55,7 +55,7 @@ class IngestionWorker:
                  worker_id: str | None = None, deleter: DocumentDeleter | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
                  connector_runner: SyncRunner | None = None, backfill: Any = None, migrations: Any = None,
-                 timings: StageTimingsReader | None = None) -> None:
+                 ) -> None:
         self.queue = queue
         self.migrations = migrations  # EmbeddingMigrations: its items run one at a time beside the jobs
         self.backfill = backfill  # SparseBackfill: run a batch whenever no job is due
@@ -66,7 +66,7 @@ class IngestionWorker:
         self.metrics = metrics or WorkerMetrics()
         self.janitor = janitor
         self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
-        self._timings = timings  # each finished job's stage timings, for the stage-duration metrics
+        self._timings: dict[Any, dict[str, str]] = {}  # job -> its finished run's stage timings (metrics)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
         self.runner = LeasedRunner(_JobLeases(self), heartbeat_seconds=config.heartbeat_seconds,
                                     label=lambda lease: f"job {lease.job_id}",
@@ -174,34 +174,32 @@ class IngestionWorker:
 
     async def _run_job(self, lease: Lease) -> None:
         started = time.monotonic()
-        outcome = await self.runner.run(lease, lambda: self._dispatch(lease))
+        try:
+            outcome = await self.runner.run(lease, lambda: self._dispatch(lease))
+        finally:
+            timings = self._timings.pop(lease.job_id, None)
         if outcome == Outcome.LOST:
             self.metrics.lease_losses.inc()
         elif outcome == Outcome.DONE:
             self.processed += 1
-            await self._record_success(lease, time.monotonic() - started)
+            self._record_success(lease, time.monotonic() - started, timings)
 
-    async def _record_success(self, lease: Lease, seconds: float) -> None:
+    def _record_success(self, lease: Lease, seconds: float, timings: dict[str, str] | None) -> None:
         """Count the job and observe its stage durations: a delete is one stage (timed here, as a
-        hard delete leaves no row to read); an ingest run's stages are read from the document's
-        ``stage_timings``, stamped by the database as each stage began."""
+        hard delete leaves no row to read); an ingest run's stages are the document's
+        ``stage_timings`` the READY commit returned, stamped by the database as each stage began
+        (none when the document was READY already: they were counted by the run that made it so)."""
         self.metrics.succeeded.labels(operation=lease.operation.value).inc()
         if lease.operation == JobOperation.DELETE:
             self.metrics.stage_seconds.labels(stage="DELETING").observe(seconds)
-            return
-        if self._timings is None:
-            return
-        try:
-            timings = await self._timings.finished_stage_timings(lease.document_id)
-        except Exception as exc:  # metrics never turn a finished job into a failure
-            log.debug("job %s: stage timings unavailable: %s", lease.job_id, exc)
-            return
-        if timings:
+        elif timings:
             self.metrics.record_stages(timings)
 
     async def _dispatch(self, lease: Lease) -> None:
         if lease.operation == JobOperation.INGEST:
-            await self.processor.process(lease)
+            timings = await self.processor.process(lease)
+            if timings:
+                self._timings[lease.job_id] = timings
         elif lease.operation == JobOperation.DELETE and self.deleter is not None:
             await self.deleter.process(lease)
         else:

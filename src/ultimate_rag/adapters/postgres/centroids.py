@@ -16,7 +16,7 @@ import numpy as np
 from ...domain.models import EmbeddedChunk
 from ...domain.search import script_language
 from ..embedders.sparse import SPARSE_DIMENSION
-from .database import Database
+from .database import Database, transaction_on
 from .sql import load_queries
 
 Centroids = dict[str, tuple[np.ndarray, np.ndarray]]  # language -> (dense mean, sparse mean)
@@ -30,11 +30,13 @@ class LanguageCentroids:
         self._ttl = ttl
         self._cache: dict[tuple[UUID, str, int], tuple[float, Centroids]] = {}
 
-    async def add(self, knowledge_base_id: UUID, model: str, items: Sequence[EmbeddedChunk]) -> None:
+    async def add(self, knowledge_base_id: UUID, model: str, items: Sequence[EmbeddedChunk], *,
+                  within: object = None) -> None:
+        """``within``: an open transaction on this database to write in (the READY commit's)."""
         by_language: dict[str, list[EmbeddedChunk]] = {}
         for item in items:
             by_language.setdefault(script_language(item.chunk.content), []).append(item)
-        async with self._db.transaction() as conn:
+        async with transaction_on(self._db, within) as conn:
             for language, group in sorted(by_language.items()):
                 dense = np.sum([np.asarray(i.embedding, dtype=np.float32) for i in group], axis=0)
                 sparse = np.zeros(SPARSE_DIMENSION, dtype=np.float32)
@@ -42,16 +44,17 @@ class LanguageCentroids:
                     for index, weight in (i.sparse or {}).items():
                         sparse[index] += weight
                 key = {"kb": knowledge_base_id, "model": model, "language": language}
-                await conn.execute(Q["ensure_centroid"], key | {"dense": np.zeros_like(dense).tobytes(),
-                                                                "sparse": np.zeros_like(sparse).tobytes()})
                 row = await (await conn.execute(Q["lock_centroid"], key)).fetchone()
                 assert row is not None
                 old_dense = np.frombuffer(row["dense"], dtype=np.float32)
-                if old_dense.shape != dense.shape:  # another dimension: start over
+                if old_dense.shape != dense.shape:  # a new row (empty), or another dimension: start over
                     old_dense, row["n"] = np.zeros_like(dense), 0
+                old_sparse = np.frombuffer(row["sparse"], dtype=np.float32)
+                if old_sparse.shape != sparse.shape:
+                    old_sparse = np.zeros_like(sparse)
                 await conn.execute(Q["write_centroid"], key | {
                     "n": row["n"] + len(group), "dense": (old_dense + dense).tobytes(),
-                    "sparse": (np.frombuffer(row["sparse"], dtype=np.float32) + sparse).tobytes()})
+                    "sparse": (old_sparse + sparse).tobytes()})
 
     async def means(self, knowledge_base_id: UUID, model: str, *, min_chunks: int = 1) -> Centroids:
         """The mean vectors of each language with at least ``min_chunks`` chunks."""

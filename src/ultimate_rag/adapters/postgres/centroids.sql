@@ -1,16 +1,14 @@
 -- Language centroids: per knowledge base, model and script language, the running sum and count of
 -- the chunks' dense and sparse vectors (float32 bytes). Loaded by name ("-- name --" headers).
 
--- ensure_centroid --
--- A zero row to add to, so the FOR UPDATE below always finds one to lock.
-INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse)
-VALUES (%(kb)s, %(model)s, %(language)s, 0, %(dense)s, %(sparse)s)
-ON CONFLICT DO NOTHING;
-
 -- lock_centroid --
-SELECT n, dense, sparse FROM language_centroids
-WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND language = %(language)s
-FOR UPDATE;
+-- The row to add to, locked; made empty when it is not there yet (no vectors: the caller starts from
+-- zeros, and writes the sums in the same transaction). An upsert whose update changes nothing still
+-- locks the row it meets and returns it, so one statement makes and locks it.
+INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse)
+VALUES (%(kb)s, %(model)s, %(language)s, 0, '\x', '\x')
+ON CONFLICT (knowledge_base_id, model, language) DO UPDATE SET n = t.n
+RETURNING t.n, t.dense, t.sparse;
 
 -- write_centroid --
 UPDATE language_centroids SET n = %(n)s, dense = %(dense)s, sparse = %(sparse)s

@@ -7,6 +7,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -109,3 +110,23 @@ class Database:
     async def ping(self) -> bool:
         row = await self.fetchone(load_queries("database.sql")["ping"])
         return bool(row and row["ok"] == 1)
+
+
+@dataclass(frozen=True)
+class SharedTransaction:
+    """An open transaction handed to another store (the READY commit's to the language centroids,
+    the vector write's to the sparse side): a store on the same database writes in it, so its rows
+    commit with it or not at all, without a transaction (and a pooled connection) of its own."""
+
+    url: str
+    conn: Connection
+
+
+@asynccontextmanager
+async def transaction_on(db: Database, within: object = None) -> AsyncIterator[Connection]:
+    """``within`` when it is an open transaction on ``db``'s database, else a new one on ``db``."""
+    if isinstance(within, SharedTransaction) and within.url == db.url:
+        yield within.conn
+        return
+    async with db.transaction() as conn:
+        yield conn

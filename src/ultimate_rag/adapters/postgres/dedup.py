@@ -39,11 +39,13 @@ async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: 
                       r["created_at"], r["source"] or {}) for r in rows]
 
 
-async def record_signature(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
-                           hashvalues: list[int] | None, bands: list[tuple[int, int]] | None) -> None:
-    """Replace the document's hash, signature and bands (a reindex starts over)."""
-    await conn.execute(Q["delete_bands"], {"id": document_id})
-    await conn.execute(Q["set_signature"], {"hash": text_hash, "minhash": hashvalues, "id": document_id})
+async def record_judgement(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
+                           hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,
+                           verdict: dict[str, Any]) -> None:
+    """Replace the document's hash, signature and bands (a reindex starts over), and record its
+    verdict: one statement, then the bands (near mode)."""
+    await conn.execute(Q["set_judgement"], {"hash": text_hash, "minhash": hashvalues, "verdict": Jsonb(verdict),
+                                            "id": document_id})
     if bands:
         async with conn.cursor() as cur:
             await cur.executemany(Q["insert_band"], [(document_id, knowledge_base_id, b, h) for b, h in bands])
@@ -51,10 +53,6 @@ async def record_signature(conn: Connection, *, knowledge_base_id: UUID, documen
 
 async def record_content_hash(conn: Connection, document_id: UUID, text_hash: str) -> None:
     await conn.execute(Q["set_content_hash"], {"hash": text_hash, "id": document_id})
-
-
-async def record_verdict(conn: Connection, document_id: UUID, verdict: dict[str, Any]) -> None:
-    await conn.execute(Q["set_verdict"], {"verdict": Jsonb(verdict), "id": document_id})
 
 
 async def outdate(conn: Connection, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
@@ -84,16 +82,14 @@ class _Session:
         return await candidates(self.conn, knowledge_base_id=knowledge_base_id, document_id=document_id,
                                 text_hash=text_hash, bands=bands, exempt=exempt)
 
-    async def record_signature(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
-                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None) -> None:
-        await record_signature(self.conn, knowledge_base_id=knowledge_base_id, document_id=document_id,
-                               text_hash=text_hash, hashvalues=hashvalues, bands=bands)
+    async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
+                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,
+                               verdict: dict[str, Any]) -> None:
+        await record_judgement(self.conn, knowledge_base_id=knowledge_base_id, document_id=document_id,
+                               text_hash=text_hash, hashvalues=hashvalues, bands=bands, verdict=verdict)
 
     async def record_content_hash(self, document_id: UUID, text_hash: str) -> None:
         await record_content_hash(self.conn, document_id, text_hash)
-
-    async def record_verdict(self, document_id: UUID, verdict: dict[str, Any]) -> None:
-        await record_verdict(self.conn, document_id, verdict)
 
     async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
         return await outdate(self.conn, older=older, newer=newer, verdict=verdict)

@@ -31,8 +31,11 @@ LIMIT 200;
 -- delete_bands --
 DELETE FROM document_hash_bands WHERE document_id = %(id)s;
 
--- set_signature --
-UPDATE documents SET content_hash = %(hash)s, minhash = %(minhash)s WHERE id = %(id)s;
+-- set_judgement --
+-- The document's hash, signature and verdict; its bands go (a reindex starts over: the new ones are
+-- inserted by the next statements, which see this one's delete).
+WITH gone AS (DELETE FROM document_hash_bands WHERE document_id = %(id)s)
+UPDATE documents SET content_hash = %(hash)s, minhash = %(minhash)s, dedup = %(verdict)s WHERE id = %(id)s;
 
 -- set_content_hash --
 -- The older twin judged at once keeps its hash (what it was compared on) but no signature of its own.
@@ -40,9 +43,6 @@ UPDATE documents SET content_hash = %(hash)s WHERE id = %(id)s;
 
 -- insert_band --
 INSERT INTO document_hash_bands (document_id, knowledge_base_id, band, hash) VALUES (%s, %s, %s, %s);
-
--- set_verdict --
-UPDATE documents SET dedup = %(verdict)s WHERE id = %(id)s;
 
 -- lock_job --
 SELECT id FROM ingestion_jobs WHERE document_id = %(id)s FOR UPDATE;

@@ -131,10 +131,6 @@ class OperationsQueries:
         return await self._db.fetchall(_with_stuck(Q["stuck_documents"]), {
             **_stuck_params(older_than_seconds, lease_seconds), "limit": limit})
 
-    async def finished_stage_timings(self, document_id: UUID) -> dict[str, str] | None:
-        row = await self._db.fetchone(Q["finished_stage_timings"], {"document_id": document_id})
-        return dict(row["stage_timings"]) if row else None
-
 
 def _with_stuck(sql: str) -> str:
     return sql.replace("{stuck}", Q["stuck_condition"].rstrip().rstrip(";"))

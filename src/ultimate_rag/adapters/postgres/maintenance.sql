@@ -121,12 +121,3 @@ FROM documents d LEFT JOIN ingestion_jobs j ON j.document_id = d.id
 WHERE {stuck}
 ORDER BY d.updated_at, d.id
 LIMIT %(limit)s;
-
--- finished_stage_timings --
--- The stage timestamps of the run that just made this document READY. READY and the job's end are
--- stamped by one transaction (the same now()); a document that was READY already completes its job
--- later, so its older timings are not reported a second time.
-SELECT d.stage_timings
-FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id
-WHERE d.id = %(document_id)s AND j.status = 'SUCCEEDED'
-  AND (d.stage_timings ->> 'READY')::timestamptz = j.finished_at;

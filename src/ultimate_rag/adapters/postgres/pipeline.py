@@ -13,11 +13,19 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
-from ...domain.models import DocumentAsset, KnowledgeBaseSettings, Lease, OlderTwin, PipelineDocument, ReadyCommit
+from ...domain.models import (
+    DocumentAsset,
+    KnowledgeBaseSettings,
+    Lease,
+    OlderTwin,
+    PipelineDocument,
+    ReadyCommit,
+    ReadyOutcome,
+)
 from ...domain.status import DocumentStatus, check_transition, sources_of
 from . import dedup, deletion
 from .batching import GroupedCalls
-from .database import Connection
+from .database import Connection, SharedTransaction
 from .documents import published_chunk_ids
 from .queue import JobQueue, fenced_document_update
 from .sql import load_queries
@@ -26,7 +34,7 @@ Q = load_queries("pipeline.sql")
 # the fenced document updates: the queue's one fencing statement, four ways to change the document
 _SET_STAGE, _SET_PROGRESS, _SET_PARSER, _SET_WARNINGS = (
     fenced_document_update(Q[name]) for name in ("set_stage", "set_progress", "set_parser", "set_warnings"))
-Step = Callable[[], Awaitable[None]]
+TransactionStep = Callable[[SharedTransaction], Awaitable[None]]
 
 
 class DocumentVectors(Protocol):
@@ -70,25 +78,31 @@ class PipelineRepository:
             return await replace_asset_rows(conn, lease.document_id, assets, revision)
 
     # -- the commits ----------------------------------------------------------------------------
-    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *, write_vectors: Step,
-                           publish_snapshot: Step) -> list[str]:
+    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *, write_vectors: TransactionStep,
+                           finish: TransactionStep) -> ReadyOutcome:
         """INDEXING -> READY: the revision swap. Every step, in order, in one transaction:
 
         1. an older twin to outdate (``commit.outdate``): its knowledge base's deduplication lock,
            before any row lock (deduplication's judging takes it first too);
         2. the fencing: the job row, still this lease's, then the document row; READY allowed;
-        3. ``write_vectors``: the new revision's vectors, beside the published ones. They go to
-           another store, but while this transaction holds the job row, so no other worker can
-           own the job while they are written;
+        3. ``write_vectors``: the new revision's vectors, beside the published ones, given this
+           transaction (``SharedTransaction``): a store in this database (pgvector, the sparse
+           side, the language centroids) writes in it, so its rows commit with READY or not at
+           all; another store (Milvus, Qdrant) writes on its own while this transaction holds the
+           job row, so no other worker can own the job while they are written;
         4. the older twin becomes OUTDATED (its job row, then its document row; its chunks and
            hash bands go) and its vectors are removed;
         5. the document's chunk rows become the new revision's;
-        6. every other revision's asset rows go (their object keys are returned);
+        6. every asset row but the revision's own (``commit.assets``) goes (their object keys
+           are returned);
         7. the document becomes READY with ``published_revision = commit.revision``: READY is the
-           commit flag (SPEC §4 rule 2), written last with the facts it vouches for;
+           commit flag (SPEC §4 rule 2), written last with the facts it vouches for (its stage
+           timestamps are returned);
         8. the job SUCCEEDED;
-        9. ``publish_snapshot``: the revision's chunk snapshot renamed over ``chunks.json``, the
-           last step before the commit (a READY document's snapshot is there when READY is seen).
+        9. ``finish``, given this transaction too, the last step before the commit: what must be
+           there when READY is seen but locks a row other documents share (the language
+           centroids: held only for the commit), and the revision's chunk snapshot renamed over
+           ``chunks.json``.
 
         Search sees the old revision or the new one, never a mix or nothing. After the commit the
         caller removes the previous revision's vectors and the returned objects (a crash first
@@ -97,7 +111,8 @@ class PipelineRepository:
         document = {"document_id": lease.document_id}
         async with self._queue.fenced(lease, _dedup_lock(twin)) as (conn, current):
             check_transition(current, DocumentStatus.READY)
-            await write_vectors()
+            shared = SharedTransaction(self._queue.db.url, conn)
+            await write_vectors(shared)
             if twin is not None:
                 await self._outdate_twin(conn, twin, newer=lease.document_id)
             await conn.execute(Q["delete_chunks"], document)
@@ -107,13 +122,13 @@ class PipelineRepository:
                     [(c.id, c.document_id, c.knowledge_base_id, commit.revision, c.ordinal, c.content, c.token_count,
                       list(c.heading_path), Jsonb(c.locator.to_metadata()), Jsonb(c.metadata)) for c in commit.chunks],
                 )
-            stale = await (await conn.execute(Q["delete_other_revisions_assets"],
-                                              {**document, "revision": commit.revision})).fetchall()
-            await conn.execute(Q["document_ready"], {**document, "chunk_count": len(commit.chunks),
-                                                     "revision": commit.revision})
+            stale = await (await conn.execute(Q["delete_other_assets"], {
+                **document, "revision": commit.revision, "keep": list(commit.assets)})).fetchall()
+            ready = await (await conn.execute(Q["document_ready"], {
+                **document, "chunk_count": len(commit.chunks), "revision": commit.revision})).fetchone()
             await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
-            await publish_snapshot()
-            return [r["object_key"] for r in stale]
+            await finish(shared)
+            return ReadyOutcome(tuple(r["object_key"] for r in stale), dict(ready["stage_timings"]) if ready else {})
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 
     async def _outdate_twin(self, conn: Connection, twin: OlderTwin, *, newer: UUID) -> None:

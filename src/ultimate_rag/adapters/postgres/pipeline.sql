@@ -1,5 +1,5 @@
 -- The pipeline's statements (adapters/postgres/pipeline.py), in one place: what a job reads and
--- writes under the queue's fencing (queue.sql: lock_owned_job, fenced_document_update). Loaded by
+-- writes under the queue's fencing (queue.sql: lock_fenced, fenced_document_update). Loaded by
 -- name: each query starts with a "-- name --" header line.
 
 -- load_document --
@@ -59,7 +59,8 @@ WHERE id = %(job_id)s;
 UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %(chunk_count)s,
     published_revision = %(revision)s, progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),
     stage_timings = stage_timings || jsonb_build_object('READY', now())
-WHERE id = %(document_id)s;
+WHERE id = %(document_id)s
+RETURNING stage_timings;
 
 -- document_deleted --
 -- Soft delete: the row stays (its source object too); what was derived from it is gone.
@@ -91,9 +92,12 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 -- One revision's asset rows (the published revision's stay until the READY commit).
 DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision = %(revision)s RETURNING object_key;
 
--- delete_other_revisions_assets --
--- At the READY commit: every other revision's asset rows; their objects are removed after the commit.
-DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision <> %(revision)s RETURNING object_key;
+-- delete_other_assets --
+-- At the READY commit: every asset row but the new revision's own (%(keep)s: other revisions', and
+-- those an interrupted earlier run of this revision left); their objects are removed after the commit.
+DELETE FROM document_assets
+WHERE document_id = %(document_id)s AND (revision <> %(revision)s OR id <> ALL(%(keep)s::uuid[]))
+RETURNING object_key;
 
 -- content_revision --
 SELECT content_revision FROM documents WHERE id = %(document_id)s;

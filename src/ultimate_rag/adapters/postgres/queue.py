@@ -59,8 +59,9 @@ POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row 
 
 def queue_database(url: str, *, max_size: int, min_size: int = 1) -> Database:
     """The queue's own pool: its statements never change, so they are planned once (generic
-    plans), and a connection used a moment ago is trusted without a check round trip."""
-    return Database(url, min_size=min_size, max_size=max_size, register_vector=False, generic_plans=True,
+    plans), and a connection used a moment ago is trusted without a check round trip. pgvector's
+    types are registered: the READY commit's transaction also carries the vectors (pipeline.py)."""
+    return Database(url, min_size=min_size, max_size=max_size, generic_plans=True,
                     trust_recent_seconds=TRUST_RECENT_SECONDS)
 
 
@@ -146,13 +147,13 @@ class JobQueue:
         async with self._db.transaction() as conn:
             if lock_first is not None:
                 await lock_first(conn)
-            owned = await (await conn.execute(Q["lock_owned_job"], _lease_params(lease))).fetchone()
-            if owned is None:
+            row = await (await conn.execute(Q["lock_fenced"], {**_lease_params(lease),
+                                                               "document_id": lease.document_id})).fetchone()
+            if row is None:
                 raise LeaseLostError()
-            doc = await (await conn.execute(Q["lock_document"], {"document_id": lease.document_id})).fetchone()
-            if doc is None:
+            if row["status"] is None:
                 raise LeaseLostError("the document no longer exists")
-            yield conn, DocumentStatus(doc["status"])
+            yield conn, DocumentStatus(row["status"])
 
     async def fenced_update(self, lease: Lease, statement: str, params: dict[str, Any],
                             from_statuses: frozenset[DocumentStatus] | None = None) -> None:

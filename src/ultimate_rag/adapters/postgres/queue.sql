@@ -175,15 +175,22 @@ SELECT (j.status = 'RUNNING' AND j.locked_by = %(worker_id)s AND j.attempts = %(
 FROM ingestion_jobs j LEFT JOIN documents d ON d.id = j.document_id
 WHERE j.id = %(job_id)s;
 
--- lock_document --
--- Fencing, second row: the document, after the job (the lock order used everywhere).
-SELECT status FROM documents WHERE id = %(document_id)s FOR UPDATE;
-
--- lock_owned_job --
--- Fencing: the job is still ours (RUNNING, locked by us, at the attempt we claimed).
-SELECT id FROM ingestion_jobs
-WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
-FOR UPDATE;
+-- lock_fenced --
+-- Fencing, for a transaction, in one statement: the job row locked only if it is still ours
+-- (RUNNING, locked by us, at the attempt we claimed), then the document row. Job row first,
+-- document second, the lock order used everywhere: the document's lock is a lateral subquery
+-- that depends on the locked job row, so it runs only after that row is locked. No row: the job
+-- is no longer ours; a NULL status: the document no longer exists.
+WITH owned AS MATERIALIZED (
+    SELECT id FROM ingestion_jobs
+    WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
+    FOR UPDATE
+)
+SELECT o.id, d.status
+FROM owned o
+LEFT JOIN LATERAL (
+    SELECT status FROM documents WHERE id = %(document_id)s AND o.id IS NOT NULL FOR UPDATE
+) d ON true;
 
 -- heartbeat --
 UPDATE ingestion_jobs SET locked_at = now()

@@ -31,7 +31,7 @@ from ...domain.errors import TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
 from ...domain.ports import PlannedCandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
-from ..postgres.database import Database
+from ..postgres.database import Database, SharedTransaction
 from ..postgres.sql import load_queries
 from .pgvector import PgVectorStore
 from .sparse_pg import HybridVectors, PostgresSparseIndex
@@ -118,26 +118,35 @@ class IndexGenerations(PlannedCandidateSearch):
     # -- writes the pipeline makes -------------------------------------------------------------
     async def write(self, kb_id: UUID,
                     items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None:
-        """Each generation's vectors (embedded with its model), then the shared sparse side once. A
-        migration's generation that an abort dropped meanwhile is skipped."""
-        for i, (g, items) in enumerate(items_by_generation):
-            if i == 0:
-                current = await self.existing(kb_id, g)
-                if current is None:  # dropped: the knowledge base switched models since the plan was read
-                    raise TransientError("the knowledge base switched to another embedding model while this "
-                                         "document was indexed; it is indexed again with the new model")
-                await current.upsert(kb_id, items)
-                continue
+        """Each generation's vectors (embedded with its model): the current one's with the shared
+        sparse side (in one transaction when both are in PostgreSQL), then a migration's, whose
+        generation, if an abort dropped it meanwhile, is skipped. Committed on their own, beside
+        the published revision's: a search whose vector scan and chunk read straddle the READY
+        commit finds one revision or the other, never neither."""
+        if not items_by_generation:
+            return
+        (first, items), *others = items_by_generation
+        current = await self.existing(kb_id, first)
+        if current is None:  # dropped: the knowledge base switched models since the plan was read
+            raise TransientError("the knowledge base switched to another embedding model while this "
+                                 "document was indexed; it is indexed again with the new model")
+        if isinstance(current, PgVectorStore):
+            async with self._db.transaction() as conn:
+                shared = SharedTransaction(self._db.url, conn)
+                await current.upsert(kb_id, items, within=shared)
+                await self.sparse.upsert(kb_id, items, within=shared)
+        else:
+            await current.upsert(kb_id, items)
+            await self.sparse.upsert(kb_id, items)
+        for g, other_items in others:
             store = await self.existing(kb_id, g)
             try:
                 if store is not None:
-                    await store.upsert(kb_id, items)
+                    await store.upsert(kb_id, other_items)
             except Exception:
                 if (await self.plan(kb_id)).target == g:
                     raise
                 log.info("index generation %s of %s was dropped while it was written", g.number, kb_id)
-        if items_by_generation:
-            await self.sparse.upsert(kb_id, items_by_generation[0][1])
 
     async def drop_generation(self, kb_id: UUID, g: Generation) -> None:
         store = await self.dense(kb_id, g, create=False)
@@ -192,8 +201,14 @@ class IndexGenerations(PlannedCandidateSearch):
         published revision's: they serve until the next swap)."""
         kb_id = await self._document_kb(document_id)
         generations = (await self.plan(kb_id)).generations if kb_id else [Generation(self.default, 0)]
+        await self.remove_superseded(kb_id or UUID(int=0), document_id, keep, generations)
+
+    async def remove_superseded(self, kb_id: UUID, document_id: UUID, keep: Sequence[UUID],
+                                generations: Sequence[Generation]) -> None:
+        """``delete_document_except`` when the caller knows the knowledge base and its live
+        generations (the pipeline, right after its READY commit read them): no lookups."""
         for g in generations:
-            await (await self.dense(kb_id or UUID(int=0), g)).delete_document_except(document_id, keep)
+            await (await self.dense(kb_id, g)).delete_document_except(document_id, keep)
         await self.sparse.delete_document_except(document_id, keep)
 
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:

@@ -22,7 +22,7 @@ from psycopg import sql
 from ...domain.models import EmbeddedChunk, VectorHit
 from ...domain.ports import CandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
-from ..postgres.database import Database
+from ..postgres.database import Database, transaction_on
 from ..postgres.search_filters import vector_row_filter
 from ..postgres.sql import load_queries
 from .sparse_pg import HNSW, SPARSE_TABLE, PostgresSparseIndex, as_sparsevec, ef_search, knn
@@ -56,10 +56,11 @@ class PgVectorStore(CandidateSearch):
                                  ("create_hnsw_index", "hnsw")):
                 await conn.execute(_on(name, self.table, index=sql.Identifier(f"{self.table}_{suffix}_idx")))
 
-    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk], *, within: object = None) -> None:
+        """``within``: an open transaction on this database to write in (``transaction_on``)."""
         if not items:
             return
-        async with self._db.transaction() as conn, conn.cursor() as cur:
+        async with transaction_on(self._db, within) as conn, conn.cursor() as cur:
             await cur.executemany(
                 _on("upsert", self.table),
                 [(i.chunk.id, i.chunk.document_id, knowledge_base_id,
@@ -75,6 +76,9 @@ class PgVectorStore(CandidateSearch):
                 await conn.execute(_on("delete_document", SPARSE_TABLE), (document_id,))
 
     async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
+        if not self._with_sparse:  # one statement: no transaction of its own
+            await self._db.execute(_on("delete_document_except", self.table), (document_id, list(keep)))
+            return
         async with self._db.transaction() as conn:
             for table in (self.table, SPARSE_TABLE):
                 await conn.execute(_on("delete_document_except", table), (document_id, list(keep)))

@@ -23,7 +23,7 @@ from ...domain.models import EmbeddedChunk, VectorHit
 from ...domain.ports import CandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..embedders.sparse import SPARSE_DIMENSION
-from ..postgres.database import Connection, Database
+from ..postgres.database import Connection, Database, transaction_on
 from ..postgres.search_filters import heading_condition, matching_document_ids, vector_row_filter
 from ..postgres.sql import load_queries
 
@@ -76,8 +76,10 @@ class PostgresSparseIndex:
         async with conn.cursor() as cur:
             await cur.executemany(_query("upsert"), rows)
 
-    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
-        async with self._db.transaction() as conn:
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk], *, within: object = None) -> None:
+        if not any(i.sparse for i in items):  # sparse vectors off: nothing to write, no transaction
+            return
+        async with transaction_on(self._db, within) as conn:
             await self.upsert_in(conn, knowledge_base_id, items)
 
     async def delete_by_document(self, document_id: UUID) -> None:

@@ -1,0 +1,182 @@
+"""The READY commit and the database work of a document (SPEC §4 rule 2, §5): the language
+centroids and the asset rows commit with READY or not at all; the new revision's vectors are
+written beside the published ones before it (a search straddling the swap finds one revision or
+the other) and a failed attempt removes them; a document costs a bounded number of statements
+(the pipeline's throughput is its per-document database work; bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Any
+from uuid import UUID, uuid4
+
+import numpy as np
+import psycopg
+import pytest
+
+from ultimate_rag.adapters.postgres.centroids import LanguageCentroids
+from ultimate_rag.adapters.postgres.pipeline import replace_asset_rows
+from ultimate_rag.domain.models import Chunk, DocumentAsset, EmbeddedChunk, SourceLocator
+from ultimate_rag.services.worker import WorkerConfig
+
+from .helpers import new_kb, queue_document
+
+TEXT = ("The ferry leaves the harbour at nine in the morning and returns at six in the evening. "
+        "Tickets are sold at the pier; bicycles travel free of charge on weekdays. ") * 6
+
+
+async def run_worker(container) -> int:
+    return int(await container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0.01)).run_until_idle())
+
+
+async def counts(container, document_id: UUID) -> tuple[int, int]:
+    """(vectors of the document in the store, its language centroid chunk count)."""
+    row = await container.db.fetchone("SELECT coalesce(sum(n), 0) AS n FROM language_centroids")
+    return await container.vectors.count_by_document(document_id), int(row["n"]) if row else 0
+
+
+class StatementCounter:
+    """Every statement psycopg sends on an async cursor (a many-row insert counts once per row),
+    and every transaction opened on an async connection."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.statements: collections.Counter[str] = collections.Counter()
+        self.transactions = 0
+        execute, executemany = psycopg.AsyncCursor.execute, psycopg.AsyncCursor.executemany
+        transaction = psycopg.AsyncConnection.transaction
+
+        async def counted_execute(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+            self.statements[_first_line(query)] += 1
+            return await execute(cur, query, params, **kw)
+
+        async def counted_many(cur: Any, query: Any, rows: Any, **kw: Any) -> Any:
+            rows = list(rows)
+            self.statements[_first_line(query)] += len(rows)
+            return await executemany(cur, query, rows, **kw)
+
+        def counted_transaction(conn: Any, *args: Any, **kw: Any) -> Any:
+            self.transactions += 1
+            return transaction(conn, *args, **kw)
+
+        monkeypatch.setattr(psycopg.AsyncCursor, "execute", counted_execute)
+        monkeypatch.setattr(psycopg.AsyncCursor, "executemany", counted_many)
+        monkeypatch.setattr(psycopg.AsyncConnection, "transaction", counted_transaction)
+
+    def snapshot(self) -> collections.Counter[str]:
+        return collections.Counter(self.statements)
+
+
+def _first_line(query: Any) -> str:
+    text = query if isinstance(query, str) else repr(query)
+    return " ".join(text.split())[:100]
+
+
+async def test_a_document_costs_a_bounded_number_of_statements(container, monkeypatch) -> None:
+    """Measured when written, for one plain-text document (dedup exact, sparse vectors on), from
+    its claim to READY: 25 statements besides its chunks' rows (5 a chunk: the chunk, its dense and
+    sparse vectors, their two cache entries), in 5 transactions; 38 in 9 before the fencing locks
+    became one statement, the dedup verdict one with the signature, and the centroids, the asset
+    rows and the stage timings went into the READY commit. A guard on the database work per
+    document (the pipeline's ceiling is that work, bench/RESULTS.md), not a timing."""
+    kb = await new_kb(container)
+    await queue_document(container, kb, "warm up: the model and the vector table are ready " * 5)
+    await run_worker(container)
+    doc = await queue_document(container, kb, TEXT)
+    counter = StatementCounter(monkeypatch)
+    assert await run_worker(container) == 1
+    counted = counter.snapshot()
+    chunks = await container.db.fetchone("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc,))
+    status = await container.db.fetchone("SELECT status FROM documents WHERE id = %s", (doc,))
+    assert status["status"] == "READY"
+    assert int(chunks["n"]) >= 2
+    del counted[""]  # the general pool's liveness check (a pool setting, not the pipeline's work)
+    per_document = sum(counted.values()) - 5 * int(chunks["n"]) - 1  # the last claim found nothing
+    assert per_document <= 26, (per_document, counted)
+    assert counter.transactions <= 5, counter.transactions
+
+
+async def test_a_failed_ready_commit_leaves_no_vector_and_no_centroid_share(client, container, monkeypatch) -> None:
+    """The READY commit fails at its last step: the centroid shares it added are rolled back with
+    it, the attempt's vectors are removed by its failure, and the previous revision serves on; the
+    retry then swaps completely."""
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, TEXT)
+    await run_worker(container)
+    before = await counts(container, doc)
+    assert before[0] > 0 and before[1] > 0
+    published = {r["id"] for r in await container.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc,))}
+
+    r = await client.put(f"/api/documents/{doc}/content",
+                         files={"file": ("doc.txt", ("A different text about quokkas on an island. " * 30).encode(),
+                                         "text/plain")})
+    assert r.status_code == 202, r.text
+    publish, failures = container.snapshots.publish, []
+
+    async def failing_publish(*args: Any) -> None:
+        failures.append(args)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(container.snapshots, "publish", failing_publish)
+    worker = container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=30))
+    assert await worker.run_until_idle(max_jobs=1) == 1
+    assert failures  # the commit reached its last step, then failed
+    row = await container.db.fetchone("SELECT status, published_revision FROM documents WHERE id = %s", (doc,))
+    assert (row["status"], row["published_revision"]) == ("PENDING", 1)
+    assert await counts(container, doc) == before  # no new vector, no old one gone, no centroid share
+    chunk_ids = {r["id"] for r in await container.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc,))}
+    assert chunk_ids == published
+
+    monkeypatch.setattr(container.snapshots, "publish", publish)
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
+    assert await run_worker(container) == 1
+    row = await container.db.fetchone("SELECT status, published_revision, chunk_count FROM documents WHERE id = %s",
+                                      (doc,))
+    assert (row["status"], row["published_revision"]) == ("READY", 2)
+    vectors, centroid_chunks = await counts(container, doc)
+    assert vectors == row["chunk_count"]  # the new revision's only: the old ones went in the same commit
+    assert centroid_chunks == before[1] + row["chunk_count"]
+
+
+async def test_a_revision_without_assets_removes_an_interrupted_runs_asset_rows(container) -> None:
+    """A run that stored asset rows and was then interrupted leaves them under the revision; a
+    later run of the same revision that has no assets writes none, and its READY commit removes
+    those rows, and then their objects."""
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb, TEXT)
+    ident = uuid4()
+    key = f"{kb}/{doc}/assets/{ident}.png"
+    await container.storage.put(key, b"\x89PNG leftover", "image/png")
+    async with container.db.transaction() as conn:
+        await replace_asset_rows(conn, doc, [DocumentAsset(
+            id=ident, document_id=doc, knowledge_base_id=kb, object_key=key, mime_type="image/png",
+            size_bytes=13, page=None, description="", locator_key="figure-1")], 1)
+    assert await run_worker(container) == 1
+    assert await container.documents.assets(doc) == []
+    with pytest.raises(Exception):  # noqa: B017 - the object is gone, whatever the storage calls it
+        await container.storage.get(key)
+
+
+async def test_centroid_shares_added_at_once_are_all_counted(container) -> None:
+    """Concurrent adds to a language row that does not exist yet: one makes it, every add locks
+    it in turn (one statement makes and locks), none is lost."""
+    kb = await new_kb(container)
+    centroids = LanguageCentroids(container.db)
+    doc = uuid4()
+
+    def item(n: int) -> EmbeddedChunk:
+        vector = np.zeros(4, dtype=np.float32)
+        vector[n % 4] = 1.0
+        chunk = Chunk(id=uuid4(), document_id=doc, knowledge_base_id=kb, ordinal=n, content=f"english text {n}",
+                      token_count=3, heading_path=(), locator=SourceLocator())
+        return EmbeddedChunk(chunk=chunk, embedding=tuple(float(x) for x in vector), sparse={n: 1.0})
+
+    batches = [[item(8 * b + i) for i in range(8)] for b in range(6)]
+    await asyncio.gather(*(centroids.add(kb, "m", batch) for batch in batches))
+    means = await centroids.means(kb, "m")
+    assert list(means) == ["latin"]
+    [(dense, sparse)] = means.values()
+    row = await container.db.fetchone("SELECT n FROM language_centroids WHERE knowledge_base_id = %s", (kb,))
+    assert row["n"] == 48
+    assert np.allclose(dense, [0.25, 0.25, 0.25, 0.25])
+    assert np.isclose(sparse.sum(), 1.0) and np.count_nonzero(sparse) == 48
