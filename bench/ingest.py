@@ -3,8 +3,8 @@
 spent inside the embedder can be read), wall time until every document is READY.
 
 Reports: pipeline overhead = 1 - embedder time / wall time; the model alone on the very same
-chunk texts in the same run (its best rate: one text per call, on the engine's thread, with its
-thread count; dense, plus the sparse head's pass when it is enabled), timed once before the
+chunk texts in the same run (its best rate: one text per call, on the engine's model threads, with
+their thread count; dense, plus the sparse head's pass when it is enabled), timed once before the
 ingest and once after it, so that a machine drifting during the run moves both sides alike (the
 ratio uses their mean); and re-ingest of the unchanged corpus (reindex of every document: the
 embedding cache means nothing is embedded again).
@@ -223,21 +223,26 @@ def chunk_texts(container, docs: list[dict]) -> list[str]:
 
 def model_alone(container, texts: list[str]) -> tuple[list[str], float, float]:
     """The model on ``texts`` with nothing else running: seconds for the dense pass, and for the
-    sparse head's (0 when off). On the engine's own thread, at its priority."""
-    model = container.embedder.model()
+    sparse head's (0 when off). On the engine's own model threads, at their priority, each copy of
+    the model taking its share of the texts one at a time (the engine's layout)."""
     model_thread = container.embedder.model_thread
+    model_thread.start()
+    sparse = container.embedding.sparse
 
-    def timed(one: Callable[[str], object]) -> float:
-        def run() -> float:
-            t = time.perf_counter()
-            for text in texts:
-                one(text)
-            return time.perf_counter() - t
-        return model_thread.executor().submit(run).result()
+    def timed(one: Callable[[object, str], object]) -> float:
+        def share(part: list[str]) -> None:
+            model = model_thread.model()
+            for text in part:
+                one(model, text)
+        copies = model_thread.copies
+        t = time.perf_counter()
+        for future in [model_thread.executor().submit(share, texts[i::copies]) for i in range(copies)]:
+            future.result()
+        return time.perf_counter() - t
 
-    dense = timed(lambda text: model.passage([text]))
-    sparse = timed(container.embedding.sparse.encode_sync) if container.embedding.sparse is not None else 0.0
-    return texts, dense, sparse
+    dense = timed(lambda model, text: model.passage([text]))  # type: ignore[attr-defined]
+    sparse_seconds = timed(lambda model, text: sparse.inner.encode_with(model, text)) if sparse is not None else 0.0
+    return texts, dense, sparse_seconds
 
 
 def report_model(container, stored: list[str], before: tuple[list[str], float, float], wall: float,
@@ -248,10 +253,11 @@ def report_model(container, stored: list[str], before: tuple[list[str], float, f
     _, dense_after, sparse_after = model_alone(container, texts)
     dense_alone, sparse_alone = (dense_before + dense_after) / 2, (sparse_before + sparse_after) / 2
     alone = dense_alone + sparse_alone
-    threads = container.embedder.model_thread.threads
+    model_thread = container.embedder.model_thread
     print(f"model alone before the ingest {dense_before + sparse_before:.1f} s, after it "
           f"{dense_after + sparse_after:.1f} s (the mean below)")
-    print(f"model threads: {threads}; the worker's own steps at nice +{precedence} below them")
+    print(f"model threads: {model_thread.threads} ({model_thread.copies} copies of the model, "
+          f"{model_thread.team} threads each); the worker's own steps at nice +{precedence} below them")
     print(f"RESULT ingest: wall {wall:.1f} s until all READY, {len(texts) / wall:.2f} chunks/s, "
           f"{total_chars / wall:,.0f} corpus chars/s")
     print(f"RESULT ingest: time inside the embedder {embed_seconds:.1f} s; pipeline overhead "

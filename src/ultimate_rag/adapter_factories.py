@@ -89,15 +89,17 @@ def make_engine(settings: Settings, embedder: Embedder,
                 sparse: LocalSparseEncoder | None) -> tuple[Embedder, Any]:
     """The process's embedding engine around one embedder (and its sparse encoder): documents of
     every job go through one queue, batched across jobs (``adapters/embedders/engine.py``)."""
-    from .adapters.embedders.engined import EngineEmbedder, apply_engine, default_threads
+    from .adapters.embedders.engined import EngineEmbedder, apply_engine, default_copies, default_threads
 
     if isinstance(embedder, EngineEmbedder):  # already wrapped (one engine per embedder instance)
         return embedder, sparse
-    return apply_engine(embedder, sparse, threads=settings.embed_threads or default_threads(),
+    threads = settings.embed_threads or default_threads()
+    return apply_engine(embedder, sparse, threads=threads,
                         local_batch=settings.local_embed_micro_batch,
                         remote_batch=settings.embedding_request_batch_size,
                         max_in_flight=settings.embedding_max_concurrency,
-                        max_wait=settings.embed_batch_wait_seconds)
+                        max_wait=settings.embed_batch_wait_seconds,
+                        copies=settings.embed_model_copies or default_copies(threads))
 
 
 def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default",

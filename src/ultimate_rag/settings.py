@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     embedding_cache_max_entries: int = Field(default=1_000_000, ge=0)  # the janitor evicts the least recently used
     local_embed_micro_batch: int = Field(default=1, ge=1)
     embed_threads: int = Field(default=0, ge=0)  # the local model's threads; 0: the CPUs this process may use
+    # copies of the local model in a worker's engine, the threads shared among them; 0: one a thread, up to 8
+    embed_model_copies: int = Field(default=0, ge=0, le=64)
     embed_batch_wait_seconds: float = Field(default=0.0, ge=0, le=1.0)  # a batch closes when full or after this
     # a worker's own steps run this much nicer than its local model's threads (precedence.py); 0: equal
     worker_model_precedence: int = Field(default=5, ge=0, le=19)

