@@ -74,8 +74,8 @@ def _first_line(query: Any) -> str:
 
 async def test_a_document_costs_a_bounded_number_of_statements(container, monkeypatch) -> None:
     """Measured when written, for one plain-text document (dedup exact, sparse vectors on), from
-    its claim to READY: 25 statements besides its chunks' rows (5 a chunk: the chunk, its dense and
-    sparse vectors, their two cache entries), in 5 transactions; 38 in 9 before the fencing locks
+    its claim to READY: 26 statements besides its chunks' rows (5 a chunk: the chunk, its dense and
+    sparse vectors, their two cache entries), in 6 transactions; 38 in 9 before the fencing locks
     became one statement, the dedup verdict one with the signature, and the centroids, the asset
     rows and the stage timings went into the READY commit. A guard on the database work per
     document (the pipeline's ceiling is that work, bench/RESULTS.md), not a timing."""
@@ -93,7 +93,7 @@ async def test_a_document_costs_a_bounded_number_of_statements(container, monkey
     del counted[""]  # the general pool's liveness check (a pool setting, not the pipeline's work)
     per_document = sum(counted.values()) - 5 * int(chunks["n"]) - 1  # the last claim found nothing
     assert per_document <= 26, (per_document, counted)
-    assert counter.transactions <= 5, counter.transactions
+    assert counter.transactions <= 6, counter.transactions
 
 
 async def test_a_failed_ready_commit_leaves_no_vector_and_no_centroid_share(client, container, monkeypatch) -> None:

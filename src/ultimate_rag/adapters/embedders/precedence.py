@@ -9,8 +9,9 @@ at a lower priority, at the model's rate.
 
 Raising the model's priority needs a privilege containers rarely grant (``CAP_SYS_NICE``), and
 would also put it above the API and the database on a shared machine. Lowering the rest of this
-process needs none and touches nobody else: the model thread is created first, at the process's
-priority (its OpenMP team, created by it, inherits that), then the calling thread's nice value goes
+process needs none and touches nobody else: the model threads (one a copy of the model) are
+created first, at the process's priority (an OpenMP team, created by its thread, inherits that),
+then the calling thread's nice value goes
 up by ``increment`` and the event loop gets a fresh default executor, whose threads inherit the
 lower priority. Parse children, forked from a forkserver started after this, sit lower still.
 Linux-only (nice values are per thread there); elsewhere, or when refused, nothing changes.

@@ -76,9 +76,6 @@ class PgVectorStore(CandidateSearch):
                 await conn.execute(_on("delete_document", SPARSE_TABLE), (document_id,))
 
     async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
-        if not self._with_sparse:  # one statement: no transaction of its own
-            await self._db.execute(_on("delete_document_except", self.table), (document_id, list(keep)))
-            return
         async with self._db.transaction() as conn:
             for table in (self.table, SPARSE_TABLE):
                 await conn.execute(_on("delete_document_except", table), (document_id, list(keep)))
