@@ -80,7 +80,7 @@ async def test_fencing_refuses_every_write_of_a_worker_that_lost_its_job(contain
         await container.pipeline.report_progress(a, {"done": 1})
     with pytest.raises(LeaseLostError):
         await container.pipeline.commit_ready(a, ReadyCommit(chunks=(), revision=1),
-                                              write_vectors=lambda _: _fail_if_called(),
+                                              write_vectors=_fail_if_called,
                                               finish=lambda _: _fail_if_called())
     with pytest.raises(LeaseLostError):
         await container.queue.fail(a, error="x", will_retry=False, delay_seconds=0, document_message="x",

@@ -209,7 +209,7 @@ class MemoryPipeline:
         return sorted(old)
 
     async def commit_ready(self, lease: Lease, commit: ReadyCommit, *,
-                           write_vectors: Callable[[object], Awaitable[None]],
+                           write_vectors: Callable[[], Awaitable[None]],
                            finish: Callable[[object], Awaitable[None]]) -> ReadyOutcome:
         world = self.world
         if commit.outdate is not None:
@@ -219,7 +219,7 @@ class MemoryPipeline:
         with world.transaction():
             world.holding_job = lease.job_id
             try:
-                await write_vectors(None)  # no shared transaction: the fake vectors store on its own
+                await write_vectors()
             finally:
                 world.holding_job = None
             twin = commit.outdate

@@ -293,10 +293,10 @@ class PipelineStore(Protocol):
         ...
 
     async def commit_ready(self, lease: Lease, commit: ReadyCommit, *,
-                           write_vectors: Callable[[object], Awaitable[None]],
+                           write_vectors: Callable[[], Awaitable[None]],
                            finish: Callable[[object], Awaitable[None]]) -> ReadyOutcome:
-        """INDEXING -> READY in one transaction. ``write_vectors`` (before the chunk rows) and
-        ``finish`` (the last step before the commit) get that open transaction (an opaque handle:
+        """INDEXING -> READY in one transaction. ``write_vectors`` runs before the chunk rows;
+        ``finish``, the last step before the commit, gets that open transaction (an opaque handle:
         a store in the same database may write in it, any other ignores it)."""
         ...
 

@@ -150,7 +150,7 @@ class DocumentProcessor:
 
         live: list[Any] = []  # the generations live at the commit (read in it): the old vectors go from each
 
-        async def write_vectors(_: object) -> None:
+        async def write_vectors() -> None:
             """Committed on their own, beside the published revision's, before the swap: a search
             straddling the swap then finds one revision or the other (the old ones go after it)."""
             if plan is None or gens is None:

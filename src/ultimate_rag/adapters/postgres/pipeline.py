@@ -34,6 +34,7 @@ Q = load_queries("pipeline.sql")
 # the fenced document updates: the queue's one fencing statement, four ways to change the document
 _SET_STAGE, _SET_PROGRESS, _SET_PARSER, _SET_WARNINGS = (
     fenced_document_update(Q[name]) for name in ("set_stage", "set_progress", "set_parser", "set_warnings"))
+Step = Callable[[], Awaitable[None]]
 TransactionStep = Callable[[SharedTransaction], Awaitable[None]]
 
 
@@ -78,18 +79,16 @@ class PipelineRepository:
             return await replace_asset_rows(conn, lease.document_id, assets, revision)
 
     # -- the commits ----------------------------------------------------------------------------
-    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *, write_vectors: TransactionStep,
+    async def commit_ready(self, lease: Lease, commit: ReadyCommit, *, write_vectors: Step,
                            finish: TransactionStep) -> ReadyOutcome:
         """INDEXING -> READY: the revision swap. Every step, in order, in one transaction:
 
         1. an older twin to outdate (``commit.outdate``): its knowledge base's deduplication lock,
            before any row lock (deduplication's judging takes it first too);
         2. the fencing: the job row, still this lease's, then the document row; READY allowed;
-        3. ``write_vectors``: the new revision's vectors, beside the published ones, given this
-           transaction (``SharedTransaction``): a store in this database (pgvector, the sparse
-           side, the language centroids) writes in it, so its rows commit with READY or not at
-           all; another store (Milvus, Qdrant) writes on its own while this transaction holds the
-           job row, so no other worker can own the job while they are written;
+        3. ``write_vectors``: the new revision's vectors, beside the published ones, committed on
+           their own (a search straddling this commit then finds one revision or the other) while
+           this transaction holds the job row, so no other worker can own the job meanwhile;
         4. the older twin becomes OUTDATED (its job row, then its document row; its chunks and
            hash bands go) and its vectors are removed;
         5. the document's chunk rows become the new revision's;
@@ -99,7 +98,8 @@ class PipelineRepository:
            commit flag (SPEC §4 rule 2), written last with the facts it vouches for (its stage
            timestamps are returned);
         8. the job SUCCEEDED;
-        9. ``finish``, given this transaction too, the last step before the commit: what must be
+        9. ``finish``, given this transaction (``SharedTransaction``), the last step before the
+           commit: what must be
            there when READY is seen but locks a row other documents share (the language
            centroids: held only for the commit), and the revision's chunk snapshot renamed over
            ``chunks.json``.
@@ -111,8 +111,7 @@ class PipelineRepository:
         document = {"document_id": lease.document_id}
         async with self._queue.fenced(lease, _dedup_lock(twin)) as (conn, current):
             check_transition(current, DocumentStatus.READY)
-            shared = SharedTransaction(self._queue.db.url, conn)
-            await write_vectors(shared)
+            await write_vectors()
             if twin is not None:
                 await self._outdate_twin(conn, twin, newer=lease.document_id)
             await conn.execute(Q["delete_chunks"], document)
@@ -127,7 +126,7 @@ class PipelineRepository:
             ready = await (await conn.execute(Q["document_ready"], {
                 **document, "chunk_count": len(commit.chunks), "revision": commit.revision})).fetchone()
             await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
-            await finish(shared)
+            await finish(SharedTransaction(self._queue.db.url, conn))
             return ReadyOutcome(tuple(r["object_key"] for r in stale), dict(ready["stage_timings"]) if ready else {})
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 

@@ -59,9 +59,8 @@ POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row 
 
 def queue_database(url: str, *, max_size: int, min_size: int = 1) -> Database:
     """The queue's own pool: its statements never change, so they are planned once (generic
-    plans), and a connection used a moment ago is trusted without a check round trip. pgvector's
-    types are registered: the READY commit's transaction also carries the vectors (pipeline.py)."""
-    return Database(url, min_size=min_size, max_size=max_size, generic_plans=True,
+    plans), and a connection used a moment ago is trusted without a check round trip."""
+    return Database(url, min_size=min_size, max_size=max_size, register_vector=False, generic_plans=True,
                     trust_recent_seconds=TRUST_RECENT_SECONDS)
 
 
