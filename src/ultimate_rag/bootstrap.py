@@ -181,14 +181,18 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     after it while the database is down; a worker's fenced writes ride out a short outage).
     ``trust_recent_seconds``: the general pool hands out a connection used this recently without a
     check round trip (a worker, whose every step retries a failed statement; the API keeps checking,
-    so that a request after a database restart never meets a dead connection)."""
+    so that a request after a database restart never meets a dead connection).
+    Every pool's transaction that waits ``Settings.idle_transaction_seconds`` for its next
+    statement is ended by the server, its row locks with it (a frozen process frees its rows)."""
     url = url or database_url(settings)
-    db = Database(url, max_size=pool_size, acquire_timeout=acquire_timeout, trust_recent_seconds=trust_recent_seconds)
+    idle_transaction_timeout = settings.idle_transaction_seconds
+    db = Database(url, max_size=pool_size, acquire_timeout=acquire_timeout, trust_recent_seconds=trust_recent_seconds,
+                  idle_transaction_timeout=idle_transaction_timeout)
     embedder = embedder or make_embedder(settings)
     storage = storage or make_storage(settings)
     kbs = KnowledgeBaseRepository(db)
     documents = DocumentRepository(db)
-    queue_db = queue_database(url, max_size=max(2, pool_size // 2))
+    queue_db = queue_database(url, max_size=max(2, pool_size // 2), idle_transaction_timeout=idle_transaction_timeout)
     queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds, retry_delay_seconds=settings.retry_delay_seconds,
                      poison_after=settings.poison_lost_leases)
     snapshots = FilesystemChunkSnapshotStore(settings.snapshots_dir)

@@ -182,3 +182,12 @@ class Settings(BaseSettings):
     @property
     def effective_heartbeat_seconds(self) -> float:
         return self.heartbeat_seconds or max(self.lease_seconds / 3.0, 0.05)
+
+    @property
+    def idle_transaction_seconds(self) -> float:
+        """How long a transaction of the product's pools may wait for its next statement before the
+        server ends it (and frees its row locks): a lease, at least half a minute (a loaded
+        machine's pause between two statements is no frozen process). A worker idle that long
+        inside a transaction has lost its lease anyway: its heartbeat cannot renew a job row its
+        own transaction holds."""
+        return max(self.lease_seconds, 30.0)

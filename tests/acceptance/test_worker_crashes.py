@@ -22,6 +22,13 @@ LONG_TEXT = "\n\n".join(
     f"and the operators wrote down what failed and what they would change next time around."
     for i in range(200)
 )
+# ~105 chunks for the pause: a pause that lands after the embedding (on a fast machine the rest of
+# a short document embeds between two polls) would test nothing
+LONGER_TEXT = "\n\n".join(
+    f"Section {i}. The storage cluster number {i} handled {i * 37} requests during the nightly load test, "
+    f"and the operators wrote down what failed and what they would change next time around."
+    for i in range(600)
+)
 
 
 async def doc_state(container, doc_id):
@@ -68,11 +75,14 @@ async def test_sigkill_mid_embedding_recovers_through_lease_expiry(container, se
 
 
 async def test_worker_paused_past_its_lease_commits_nothing_when_it_resumes(container, settings, workers) -> None:
+    """Paused anywhere, inside a transaction too (its rows locked): the server ends a worker's
+    transaction idle past its limit, so the second worker can take the job over."""
     kb = await new_kb(container)
-    doc = await queue_document(container, kb, LONG_TEXT)
+    doc = await queue_document(container, kb, LONGER_TEXT)
     paused = workers.start()
     await eventually(lambda: embedding_started(container, doc))
     os.kill(paused.pid, signal.SIGSTOP)
+    assert (await doc_state(container, doc))["status"] == "EMBEDDING"
 
     second = workers.start()
     await eventually(lambda: _is(container, doc, "READY"), timeout=600)  # recovery, not speed: generous on a loaded machine

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 import weakref
 from collections.abc import AsyncIterator
@@ -26,6 +28,8 @@ from psycopg_pool import AsyncConnectionPool
 from .sql import load_queries
 
 Connection = psycopg.AsyncConnection[dict[str, Any]]
+Q = load_queries("database.sql")
+log = logging.getLogger(__name__)
 
 
 # how recently a pooled connection must have worked to be handed out without the pool's check
@@ -36,13 +40,19 @@ TRUST_RECENT_SECONDS = 2.0
 class Database:
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True,
                  generic_plans: bool = False, acquire_timeout: float = 10.0, trust_recent_seconds: float = 0.0,
-                 ) -> None:
+                 idle_transaction_timeout: float | None = None) -> None:
         """``generic_plans``: plan each prepared statement once for all parameters. The queue's
         statements are the same on every call, and their planning costs more than running them.
         ``trust_recent_seconds``: a pooled connection whose last statement succeeded less than this
         long ago is handed out without the pool's check (a round trip per use otherwise); a server
-        that died meanwhile shows as the statement's own error, which callers handle anyway."""
+        that died meanwhile shows as the statement's own error, which callers handle anyway.
+        ``idle_transaction_timeout``: the server ends a transaction of this pool that waits longer
+        than this for its client's next statement, and its row locks go with it. A worker frozen
+        inside a transaction (stopped, swapped out, its machine paused) would otherwise hold its
+        job's rows for as long as it stays frozen, and no other worker could ever take the job
+        over; work outside the database inside a transaction runs under ``kept_open``."""
         self.url = url
+        self.idle_transaction_timeout = idle_transaction_timeout
         self._register_vector = register_vector
         self._trust_recent = trust_recent_seconds
         self._used_at: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
@@ -51,7 +61,7 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             kwargs={"row_factory": dict_row, "autocommit": True, "prepare_threshold": 1 if generic_plans else 5,
-                    **({"options": "-c plan_cache_mode=force_generic_plan"} if generic_plans else {})},
+                    **_server_options(generic_plans, idle_transaction_timeout)},
             configure=self._configure,
             open=False,
             # waiting longer for a connection only delays the caller's own error handling (a worker
@@ -92,6 +102,22 @@ class Database:
         async with self.connection() as conn, conn.transaction():
             yield conn
 
+    @asynccontextmanager
+    async def kept_open(self, conn: Connection) -> AsyncIterator[None]:
+        """Work outside the database (vectors written, objects removed) while ``conn``'s open
+        transaction holds rows: the transaction sends a no-op statement every quarter of the idle
+        timeout, so the server does not take it for a frozen client's. Without a timeout, nothing."""
+        if self.idle_transaction_timeout is None:
+            yield
+            return
+        done = asyncio.Event()
+        pinger = asyncio.create_task(_keep_busy(conn, self.idle_transaction_timeout / 4, done))
+        try:
+            yield
+        finally:
+            done.set()
+            await pinger  # never cancelled: a statement cut off midway would spoil the connection
+
     async def fetchone(self, sql: Any, params: Any = None) -> dict[str, Any] | None:
         async with self.connection() as conn:
             cur = await conn.execute(sql, params)
@@ -108,8 +134,31 @@ class Database:
             return cur.rowcount
 
     async def ping(self) -> bool:
-        row = await self.fetchone(load_queries("database.sql")["ping"])
+        row = await self.fetchone(Q["ping"])
         return bool(row and row["ok"] == 1)
+
+
+def _server_options(generic_plans: bool, idle_transaction_timeout: float | None) -> dict[str, str]:
+    options = []
+    if generic_plans:
+        options.append("-c plan_cache_mode=force_generic_plan")
+    if idle_transaction_timeout is not None:
+        options.append(f"-c idle_in_transaction_session_timeout={max(1, round(idle_transaction_timeout * 1000))}")
+    return {"options": " ".join(options)} if options else {}
+
+
+async def _keep_busy(conn: Connection, every: float, done: asyncio.Event) -> None:
+    while not done.is_set():
+        try:
+            await asyncio.wait_for(done.wait(), every)
+            return
+        except TimeoutError:
+            pass
+        try:
+            await conn.execute(Q["ping"])
+        except psycopg.Error as exc:  # the transaction is gone: its own next statement says so
+            log.warning("a transaction kept open during outside work was ended: %s", exc)
+            return
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,7 @@ class KnowledgeBaseDeletionRepository:
             left = await (await conn.execute(Q["kb_has_documents"], kb)).fetchone()
             if left and left["any"]:
                 return False
-            await remove_leftovers()
+            async with self._db.kept_open(conn):
+                await remove_leftovers()
             await conn.execute(Q["delete_kb"], kb)
             return True

@@ -70,7 +70,8 @@ class MaintenanceRepository:
             locked = {r["id"]: ObjectOwner(r["id"], r["object_key"], r["status"], r["job_status"],
                                            frozenset(r["asset_keys"] or ())) for r in rows if r["id"] in held}
             busy = frozenset(r["id"] for r in rows if r["id"] not in held)
-            yield Owners(locked=locked, busy=busy)
+            async with self._db.kept_open(conn):
+                yield Owners(locked=locked, busy=busy)
 
     async def existing_documents(self, ids: Iterable[UUID]) -> set[UUID]:
         return {r["id"] for r in await self._db.fetchall(Q["existing_documents"], {"ids": list(ids)})}

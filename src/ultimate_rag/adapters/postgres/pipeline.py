@@ -111,7 +111,8 @@ class PipelineRepository:
         document = {"document_id": lease.document_id}
         async with self._queue.fenced(lease, _dedup_lock(twin)) as (conn, current):
             check_transition(current, DocumentStatus.READY)
-            await write_vectors()
+            async with self._queue.db.kept_open(conn):
+                await write_vectors()
             if twin is not None:
                 await self._outdate_twin(conn, twin, newer=lease.document_id)
             await conn.execute(Q["delete_chunks"], document)
@@ -134,7 +135,8 @@ class PipelineRepository:
         """Deduplication's statements (``dedup.sql``) on this commit's transaction; a twin that can
         no longer be outdated (deleted, re-uploaded meanwhile) is left as it is."""
         if await dedup.outdate(conn, older=twin.document_id, newer=newer, verdict=twin.verdict):
-            await self._vectors.delete_by_document(twin.document_id)
+            async with self._queue.db.kept_open(conn):
+                await self._vectors.delete_by_document(twin.document_id)
 
     async def complete_already_ready(self, lease: Lease) -> None:
         """The job of a document that is READY already ends: only the job changes. Concurrent
@@ -158,7 +160,9 @@ class PipelineRepository:
         the snapshot while the job row is locked."""
         async with self._queue.fenced(lease) as (conn, current):
             check_transition(current, DocumentStatus.DELETED)
-            await remove_outside(await deletion.asset_keys(conn, lease.document_id))
+            keys = await deletion.asset_keys(conn, lease.document_id)
+            async with self._queue.db.kept_open(conn):
+                await remove_outside(keys)
             document = {"document_id": lease.document_id}
             if hard:
                 await conn.execute(Q["delete_document"], document)

@@ -57,11 +57,12 @@ POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row 
                   "workers; check the file (or report it), then reindex it")
 
 
-def queue_database(url: str, *, max_size: int, min_size: int = 1) -> Database:
+def queue_database(url: str, *, max_size: int, min_size: int = 1,
+                   idle_transaction_timeout: float | None = None) -> Database:
     """The queue's own pool: its statements never change, so they are planned once (generic
     plans), and a connection used a moment ago is trusted without a check round trip."""
     return Database(url, min_size=min_size, max_size=max_size, register_vector=False, generic_plans=True,
-                    trust_recent_seconds=TRUST_RECENT_SECONDS)
+                    trust_recent_seconds=TRUST_RECENT_SECONDS, idle_transaction_timeout=idle_transaction_timeout)
 
 
 class JobQueue:
