@@ -1,5 +1,5 @@
 """Ingestion throughput on the shared corpus: documents uploaded through the HTTP API (a real
-``ultimate-rag serve`` process), processed by the product's worker (in this process, so the time
+``ultimate-rag serve`` process) by a client in its own process (``bench/uploader.py``), processed by the product's worker (in this process, so the time
 spent inside the embedder can be read), wall time until every document is READY.
 
 Reports: pipeline overhead = 1 - embedder time / wall time; the model alone on the very same
@@ -10,7 +10,9 @@ ratio uses their mean); and re-ingest of the unchanged corpus (reindex of every 
 embedding cache means nothing is embedded again).
 
 ``--embedder zero``: the pipeline's ceiling (vectors at no cost, every other step real and
-durable), side by side with LlamaIndex's in-memory IngestionPipeline (``bench/ceiling.py``).
+durable), side by side with LlamaIndex's in-memory IngestionPipeline (``bench/ceiling.py``);
+``--worker-processes N`` runs the worker as N processes of its own (``bench/zero_worker.py``), the
+way ``ultimate-rag up`` does (two by default), instead of in this process.
 
     .venv/bin/python -m bench.ingest [--per-lang 40] [--concurrency 3] [--no-sparse]
     .venv/bin/python -m bench.ingest --embedder zero --per-lang 100 [--profile out.prof]
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -69,22 +72,92 @@ def start_api(url: str, data_dir: Path, port: int, sparse: bool = True) -> subpr
 
 
 CPU_SPENT: list[tuple[float, float]] = []  # per round: (the machine's busy CPU seconds, this process's)
+SERVERS_CPU: list[tuple[float, float]] = []  # per round: (the API process's CPU seconds, PostgreSQL's)
+API_PID: list[int] = []
+WORKER_PIDS: list[int] = []  # the worker processes (--worker-processes); none: the worker runs in this process
+UPLOADER_CPU: list[float] = []  # the upload client's own CPU seconds (bench/uploader.py)
 
 
-async def ingest_round(container, worker: IngestionWorker, requests) -> float:
-    """Start the worker, fire the requests, return the wall time until everything is READY (and
-    note the CPU the round took: the whole machine's, and the worker's, this process)."""
+async def start_uploader(base: str, kb: str, docs: list[dict], parallel: int, root: Path) -> asyncio.subprocess.Process:
+    """The upload client, in its own process (``bench/uploader.py``), ready and waiting for the go."""
+    docs_file = root / "upload-docs.json"
+    docs_file.write_text(json.dumps([{"id": d["id"], "text": d["text"]} for d in docs]), encoding="utf-8")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.uploader", base, ADMIN_KEY, kb, "--docs", str(docs_file),
+        "--parallel", str(parallel), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    if (await proc.stdout.readline()).strip() != b"ready":
+        raise SystemExit("the upload client did not start")
+    return proc
+
+
+async def run_uploader(proc: asyncio.subprocess.Process) -> dict:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"go\n")
+    await proc.stdin.drain()
+    line = await proc.stdout.readline()
+    if await proc.wait() != 0 or not line:
+        raise SystemExit("the upload client failed")
+    return dict(json.loads(line))
+
+
+async def ingest_round(container, worker: IngestionWorker | None, requests) -> float:
+    """Start the worker (``None``: the worker processes of ``WORKER_PIDS`` run already), fire the
+    requests, return the wall time until everything is READY (and note the CPU the round took: the
+    whole machine's, and the worker's: this process, or the worker processes)."""
     stop = asyncio.Event()
-    machine_before, me_before = _busy_cpu(), time.process_time()
+    machine_before, workers_before, servers_before = _busy_cpu(), _workers_cpu(), _servers_cpu()
     started = time.perf_counter()
-    run = asyncio.create_task(worker.run(stop))
+    run = asyncio.create_task(worker.run(stop)) if worker is not None else None
     count = await requests()
     await wait_for_documents(container, lambda r: r["ready"] == count, interval=0.05)
     elapsed = time.perf_counter() - started
-    CPU_SPENT.append((_busy_cpu() - machine_before, time.process_time() - me_before))
+    CPU_SPENT.append((_busy_cpu() - machine_before, _workers_cpu() - workers_before))
+    (api_after, postgres_after), (api_before, postgres_before) = _servers_cpu(), servers_before
+    SERVERS_CPU.append((api_after - api_before, postgres_after - postgres_before))
     stop.set()
-    await run
+    if run is not None:
+        await run
     return elapsed
+
+
+async def start_workers(url: str, data_dir: Path, processes: int, concurrency: int) -> list[asyncio.subprocess.Process]:
+    """``processes`` worker processes (``bench/zero_worker.py``), each ready before the clock starts."""
+    procs = []
+    for _ in range(processes):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.zero_worker", url, str(data_dir), "--concurrency", str(concurrency),
+            stdout=asyncio.subprocess.PIPE)
+        procs.append(proc)
+    for proc in procs:
+        assert proc.stdout is not None
+        if (await proc.stdout.readline()).strip() != b"ready":
+            raise SystemExit("a worker process did not start")
+        WORKER_PIDS.append(proc.pid)
+    return procs
+
+
+async def stop_workers(procs: list[asyncio.subprocess.Process]) -> None:
+    for proc in procs:
+        if proc.returncode is None:
+            proc.terminate()
+    for proc in procs:
+        await proc.wait()
+
+
+def _workers_cpu() -> float:
+    """CPU seconds so far of the worker: the worker processes, or this process when it holds the worker."""
+    if not WORKER_PIDS:
+        return time.process_time()
+    return sum(_cpu_of(psutil.Process(pid)) for pid in WORKER_PIDS)
+
+
+def _cpu_of(proc: psutil.Process) -> float:
+    try:
+        times = proc.cpu_times()
+    except psutil.Error:
+        return 0.0
+    return float(times.user + times.system)
 
 
 def _busy_cpu() -> float:
@@ -93,12 +166,27 @@ def _busy_cpu() -> float:
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
+def _servers_cpu() -> tuple[float, float]:
+    """CPU seconds so far of the API process and of PostgreSQL's processes (a backend that ended
+    meanwhile is not counted: the worker's pools keep theirs for the whole round)."""
+    api = sum(_cpu_of(psutil.Process(pid)) for pid in API_PID)
+    postgres = sum(_cpu_of(p) for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres")
+    return api, postgres
+
+
+def _worker_where() -> str:
+    return f"the {len(WORKER_PIDS)} worker processes" if WORKER_PIDS else "the worker (this process)"
+
+
 def cpu_line(docs: int, wall: float) -> str:
     machine_cpu, worker_cpu = CPU_SPENT[0]
     return (f"CPU in the first round: {machine_cpu:.1f} core-s of {wall * (os.cpu_count() or 1):.1f} available "
             f"({1000 * machine_cpu / docs:.1f} ms per document, all processes: worker, API, PostgreSQL, parse "
-            f"children, anything else running); the worker process {worker_cpu:.1f} s "
-            f"({1000 * worker_cpu / docs:.1f} ms per document, at most one core's worth on its event loop)")
+            f"children, anything else running); {_worker_where()} {worker_cpu:.1f} s "
+            f"({1000 * worker_cpu / docs:.1f} ms per document, at most one core's worth on each event loop); "
+            f"the upload client {UPLOADER_CPU[0]:.1f} s ({1000 * UPLOADER_CPU[0] / docs:.1f} ms per document, "
+            f"its own process); the API process {SERVERS_CPU[0][0]:.1f} s ({1000 * SERVERS_CPU[0][0] / docs:.1f} ms "
+            f"per document); PostgreSQL {SERVERS_CPU[0][1]:.1f} s ({1000 * SERVERS_CPU[0][1] / docs:.1f} ms per document)")
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -111,6 +199,8 @@ async def main_async(args: argparse.Namespace) -> None:
     zero = args.embedder == "zero"
     sparse_on = not (zero or args.no_sparse)  # the zero-cost run has no model pass at all
     api = start_api(url, data_dir, port, sparse_on)
+    API_PID.append(api.pid)
+    workers: list[asyncio.subprocess.Process] = []
     try:
         settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2,
                             sparse_enabled=sparse_on, worker_model_precedence=args.precedence)
@@ -118,8 +208,11 @@ async def main_async(args: argparse.Namespace) -> None:
                           trust_recent_seconds=TRUST_RECENT_SECONDS)  # as the worker process
         await container.open()
         model_first(container, settings)  # as the worker process does
-        worker = container.worker(WorkerConfig(
+        worker: IngestionWorker | None = container.worker(WorkerConfig(
             concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
+        workers.extend(await start_workers(url, data_dir, args.worker_processes, args.concurrency))
+        if workers:
+            worker = None  # the worker processes do the work
         base = f"http://127.0.0.1:{port}/api"
         h = {"Authorization": f"Bearer {ADMIN_KEY}"}
         async with httpx.AsyncClient(headers=h, timeout=60) as client:
@@ -127,20 +220,14 @@ async def main_async(args: argparse.Namespace) -> None:
             container.embedder.count_tokens("warm up")  # load the model before the clock starts
 
             uploads_done = 0.0
-            slots = asyncio.Semaphore(args.uploads)
-
-            async def upload(d: dict) -> None:
-                async with slots:
-                    r = await client.post(f"{base}/knowledge-bases/{kb}/documents",
-                                          files={"file": (f"{d['id']}.txt", d["text"].encode())})
-                    r.raise_for_status()
+            uploader = await start_uploader(base, kb, docs, args.uploads, root)
 
             async def upload_all() -> int:
                 nonlocal uploads_done
-                started = time.perf_counter()
-                await asyncio.gather(*(upload(d) for d in docs))
-                uploads_done = time.perf_counter() - started
-                return len(docs)
+                report = await run_uploader(uploader)
+                uploads_done = report["seconds"]
+                UPLOADER_CPU.append(report["cpu"])
+                return int(report["uploaded"])
 
             before = None if zero else model_alone(container, chunk_texts(container, docs))
             profiler = None
@@ -180,7 +267,8 @@ async def main_async(args: argparse.Namespace) -> None:
             report_model(container, texts, before, wall, embed_seconds, rewall, re_embed, total_chars,
                          args.precedence)
         await container.close()
-    finally:  # a failed run leaves no API process or database behind
+    finally:  # a failed run leaves no worker or API process or database behind
+        await stop_workers(workers)
         api.terminate()
         api.wait(timeout=30)
         server.cleanup()  # type: ignore[attr-defined]
@@ -190,8 +278,9 @@ async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, c
                          container, total_docs: int) -> None:
     engine = container.embedder.engine
     print(f"RESULT ceiling (zero-cost embedder): wall {wall:.2f} s until all READY, {chunks / wall:.1f} chunks/s, "
-          f"{total_chars / wall:,.0f} corpus chars/s; engine batches {engine.batches} "
-          f"({engine.mixed_batches} mixing jobs)")
+          f"{total_chars / wall:,.0f} corpus chars/s; " + (
+              f"engine batches {engine.batches} ({engine.mixed_batches} mixing jobs)" if not WORKER_PIDS
+              else f"{len(WORKER_PIDS)} worker processes"))
     print(f"per document, mean time in each stage: {await stage_breakdown(container.db)}")
     print(cpu_line(total_docs, wall))
     print(f"RESULT ceiling re-ingest of the unchanged corpus: {rewall:.2f} s ({100 * rewall / wall:.1f} %)")
@@ -281,9 +370,15 @@ def main() -> None:
     parser.add_argument("--precedence", type=int, default=Settings().worker_model_precedence,
                         help="ULTIMATE_RAG_WORKER_MODEL_PRECEDENCE: how much nicer the worker's own steps run than "
                              "the local model's threads (0: equal)")
+    parser.add_argument("--worker-processes", type=int, default=0,
+                        help="with --embedder zero: this many worker processes (bench/zero_worker.py, each with "
+                             "--concurrency job slots) instead of the worker in this process")
     parser.add_argument("--profile", help="write a cProfile of this process (the worker) to this file")
     parser.add_argument("--llamaindex-python", default=str(LLAMAINDEX_PYTHON))
-    run_event_loop(main_async(parser.parse_args()))  # the worker process's own loop
+    args = parser.parse_args()
+    if args.worker_processes and args.embedder != "zero":
+        parser.error("--worker-processes needs --embedder zero (the model's time is read in this process)")
+    run_event_loop(main_async(args))  # the worker process's own loop
 
 
 if __name__ == "__main__":

@@ -1,0 +1,53 @@
+"""A worker process of the ceiling benchmark (``bench.ingest --embedder zero --worker-processes N``):
+the product's worker as ``ultimate-rag worker`` runs it (its own process, event loop and pools, the
+worker process's pool settings), with the zero-cost embedder. ``ultimate-rag up`` runs two of them
+by default; one process's event loop is one core at most, whatever the machine has.
+
+Prints ``ready`` once its pools are open; stops on SIGTERM, finishing its in-flight jobs.
+
+    python -m bench.zero_worker DATABASE_URL DATA_DIR --concurrency 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+from ultimate_rag.adapters.postgres.database import TRUST_RECENT_SECONDS
+from ultimate_rag.bootstrap import build
+from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.settings import Settings
+from ultimate_rag.worker import run_event_loop
+
+from .ceiling import ZeroEmbedder
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    settings = Settings(database_url=args.url, data_dir=Path(args.data_dir), poll_interval_seconds=0.2,
+                        sparse_enabled=False)
+    container = build(settings, url=args.url, embedder=ZeroEmbedder(), pool_size=args.concurrency + 4,
+                      trust_recent_seconds=TRUST_RECENT_SECONDS)
+    await container.open()
+    worker = container.worker(WorkerConfig(concurrency=args.concurrency, heartbeat_seconds=10,
+                                           poll_interval_seconds=0.2))
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    print("ready", flush=True)
+    try:
+        await worker.run(stop)
+    finally:
+        await container.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("url")
+    parser.add_argument("data_dir")
+    parser.add_argument("--concurrency", type=int, default=8)
+    run_event_loop(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
