@@ -190,8 +190,9 @@ class JobQueue:
         cleaned by ``cleanup`` while the job row is still locked by us. A published revision keeps
         serving (a failed rebuild), and a FAILED document's message says so."""
         async with self.fenced(lease) as (conn, current):
-            if cleanup is not None:
-                await cleanup()
+            if cleanup is not None:  # the vector store's work, on other connections
+                async with self._db.kept_open(conn):
+                    await cleanup()
             target = DocumentStatus.PENDING if will_retry else DocumentStatus.FAILED
             if current != target:
                 check_transition(current, target)
