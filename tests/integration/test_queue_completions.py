@@ -13,6 +13,8 @@ import pytest
 from ultimate_rag.adapters.postgres.database import Database
 from ultimate_rag.adapters.postgres.queue import Q, queue_database
 from ultimate_rag.domain.errors import LeaseLostError
+from ultimate_rag.services.lifecycle import BulkReindexFilter
+from ultimate_rag.testing.eventually import eventually
 
 from .helpers import job_row, new_kb, queue_document
 
@@ -118,3 +120,38 @@ async def test_the_queue_pool_trusts_a_connection_used_a_moment_ago(container) -
             assert await _backend_pid(db) != pid
         finally:
             await db.close()
+
+
+async def test_grouped_completions_lock_job_rows_in_the_order_a_bulk_operation_does(container, db_url) -> None:
+    """The interleaving that deadlocks when two statements lock the same job rows in different
+    orders: a bulk reindex waits for job A (held by a third transaction) and completions of A and B
+    are queued behind it. Locking B first (job id order, where B's id sorts first) they would hold B
+    while the bulk, once it has A, waits for B: a deadlock. Locking in document order, as the bulk
+    does, they wait for A first, holding nothing, and the two go one after the other."""
+    kb = await new_kb(container)
+    first, second = sorted([await queue_document(container, kb, "text a"), await queue_document(container, kb, "text b")])
+    # job ids that sort the other way round from their documents
+    for job_id, document_id in (("ffffffff-0000-4000-8000-000000000000", first),
+                                ("00000000-0000-4000-8000-000000000000", second)):
+        await container.db.execute("UPDATE ingestion_jobs SET id = %s WHERE document_id = %s", (job_id, document_id))
+    leases = {lease.document_id: lease for lease in await container.queue.claim("worker-a", 2)}
+    await _ready(container, [first, second])
+
+    async def waiting_on_locks() -> int:
+        row = await container.db.fetchone("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                          " AND datname = current_database()")
+        return int(row["n"]) if row else 0
+
+    async with await psycopg.AsyncConnection.connect(db_url) as holder:
+        await holder.execute("SELECT 1 FROM ingestion_jobs WHERE document_id = %s FOR UPDATE", (first,))
+        bulk = asyncio.create_task(container.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL))
+        await eventually(waiting_on_locks, lambda n: n >= 1, timeout=30)
+        completions = asyncio.gather(*(container.pipeline.complete_already_ready(leases[d]) for d in (first, second)),
+                                     return_exceptions=True)
+        await eventually(waiting_on_locks, lambda n: n >= 2, timeout=30)
+        await holder.rollback()
+    outcomes = await asyncio.wait_for(completions, timeout=60)
+    queued, _ = await asyncio.wait_for(bulk, timeout=60)  # a deadlock error would end the bulk or the completions
+    # the bulk went first: it queued both documents again, so their old jobs' completions are fenced out
+    assert queued == 2
+    assert all(isinstance(o, LeaseLostError) for o in outcomes), outcomes

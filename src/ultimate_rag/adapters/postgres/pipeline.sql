@@ -29,15 +29,16 @@ warnings = %(warnings)s
 -- complete_ready_jobs --
 -- ``complete`` for documents that are READY already, many jobs in one statement (concurrent
 -- completions are grouped, see pipeline.py): each job ends only if it is still owned by the worker and
--- attempt that completes it, and its document is READY. Job rows are locked in id order, so two
--- such batches never deadlock. Returns the jobs that ended; any other was fenced out.
+-- attempt that completes it, and its document is READY. Job rows are locked in document order, as
+-- a bulk operation locks them (lifecycle.sql), so no two such statements, and no bulk operation,
+-- wait on each other in a circle. Returns the jobs that ended; any other was fenced out.
 WITH batch AS (
     SELECT * FROM unnest(%(job_ids)s::uuid[], %(worker_ids)s::text[], %(attempts)s::int[])
         AS b(job_id, worker_id, attempt)
 ), owned AS (
     SELECT j.id FROM ingestion_jobs j JOIN batch b ON b.job_id = j.id
     WHERE j.status = 'RUNNING' AND j.locked_by = b.worker_id AND j.attempts = b.attempt
-    ORDER BY j.id
+    ORDER BY j.document_id
     FOR UPDATE OF j
 )
 UPDATE ingestion_jobs j
