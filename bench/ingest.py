@@ -1,6 +1,7 @@
 """Ingestion throughput on the shared corpus: documents uploaded through the HTTP API (a real
-``ultimate-rag serve`` process) by a client in its own process (``bench/uploader.py``), processed by the product's worker (in this process, so the time
-spent inside the embedder can be read), wall time until every document is READY.
+``ultimate-rag serve`` process) by a client in its own process (``bench/uploader.py``), processed
+by the product's worker (in this process, so the time spent inside the embedder can be read), wall
+time until every document is READY.
 
 Reports: pipeline overhead = 1 - embedder time / wall time; the model alone on the very same
 chunk texts in the same run (its best rate: one text per call, on the engine's model threads, with
@@ -208,11 +209,9 @@ async def main_async(args: argparse.Namespace) -> None:
                           trust_recent_seconds=TRUST_RECENT_SECONDS)  # as the worker process
         await container.open()
         model_first(container, settings)  # as the worker process does
-        worker: IngestionWorker | None = container.worker(WorkerConfig(
-            concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
         workers.extend(await start_workers(url, data_dir, args.worker_processes, args.concurrency))
-        if workers:
-            worker = None  # the worker processes do the work
+        worker = None if workers else container.worker(WorkerConfig(  # else the worker processes do the work
+            concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
         base = f"http://127.0.0.1:{port}/api"
         h = {"Authorization": f"Bearer {ADMIN_KEY}"}
         async with httpx.AsyncClient(headers=h, timeout=60) as client:

@@ -16,19 +16,19 @@ from ..integration.helpers import new_kb, queue_document
 
 pytestmark = pytest.mark.acceptance
 
+def sections(n: int) -> str:
+    return "\n\n".join(
+        f"Section {i}. The storage cluster number {i} handled {i * 37} requests during the nightly load test, "
+        f"and the operators wrote down what failed and what they would change next time around."
+        for i in range(n)
+    )
+
+
 # ~35 chunks of ~225 tokens: long enough to catch a worker in EMBEDDING, short enough for a test
-LONG_TEXT = "\n\n".join(
-    f"Section {i}. The storage cluster number {i} handled {i * 37} requests during the nightly load test, "
-    f"and the operators wrote down what failed and what they would change next time around."
-    for i in range(200)
-)
+LONG_TEXT = sections(200)
 # ~105 chunks for the pause: a pause that lands after the embedding (on a fast machine the rest of
 # a short document embeds between two polls) would test nothing
-LONGER_TEXT = "\n\n".join(
-    f"Section {i}. The storage cluster number {i} handled {i * 37} requests during the nightly load test, "
-    f"and the operators wrote down what failed and what they would change next time around."
-    for i in range(600)
-)
+LONGER_TEXT = sections(600)
 
 
 async def doc_state(container, doc_id):
