@@ -37,7 +37,6 @@ import httpx
 import psutil
 
 from ultimate_rag.adapters.chunking.chunker import StructuredChunker
-from ultimate_rag.adapters.postgres.database import TRUST_RECENT_SECONDS
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import DocumentSource
 from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
@@ -205,8 +204,7 @@ async def main_async(args: argparse.Namespace) -> None:
     try:
         settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2,
                             sparse_enabled=sparse_on, worker_model_precedence=args.precedence)
-        container = build(settings, url=url, embedder=ZeroEmbedder() if zero else None,
-                          trust_recent_seconds=TRUST_RECENT_SECONDS)  # as the worker process
+        container = build(settings, url=url, embedder=ZeroEmbedder() if zero else None)
         await container.open()
         model_first(container, settings)  # as the worker process does
         workers.extend(await start_workers(url, data_dir, args.worker_processes, args.concurrency))

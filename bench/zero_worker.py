@@ -15,7 +15,6 @@ import asyncio
 import signal
 from pathlib import Path
 
-from ultimate_rag.adapters.postgres.database import TRUST_RECENT_SECONDS
 from ultimate_rag.bootstrap import build
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
@@ -27,8 +26,7 @@ from .ceiling import ZeroEmbedder
 async def main_async(args: argparse.Namespace) -> None:
     settings = Settings(database_url=args.url, data_dir=Path(args.data_dir), poll_interval_seconds=0.2,
                         sparse_enabled=False)
-    container = build(settings, url=args.url, embedder=ZeroEmbedder(), pool_size=args.concurrency + 4,
-                      trust_recent_seconds=TRUST_RECENT_SECONDS)
+    container = build(settings, url=args.url, embedder=ZeroEmbedder(), pool_size=args.concurrency + 4)
     await container.open()
     worker = container.worker(WorkerConfig(concurrency=args.concurrency, heartbeat_seconds=10,
                                            poll_interval_seconds=0.2))

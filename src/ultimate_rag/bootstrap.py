@@ -176,17 +176,14 @@ class Container:
 
 def build(settings: Settings, *, url: str | None = None, embedder: Embedder | None = None,
           storage: ObjectStorage | None = None, pool_size: int = 10, acquire_timeout: float = 10.0,
-          chat: ChatModel | None = None, trust_recent_seconds: float = 0.0) -> Container:
+          chat: ChatModel | None = None) -> Container:
     """``acquire_timeout``: how long a caller waits for a pooled connection (the API answers 503
     after it while the database is down; a worker's fenced writes ride out a short outage).
-    ``trust_recent_seconds``: the general pool hands out a connection used this recently without a
-    check round trip (a worker, whose every step retries a failed statement; the API keeps checking,
-    so that a request after a database restart never meets a dead connection).
     Every pool's transaction that waits ``Settings.idle_transaction_seconds`` for its next
     statement is ended by the server, its row locks with it (a frozen process frees its rows)."""
     url = url or database_url(settings)
     idle_transaction_timeout = settings.idle_transaction_seconds
-    db = Database(url, max_size=pool_size, acquire_timeout=acquire_timeout, trust_recent_seconds=trust_recent_seconds,
+    db = Database(url, max_size=pool_size, acquire_timeout=acquire_timeout,
                   idle_transaction_timeout=idle_transaction_timeout)
     embedder = embedder or make_embedder(settings)
     storage = storage or make_storage(settings)

@@ -21,7 +21,6 @@ import psycopg
 
 from .adapters.embedders.engined import EngineEmbedder
 from .adapters.embedders.precedence import give_model_precedence
-from .adapters.postgres.database import TRUST_RECENT_SECONDS
 from .bootstrap import Container, build, database_url, run_migrations
 from .logs import setup_logging_from
 from .observability import WorkerMetrics
@@ -37,7 +36,7 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
     url = database_url(settings)
     await _until_database_answers(lambda: asyncio.to_thread(run_migrations, settings, url),
                                   settings.poll_interval_seconds)
-    container = build(settings, url=url, pool_size=concurrency + 4, trust_recent_seconds=TRUST_RECENT_SECONDS)
+    container = build(settings, url=url, pool_size=concurrency + 4)
     await container.open()
     model_first(container, settings)
     worker = container.worker(WorkerConfig(

@@ -8,9 +8,9 @@ import asyncio
 import re
 
 import psycopg
-import pytest
+from psycopg_pool import AsyncConnectionPool
 
-from ultimate_rag.adapters.postgres.database import Database
+from ultimate_rag.adapters.postgres.database import Connection, Database
 from ultimate_rag.adapters.postgres.queue import Q, queue_database
 from ultimate_rag.domain.errors import LeaseLostError
 from ultimate_rag.services.lifecycle import BulkReindexFilter
@@ -103,20 +103,32 @@ async def _backend_pid(db: Database) -> int:
     return int(row["pid"])
 
 
-async def test_the_queue_pool_trusts_a_connection_used_a_moment_ago(container) -> None:
-    """No check round trip for a connection that just worked: a server-side end of it shows once
-    as the statement's own error (which every caller of the queue handles), then the pool has a
-    new one. The general pool checks every connection it hands out instead."""
+async def test_a_pool_hands_out_a_quiet_connection_without_a_round_trip_and_replaces_an_ended_one(
+        container, monkeypatch) -> None:
+    """No check round trip for a connection that is idle with nothing from the server pending; a
+    connection the server ended (a restart, an administrator) has its goodbye pending, so the pool's
+    full check runs, fails, and the caller gets a new connection instead of an error: in the
+    queue's pool (generic plans) and in the general one alike."""
+    checks: list[object] = []
+    original = AsyncConnectionPool.check_connection
+
+    async def counted(conn: Connection) -> None:
+        checks.append(conn)
+        await original(conn)
+
+    monkeypatch.setattr(AsyncConnectionPool, "check_connection", staticmethod(counted))
     url = container.queue.db.url
-    for db, trusted in ((queue_database(url, max_size=1), True), (Database(url, max_size=1), False)):
+    for db in (queue_database(url, max_size=1), Database(url, max_size=1)):
         await db.open()
         try:
             pid = await _backend_pid(db)
+            checks.clear()
+            for _ in range(3):
+                assert await db.ping()
+            assert checks == []  # quiet: handed out as it is
             await container.db.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))  # returns once it ended
-            if trusted:
-                with pytest.raises(psycopg.OperationalError):
-                    await db.fetchone("SELECT 1 AS ok")
-            assert await db.ping()
+            assert await db.ping()  # no error: the ended connection was checked and replaced
+            assert len(checks) == 1
             assert await _backend_pid(db) != pid
         finally:
             await db.close()

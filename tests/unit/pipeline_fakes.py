@@ -195,9 +195,10 @@ class MemoryPipeline:
     async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None:
         self.world.owned(lease).progress = dict(progress)
 
-    async def record_parser(self, lease: Lease, name: str, version: str) -> None:
+    async def start_parsing(self, lease: Lease, parser_name: str, parser_version: str) -> None:
+        await self.enter_stage(lease, DocumentStatus.PARSING)
         row = self.world.owned(lease)
-        row.parser, row.warnings = (name, version), []
+        row.parser, row.warnings = (parser_name, parser_version), []
 
     async def record_warnings(self, lease: Lease, warnings: Sequence[str]) -> None:
         self.world.owned(lease).warnings = list(warnings)
@@ -262,7 +263,16 @@ class MemoryDedupSession:
     current: DocumentStatus
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
-                         bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]:
+                         bands: list[tuple[int, int]] | None, exempt: list[UUID],
+                         hashvalues: list[int] | None = None, record_if_none: bool = False) -> list[Candidate]:
+        found = self._candidates(knowledge_base_id, document_id, text_hash, exempt)
+        if record_if_none and not found:
+            await self.record_judgement(knowledge_base_id=knowledge_base_id, document_id=document_id,
+                                        text_hash=text_hash, hashvalues=hashvalues, bands=bands, verdict={})
+        return found
+
+    def _candidates(self, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
+                    exempt: list[UUID]) -> list[Candidate]:
         return [Candidate(r.id, r.filename, r.content_hash, r.minhash, r.created_at, {})
                 for r in self.world.rows.values()
                 if r.knowledge_base_id == knowledge_base_id and r.id != document_id and r.id not in exempt

@@ -41,7 +41,16 @@ class MemorySession:
     current: DocumentStatus
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
-                         bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]:
+                         bands: list[tuple[int, int]] | None, exempt: list[UUID],
+                         hashvalues: list[int] | None = None, record_if_none: bool = False) -> list[Candidate]:
+        found = self._candidates(knowledge_base_id, document_id, text_hash, exempt)
+        if record_if_none and not found:
+            await self.record_judgement(knowledge_base_id=knowledge_base_id, document_id=document_id,
+                                        text_hash=text_hash, hashvalues=hashvalues, bands=bands, verdict={})
+        return found
+
+    def _candidates(self, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
+                    exempt: list[UUID]) -> list[Candidate]:
         return [Candidate(d.id, d.filename, d.content_hash, d.minhash, d.created_at, {})
                 for d in self.store.docs.values()
                 if d.id != document_id and d.content_hash == text_hash and d.id not in exempt

@@ -185,7 +185,7 @@ async def test_the_fake_store_fences_every_write_and_follows_the_transition_tabl
     await p.store.enter_stage(lease, D.PARSING)
     p.world.steal(row.id)
     for write in (p.store.enter_stage(lease, D.CHUNKING), p.store.report_progress(lease, {"done": 1}),
-                  p.store.record_parser(lease, "text", "1"), p.leases.release(lease)):
+                  p.store.start_parsing(lease, "text", "1"), p.leases.release(lease)):
         with pytest.raises(LeaseLostError):
             await write
     assert row.status == D.PARSING and row.progress == {} and row.parser is None

@@ -244,7 +244,12 @@ class DedupSession(Protocol):
     current: DocumentStatus
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
-                         bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]: ...
+                         bands: list[tuple[int, int]] | None, exempt: list[UUID],
+                         hashvalues: list[int] | None = None, record_if_none: bool = False) -> list[Candidate]:
+        """The documents it may duplicate; ``record_if_none``: when there is none, its judgement
+        (hash, ``hashvalues``, bands, an empty verdict) is recorded too, in the same write."""
+        ...
+
     async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
                                hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,
                                verdict: dict[str, Any]) -> None:
@@ -286,7 +291,11 @@ class PipelineStore(Protocol):
     async def enter_stage(self, lease: Lease, status: DocumentStatus,
                           progress: dict[str, Any] | None = None) -> None: ...
     async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None: ...
-    async def record_parser(self, lease: Lease, name: str, version: str) -> None: ...
+    async def start_parsing(self, lease: Lease, parser_name: str, parser_version: str) -> None:
+        """Enter PARSING with the parser about to run recorded, and no warnings yet (a failed
+        parse leaves none behind): one write."""
+        ...
+
     async def record_warnings(self, lease: Lease, warnings: Sequence[str]) -> None: ...
     async def replace_assets(self, lease: Lease, assets: Sequence[DocumentAsset], revision: int) -> list[str]:
         """The revision's asset rows; returns the object keys no longer referenced."""

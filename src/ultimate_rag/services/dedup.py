@@ -75,7 +75,10 @@ class Deduplicator:
         async with self._store.judging(lease, kb_id) as session:
             found = await session.candidates(knowledge_base_id=kb_id, document_id=doc_id,
                                              text_hash=signature.text_hash, bands=signature.bands,
-                                             exempt=list(document.dedup_exempt))
+                                             exempt=list(document.dedup_exempt), hashvalues=signature.hashvalues,
+                                             record_if_none=True)
+            if not found:  # unique: its judgement was recorded with the lookup
+                return Decision()
             match = rules.judge(filename=document.filename, text_hash=signature.text_hash,
                                 hashvalues=signature.hashvalues, candidates=found, mode=mode,
                                 threshold=settings.near_duplicate_threshold)

@@ -100,8 +100,7 @@ class DocumentProcessor:
         gens = self._generations
         plan = await gens.plan(kb_id) if gens is not None else None
         embedding = self._models.embedding(plan.current.spec) if plan and self._models else self._embedding
-        await self._store.enter_stage(lease, S.PARSING)
-        try:
+        try:  # the source and the parser for it, then PARSING (with that parser) in one write
             content = await self._storage.get(doc.object_key)
         except UltimateRagError:  # the storage adapter already said permanent or transient
             raise
@@ -110,7 +109,7 @@ class DocumentProcessor:
                                  service="object storage") from exc
         source = DocumentSource(doc.id, doc.filename, doc.mime_type, content)
         parser = self._parsers.resolve(source)
-        await self._store.record_parser(lease, parser.name, parser.version)
+        await self._store.start_parsing(lease, parser.name, parser.version)
         pages = parse_progress(self._store, lease, self._progress_interval)
         parsed = await _deterministic(self._parse_runner.parse(parser, source, pages), "parse the file")
         parsed = await self._describe_images(parsed)

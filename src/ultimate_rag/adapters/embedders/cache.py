@@ -61,13 +61,12 @@ class EmbeddingCache:
         return {bytes(r["text_hash"]): convert(r[column]) for r in found if r[column] is not None}
 
     async def _put(self, column: str, knowledge_base_id: UUID, model: str, items: Sequence[tuple[str, object]]) -> None:
+        """One statement for all of ``items`` (its own transaction)."""
         if not items:
             return
-        async with self._db.transaction() as conn, conn.cursor() as cur:
-            await cur.executemany(
-                _with(column, "put"),
-                [(knowledge_base_id, model, text_hash(t), value) for t, value in items],
-            )
+        await self._db.execute(_with(column, "put"), {
+            "kb": knowledge_base_id, "model": model, "hashes": [text_hash(t) for t, _ in items],
+            "values": [value for _, value in items]})
 
     async def evict(self, max_entries: int, batch_size: int = 10_000) -> int:
         """Remove the least recently used entries beyond ``max_entries``, in batches (short
@@ -85,9 +84,12 @@ class EmbeddingCache:
                 return removed
 
 
+_KIND = {"embedding": "vector", "sparse": "sparsevec"}  # each column's type
+
+
 def _with(column: str, name: str) -> sql.Composed:
     """The named query ``name`` on the cache's ``column`` (``embedding`` or ``sparse``)."""
-    return sql.SQL(Q[name]).format(column=sql.Identifier(column))
+    return sql.SQL(Q[name]).format(column=sql.Identifier(column), kind=sql.SQL(_KIND[column]))
 
 
 def _as_list(value: Any) -> list[float]:  # a vector as the database driver returned it

@@ -14,8 +14,11 @@ WITH hits AS (
 SELECT text_hash, {column} FROM hits
 
 -- put --
+-- Many entries in one statement; {kind} is the column's type (vector or sparsevec).
 INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, {column})
-VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING
+SELECT %(kb)s, %(model)s, text_hash, value
+FROM unnest(%(hashes)s::bytea[], %(values)s::{kind}[]) AS e(text_hash, value)
+ON CONFLICT DO NOTHING
 
 -- count --
 SELECT count(*) AS n FROM embedding_cache

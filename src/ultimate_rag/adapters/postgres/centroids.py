@@ -39,22 +39,26 @@ class LanguageCentroids:
         async with transaction_on(self._db, within) as conn:
             for language, group in sorted(by_language.items()):
                 dense = np.sum([np.asarray(i.embedding, dtype=np.float32) for i in group], axis=0)
-                sparse = np.zeros(SPARSE_DIMENSION, dtype=np.float32)
-                for i in group:
-                    for index, weight in (i.sparse or {}).items():
-                        sparse[index] += weight
+                with_sparse = any(i.sparse for i in group)  # else the sparse sum stays as it is, unread
                 key = {"kb": knowledge_base_id, "model": model, "language": language}
-                row = await (await conn.execute(Q["lock_centroid"], key)).fetchone()
+                row = await (await conn.execute(Q["lock_centroid" if with_sparse else "lock_centroid_dense"],
+                                                key)).fetchone()
                 assert row is not None
                 old_dense = np.frombuffer(row["dense"], dtype=np.float32)
                 if old_dense.shape != dense.shape:  # a new row (empty), or another dimension: start over
                     old_dense, row["n"] = np.zeros_like(dense), 0
+                written = key | {"n": row["n"] + len(group), "dense": (old_dense + dense).tobytes()}
+                if not with_sparse:
+                    await conn.execute(Q["write_centroid_dense"], written)
+                    continue
+                sparse = np.zeros(SPARSE_DIMENSION, dtype=np.float32)
+                for i in group:
+                    for index, weight in (i.sparse or {}).items():
+                        sparse[index] += weight
                 old_sparse = np.frombuffer(row["sparse"], dtype=np.float32)
                 if old_sparse.shape != sparse.shape:
                     old_sparse = np.zeros_like(sparse)
-                await conn.execute(Q["write_centroid"], key | {
-                    "n": row["n"] + len(group), "dense": (old_dense + dense).tobytes(),
-                    "sparse": (old_sparse + sparse).tobytes()})
+                await conn.execute(Q["write_centroid"], written | {"sparse": (old_sparse + sparse).tobytes()})
 
     async def means(self, knowledge_base_id: UUID, model: str, *, min_chunks: int = 1) -> Centroids:
         """The mean vectors of each language with at least ``min_chunks`` chunks."""

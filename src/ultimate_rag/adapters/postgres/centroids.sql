@@ -14,6 +14,17 @@ RETURNING t.n, t.dense, t.sparse;
 UPDATE language_centroids SET n = %(n)s, dense = %(dense)s, sparse = %(sparse)s
 WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND language = %(language)s;
 
+-- lock_centroid_dense --
+-- lock_centroid for chunks without sparse vectors: the sparse sum (64 KiB) is neither read nor written.
+INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse)
+VALUES (%(kb)s, %(model)s, %(language)s, 0, '\x', '\x')
+ON CONFLICT (knowledge_base_id, model, language) DO UPDATE SET n = t.n
+RETURNING t.n, t.dense;
+
+-- write_centroid_dense --
+UPDATE language_centroids SET n = %(n)s, dense = %(dense)s
+WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND language = %(language)s;
+
 -- centroids --
 SELECT language, n, dense, sparse FROM language_centroids
 WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND n >= %(min_chunks)s;

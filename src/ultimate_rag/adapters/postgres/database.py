@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-import weakref
+import select
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pgvector.psycopg import register_vector_async
 # closes the race. (scipy comes with datasketch; without it there is nothing to race with.)
 with contextlib.suppress(ImportError):
     import scipy.sparse  # noqa: F401
+from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -32,20 +32,12 @@ Q = load_queries("database.sql")
 log = logging.getLogger(__name__)
 
 
-# how recently a pooled connection must have worked to be handed out without the pool's check
-# round trip, in the pools that use it (the queue's, a worker's); see Database.__init__
-TRUST_RECENT_SECONDS = 2.0
-
-
 class Database:
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True,
-                 generic_plans: bool = False, acquire_timeout: float = 10.0, trust_recent_seconds: float = 0.0,
+                 generic_plans: bool = False, acquire_timeout: float = 10.0,
                  idle_transaction_timeout: float | None = None) -> None:
         """``generic_plans``: plan each prepared statement once for all parameters. The queue's
         statements are the same on every call, and their planning costs more than running them.
-        ``trust_recent_seconds``: a pooled connection whose last statement succeeded less than this
-        long ago is handed out without the pool's check (a round trip per use otherwise); a server
-        that died meanwhile shows as the statement's own error, which callers handle anyway.
         ``idle_transaction_timeout``: the server ends a transaction of this pool that waits longer
         than this for its client's next statement, and its row locks go with it. A worker frozen
         inside a transaction (stopped, swapped out, its machine paused) would otherwise hold its
@@ -54,8 +46,6 @@ class Database:
         self.url = url
         self.idle_transaction_timeout = idle_transaction_timeout
         self._register_vector = register_vector
-        self._trust_recent = trust_recent_seconds
-        self._used_at: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
         self._pool = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -78,11 +68,15 @@ class Database:
                 # before the first migration the extension does not exist yet
                 pass
 
-    async def _check(self, conn: Connection) -> None:
-        used = self._used_at.pop(conn, None)
-        if used is not None and time.monotonic() - used < self._trust_recent and not conn.closed:
-            return
-        await AsyncConnectionPool.check_connection(conn)
+    @staticmethod
+    async def _check(conn: Connection) -> None:
+        """The pool's check before it hands a connection out, without a round trip when the
+        connection is quiet: idle, and nothing from the server waiting on its socket. A server
+        that restarted or ended the session has sent its goodbye (and closed the socket), which
+        makes the socket readable: then the full check runs, and a dead connection is replaced
+        before any caller meets it."""
+        if not _quiet(conn):
+            await AsyncConnectionPool.check_connection(conn)
 
     async def open(self) -> None:
         await self._pool.open(wait=True, timeout=30)
@@ -94,8 +88,6 @@ class Database:
     async def connection(self) -> AsyncIterator[Connection]:
         async with self._pool.connection() as conn:
             yield conn
-            if self._trust_recent:
-                self._used_at[conn] = time.monotonic()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
@@ -136,6 +128,17 @@ class Database:
     async def ping(self) -> bool:
         row = await self.fetchone(Q["ping"])
         return bool(row and row["ok"] == 1)
+
+
+def _quiet(conn: Connection) -> bool:
+    """Open, idle outside a transaction, and with no bytes from the server pending."""
+    if conn.closed or conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        return False
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.OperationalError):
+        return False
+    return not readable
 
 
 def _server_options(generic_plans: bool, idle_transaction_timeout: float | None) -> dict[str, str]:

@@ -24,19 +24,26 @@ from .sql import load_queries
 Q = load_queries("dedup.sql")
 
 
-async def lock_knowledge_base(conn: Connection, knowledge_base_id: UUID) -> None:
-    await conn.execute(Q["lock_knowledge_base"], {"key": f"dedup:{knowledge_base_id}"})
+def lock_name(knowledge_base_id: UUID) -> str:
+    """The name of a knowledge base's deduplication lock: a transaction-level advisory lock, taken
+    before any row lock (``JobQueue.fenced``'s ``lock_first``): two workers judging near-duplicates
+    in one knowledge base at the same moment decide one after the other."""
+    return f"dedup:{knowledge_base_id}"
+
 
 
 async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
-                     bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]:
-    """Documents with the same normalized text, and (near mode) those sharing an LSH band."""
+                     bands: list[tuple[int, int]] | None, exempt: list[UUID], hashvalues: list[int] | None = None,
+                     record_if_none: bool = False) -> list[Candidate]:
+    """Documents with the same normalized text, and (near mode) those sharing an LSH band; with
+    ``record_if_none``, when there is none the judgement is recorded in the same statement (as
+    ``record_judgement`` with an empty verdict)."""
     rows = await (await conn.execute(Q["candidates"], {
         "kb": knowledge_base_id, "doc": document_id, "hash": text_hash, "exempt": exempt or [],
         "band_idx": [b for b, _ in bands or []], "band_hash": [h for _, h in bands or []],
-        "matchable": names(DEDUP_MATCHABLE)})).fetchall()
+        "matchable": names(DEDUP_MATCHABLE), "minhash": hashvalues, "record_if_none": record_if_none})).fetchall()
     return [Candidate(r["id"], r["filename"], r["content_hash"], list(r["minhash"]) if r["minhash"] else None,
-                      r["created_at"], r["source"] or {}) for r in rows]
+                      r["created_at"], r["source"] or {}) for r in rows if r["id"] is not None]
 
 
 async def record_judgement(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
@@ -78,9 +85,11 @@ class _Session:
     current: DocumentStatus
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
-                         bands: list[tuple[int, int]] | None, exempt: list[UUID]) -> list[Candidate]:
+                         bands: list[tuple[int, int]] | None, exempt: list[UUID],
+                         hashvalues: list[int] | None = None, record_if_none: bool = False) -> list[Candidate]:
         return await candidates(self.conn, knowledge_base_id=knowledge_base_id, document_id=document_id,
-                                text_hash=text_hash, bands=bands, exempt=exempt)
+                                text_hash=text_hash, bands=bands, exempt=exempt, hashvalues=hashvalues,
+                                record_if_none=record_if_none)
 
     async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
                                hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,
@@ -104,8 +113,5 @@ class PostgresDedupStore:
 
     @asynccontextmanager
     async def judging(self, lease: Lease, knowledge_base_id: UUID) -> AsyncIterator[_Session]:
-        async def kb_lock(conn: Connection) -> None:
-            await lock_knowledge_base(conn, knowledge_base_id)
-
-        async with self._queue.fenced(lease, kb_lock) as (conn, current):
+        async with self._queue.fenced(lease, lock_name(knowledge_base_id)) as (conn, current):
             yield _Session(conn, current)

@@ -1,16 +1,15 @@
 -- Deduplication facts (SPEC §8): content hashes, MinHash signatures and LSH bands. Loaded by name
 -- ("-- name --" headers); every query runs inside the caller's fenced transaction.
 
--- lock_knowledge_base --
--- Two workers judging near-duplicates in one knowledge base at the same moment decide one after
--- the other (released at commit).
-SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 7));
-
 -- candidates --
 -- Documents with the same normalized text, and (near mode) those sharing an LSH band: two index
 -- lookups, never a scan of the knowledge base's documents (no bands: empty arrays, no band match).
 -- %(matchable)s: the statuses a newer twin may outdate (status.DEDUP_MATCHABLE); a document whose
 -- published revision search serves (a rebuild queued or failed) is matched too.
+-- When none is found and %(record_if_none)s, the judgement is recorded in the same statement
+-- (set_judgement's writes: hash, signature, an empty verdict, the bands replaced; the new bands are
+-- inserted after the old ones went). Always one row at least: with no candidate, its columns are
+-- NULL and ``recorded`` says whether the judgement was written.
 WITH ids AS (
     SELECT id AS document_id FROM documents
     WHERE knowledge_base_id = %(kb)s AND content_hash = %(hash)s
@@ -19,14 +18,32 @@ WITH ids AS (
     JOIN unnest(%(band_idx)s::smallint[], %(band_hash)s::bigint[]) AS q(band, hash)
       ON b.band = q.band AND b.hash = q.hash
     WHERE b.knowledge_base_id = %(kb)s
+), found AS MATERIALIZED (
+    SELECT d.id, d.filename, d.content_hash, d.minhash, d.created_at, d.source
+    FROM ids JOIN documents d ON d.id = ids.document_id
+    WHERE d.id <> %(doc)s AND (d.status = ANY(%(matchable)s) OR d.published_revision IS NOT NULL)
+      AND d.id <> ALL(%(exempt)s::uuid[])
+      AND d.content_hash IS NOT NULL
+    ORDER BY d.created_at, d.id
+    LIMIT 200
+), unique_ AS (
+    SELECT 1 WHERE %(record_if_none)s AND NOT EXISTS (SELECT 1 FROM found)
+), old_bands AS (
+    DELETE FROM document_hash_bands WHERE document_id = %(doc)s AND EXISTS (SELECT 1 FROM unique_) RETURNING 1
+), new_bands AS (
+    INSERT INTO document_hash_bands (document_id, knowledge_base_id, band, hash)
+    SELECT %(doc)s, %(kb)s, q.band, q.hash
+    FROM unnest(%(band_idx)s::smallint[], %(band_hash)s::bigint[]) AS q(band, hash)
+    WHERE EXISTS (SELECT 1 FROM unique_) AND (SELECT count(*) FROM old_bands) >= 0
+    RETURNING 1
+), recorded AS (
+    UPDATE documents SET content_hash = %(hash)s, minhash = %(minhash)s, dedup = '{}'::jsonb
+    WHERE id = %(doc)s AND EXISTS (SELECT 1 FROM unique_) AND (SELECT count(*) FROM new_bands) >= 0
+    RETURNING 1
 )
-SELECT d.id, d.filename, d.content_hash, d.minhash, d.created_at, d.source
-FROM ids JOIN documents d ON d.id = ids.document_id
-WHERE d.id <> %(doc)s AND (d.status = ANY(%(matchable)s) OR d.published_revision IS NOT NULL)
-  AND d.id <> ALL(%(exempt)s::uuid[])
-  AND d.content_hash IS NOT NULL
-ORDER BY d.created_at, d.id
-LIMIT 200;
+SELECT f.*, (SELECT count(*) FROM recorded) > 0 AS recorded
+FROM (SELECT 1) one LEFT JOIN found f ON true
+ORDER BY f.created_at, f.id;
 
 -- delete_bands --
 DELETE FROM document_hash_bands WHERE document_id = %(id)s;

@@ -24,6 +24,7 @@ NOTIFY_CHANNEL = "ultimate_rag_jobs"
 Q = load_queries("documents.sql")
 _COLUMNS = sql.SQL(Q["document_columns"])
 _GET = sql.SQL(Q["get_document"]).format(columns=_COLUMNS)
+_CREATE = sql.SQL(Q["create_with_job"]).format(columns=_COLUMNS)
 
 
 class DocumentRepository:
@@ -35,21 +36,17 @@ class DocumentRepository:
         size_bytes: int, sha256: str, object_key: str, max_attempts: int,
         source: dict[str, Any] | None = None,
     ) -> Document:
-        """Document (PENDING) and its job (PENDING) in one transaction, then wake a worker."""
-        async with self._db.transaction() as conn:
-            kb = await (await conn.execute(Q["kb_for_upload"], {"kb": knowledge_base_id})).fetchone()
-            if kb is None:
-                raise ResourceNotFoundError("knowledge base not found")
-            if kb["deleting"]:
-                raise ConflictError("knowledge base is being deleted")
-            await conn.execute(Q["insert_document"], {
-                "id": document_id, "kb": knowledge_base_id, "filename": filename, "mime_type": mime_type,
-                "size_bytes": size_bytes, "sha256": sha256, "object_key": object_key,
-                "source": Jsonb(source or {"kind": "upload"})})
-            await conn.execute(Q["insert_job"], {"id": uuid4(), "document_id": document_id,
-                                                 "max_attempts": max_attempts})
-            await notify_workers(conn)
-        return await self.get(document_id)
+        """Document (PENDING) and its job (PENDING), the workers woken: one statement."""
+        row = await self._db.fetchone(_CREATE, {
+            "id": document_id, "kb": knowledge_base_id, "filename": filename, "mime_type": mime_type,
+            "size_bytes": size_bytes, "sha256": sha256, "object_key": object_key,
+            "source": Jsonb(source or {"kind": "upload"}), "job_id": uuid4(), "max_attempts": max_attempts,
+            "channel": NOTIFY_CHANNEL})
+        if row is None:
+            raise ResourceNotFoundError("knowledge base not found")
+        if row["deleting"]:
+            raise ConflictError("knowledge base is being deleted")
+        return rows.document(row)
 
     async def get(self, document_id: UUID) -> Document:
         row = await self._db.fetchone(_GET, {"id": document_id})

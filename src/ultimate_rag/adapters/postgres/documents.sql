@@ -1,20 +1,30 @@
 -- Document rows seen from the API side (documents.py). Loaded by name: each query starts with a
 -- "-- name --" header line.
 
--- kb_for_upload --
--- Held FOR SHARE while a document is created: a knowledge-base delete waits for it to commit.
-SELECT deleting FROM knowledge_bases WHERE id = %(kb)s FOR SHARE;
-
--- insert_document --
--- An upload's document, queued: PENDING from the start (its bytes are stored already).
-INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status,
-                       source, stage_timings)
-VALUES (%(id)s, %(kb)s, %(filename)s, %(mime_type)s, %(size_bytes)s, %(sha256)s, %(object_key)s, 'PENDING',
-        %(source)s, jsonb_build_object('PENDING', now()));
-
--- insert_job --
-INSERT INTO ingestion_jobs (id, document_id, status, max_attempts)
-VALUES (%(id)s, %(document_id)s, 'PENDING', %(max_attempts)s);
+-- create_with_job --
+-- columns: document_columns
+-- An upload's document, queued (PENDING from the start: its bytes are stored already), its job, and
+-- the workers woken (delivered at commit), in one statement. The knowledge base is held FOR SHARE
+-- meanwhile (a knowledge-base delete waits for this to commit) and nothing is written while it is
+-- being deleted. No row: no such knowledge base; a row without a document: it is being deleted.
+WITH kb AS MATERIALIZED (
+    SELECT id, deleting FROM knowledge_bases WHERE id = %(kb)s FOR SHARE
+), d AS (
+    INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status,
+                           source, stage_timings)
+    SELECT %(id)s, kb.id, %(filename)s, %(mime_type)s, %(size_bytes)s, %(sha256)s, %(object_key)s, 'PENDING',
+           %(source)s, jsonb_build_object('PENDING', now())
+    FROM kb WHERE NOT kb.deleting
+    RETURNING *
+), j AS (
+    INSERT INTO ingestion_jobs (id, document_id, status, max_attempts)
+    SELECT %(job_id)s, d.id, 'PENDING', %(max_attempts)s FROM d
+    RETURNING *
+), woken AS (
+    SELECT pg_notify(%(channel)s, '') FROM j
+)
+SELECT kb.deleting, (SELECT count(*) FROM woken) AS woken, {columns}
+FROM kb LEFT JOIN d ON true LEFT JOIN j ON j.document_id = d.id;
 
 -- document_columns --
 d.id, d.knowledge_base_id, d.filename, d.mime_type, d.size_bytes, d.sha256, d.object_key,

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
 from ...domain.models import (
+    Chunk,
     DocumentAsset,
     KnowledgeBaseSettings,
     Lease,
@@ -32,8 +33,8 @@ from .sql import load_queries
 
 Q = load_queries("pipeline.sql")
 # the fenced document updates: the queue's one fencing statement, four ways to change the document
-_SET_STAGE, _SET_PROGRESS, _SET_PARSER, _SET_WARNINGS = (
-    fenced_document_update(Q[name]) for name in ("set_stage", "set_progress", "set_parser", "set_warnings"))
+_SET_STAGE, _SET_PROGRESS, _START_PARSING, _SET_WARNINGS = (
+    fenced_document_update(Q[name]) for name in ("set_stage", "set_progress", "start_parsing", "set_warnings"))
 Step = Callable[[], Awaitable[None]]
 TransactionStep = Callable[[SharedTransaction], Awaitable[None]]
 
@@ -67,9 +68,12 @@ class PipelineRepository:
     async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None:
         await self._queue.fenced_update(lease, _SET_PROGRESS, {"progress": Jsonb(progress)})
 
-    async def record_parser(self, lease: Lease, name: str, version: str) -> None:
-        """Before a parse: its parser, and no warnings yet (a failed parse leaves none behind)."""
-        await self._queue.fenced_update(lease, _SET_PARSER, {"name": name, "version": version})
+    async def start_parsing(self, lease: Lease, parser_name: str, parser_version: str) -> None:
+        """PARSING, as ``enter_stage``, with the parser about to run and no warnings yet (a failed
+        parse leaves none behind), in the one fenced statement."""
+        await self._queue.fenced_update(lease, _START_PARSING, {
+            "status": DocumentStatus.PARSING.value, "progress": Jsonb({}), "name": parser_name,
+            "version": parser_version}, sources_of(DocumentStatus.PARSING))
 
     async def record_warnings(self, lease: Lease, warnings: Sequence[str]) -> None:
         await self._queue.fenced_update(lease, _SET_WARNINGS, {"warnings": Jsonb(list(warnings))})
@@ -95,9 +99,9 @@ class PipelineRepository:
         6. every asset row but the revision's own (``commit.assets``) goes (their object keys
            are returned);
         7. the document becomes READY with ``published_revision = commit.revision``: READY is the
-           commit flag (SPEC §4 rule 2), written last with the facts it vouches for (its stage
+           commit flag (SPEC §4 rule 2), written with the facts it vouches for (its stage
            timestamps are returned);
-        8. the job SUCCEEDED;
+        8. the job SUCCEEDED (5-8: one statement, ``publish_revision``);
         9. ``finish``, given this transaction (``SharedTransaction``), the last step before the
            commit: what must be
            there when READY is seen but locks a row other documents share (the language
@@ -109,26 +113,19 @@ class PipelineRepository:
         leaves them to the janitor)."""
         twin = commit.outdate
         document = {"document_id": lease.document_id}
-        async with self._queue.fenced(lease, _dedup_lock(twin)) as (conn, current):
+        async with self._queue.fenced(lease, dedup.lock_name(twin.knowledge_base_id) if twin else None) as (
+                conn, current):
             check_transition(current, DocumentStatus.READY)
             async with self._queue.db.kept_open(conn):
                 await write_vectors()
             if twin is not None:
                 await self._outdate_twin(conn, twin, newer=lease.document_id)
-            await conn.execute(Q["delete_chunks"], document)
-            async with conn.cursor() as cur:
-                await cur.executemany(
-                    Q["insert_chunk"],
-                    [(c.id, c.document_id, c.knowledge_base_id, commit.revision, c.ordinal, c.content, c.token_count,
-                      list(c.heading_path), Jsonb(c.locator.to_metadata()), Jsonb(c.metadata)) for c in commit.chunks],
-                )
-            stale = await (await conn.execute(Q["delete_other_assets"], {
-                **document, "revision": commit.revision, "keep": list(commit.assets)})).fetchall()
-            ready = await (await conn.execute(Q["document_ready"], {
-                **document, "chunk_count": len(commit.chunks), "revision": commit.revision})).fetchone()
-            await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+            published = await (await conn.execute(Q["publish_revision"], {
+                **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
+                "chunks": Jsonb([_chunk_row(c) for c in commit.chunks])})).fetchone()
+            assert published is not None  # one row, always
             await finish(SharedTransaction(self._queue.db.url, conn))
-            return ReadyOutcome(tuple(r["object_key"] for r in stale), dict(ready["stage_timings"]) if ready else {})
+            return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}))
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 
     async def _outdate_twin(self, conn: Connection, twin: OlderTwin, *, newer: UUID) -> None:
@@ -176,14 +173,12 @@ class PipelineRepository:
         return await published_chunk_ids(self._queue.db, document_id)
 
 
-def _dedup_lock(twin: OlderTwin | None) -> Callable[[Connection], Awaitable[None]] | None:
-    if twin is None:
-        return None
-
-    async def lock(conn: Connection) -> None:
-        await dedup.lock_knowledge_base(conn, twin.knowledge_base_id)
-
-    return lock
+def _chunk_row(chunk: Chunk) -> dict[str, Any]:
+    """A chunk as ``publish_revision`` reads its rows (``jsonb_to_recordset``)."""
+    return {"id": str(chunk.id), "document_id": str(chunk.document_id),
+            "knowledge_base_id": str(chunk.knowledge_base_id), "ordinal": chunk.ordinal, "content": chunk.content,
+            "token_count": chunk.token_count, "heading_path": list(chunk.heading_path),
+            "locator": chunk.locator.to_metadata(), "metadata": chunk.metadata}
 
 
 def _document(row: dict[str, Any]) -> PipelineDocument:

@@ -19,8 +19,11 @@ stage_timings = CASE WHEN %(status)s = 'PARSING' THEN '{}'::jsonb ELSE d.stage_t
 -- set_progress --
 progress = %(progress)s
 
--- set_parser --
--- (fragment) before a parse: its parser, and no warnings yet (a failed parse leaves none behind)
+-- start_parsing --
+-- (fragment) set_stage's PARSING, with the parser about to run and no warnings yet (a failed parse
+-- leaves none behind)
+status = %(status)s, error_message = NULL, progress = %(progress)s,
+stage_timings = jsonb_build_object(%(status)s::text, now()),
 parser_name = %(name)s, parser_version = %(version)s, warnings = '[]'
 
 -- set_warnings --
@@ -48,20 +51,50 @@ WHERE j.id = ANY (ARRAY(SELECT id FROM owned))
   AND EXISTS (SELECT 1 FROM documents d WHERE d.id = j.document_id AND d.status = 'READY')
 RETURNING j.id;
 
+-- publish_revision --
+-- The READY commit's writes after its fencing, in one statement (pipeline.py ``commit_ready``, steps
+-- 5-8): the document's chunk rows become the new revision's (%(chunks)s: a JSON array of the rows;
+-- the old rows go first: the insert waits for that delete, so a chunk that keeps its id and ordinal
+-- meets no conflict), every asset row but the revision's own goes (their object keys are
+-- returned), the document becomes READY (the commit flag, written with the facts it vouches for;
+-- its stage timestamps are returned) and the job SUCCEEDED.
+WITH old_chunks AS (
+    DELETE FROM chunks WHERE document_id = %(document_id)s RETURNING 1
+), new_chunks AS (
+    INSERT INTO chunks (id, document_id, knowledge_base_id, revision, ordinal, content, token_count, heading_path,
+                        locator, metadata)
+    SELECT r.id, r.document_id, r.knowledge_base_id, %(revision)s, r.ordinal, r.content, r.token_count,
+           r.heading_path, r.locator, r.metadata
+    FROM jsonb_to_recordset(%(chunks)s::jsonb) AS r(id uuid, document_id uuid, knowledge_base_id uuid, ordinal integer,
+                                                   content text, token_count integer, heading_path text[],
+                                                   locator jsonb, metadata jsonb)
+    WHERE (SELECT count(*) FROM old_chunks) >= 0
+    RETURNING 1
+), stale_assets AS (  -- other revisions', and those an interrupted earlier run of this revision left
+    DELETE FROM document_assets
+    WHERE document_id = %(document_id)s AND (revision <> %(revision)s OR id <> ALL(%(keep)s::uuid[]))
+    RETURNING object_key
+), job AS (
+    UPDATE ingestion_jobs
+    SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
+        lost_streak = 0, lost_workers = '{}', lost_since = NULL
+    WHERE id = %(job_id)s
+    RETURNING 1
+), ready AS (
+    UPDATE documents SET status = 'READY', error_message = NULL,
+        chunk_count = (SELECT count(*) FROM new_chunks), published_revision = %(revision)s, progress = '{}'::jsonb,
+        indexed_at = now(), updated_at = now(), stage_timings = stage_timings || jsonb_build_object('READY', now())
+    WHERE id = %(document_id)s
+    RETURNING stage_timings
+)
+SELECT (SELECT stage_timings FROM ready) AS stage_timings, ARRAY(SELECT object_key FROM stale_assets) AS stale,
+       (SELECT count(*) FROM job) AS jobs;
+
 -- succeed_job --
 UPDATE ingestion_jobs
 SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
     lost_streak = 0, lost_workers = '{}', lost_since = NULL
 WHERE id = %(job_id)s;
-
--- document_ready --
--- READY is the commit flag (SPEC §4 rule 2): written last, with the facts it vouches for.
--- The revision swap: the new revision becomes the one search serves, in the same transaction.
-UPDATE documents SET status = 'READY', error_message = NULL, chunk_count = %(chunk_count)s,
-    published_revision = %(revision)s, progress = '{}'::jsonb, indexed_at = now(), updated_at = now(),
-    stage_timings = stage_timings || jsonb_build_object('READY', now())
-WHERE id = %(document_id)s
-RETURNING stage_timings;
 
 -- document_deleted --
 -- Soft delete: the row stays (its source object too); what was derived from it is gone.
@@ -76,11 +109,6 @@ DELETE FROM documents WHERE id = %(document_id)s;
 -- delete_chunks --
 DELETE FROM chunks WHERE document_id = %(document_id)s;
 
--- insert_chunk --
-INSERT INTO chunks (id, document_id, knowledge_base_id, revision, ordinal, content, token_count, heading_path,
-                    locator, metadata)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
-
 -- delete_assets --
 DELETE FROM document_assets WHERE document_id = %(document_id)s RETURNING object_key;
 
@@ -92,13 +120,6 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 -- delete_revision_assets --
 -- One revision's asset rows (the published revision's stay until the READY commit).
 DELETE FROM document_assets WHERE document_id = %(document_id)s AND revision = %(revision)s RETURNING object_key;
-
--- delete_other_assets --
--- At the READY commit: every asset row but the new revision's own (%(keep)s: other revisions', and
--- those an interrupted earlier run of this revision left); their objects are removed after the commit.
-DELETE FROM document_assets
-WHERE document_id = %(document_id)s AND (revision <> %(revision)s OR id <> ALL(%(keep)s::uuid[]))
-RETURNING object_key;
 
 -- content_revision --
 SELECT content_revision FROM documents WHERE id = %(document_id)s;

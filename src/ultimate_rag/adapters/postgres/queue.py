@@ -25,13 +25,12 @@ from ...domain import status as tables
 from ...domain.errors import LeaseLostError
 from ...domain.models import Lease
 from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition
-from .database import TRUST_RECENT_SECONDS, Connection, Database
+from .database import Connection, Database
 from .documents import NOTIFY_CHANNEL, notify_workers
 from .sql import load_queries
 
 log = logging.getLogger(__name__)
 Q = load_queries("queue.sql")
-ConnHook = Callable[[Connection], Awaitable[None]]
 # no longer produced (a lost attempt is given back; see the claim); kept for readers of old rows
 EXHAUSTED_MESSAGE = "worker lease expired and the maximum number of attempts was reached"
 UPLOAD_EXPIRED_MESSAGE = ("the re-upload was interrupted before its content was stored; "
@@ -60,9 +59,9 @@ POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row 
 def queue_database(url: str, *, max_size: int, min_size: int = 1,
                    idle_transaction_timeout: float | None = None) -> Database:
     """The queue's own pool: its statements never change, so they are planned once (generic
-    plans), and a connection used a moment ago is trusted without a check round trip."""
+    plans)."""
     return Database(url, min_size=min_size, max_size=max_size, register_vector=False, generic_plans=True,
-                    trust_recent_seconds=TRUST_RECENT_SECONDS, idle_transaction_timeout=idle_transaction_timeout)
+                    idle_transaction_timeout=idle_transaction_timeout)
 
 
 class JobQueue:
@@ -140,15 +139,17 @@ class JobQueue:
 
     # -- fencing: the primitives every write of a job builds on ---------------------------------
     @asynccontextmanager
-    async def fenced(self, lease: Lease, lock_first: ConnHook | None = None,
+    async def fenced(self, lease: Lease, lock_first: str | None = None,
                      ) -> AsyncIterator[tuple[Connection, DocumentStatus]]:
         """A transaction that holds the job (still ours) and the document row, locked in that order
-        (after whatever ``lock_first`` takes, e.g. a knowledge base's deduplication lock)."""
+        (after the transaction-level advisory lock named ``lock_first``, e.g. a knowledge base's
+        deduplication lock, taken in the same statement)."""
         async with self._db.transaction() as conn:
-            if lock_first is not None:
-                await lock_first(conn)
-            row = await (await conn.execute(Q["lock_fenced"], {**_lease_params(lease),
-                                                               "document_id": lease.document_id})).fetchone()
+            params = {**_lease_params(lease), "document_id": lease.document_id}
+            if lock_first is None:
+                row = await (await conn.execute(Q["lock_fenced"], params)).fetchone()
+            else:
+                row = await (await conn.execute(Q["lock_fenced_after"], params | {"first": lock_first})).fetchone()
             if row is None:
                 raise LeaseLostError()
             if row["status"] is None:

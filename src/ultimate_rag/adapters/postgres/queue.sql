@@ -192,6 +192,23 @@ LEFT JOIN LATERAL (
     SELECT status FROM documents WHERE id = %(document_id)s AND o.id IS NOT NULL FOR UPDATE
 ) d ON true;
 
+-- lock_fenced_after --
+-- lock_fenced after a transaction-level advisory lock (%(first)s, its name: e.g. a knowledge base's
+-- deduplication lock, dedup.py's lock_name), all in one statement: the job row is locked only once
+-- the advisory lock is held (it is joined to it); released at commit.
+WITH first AS MATERIALIZED (
+    SELECT pg_advisory_xact_lock(hashtextextended(%(first)s, 7)) AS held
+), owned AS MATERIALIZED (
+    SELECT j.id FROM ingestion_jobs j, first
+    WHERE j.id = %(job_id)s AND j.status = 'RUNNING' AND j.locked_by = %(worker_id)s AND j.attempts = %(attempt)s
+    FOR UPDATE OF j
+)
+SELECT o.id, d.status
+FROM owned o
+LEFT JOIN LATERAL (
+    SELECT status FROM documents WHERE id = %(document_id)s AND o.id IS NOT NULL FOR UPDATE
+) d ON true;
+
 -- heartbeat --
 UPDATE ingestion_jobs SET locked_at = now()
 WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
+
+import orjson
 
 from ..files import write_atomically
 
@@ -35,7 +36,7 @@ class FilesystemChunkSnapshotStore:
     async def save(self, *, knowledge_base_id: UUID, document_id: UUID, snapshot: dict[str, Any],
                    revision: int | None = None) -> None:
         """``revision``: a revision being built, written beside the published snapshot."""
-        data = json.dumps(snapshot, ensure_ascii=False, indent=1, default=str).encode("utf-8")
+        data = orjson.dumps(snapshot, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
         path = (self.path(knowledge_base_id, document_id) if revision is None
                 else self.revision_path(knowledge_base_id, document_id, revision))
         await asyncio.to_thread(write_atomically, path, data, temp_prefix=TEMP_PREFIX)

@@ -130,7 +130,9 @@ class IndexGenerations(PlannedCandidateSearch):
         if current is None:  # dropped: the knowledge base switched models since the plan was read
             raise TransientError("the knowledge base switched to another embedding model while this "
                                  "document was indexed; it is indexed again with the new model")
-        if isinstance(current, PgVectorStore):
+        if isinstance(current, PgVectorStore) and not any(i.sparse for i in items):
+            await current.upsert(kb_id, items)  # one statement
+        elif isinstance(current, PgVectorStore):
             async with self._db.transaction() as conn:
                 shared = SharedTransaction(self._db.url, conn)
                 await current.upsert(kb_id, items, within=shared)
@@ -207,9 +209,16 @@ class IndexGenerations(PlannedCandidateSearch):
                                 generations: Sequence[Generation]) -> None:
         """``delete_document_except`` when the caller knows the knowledge base and its live
         generations (the pipeline, right after its READY commit read them): no lookups."""
+        sparse_done = False
         for g in generations:
-            await (await self.dense(kb_id, g)).delete_document_except(document_id, keep)
-        await self.sparse.delete_document_except(document_id, keep)
+            store = await self.dense(kb_id, g)
+            if isinstance(store, PgVectorStore) and not sparse_done:  # one statement for both tables
+                await store.delete_document_except(document_id, keep, with_sparse=True)
+                sparse_done = True
+            else:
+                await store.delete_document_except(document_id, keep)
+        if not sparse_done:
+            await self.sparse.delete_document_except(document_id, keep)
 
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         plan = await self.plan(knowledge_base_id)

@@ -60,12 +60,14 @@ class PgVectorStore(CandidateSearch):
         """``within``: an open transaction on this database to write in (``transaction_on``)."""
         if not items:
             return
-        async with transaction_on(self._db, within) as conn, conn.cursor() as cur:
-            await cur.executemany(
-                _on("upsert", self.table),
-                [(i.chunk.id, i.chunk.document_id, knowledge_base_id,
-                  Vector(np.asarray(i.embedding, dtype=np.float32))) for i in items],
-            )
+        params = {"kb": knowledge_base_id, "chunk_ids": [i.chunk.id for i in items],
+                  "document_ids": [i.chunk.document_id for i in items],
+                  "embeddings": [Vector(np.asarray(i.embedding, dtype=np.float32)) for i in items]}
+        if within is None and not (self._with_sparse and any(i.sparse for i in items)):
+            await self._db.execute(_on("upsert", self.table), params)  # one statement, its own transaction
+            return
+        async with transaction_on(self._db, within) as conn:
+            await conn.execute(_on("upsert", self.table), params)
             if self._with_sparse:
                 await self.sparse.upsert_in(conn, knowledge_base_id, items)
 
@@ -75,10 +77,15 @@ class PgVectorStore(CandidateSearch):
             if self._with_sparse:
                 await conn.execute(_on("delete_document", SPARSE_TABLE), (document_id,))
 
-    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
-        async with self._db.transaction() as conn:
-            for table in (self.table, SPARSE_TABLE):
-                await conn.execute(_on("delete_document_except", table), (document_id, list(keep)))
+    async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID], *,
+                                     with_sparse: bool | None = None) -> None:
+        """``with_sparse``: the sparse table's vectors of the document too (default: as the store
+        was made); one statement either way."""
+        if self._with_sparse if with_sparse is None else with_sparse:
+            await self._db.execute(_on("delete_document_except_with_sparse", self.table, sparse=_SPARSE),
+                                   {"document_id": document_id, "keep": list(keep)})
+        else:
+            await self._db.execute(_on("delete_document_except", self.table), (document_id, list(keep)))
 
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         async with self._db.transaction() as conn:

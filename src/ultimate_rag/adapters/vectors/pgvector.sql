@@ -21,8 +21,12 @@ CREATE INDEX IF NOT EXISTS {index} ON {table} (knowledge_base_id)
 CREATE INDEX IF NOT EXISTS {index} ON {table} USING hnsw (embedding vector_cosine_ops)
 
 -- upsert --
+-- A document's vectors in one statement (one round trip, one commit however many chunks).
 INSERT INTO {table} (chunk_id, document_id, knowledge_base_id, embedding)
-VALUES (%s, %s, %s, %s) ON CONFLICT (chunk_id) DO UPDATE
+SELECT chunk_id, document_id, %(kb)s, embedding
+FROM unnest(%(chunk_ids)s::uuid[], %(document_ids)s::uuid[], %(embeddings)s::vector[])
+    AS v(chunk_id, document_id, embedding)
+ON CONFLICT (chunk_id) DO UPDATE
 SET embedding = EXCLUDED.embedding, document_id = EXCLUDED.document_id,
     knowledge_base_id = EXCLUDED.knowledge_base_id
 
@@ -31,6 +35,11 @@ DELETE FROM {table} WHERE document_id = %s
 
 -- delete_document_except --
 DELETE FROM {table} WHERE document_id = %s AND chunk_id <> ALL(%s)
+
+-- delete_document_except_with_sparse --
+-- The dense and the sparse vectors of a document but those of the chunks kept, in one statement.
+WITH sparse AS (DELETE FROM {sparse} WHERE document_id = %(document_id)s AND chunk_id <> ALL(%(keep)s::uuid[]))
+DELETE FROM {table} WHERE document_id = %(document_id)s AND chunk_id <> ALL(%(keep)s::uuid[])
 
 -- delete_knowledge_base --
 DELETE FROM {table} WHERE knowledge_base_id = %s

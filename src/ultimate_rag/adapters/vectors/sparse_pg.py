@@ -69,12 +69,13 @@ class PostgresSparseIndex:
         self._db = db
 
     async def upsert_in(self, conn: Connection, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
-        rows = [(i.chunk.id, i.chunk.document_id, knowledge_base_id, as_sparsevec(i.sparse))
-                for i in items if i.sparse]
-        if not rows:
+        written = [i for i in items if i.sparse]
+        if not written:
             return
-        async with conn.cursor() as cur:
-            await cur.executemany(_query("upsert"), rows)
+        await conn.execute(_query("upsert"), {
+            "kb": knowledge_base_id, "chunk_ids": [i.chunk.id for i in written],
+            "document_ids": [i.chunk.document_id for i in written],
+            "embeddings": [as_sparsevec(i.sparse or {}) for i in written]})
 
     async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk], *, within: object = None) -> None:
         if not any(i.sparse for i in items):  # sparse vectors off: nothing to write, no transaction

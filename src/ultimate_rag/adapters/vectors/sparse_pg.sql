@@ -2,8 +2,12 @@
 -- psycopg.sql; {where} and {heading} are filter fragments (search_filters.py); values are parameters.
 
 -- upsert --
+-- A document's sparse vectors in one statement.
 INSERT INTO {sparse} (chunk_id, document_id, knowledge_base_id, embedding)
-VALUES (%s, %s, %s, %s) ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding,
+SELECT chunk_id, document_id, %(kb)s, embedding
+FROM unnest(%(chunk_ids)s::uuid[], %(document_ids)s::uuid[], %(embeddings)s::sparsevec[])
+    AS v(chunk_id, document_id, embedding)
+ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding,
     document_id = EXCLUDED.document_id, knowledge_base_id = EXCLUDED.knowledge_base_id
 
 -- delete_document --
