@@ -83,7 +83,8 @@ def service_reason(service: str, code: str | None, *, permanent: bool) -> str:
 
 
 def _data_reason(exc: BaseException) -> str:
-    if "NUL" in str(exc):  # psycopg refuses these itself, before the server sees them
+    text = str(exc)
+    if "NUL" in text or "\\u0000" in text:  # psycopg refuses these in a text itself; the server in JSON
         return "a NUL character (0x00) in its text"
     for kind, reason in _DATA_REASONS:
         if isinstance(exc, kind):

@@ -31,7 +31,7 @@ from ...domain.errors import TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
 from ...domain.ports import PlannedCandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
-from ..postgres.database import Database, SharedTransaction
+from ..postgres.database import Database
 from ..postgres.sql import load_queries
 from .pgvector import PgVectorStore
 from .sparse_pg import HybridVectors, PostgresSparseIndex
@@ -119,7 +119,7 @@ class IndexGenerations(PlannedCandidateSearch):
     async def write(self, kb_id: UUID,
                     items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None:
         """Each generation's vectors (embedded with its model): the current one's with the shared
-        sparse side (in one transaction when both are in PostgreSQL), then a migration's, whose
+        sparse side (in one statement when both are in PostgreSQL), then a migration's, whose
         generation, if an abort dropped it meanwhile, is skipped. Committed on their own, beside
         the published revision's: a search whose vector scan and chunk read straddle the READY
         commit finds one revision or the other, never neither."""
@@ -130,13 +130,8 @@ class IndexGenerations(PlannedCandidateSearch):
         if current is None:  # dropped: the knowledge base switched models since the plan was read
             raise TransientError("the knowledge base switched to another embedding model while this "
                                  "document was indexed; it is indexed again with the new model")
-        if isinstance(current, PgVectorStore) and not any(i.sparse for i in items):
-            await current.upsert(kb_id, items)  # one statement
-        elif isinstance(current, PgVectorStore):
-            async with self._db.transaction() as conn:
-                shared = SharedTransaction(self._db.url, conn)
-                await current.upsert(kb_id, items, within=shared)
-                await self.sparse.upsert(kb_id, items, within=shared)
+        if isinstance(current, PgVectorStore):
+            await current.upsert_dense_and_sparse(kb_id, items)  # one statement
         else:
             await current.upsert(kb_id, items)
             await self.sparse.upsert(kb_id, items)

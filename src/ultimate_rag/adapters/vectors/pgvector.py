@@ -22,10 +22,19 @@ from psycopg import sql
 from ...domain.models import EmbeddedChunk, VectorHit
 from ...domain.ports import CandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
-from ..postgres.database import Database, transaction_on
+from ..postgres.database import Database
 from ..postgres.search_filters import vector_row_filter
 from ..postgres.sql import load_queries
-from .sparse_pg import HNSW, SPARSE_TABLE, PostgresSparseIndex, as_sparsevec, ef_search, knn
+from .sparse_pg import (
+    HNSW,
+    SPARSE_TABLE,
+    PostgresSparseIndex,
+    as_sparsevec,
+    ef_search,
+    knn,
+    sparse_rows,
+    sparse_upsert,
+)
 
 Q = load_queries("pgvector.sql", __package__)
 _SPARSE = sql.Identifier(SPARSE_TABLE)
@@ -56,20 +65,28 @@ class PgVectorStore(CandidateSearch):
                                  ("create_hnsw_index", "hnsw")):
                 await conn.execute(_on(name, self.table, index=sql.Identifier(f"{self.table}_{suffix}_idx")))
 
-    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk], *, within: object = None) -> None:
-        """``within``: an open transaction on this database to write in (``transaction_on``)."""
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
+        await self.upsert_dense_and_sparse(knowledge_base_id, items, with_sparse=self._with_sparse)
+
+    async def upsert_dense_and_sparse(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk], *,
+                                      with_sparse: bool = True) -> None:
+        """The items' dense vectors and (``with_sparse``) their sparse ones: one statement, its own
+        transaction."""
         if not items:
             return
-        params = {"kb": knowledge_base_id, "chunk_ids": [i.chunk.id for i in items],
-                  "document_ids": [i.chunk.document_id for i in items],
-                  "embeddings": [Vector(np.asarray(i.embedding, dtype=np.float32)) for i in items]}
-        if within is None and not (self._with_sparse and any(i.sparse for i in items)):
-            await self._db.execute(_on("upsert", self.table), params)  # one statement, its own transaction
+        params = self._dense_rows(knowledge_base_id, items)
+        if not (with_sparse and any(i.sparse for i in items)):
+            await self._db.execute(_on("upsert", self.table), params)
             return
-        async with transaction_on(self._db, within) as conn:
-            await conn.execute(_on("upsert", self.table), params)
-            if self._with_sparse:
-                await self.sparse.upsert_in(conn, knowledge_base_id, items)
+        query = _on("upsert_with_sparse", self.table, sparse_upsert=sparse_upsert(),
+                    dense_upsert=_on("upsert", self.table))
+        await self._db.execute(query, params | sparse_rows(items))
+
+    @staticmethod
+    def _dense_rows(knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> dict[str, Any]:
+        return {"kb": knowledge_base_id, "chunk_ids": [i.chunk.id for i in items],
+                "document_ids": [i.chunk.document_id for i in items],
+                "embeddings": [Vector(np.asarray(i.embedding, dtype=np.float32)) for i in items]}
 
     async def delete_by_document(self, document_id: UUID) -> None:
         async with self._db.transaction() as conn:

@@ -30,6 +30,14 @@ ON CONFLICT (chunk_id) DO UPDATE
 SET embedding = EXCLUDED.embedding, document_id = EXCLUDED.document_id,
     knowledge_base_id = EXCLUDED.knowledge_base_id
 
+-- upsert_with_sparse --
+-- upsert, with the chunks' sparse vectors in the same statement (composed in: sparse_pg.sql's upsert,
+-- its parameters named apart from these).
+WITH sparse AS (
+{sparse_upsert}
+)
+{dense_upsert}
+
 -- delete_document --
 DELETE FROM {table} WHERE document_id = %s
 

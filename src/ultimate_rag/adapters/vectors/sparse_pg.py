@@ -23,7 +23,7 @@ from ...domain.models import EmbeddedChunk, VectorHit
 from ...domain.ports import CandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..embedders.sparse import SPARSE_DIMENSION
-from ..postgres.database import Connection, Database, transaction_on
+from ..postgres.database import Connection, Database
 from ..postgres.search_filters import heading_condition, matching_document_ids, vector_row_filter
 from ..postgres.sql import load_queries
 
@@ -64,24 +64,27 @@ async def knn(conn: Connection, query: sql.Composed, params: dict[str, Any],
     return rows, len(rows) < limit
 
 
+def sparse_upsert() -> sql.Composed:
+    """The sparse vectors' upsert (parameters: ``kb`` and ``sparse_rows``'s)."""
+    return _query("upsert")
+
+
+def sparse_rows(items: Sequence[EmbeddedChunk]) -> dict[str, list[Any]]:
+    """The upsert's parameters for the items that have a sparse vector."""
+    written = [i for i in items if i.sparse]
+    return {"sparse_chunk_ids": [i.chunk.id for i in written],
+            "sparse_document_ids": [i.chunk.document_id for i in written],
+            "sparse_embeddings": [as_sparsevec(i.sparse or {}) for i in written]}
+
+
 class PostgresSparseIndex:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def upsert_in(self, conn: Connection, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
-        written = [i for i in items if i.sparse]
-        if not written:
-            return
-        await conn.execute(_query("upsert"), {
-            "kb": knowledge_base_id, "chunk_ids": [i.chunk.id for i in written],
-            "document_ids": [i.chunk.document_id for i in written],
-            "embeddings": [as_sparsevec(i.sparse or {}) for i in written]})
-
-    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk], *, within: object = None) -> None:
-        if not any(i.sparse for i in items):  # sparse vectors off: nothing to write, no transaction
-            return
-        async with transaction_on(self._db, within) as conn:
-            await self.upsert_in(conn, knowledge_base_id, items)
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
+        """One statement; nothing at all when no item has a sparse vector (sparse vectors off)."""
+        if any(i.sparse for i in items):
+            await self._db.execute(_query("upsert"), {"kb": knowledge_base_id, **sparse_rows(items)})
 
     async def delete_by_document(self, document_id: UUID) -> None:
         await self._db.execute(_query("delete_document"), (document_id,))

@@ -2,10 +2,11 @@
 -- psycopg.sql; {where} and {heading} are filter fragments (search_filters.py); values are parameters.
 
 -- upsert --
--- A document's sparse vectors in one statement.
+-- A document's sparse vectors in one statement (also composed into pgvector.sql's
+-- upsert_with_sparse, beside the dense ones: hence its parameters' own names).
 INSERT INTO {sparse} (chunk_id, document_id, knowledge_base_id, embedding)
 SELECT chunk_id, document_id, %(kb)s, embedding
-FROM unnest(%(chunk_ids)s::uuid[], %(document_ids)s::uuid[], %(embeddings)s::sparsevec[])
+FROM unnest(%(sparse_chunk_ids)s::uuid[], %(sparse_document_ids)s::uuid[], %(sparse_embeddings)s::sparsevec[])
     AS v(chunk_id, document_id, embedding)
 ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding,
     document_id = EXCLUDED.document_id, knowledge_base_id = EXCLUDED.knowledge_base_id
