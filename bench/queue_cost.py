@@ -162,7 +162,7 @@ async def main_async(args: argparse.Namespace) -> None:
           f"{transactions / n:.1f} explicit transactions ({chunks / n:.1f} chunks per document); {cost} "
           f"(the job includes all its statements); wall {wall:.1f} s, {n / wall:.1f} documents/s")
     print(f"RESULT queue cost: one heartbeat: {hb_cost} (one statement, one round trip)")
-    print(f"RESULT queue cost: the lease path alone (claim in batches of {args.concurrency}, 4 stages, parser, "
+    print(f"RESULT queue cost: the lease path alone (claim in batches of {args.concurrency}, 4 stages (PARSING with its parser), "
           f"2 progress reports, the READY commit without chunks): {lease_cost}")
     print(f"RESULT queue cost: reference, pgbench's two-statement job on the same server at 16 clients: "
           f"{limit:,.0f} jobs/s, {reference}")
@@ -197,9 +197,8 @@ async def _queue_one(container: Any, kb: Any, i: int) -> Any:
 
 
 async def _lease_path(pipeline: Any, lease: Any) -> None:
-    for stage in (DocumentStatus.PARSING, DocumentStatus.CHUNKING):
-        await pipeline.enter_stage(lease, stage)
-    await pipeline.record_parser(lease, "text", "1")
+    await pipeline.start_parsing(lease, "text", "1")
+    await pipeline.enter_stage(lease, DocumentStatus.CHUNKING)
     await pipeline.enter_stage(lease, DocumentStatus.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": 1})
     await pipeline.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
     await pipeline.report_progress(lease, {"stage": "EMBEDDING", "done": 1, "total": 1})
