@@ -257,10 +257,19 @@ class MemoryPipeline:
         return [c.id for c in row.chunks] if row.published_revision is not None else []
 
 
-@dataclass
-class MemoryDedupSession:
-    world: World
-    current: DocumentStatus
+class RecordsUnique:
+    """A dedup session's ``candidates``, as the real one: with ``record_if_none``, a document that
+    has no candidate gets its judgement recorded (``record_judgement`` with an empty verdict).
+    Sessions give ``_candidates`` and ``record_judgement``."""
+
+    def _candidates(self, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
+                    exempt: list[UUID]) -> list[Candidate]:
+        raise NotImplementedError
+
+    async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
+                               hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,
+                               verdict: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                          bands: list[tuple[int, int]] | None, exempt: list[UUID],
@@ -270,6 +279,12 @@ class MemoryDedupSession:
             await self.record_judgement(knowledge_base_id=knowledge_base_id, document_id=document_id,
                                         text_hash=text_hash, hashvalues=hashvalues, bands=bands, verdict={})
         return found
+
+
+@dataclass
+class MemoryDedupSession(RecordsUnique):
+    world: World
+    current: DocumentStatus
 
     def _candidates(self, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                     exempt: list[UUID]) -> list[Candidate]:

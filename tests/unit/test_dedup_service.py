@@ -18,6 +18,8 @@ from ultimate_rag.domain.models import Block, KnowledgeBaseSettings, Lease, Olde
 from ultimate_rag.domain.status import DocumentStatus
 from ultimate_rag.services.dedup import Deduplicator
 
+from .pipeline_fakes import RecordsUnique
+
 D = DocumentStatus
 KB = uuid4()
 TEXT = "The harbour ferry leaves every twenty minutes from pier four, weather permitting, all year long."
@@ -36,18 +38,9 @@ class Doc:
 
 
 @dataclass
-class MemorySession:
+class MemorySession(RecordsUnique):
     store: MemoryDedupStore
     current: DocumentStatus
-
-    async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
-                         bands: list[tuple[int, int]] | None, exempt: list[UUID],
-                         hashvalues: list[int] | None = None, record_if_none: bool = False) -> list[Candidate]:
-        found = self._candidates(knowledge_base_id, document_id, text_hash, exempt)
-        if record_if_none and not found:
-            await self.record_judgement(knowledge_base_id=knowledge_base_id, document_id=document_id,
-                                        text_hash=text_hash, hashvalues=hashvalues, bands=bands, verdict={})
-        return found
 
     def _candidates(self, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                     exempt: list[UUID]) -> list[Candidate]:
