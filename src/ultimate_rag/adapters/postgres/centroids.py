@@ -41,24 +41,23 @@ class LanguageCentroids:
                 dense = np.sum([np.asarray(i.embedding, dtype=np.float32) for i in group], axis=0)
                 with_sparse = any(i.sparse for i in group)  # else the sparse sum stays as it is, unread
                 key = {"kb": knowledge_base_id, "model": model, "language": language}
-                row = await (await conn.execute(Q["lock_centroid" if with_sparse else "lock_centroid_dense"],
-                                                key)).fetchone()
+                row = await (await conn.execute(Q["lock_centroid"], key | {"with_sparse": with_sparse})).fetchone()
                 assert row is not None
                 old_dense = np.frombuffer(row["dense"], dtype=np.float32)
                 if old_dense.shape != dense.shape:  # a new row (empty), or another dimension: start over
                     old_dense, row["n"] = np.zeros_like(dense), 0
-                written = key | {"n": row["n"] + len(group), "dense": (old_dense + dense).tobytes()}
-                if not with_sparse:
-                    await conn.execute(Q["write_centroid_dense"], written)
-                    continue
-                sparse = np.zeros(SPARSE_DIMENSION, dtype=np.float32)
-                for i in group:
-                    for index, weight in (i.sparse or {}).items():
-                        sparse[index] += weight
-                old_sparse = np.frombuffer(row["sparse"], dtype=np.float32)
-                if old_sparse.shape != sparse.shape:
-                    old_sparse = np.zeros_like(sparse)
-                await conn.execute(Q["write_centroid"], written | {"sparse": (old_sparse + sparse).tobytes()})
+                sparse_sum = None
+                if with_sparse:
+                    sparse = np.zeros(SPARSE_DIMENSION, dtype=np.float32)
+                    for i in group:
+                        for index, weight in (i.sparse or {}).items():
+                            sparse[index] += weight
+                    old_sparse = np.frombuffer(row["sparse"], dtype=np.float32)
+                    if old_sparse.shape != sparse.shape:
+                        old_sparse = np.zeros_like(sparse)
+                    sparse_sum = (old_sparse + sparse).tobytes()
+                await conn.execute(Q["write_centroid"], key | {
+                    "n": row["n"] + len(group), "dense": (old_dense + dense).tobytes(), "sparse": sparse_sum})
 
     async def means(self, knowledge_base_id: UUID, model: str, *, min_chunks: int = 1) -> Centroids:
         """The mean vectors of each language with at least ``min_chunks`` chunks."""

@@ -31,7 +31,6 @@ def lock_name(knowledge_base_id: UUID) -> str:
     return f"dedup:{knowledge_base_id}"
 
 
-
 async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                      bands: list[tuple[int, int]] | None, exempt: list[UUID], hashvalues: list[int] | None = None,
                      record_if_none: bool = False) -> list[Candidate]:
@@ -43,7 +42,7 @@ async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: 
         "band_idx": [b for b, _ in bands or []], "band_hash": [h for _, h in bands or []],
         "matchable": names(DEDUP_MATCHABLE), "minhash": hashvalues, "record_if_none": record_if_none})).fetchall()
     return [Candidate(r["id"], r["filename"], r["content_hash"], list(r["minhash"]) if r["minhash"] else None,
-                      r["created_at"], r["source"] or {}) for r in rows if r["id"] is not None]
+                      r["created_at"], r["source"] or {}) for r in rows]
 
 
 async def record_judgement(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,

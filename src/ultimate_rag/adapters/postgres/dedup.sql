@@ -8,8 +8,7 @@
 -- published revision search serves (a rebuild queued or failed) is matched too.
 -- When none is found and %(record_if_none)s, the judgement is recorded in the same statement
 -- (set_judgement's writes: hash, signature, an empty verdict, the bands replaced; the new bands are
--- inserted after the old ones went). Always one row at least: with no candidate, its columns are
--- NULL and ``recorded`` says whether the judgement was written.
+-- inserted after the old ones went).
 WITH ids AS (
     SELECT id AS document_id FROM documents
     WHERE knowledge_base_id = %(kb)s AND content_hash = %(hash)s
@@ -39,11 +38,8 @@ WITH ids AS (
 ), recorded AS (
     UPDATE documents SET content_hash = %(hash)s, minhash = %(minhash)s, dedup = '{}'::jsonb
     WHERE id = %(doc)s AND EXISTS (SELECT 1 FROM unique_) AND (SELECT count(*) FROM new_bands) >= 0
-    RETURNING 1
 )
-SELECT f.*, (SELECT count(*) FROM recorded) > 0 AS recorded
-FROM (SELECT 1) one LEFT JOIN found f ON true
-ORDER BY f.created_at, f.id;
+SELECT * FROM found ORDER BY created_at, id;
 
 -- delete_bands --
 DELETE FROM document_hash_bands WHERE document_id = %(id)s;

@@ -79,7 +79,6 @@ WITH old_chunks AS (
     SET status = 'SUCCEEDED', locked_by = NULL, locked_at = NULL, updated_at = now(), finished_at = now(),
         lost_streak = 0, lost_workers = '{}', lost_since = NULL
     WHERE id = %(job_id)s
-    RETURNING 1
 ), ready AS (
     UPDATE documents SET status = 'READY', error_message = NULL,
         chunk_count = (SELECT count(*) FROM new_chunks), published_revision = %(revision)s, progress = '{}'::jsonb,
@@ -87,8 +86,7 @@ WITH old_chunks AS (
     WHERE id = %(document_id)s
     RETURNING stage_timings
 )
-SELECT (SELECT stage_timings FROM ready) AS stage_timings, ARRAY(SELECT object_key FROM stale_assets) AS stale,
-       (SELECT count(*) FROM job) AS jobs;
+SELECT (SELECT stage_timings FROM ready) AS stage_timings, ARRAY(SELECT object_key FROM stale_assets) AS stale;
 
 -- succeed_job --
 UPDATE ingestion_jobs

@@ -145,11 +145,8 @@ class JobQueue:
         (after the transaction-level advisory lock named ``lock_first``, e.g. a knowledge base's
         deduplication lock, taken in the same statement)."""
         async with self._db.transaction() as conn:
-            params = {**_lease_params(lease), "document_id": lease.document_id}
-            if lock_first is None:
-                row = await (await conn.execute(Q["lock_fenced"], params)).fetchone()
-            else:
-                row = await (await conn.execute(Q["lock_fenced_after"], params | {"first": lock_first})).fetchone()
+            row = await (await conn.execute(Q["lock_fenced"], {
+                **_lease_params(lease), "document_id": lease.document_id, "first": lock_first})).fetchone()
             if row is None:
                 raise LeaseLostError()
             if row["status"] is None:

@@ -179,25 +179,14 @@ WHERE j.id = %(job_id)s;
 -- Fencing, for a transaction, in one statement: the job row locked only if it is still ours
 -- (RUNNING, locked by us, at the attempt we claimed), then the document row. Job row first,
 -- document second, the lock order used everywhere: the document's lock is a lateral subquery
--- that depends on the locked job row, so it runs only after that row is locked. No row: the job
--- is no longer ours; a NULL status: the document no longer exists.
-WITH owned AS MATERIALIZED (
-    SELECT id FROM ingestion_jobs
-    WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
-    FOR UPDATE
-)
-SELECT o.id, d.status
-FROM owned o
-LEFT JOIN LATERAL (
-    SELECT status FROM documents WHERE id = %(document_id)s AND o.id IS NOT NULL FOR UPDATE
-) d ON true;
-
--- lock_fenced_after --
--- lock_fenced after a transaction-level advisory lock (%(first)s, its name: e.g. a knowledge base's
--- deduplication lock, dedup.py's lock_name), all in one statement: the job row is locked only once
--- the advisory lock is held (it is joined to it); released at commit.
+-- that depends on the locked job row, so it runs only after that row is locked. Before both, when
+-- %(first)s names one, a transaction-level advisory lock (e.g. a knowledge base's deduplication
+-- lock, dedup.py's lock_name; released at commit): the job row is joined to it, so it is locked
+-- only once the advisory lock is held (a NULL name takes nothing: the lock function is strict). No
+-- row: the job is no longer ours; a NULL status: the document no longer exists.
 WITH first AS MATERIALIZED (
-    SELECT pg_advisory_xact_lock(hashtextextended(%(first)s, 7)) AS held
+    SELECT count(*) AS held FROM (SELECT %(first)s::text AS name) n
+    WHERE pg_advisory_xact_lock(hashtextextended(n.name, 7)) IS NOT NULL
 ), owned AS MATERIALIZED (
     SELECT j.id FROM ingestion_jobs j, first
     WHERE j.id = %(job_id)s AND j.status = 'RUNNING' AND j.locked_by = %(worker_id)s AND j.attempts = %(attempt)s
