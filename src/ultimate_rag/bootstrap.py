@@ -227,7 +227,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         openai_configured=bool(settings.embedding_base_url),
         max_dimension=2000 if settings.vector_store == "pgvector" else 32768, migrations=migration_rows)
     indexes = IndexGenerations(db, lambda spec, g, kb: make_generation_store(settings, db, spec, g, kb),
-                               models.read_plan, models.default)
+                               models.read_plan, models.plan_of, models.default)
     migrations = EmbeddingMigrations(db=db, repository=migration_rows, models=models, indexes=indexes,
                                      retry_delay_seconds=settings.retry_delay_seconds,
                                      drop_grace_seconds=settings.embedding_migration_grace_seconds)

@@ -9,6 +9,7 @@ from typing import Any
 from uuid import UUID
 
 import httpx
+import numpy as np
 
 from ultimate_rag.adapters.embedders.cache import EmbeddingCache
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
@@ -123,3 +124,26 @@ async def test_the_janitor_keeps_the_cache_at_its_bound_least_recently_used_firs
     assert again.cache_entries == 0
     row = await container.db.fetchone("SELECT count(*) AS n FROM embedding_cache")
     assert row["n"] == 3
+
+
+async def test_entries_come_back_exactly_in_binary_with_or_without_the_vector_types_registered(container) -> None:
+    """Vectors travel in PostgreSQL's binary format both ways (a dense vector as text cost ~200 µs
+    of client CPU to write and to parse); a connection on which the vector types are not registered
+    (opened before the extension existed) still reads them."""
+    from ultimate_rag.adapters.postgres.database import Database
+
+    kb = await new_kb(container)
+    dense = [0.1 * i - 3.0 for i in range(384)]
+    sparse = {3: 0.5, 16383: 1.25}
+    cache = EmbeddingCache(container.db)
+    await cache.put_many(kb, "m", [("a text", dense)])
+    await cache.put_sparse(kb, "s", 16384, [("a text", sparse)])
+    unregistered = Database(container.db.url, min_size=1, max_size=1, register_vector=False)
+    await unregistered.open()
+    try:
+        for db in (container.db, unregistered):
+            got = (await EmbeddingCache(db).get_many(kb, "m", ["a text", "another"]))
+            assert list(got.values()) == [list(np.float32(dense).astype(float))]
+            assert list((await EmbeddingCache(db).get_sparse(kb, "s", ["a text"])).values()) == [sparse]
+    finally:
+        await unregistered.close()

@@ -112,6 +112,8 @@ class PipelineDocument:
     dedup_exempt: tuple[UUID, ...] = ()  # documents deduplication never compares it with
     kb_settings: KnowledgeBaseSettings = field(default_factory=KnowledgeBaseSettings)
     kb_deleting: bool = False  # its knowledge base is being deleted
+    migration_target: dict[str, Any] | None = None  # its knowledge base's running migration's target generation
+    migration_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

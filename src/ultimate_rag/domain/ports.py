@@ -20,6 +20,7 @@ from .models import (
     DocumentSource,
     EmbeddedChunk,
     KnowledgeBase,
+    KnowledgeBaseSettings,
     Lease,
     ParsedDocument,
     PipelineDocument,
@@ -347,6 +348,10 @@ class IndexGenerationsPort(Protocol):
     its own model)."""
 
     async def plan(self, kb_id: UUID, /) -> IndexPlanView: ...
+    def plan_from(self, kb_id: UUID, settings: KnowledgeBaseSettings, target: dict[str, Any] | None,
+                  migration_id: int | None, /) -> IndexPlanView:
+        """``plan`` from the knowledge base's settings and running migration read already."""
+        ...
     async def write(self, kb_id: UUID, items_by_generation: Sequence[tuple[Any, Sequence[EmbeddedChunk]]],
                     /) -> None: ...
     async def remove_superseded(self, kb_id: UUID, document_id: UUID, keep: Sequence[UUID],

@@ -179,6 +179,8 @@ _SCRIPTS = {"hangul": re.compile("[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]"),
 def script_language(text: str) -> str:
     """The dominant script of ``text`` as a language label: ko, ja, zh, latin, cyrillic, arabic or
     other (Japanese: any kana among Han characters)."""
+    if text.isascii():  # no script but latin can be there (one scan, not six)
+        return "latin" if _SCRIPTS["latin"].search(text) else "other"
     counts = {name: len(p.findall(text)) for name, p in _SCRIPTS.items()}
     if counts["kana"] and counts["kana"] + counts["han"] >= max(counts.values()):
         return "ja"

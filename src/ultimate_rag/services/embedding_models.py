@@ -68,11 +68,17 @@ class EmbeddingModels:
         row = await self.migrations.index_state(kb_id)
         if row is None:
             return None
-        current = self.current_generation(KnowledgeBaseSettings.from_dict(row["settings"]))
-        target = row["target"]
+        return self.plan_of(kb_id, KnowledgeBaseSettings.from_dict(row["settings"]), row["target"], row["migration_id"])
+
+    def plan_of(self, kb_id: UUID, settings: KnowledgeBaseSettings, target: dict[str, Any] | None,
+                migration_id: int | None) -> IndexPlan | None:
+        """``read_plan``'s answer from a read made already (the pipeline's document carries it)."""
+        if self.migrations is None:
+            return None
+        current = self.current_generation(settings)
         if not target:
             return IndexPlan(kb_id, current)
-        return IndexPlan(kb_id, current, Generation.from_dict(target), row["migration_id"])
+        return IndexPlan(kb_id, current, Generation.from_dict(target), migration_id)
 
     def current_generation(self, settings: KnowledgeBaseSettings) -> Generation:
         """The generation a knowledge base's settings name: search reads it, writes go to it."""

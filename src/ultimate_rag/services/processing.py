@@ -98,7 +98,7 @@ class DocumentProcessor:
 
         kb_settings, kb_id = doc.kb_settings, doc.knowledge_base_id
         gens = self._generations
-        plan = await gens.plan(kb_id) if gens is not None else None
+        plan = gens.plan_from(kb_id, kb_settings, doc.migration_target, doc.migration_id) if gens is not None else None
         embedding = self._models.embedding(plan.current.spec) if plan and self._models else self._embedding
         try:  # the source and the parser for it, then PARSING (with that parser) in one write
             content = await self._storage.get(doc.object_key)

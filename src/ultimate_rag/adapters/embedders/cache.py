@@ -57,7 +57,8 @@ class EmbeddingCache:
         if not hashes:
             return {}
         found = await self._db.fetchall(_with(column, "get"), {
-            "kb": knowledge_base_id, "model": model, "hashes": hashes, "touch_after": TOUCH_AFTER_SECONDS})
+            "kb": knowledge_base_id, "model": model, "hashes": hashes, "touch_after": TOUCH_AFTER_SECONDS},
+            binary=True)  # a vector as 1.5 KiB of floats, not 4 KiB of text to parse
         return {bytes(r["text_hash"]): convert(r[column]) for r in found if r[column] is not None}
 
     async def _put(self, column: str, knowledge_base_id: UUID, model: str, items: Sequence[tuple[str, object]]) -> None:
@@ -98,6 +99,8 @@ def _as_list(value: Any) -> list[float]:  # a vector as the database driver retu
     if isinstance(value, np.ndarray):
         floats: list[float] = value.astype(float).tolist()
         return floats
+    if isinstance(value, bytes):  # the vector type was not registered on this connection (binary results)
+        return Vector.from_binary(value).to_list()
     if isinstance(value, str):  # the vector type was not registered on this connection
         return [float(x) for x in value.strip("[]").split(",")]
     return [float(x) for x in value]
@@ -105,6 +108,9 @@ def _as_list(value: Any) -> list[float]:  # a vector as the database driver retu
 
 def sparse_as_dict(value: object) -> dict[int, float]:
     if isinstance(value, SparseVector):
+        return {int(i): float(v) for i, v in zip(value.indices(), value.values(), strict=True)}
+    if isinstance(value, bytes):  # not registered on this connection, binary results
+        value = SparseVector.from_binary(value)
         return {int(i): float(v) for i, v in zip(value.indices(), value.values(), strict=True)}
     if isinstance(value, str):  # '{1:0.5,7:0.25}/16384', indices 1-based
         body = value.split("/")[0].strip("{}")

@@ -17,7 +17,7 @@ SELECT text_hash, {column} FROM hits
 -- Many entries in one statement; {kind} is the column's type (vector or sparsevec).
 INSERT INTO embedding_cache (knowledge_base_id, model, text_hash, {column})
 SELECT %(kb)s, %(model)s, text_hash, value
-FROM unnest(%(hashes)s::bytea[], %(values)s::{kind}[]) AS e(text_hash, value)
+FROM unnest(%(hashes)s::bytea[], %(values)b::{kind}[]) AS e(text_hash, value)
 ON CONFLICT DO NOTHING
 
 -- count --

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .word_counts import WordMemoCount
+
 MODEL_NAME = "multilingual-e5-small-q4"
 
 
@@ -37,6 +39,7 @@ class LocalE5Embedder:
         self._batch_size = max(1, batch_size)
         self._num_threads = num_threads
         self._model: object | None = None
+        self._counter: WordMemoCount | None = None
         self._init_lock = threading.Lock()
         self._lock = asyncio.Lock()
         self._queries = asyncio.Semaphore(max(1, query_concurrency))
@@ -67,7 +70,12 @@ class LocalE5Embedder:
         return self._get()
 
     def count_tokens(self, text: str) -> int:
-        return int(self._get().token_count(text))
+        """The model's own count, from memoized word shares (word_counts.py: exact, ~4x cheaper)."""
+        counter = self._counter
+        if counter is None:
+            model = self._get()
+            counter = self._counter = WordMemoCount(lambda t: int(model.token_count(t)))
+        return counter(text)
 
     def _embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         model = self._get()

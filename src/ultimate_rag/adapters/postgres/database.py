@@ -115,9 +115,10 @@ class Database:
             cur = await conn.execute(sql, params)
             return await cur.fetchone()
 
-    async def fetchall(self, sql: Any, params: Any = None) -> list[dict[str, Any]]:
+    async def fetchall(self, sql: Any, params: Any = None, *, binary: bool = False) -> list[dict[str, Any]]:
+        """``binary``: results in PostgreSQL's binary format (vectors: bytes, not text to parse)."""
         async with self.connection() as conn:
-            cur = await conn.execute(sql, params)
+            cur = await conn.execute(sql, params, binary=binary)
             return await cur.fetchall()
 
     async def execute(self, sql: Any, params: Any = None) -> int:

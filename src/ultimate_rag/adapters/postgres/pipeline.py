@@ -187,7 +187,8 @@ def _document(row: dict[str, Any]) -> PipelineDocument:
         mime_type=row["mime_type"], object_key=row["object_key"], sha256=row["sha256"],
         status=DocumentStatus(row["status"]), content_revision=row["content_revision"], created_at=row["created_at"],
         source=row["source"] or {}, dedup_exempt=tuple(row["dedup_exempt"] or ()),
-        kb_settings=KnowledgeBaseSettings.from_dict(row["kb_settings"]), kb_deleting=bool(row["kb_deleting"]))
+        kb_settings=KnowledgeBaseSettings.from_dict(row["kb_settings"]), kb_deleting=bool(row["kb_deleting"]),
+        migration_target=row["migration_target"] or None, migration_id=row["migration_id"])
 
 
 async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset],

@@ -3,10 +3,14 @@
 -- name: each query starts with a "-- name --" header line.
 
 -- load_document --
--- What a job reads of its document when it starts (domain.models.PipelineDocument).
+-- What a job reads of its document when it starts (domain.models.PipelineDocument), with its knowledge
+-- base's settings and the target of that knowledge base's running embedding-model migration (the index
+-- plan: embedding_migrations.sql's index_state, in the same read).
 SELECT d.id, d.knowledge_base_id, d.filename, d.mime_type, d.object_key, d.sha256, d.status, d.content_revision,
-       d.created_at, d.source, d.dedup_exempt, kb.settings AS kb_settings, kb.deleting AS kb_deleting
+       d.created_at, d.source, d.dedup_exempt, kb.settings AS kb_settings, kb.deleting AS kb_deleting,
+       m.target AS migration_target, m.id AS migration_id
 FROM documents d JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
+LEFT JOIN embedding_migrations m ON m.knowledge_base_id = kb.id AND m.status = 'RUNNING'
 WHERE d.id = %(document_id)s;
 
 -- set_stage --

@@ -28,7 +28,7 @@ from ...domain.embedding_models import EmbeddingSpec
 from ...domain.embedding_models import Generation as Generation
 from ...domain.embedding_models import IndexPlan as IndexPlan
 from ...domain.errors import TransientError
-from ...domain.models import EmbeddedChunk, VectorHit
+from ...domain.models import EmbeddedChunk, KnowledgeBaseSettings, VectorHit
 from ...domain.ports import PlannedCandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
@@ -64,13 +64,17 @@ class GenerationGone(Exception):
 
 DenseFactory = Callable[[EmbeddingSpec, int, UUID], Any]  # (spec, generation, kb) -> a dense store
 PlanReader = Callable[[UUID], Awaitable[IndexPlan | None]]
+# (kb, its settings, its running migration's target and id) -> the plan, from a read made already
+PlanOf = Callable[[UUID, KnowledgeBaseSettings, dict[str, Any] | None, int | None], IndexPlan | None]
 
 
 class IndexGenerations(PlannedCandidateSearch):
-    def __init__(self, db: Database, make_dense: DenseFactory, read_plan: PlanReader, default: EmbeddingSpec) -> None:
+    def __init__(self, db: Database, make_dense: DenseFactory, read_plan: PlanReader, plan_of: PlanOf,
+                 default: EmbeddingSpec) -> None:
         self._db = db
         self._make_dense = make_dense
         self.read_plan = read_plan
+        self._plan_of = plan_of
         self.dimension = default.dimension
         self.default = default
         self.sparse = PostgresSparseIndex(db)
@@ -113,6 +117,12 @@ class IndexGenerations(PlannedCandidateSearch):
 
     async def plan(self, kb_id: UUID) -> IndexPlan:
         found = await self.read_plan(kb_id)
+        return found or IndexPlan(kb_id, Generation(self.default, 0))
+
+    def plan_from(self, kb_id: UUID, settings: KnowledgeBaseSettings, target: dict[str, Any] | None,
+                  migration_id: int | None) -> IndexPlan:
+        """``plan`` from what the caller read already (a job's document carries it: no read)."""
+        found = self._plan_of(kb_id, settings, target, migration_id)
         return found or IndexPlan(kb_id, Generation(self.default, 0))
 
     # -- writes the pipeline makes -------------------------------------------------------------

@@ -24,7 +24,7 @@ CREATE INDEX IF NOT EXISTS {index} ON {table} USING hnsw (embedding vector_cosin
 -- A document's vectors in one statement (one round trip, one commit however many chunks).
 INSERT INTO {table} (chunk_id, document_id, knowledge_base_id, embedding)
 SELECT chunk_id, document_id, %(kb)s, embedding
-FROM unnest(%(chunk_ids)s::uuid[], %(document_ids)s::uuid[], %(embeddings)s::vector[])
+FROM unnest(%(chunk_ids)s::uuid[], %(document_ids)s::uuid[], %(embeddings)b::vector[])
     AS v(chunk_id, document_id, embedding)
 ON CONFLICT (chunk_id) DO UPDATE
 SET embedding = EXCLUDED.embedding, document_id = EXCLUDED.document_id,

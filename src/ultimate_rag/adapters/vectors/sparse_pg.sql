@@ -6,7 +6,7 @@
 -- upsert_with_sparse, beside the dense ones: hence its parameters' own names).
 INSERT INTO {sparse} (chunk_id, document_id, knowledge_base_id, embedding)
 SELECT chunk_id, document_id, %(kb)s, embedding
-FROM unnest(%(sparse_chunk_ids)s::uuid[], %(sparse_document_ids)s::uuid[], %(sparse_embeddings)s::sparsevec[])
+FROM unnest(%(sparse_chunk_ids)s::uuid[], %(sparse_document_ids)s::uuid[], %(sparse_embeddings)b::sparsevec[])
     AS v(chunk_id, document_id, embedding)
 ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding,
     document_id = EXCLUDED.document_id, knowledge_base_id = EXCLUDED.knowledge_base_id
