@@ -143,7 +143,7 @@ async def test_entries_come_back_exactly_in_binary_with_or_without_the_vector_ty
     try:
         for db in (container.db, unregistered):
             got = (await EmbeddingCache(db).get_many(kb, "m", ["a text", "another"]))
-            assert list(got.values()) == [list(np.float32(dense).astype(float))]
+            assert list(got.values()) == [np.asarray(dense, dtype=np.float32).astype(float).tolist()]
             assert list((await EmbeddingCache(db).get_sparse(kb, "s", ["a text"])).values()) == [sparse]
     finally:
         await unregistered.close()
