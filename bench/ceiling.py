@@ -59,14 +59,22 @@ async def stage_breakdown(db) -> str:
     return ", ".join(f"{stage} {1000 * total / n:.0f} ms" for stage, total in totals.items())
 
 
-def run_llamaindex(python: Path, per_lang: int, chunk_size: int, overlap: int) -> dict[str, float] | None:
-    """LlamaIndex on the same corpus in its own interpreter; None when its venv is missing."""
+WORD_COUNTS = HERE.parent / "src" / "ultimate_rag" / "adapters" / "embedders" / "word_counts.py"
+
+
+def run_llamaindex(python: Path, per_lang: int, chunk_size: int, overlap: int, *,
+                   word_memo: bool = False) -> dict[str, float] | None:
+    """LlamaIndex on the same corpus in its own interpreter; None when its venv is missing.
+    ``word_memo``: its splitter counts tokens the way our chunker does (the model's counts from
+    memoized word shares, ``word_counts.py``), so that the comparison does not credit us for
+    counting faster what LlamaIndex would count faster too."""
     if not python.exists():
         print(f"LlamaIndex side skipped: {python} not found (see bench/requirements-llamaindex.txt)")
         return None
     corpus = os.environ.get("ULTIMATE_RAG_CORPUS") or str(HERE.parent.parent / "shared" / "bench" / "corpus.py")
     # -P: bench/ is not put on the path (bench/queue.py would shadow the standard library)
     out = subprocess.run([str(python), "-P", str(HERE / "llamaindex_zero.py"), "--corpus", corpus,
-                          "--per-lang", str(per_lang), "--chunk-size", str(chunk_size), "--overlap", str(overlap)],
+                          "--per-lang", str(per_lang), "--chunk-size", str(chunk_size), "--overlap", str(overlap),
+                          *(["--word-memo", str(WORD_COUNTS)] if word_memo else [])],
                          capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": ""})
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--per-lang", type=int, default=100)
     parser.add_argument("--chunk-size", type=int, default=256)
     parser.add_argument("--overlap", type=int, default=32)
+    parser.add_argument("--word-memo", help="the product's word_counts.py: count as its chunker does")
     args = parser.parse_args()
     spec = importlib.util.spec_from_file_location("corpus", args.corpus)
     assert spec and spec.loader
@@ -57,9 +58,16 @@ def main() -> None:
     spec.loader.exec_module(corpus)
     docs = [Document(text=d["text"], id_=d["id"]) for d in corpus.make_corpus(per_lang=args.per_lang)]
     model = E5()
+    count = model.token_count
+    if args.word_memo:  # the same counts, from memoized word shares (loaded by path: no product install here)
+        memo_spec = importlib.util.spec_from_file_location("word_counts", args.word_memo)
+        assert memo_spec and memo_spec.loader
+        word_counts: Any = importlib.util.module_from_spec(memo_spec)
+        memo_spec.loader.exec_module(word_counts)
+        count = word_counts.WordMemoCount(model.token_count)
 
     def tokenizer(text: str) -> list[int]:  # SentenceSplitter only takes len() of it
-        return [0] * max(0, model.token_count(text) - 2)
+        return [0] * max(0, count(text) - 2)
 
     pipeline = IngestionPipeline(
         transformations=[SentenceSplitter(chunk_size=args.chunk_size, chunk_overlap=args.overlap,

@@ -22,6 +22,7 @@ from ultimate_rag.domain.errors import LeaseLostError
 from ultimate_rag.domain.models import (
     Chunk,
     DocumentAsset,
+    IndexState,
     KnowledgeBaseSettings,
     Lease,
     PipelineDocument,
@@ -211,7 +212,7 @@ class MemoryPipeline:
 
     async def commit_ready(self, lease: Lease, commit: ReadyCommit, *,
                            write_vectors: Callable[[], Awaitable[None]],
-                           finish: Callable[[object], Awaitable[None]]) -> ReadyOutcome:
+                           finish: Callable[[object, IndexState | None], Awaitable[None]]) -> ReadyOutcome:
         world = self.world
         if commit.outdate is not None:
             world.dedup_locks += 1
@@ -232,7 +233,7 @@ class MemoryPipeline:
             row.assets = [a for a in row.assets if a.id in commit.assets]
             world.move(row, D.READY)
             row.job_status, row.locked_by = JobStatus.SUCCEEDED, None
-            await finish(None)
+            await finish(None, None)
         world.commits.append(commit)
         return ReadyOutcome(stale, {"READY": "now"})
 

@@ -283,6 +283,16 @@ class ReadyCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexState:
+    """A knowledge base's settings and the target generation and id of its running embedding-model
+    migration, as the READY commit reads them: where its vectors must be when the document is READY."""
+
+    settings: KnowledgeBaseSettings
+    migration_target: dict[str, Any] | None = None
+    migration_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReadyOutcome:
     """What the READY commit leaves the caller: the object keys of the asset rows it removed (their
     objects go after the commit) and the stage timestamps of the run it ended (for the metrics)."""

@@ -19,6 +19,7 @@ from .models import (
     DocumentAsset,
     DocumentSource,
     EmbeddedChunk,
+    IndexState,
     KnowledgeBase,
     KnowledgeBaseSettings,
     Lease,
@@ -304,10 +305,11 @@ class PipelineStore(Protocol):
 
     async def commit_ready(self, lease: Lease, commit: ReadyCommit, *,
                            write_vectors: Callable[[], Awaitable[None]],
-                           finish: Callable[[object], Awaitable[None]]) -> ReadyOutcome:
+                           finish: Callable[[object, IndexState | None], Awaitable[None]]) -> ReadyOutcome:
         """INDEXING -> READY in one transaction. ``write_vectors`` runs before the chunk rows;
         ``finish``, the last step before the commit, gets that open transaction (an opaque handle:
-        a store in the same database may write in it, any other ignores it)."""
+        a store in the same database may write in it, any other ignores it) and the knowledge
+        base's index state as the transaction read it (None: not read; raising rolls it all back)."""
         ...
 
     async def complete_already_ready(self, lease: Lease) -> None: ...

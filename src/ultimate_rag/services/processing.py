@@ -22,6 +22,7 @@ from ..domain.models import (
     DocumentAsset,
     DocumentSource,
     EmbeddedChunk,
+    IndexState,
     Lease,
     ParsedAsset,
     ParsedDocument,
@@ -155,11 +156,11 @@ class DocumentProcessor:
             if plan is None or gens is None:
                 await self._vectors.upsert(kb_id, embedded)
                 return
-            written = [plan.current, *(g for g, _ in also)]
             await gens.write(kb_id, [(plan.current, embedded), *also])
-            live.extend((await self._check_plan(plan, written)).generations)
 
-        async def finish(within: object) -> None:
+        async def finish(within: object, state: IndexState | None) -> None:
+            if plan is not None:  # first: nothing may be published for a generation that is not the current one
+                live.extend((await self._check_plan(plan, [plan.current, *(g for g, _ in also)], state)).generations)
             if self._centroids is not None:  # a row every document of the language adds to: locked last
                 await self._centroids.add(kb_id, embedding.embedder.name, embedded, within=within)
             await self._snapshots.publish(kb_id, doc.id, doc.content_revision)  # READY readers find its chunks.json
@@ -206,12 +207,14 @@ class DocumentProcessor:
         items = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
         return [(plan.target, items)]
 
-    async def _check_plan(self, plan: IndexPlanView, written: list[Any]) -> IndexPlanView:
+    async def _check_plan(self, plan: IndexPlanView, written: list[Any], state: IndexState | None) -> IndexPlanView:
         """The knowledge base switched generations to one this run did not write (a migration that
         began and ended while it ran): index again rather than serve a document from nowhere.
-        Returns the plan as it is now."""
+        Returns the plan as it is now (``state``: as the READY commit read it; None: read here)."""
         assert self._generations is not None  # a plan exists only with generations
-        now = await self._generations.plan(plan.knowledge_base_id)
+        kb_id = plan.knowledge_base_id
+        now = (self._generations.plan_from(kb_id, state.settings, state.migration_target, state.migration_id)
+               if state is not None else await self._generations.plan(kb_id))
         if now.current not in written:
             raise TransientError("the knowledge base switched to another embedding model while this document was "
                                  "indexed; it is indexed again with the new model")

@@ -16,6 +16,7 @@ from ...domain.errors import LeaseLostError
 from ...domain.models import (
     Chunk,
     DocumentAsset,
+    IndexState,
     KnowledgeBaseSettings,
     Lease,
     OlderTwin,
@@ -36,7 +37,7 @@ Q = load_queries("pipeline.sql")
 _SET_STAGE, _SET_PROGRESS, _START_PARSING, _SET_WARNINGS = (
     fenced_document_update(Q[name]) for name in ("set_stage", "set_progress", "start_parsing", "set_warnings"))
 Step = Callable[[], Awaitable[None]]
-TransactionStep = Callable[[SharedTransaction], Awaitable[None]]
+TransactionStep = Callable[[SharedTransaction, IndexState | None], Awaitable[None]]
 
 
 class DocumentVectors(Protocol):
@@ -101,9 +102,10 @@ class PipelineRepository:
         7. the document becomes READY with ``published_revision = commit.revision``: READY is the
            commit flag (SPEC §4 rule 2), written with the facts it vouches for (its stage
            timestamps are returned);
-        8. the job SUCCEEDED (5-8: one statement, ``publish_revision``);
-        9. ``finish``, given this transaction (``SharedTransaction``), the last step before the
-           commit: what must be
+        8. the job SUCCEEDED (5-8: one statement, ``publish_revision``, which also reads the
+           knowledge base's index state: its settings and running migration);
+        9. ``finish``, given this transaction (``SharedTransaction``) and that index state, the
+           last step before the commit (raising rolls everything back): what must be
            there when READY is seen but locks a row other documents share (the language
            centroids: held only for the commit), and the revision's chunk snapshot renamed over
            ``chunks.json``.
@@ -124,7 +126,9 @@ class PipelineRepository:
                 **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
                 "chunks": Jsonb([_chunk_row(c) for c in commit.chunks])})).fetchone()
             assert published is not None  # one row, always
-            await finish(SharedTransaction(self._queue.db.url, conn))
+            await finish(SharedTransaction(self._queue.db.url, conn), IndexState(
+                KnowledgeBaseSettings.from_dict(published["kb_settings"]), published["migration_target"] or None,
+                published["migration_id"]))
             return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}))
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 

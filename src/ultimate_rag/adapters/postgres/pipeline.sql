@@ -61,7 +61,9 @@ RETURNING j.id;
 -- the old rows go first: the insert waits for that delete, so a chunk that keeps its id and ordinal
 -- meets no conflict), every asset row but the revision's own goes (their object keys are
 -- returned), the document becomes READY (the commit flag, written with the facts it vouches for;
--- its stage timestamps are returned) and the job SUCCEEDED.
+-- its stage timestamps are returned) and the job SUCCEEDED. Returns the knowledge base's index state
+-- too (its settings, its running migration's target: load_document's), which the caller checks before
+-- it commits.
 WITH old_chunks AS (
     DELETE FROM chunks WHERE document_id = %(document_id)s RETURNING 1
 ), new_chunks AS (
@@ -90,7 +92,11 @@ WITH old_chunks AS (
     WHERE id = %(document_id)s
     RETURNING stage_timings
 )
-SELECT (SELECT stage_timings FROM ready) AS stage_timings, ARRAY(SELECT object_key FROM stale_assets) AS stale;
+SELECT (SELECT stage_timings FROM ready) AS stage_timings, ARRAY(SELECT object_key FROM stale_assets) AS stale,
+       kb.settings AS kb_settings, m.target AS migration_target, m.id AS migration_id
+FROM documents d JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
+LEFT JOIN embedding_migrations m ON m.knowledge_base_id = kb.id AND m.status = 'RUNNING'
+WHERE d.id = %(document_id)s;
 
 -- succeed_job --
 UPDATE ingestion_jobs
