@@ -123,9 +123,6 @@ LITERAL_STATUS_FACTS = {
     "complete_ready_jobs",
     # inside a SET: an OUTDATED document queued again keeps its twin as an exemption (SPEC §8)
     "queue_document", "queue_batch",
-    # the READY commit returns its knowledge base's running embedding-model migration (a migration's
-    # RUNNING, the fact looked for; the writes are fenced as fenced_document_update)
-    "publish_revision",
 }
 
 

@@ -115,6 +115,11 @@ class PipelineDocument:
     migration_target: dict[str, Any] | None = None  # its knowledge base's running migration's target generation
     migration_id: int | None = None
 
+    @property
+    def index_state(self) -> IndexState:
+        """Its knowledge base's index state as read with it (the plan, without a read of its own)."""
+        return IndexState(self.kb_settings, self.migration_target, self.migration_id)
+
 
 @dataclass(frozen=True, slots=True)
 class OlderTwin:

@@ -21,7 +21,6 @@ from .models import (
     EmbeddedChunk,
     IndexState,
     KnowledgeBase,
-    KnowledgeBaseSettings,
     Lease,
     ParsedDocument,
     PipelineDocument,
@@ -350,9 +349,8 @@ class IndexGenerationsPort(Protocol):
     its own model)."""
 
     async def plan(self, kb_id: UUID, /) -> IndexPlanView: ...
-    def plan_from(self, kb_id: UUID, settings: KnowledgeBaseSettings, target: dict[str, Any] | None,
-                  migration_id: int | None, /) -> IndexPlanView:
-        """``plan`` from the knowledge base's settings and running migration read already."""
+    def plan_from(self, kb_id: UUID, state: IndexState, /) -> IndexPlanView:
+        """``plan`` from the knowledge base's index state read already."""
         ...
     async def write(self, kb_id: UUID, items_by_generation: Sequence[tuple[Any, Sequence[EmbeddedChunk]]],
                     /) -> None: ...

@@ -12,7 +12,7 @@ from uuid import UUID
 from ..adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
 from ..domain.embedding_models import EmbeddingSpec, Generation, IndexPlan, spec_of, validate_spec
 from ..domain.errors import PermanentError
-from ..domain.models import KnowledgeBaseSettings
+from ..domain.models import IndexState, KnowledgeBaseSettings
 from ..domain.ports import Embedder
 from .embedding import EmbeddingService
 
@@ -65,20 +65,17 @@ class EmbeddingModels:
         """The knowledge base's current generation and its running migration's target (one read)."""
         if self.migrations is None:
             return None
-        row = await self.migrations.index_state(kb_id)
-        if row is None:
-            return None
-        return self.plan_of(kb_id, KnowledgeBaseSettings.from_dict(row["settings"]), row["target"], row["migration_id"])
+        state = await self.migrations.index_state(kb_id)
+        return None if state is None else self.plan_of(kb_id, state)
 
-    def plan_of(self, kb_id: UUID, settings: KnowledgeBaseSettings, target: dict[str, Any] | None,
-                migration_id: int | None) -> IndexPlan | None:
+    def plan_of(self, kb_id: UUID, state: IndexState) -> IndexPlan | None:
         """``read_plan``'s answer from a read made already (the pipeline's document carries it)."""
         if self.migrations is None:
             return None
-        current = self.current_generation(settings)
-        if not target:
+        current = self.current_generation(state.settings)
+        if not state.migration_target:
             return IndexPlan(kb_id, current)
-        return IndexPlan(kb_id, current, Generation.from_dict(target), migration_id)
+        return IndexPlan(kb_id, current, Generation.from_dict(state.migration_target), state.migration_id)
 
     def current_generation(self, settings: KnowledgeBaseSettings) -> Generation:
         """The generation a knowledge base's settings name: search reads it, writes go to it."""

@@ -99,7 +99,7 @@ class DocumentProcessor:
 
         kb_settings, kb_id = doc.kb_settings, doc.knowledge_base_id
         gens = self._generations
-        plan = gens.plan_from(kb_id, kb_settings, doc.migration_target, doc.migration_id) if gens is not None else None
+        plan = gens.plan_from(kb_id, doc.index_state) if gens is not None else None
         embedding = self._models.embedding(plan.current.spec) if plan and self._models else self._embedding
         try:  # the source and the parser for it, then PARSING (with that parser) in one write
             content = await self._storage.get(doc.object_key)
@@ -213,8 +213,7 @@ class DocumentProcessor:
         Returns the plan as it is now (``state``: as the READY commit read it; None: read here)."""
         assert self._generations is not None  # a plan exists only with generations
         kb_id = plan.knowledge_base_id
-        now = (self._generations.plan_from(kb_id, state.settings, state.migration_target, state.migration_id)
-               if state is not None else await self._generations.plan(kb_id))
+        now = self._generations.plan_from(kb_id, state) if state is not None else await self._generations.plan(kb_id)
         if now.current not in written:
             raise TransientError("the knowledge base switched to another embedding model while this document was "
                                  "indexed; it is indexed again with the new model")

@@ -47,9 +47,7 @@ SELECT id, target FROM embedding_migrations WHERE knowledge_base_id = %(kb)s AND
 
 -- index_state --
 -- The knowledge base's settings and the target of its running migration, in one read.
-SELECT kb.settings, m.target, m.id AS migration_id FROM knowledge_bases kb
-LEFT JOIN embedding_migrations m ON m.knowledge_base_id = kb.id AND m.status = 'RUNNING'
-WHERE kb.id = %(kb)s;
+SELECT settings, migration_target, migration_id FROM knowledge_base_index_state WHERE knowledge_base_id = %(kb)s;
 
 -- abort --
 UPDATE embedding_migrations SET status = 'ABORTED', finished_at = now(), error_message = 'aborted by a user'

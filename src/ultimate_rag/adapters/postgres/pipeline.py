@@ -29,6 +29,7 @@ from . import dedup, deletion
 from .batching import GroupedCalls
 from .database import Connection, SharedTransaction
 from .documents import published_chunk_ids
+from .embedding_migrations import index_state
 from .queue import JobQueue, fenced_document_update
 from .sql import load_queries
 
@@ -126,9 +127,7 @@ class PipelineRepository:
                 **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
                 "chunks": Jsonb([_chunk_row(c) for c in commit.chunks])})).fetchone()
             assert published is not None  # one row, always
-            await finish(SharedTransaction(self._queue.db.url, conn), IndexState(
-                KnowledgeBaseSettings.from_dict(published["kb_settings"]), published["migration_target"] or None,
-                published["migration_id"]))
+            await finish(SharedTransaction(self._queue.db.url, conn), index_state(published))
             return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}))
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 

@@ -4,13 +4,12 @@
 
 -- load_document --
 -- What a job reads of its document when it starts (domain.models.PipelineDocument), with its knowledge
--- base's settings and the target of that knowledge base's running embedding-model migration (the index
--- plan: embedding_migrations.sql's index_state, in the same read).
+-- base's index state (settings, running migration: the index plan, in the same read).
 SELECT d.id, d.knowledge_base_id, d.filename, d.mime_type, d.object_key, d.sha256, d.status, d.content_revision,
-       d.created_at, d.source, d.dedup_exempt, kb.settings AS kb_settings, kb.deleting AS kb_deleting,
-       m.target AS migration_target, m.id AS migration_id
+       d.created_at, d.source, d.dedup_exempt, s.settings AS kb_settings, kb.deleting AS kb_deleting,
+       s.migration_target, s.migration_id
 FROM documents d JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
-LEFT JOIN embedding_migrations m ON m.knowledge_base_id = kb.id AND m.status = 'RUNNING'
+JOIN knowledge_base_index_state s ON s.knowledge_base_id = d.knowledge_base_id
 WHERE d.id = %(document_id)s;
 
 -- set_stage --
@@ -62,8 +61,7 @@ RETURNING j.id;
 -- meets no conflict), every asset row but the revision's own goes (their object keys are
 -- returned), the document becomes READY (the commit flag, written with the facts it vouches for;
 -- its stage timestamps are returned) and the job SUCCEEDED. Returns the knowledge base's index state
--- too (its settings, its running migration's target: load_document's), which the caller checks before
--- it commits.
+-- too, which the caller checks before it commits.
 WITH old_chunks AS (
     DELETE FROM chunks WHERE document_id = %(document_id)s RETURNING 1
 ), new_chunks AS (
@@ -93,9 +91,8 @@ WITH old_chunks AS (
     RETURNING stage_timings
 )
 SELECT (SELECT stage_timings FROM ready) AS stage_timings, ARRAY(SELECT object_key FROM stale_assets) AS stale,
-       kb.settings AS kb_settings, m.target AS migration_target, m.id AS migration_id
-FROM documents d JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
-LEFT JOIN embedding_migrations m ON m.knowledge_base_id = kb.id AND m.status = 'RUNNING'
+       s.settings, s.migration_target, s.migration_id
+FROM documents d JOIN knowledge_base_index_state s ON s.knowledge_base_id = d.knowledge_base_id
 WHERE d.id = %(document_id)s;
 
 -- succeed_job --

@@ -28,7 +28,7 @@ from ...domain.embedding_models import EmbeddingSpec
 from ...domain.embedding_models import Generation as Generation
 from ...domain.embedding_models import IndexPlan as IndexPlan
 from ...domain.errors import TransientError
-from ...domain.models import EmbeddedChunk, KnowledgeBaseSettings, VectorHit
+from ...domain.models import EmbeddedChunk, IndexState, VectorHit
 from ...domain.ports import PlannedCandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
@@ -64,8 +64,7 @@ class GenerationGone(Exception):
 
 DenseFactory = Callable[[EmbeddingSpec, int, UUID], Any]  # (spec, generation, kb) -> a dense store
 PlanReader = Callable[[UUID], Awaitable[IndexPlan | None]]
-# (kb, its settings, its running migration's target and id) -> the plan, from a read made already
-PlanOf = Callable[[UUID, KnowledgeBaseSettings, dict[str, Any] | None, int | None], IndexPlan | None]
+PlanOf = Callable[[UUID, IndexState], IndexPlan | None]  # the plan from an index state read already
 
 
 class IndexGenerations(PlannedCandidateSearch):
@@ -119,10 +118,9 @@ class IndexGenerations(PlannedCandidateSearch):
         found = await self.read_plan(kb_id)
         return found or IndexPlan(kb_id, Generation(self.default, 0))
 
-    def plan_from(self, kb_id: UUID, settings: KnowledgeBaseSettings, target: dict[str, Any] | None,
-                  migration_id: int | None) -> IndexPlan:
-        """``plan`` from what the caller read already (a job's document carries it: no read)."""
-        found = self._plan_of(kb_id, settings, target, migration_id)
+    def plan_from(self, kb_id: UUID, state: IndexState) -> IndexPlan:
+        """``plan`` from an index state read already (a job's document carries it: no read)."""
+        found = self._plan_of(kb_id, state)
         return found or IndexPlan(kb_id, Generation(self.default, 0))
 
     # -- writes the pipeline makes -------------------------------------------------------------
