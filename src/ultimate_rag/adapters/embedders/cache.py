@@ -94,23 +94,22 @@ def _with(column: str, name: str) -> sql.Composed:
 
 
 def _as_list(value: Any) -> list[float]:  # a vector as the database driver returned it
+    if isinstance(value, bytes):  # the vector type was not registered on this connection (binary results)
+        value = Vector.from_binary(value)
     if isinstance(value, Vector):
         return value.to_list()
     if isinstance(value, np.ndarray):
         floats: list[float] = value.astype(float).tolist()
         return floats
-    if isinstance(value, bytes):  # the vector type was not registered on this connection (binary results)
-        return Vector.from_binary(value).to_list()
     if isinstance(value, str):  # the vector type was not registered on this connection
         return [float(x) for x in value.strip("[]").split(",")]
     return [float(x) for x in value]
 
 
 def sparse_as_dict(value: object) -> dict[int, float]:
-    if isinstance(value, SparseVector):
-        return {int(i): float(v) for i, v in zip(value.indices(), value.values(), strict=True)}
     if isinstance(value, bytes):  # not registered on this connection, binary results
         value = SparseVector.from_binary(value)
+    if isinstance(value, SparseVector):
         return {int(i): float(v) for i, v in zip(value.indices(), value.values(), strict=True)}
     if isinstance(value, str):  # '{1:0.5,7:0.25}/16384', indices 1-based
         body = value.split("/")[0].strip("{}")
