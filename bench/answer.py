@@ -164,7 +164,7 @@ async def main_async(args: argparse.Namespace) -> None:
     try:
         kb = await container.knowledge_bases.create("bench", "", _kb_settings(container))
         for d in docs:
-            await container.ingestion.submit(kb.id, f"{d['id']}.txt", "text/plain", d["text"].encode())
+            await container.ingestion.submit(kb, f"{d['id']}.txt", "text/plain", d["text"].encode())
         await container.worker(WorkerConfig(concurrency=2, heartbeat_seconds=10)).run_until_idle()
         counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
         assert counted is not None

@@ -67,7 +67,7 @@ async def ingest(settings: Settings, embedder: LocalE5Embedder, docs: list[dict]
     started = time.perf_counter()
     run = asyncio.create_task(worker.run(stop))
     for d in docs:
-        await container.ingestion.submit(kb.id, f"{d['id']}.txt", "text/plain", d["text"].encode())
+        await container.ingestion.submit(kb, f"{d['id']}.txt", "text/plain", d["text"].encode())
     while True:
         row = await container.db.fetchone(
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"

@@ -81,10 +81,11 @@ async def main_async(args: argparse.Namespace) -> None:
                         embedding_migration_grace_seconds=args.grace)
     container = build(settings, url=url)
     await container.open()
-    kb = (await container.knowledge_bases.create("bench", "", _kb_settings(container))).id
+    knowledge_base = await container.knowledge_bases.create("bench", "", _kb_settings(container))
+    kb = knowledge_base.id
     ids = []
     for d in docs:
-        doc = await container.ingestion.submit(kb, f"{d['id']}.txt", "text/plain", d["text"].encode())
+        doc = await container.ingestion.submit(knowledge_base, f"{d['id']}.txt", "text/plain", d["text"].encode())
         ids.append(doc.id)
     t = time.perf_counter()
     await container.worker(WorkerConfig(concurrency=1, heartbeat_seconds=10)).run_until_idle()

@@ -46,7 +46,7 @@ async def ingest(container) -> tuple[UUID, dict[UUID, str]]:
     kb = await container.knowledge_bases.create("retrieval-eval", "", KnowledgeBaseSettings())
     key_of: dict[UUID, str] = {}
     for key, (filename, data) in files().items():
-        doc = await container.ingestion.submit(kb.id, filename, None, data)
+        doc = await container.ingestion.submit(kb, filename, None, data)
         key_of[doc.id] = key
     started = time.perf_counter()
     await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()

@@ -90,9 +90,9 @@ async def with_distractors(container: Any, per_lang: int) -> tuple[UUID, dict[UU
     kb = await container.knowledge_bases.create("retrieval-eval-distractors", "", KnowledgeBaseSettings())
     key_of: dict[UUID, str] = {}
     for key, (filename, data) in files().items():
-        key_of[(await container.ingestion.submit(kb.id, filename, None, data)).id] = key
+        key_of[(await container.ingestion.submit(kb, filename, None, data)).id] = key
     for doc in load_corpus().make_corpus(per_lang=per_lang):
-        await container.ingestion.submit(kb.id, f"{doc['id']}.txt", None, doc["text"].encode())
+        await container.ingestion.submit(kb, f"{doc['id']}.txt", None, doc["text"].encode())
     await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
     n = await container.db.fetchone("SELECT count(*) AS n FROM chunks WHERE knowledge_base_id = %s", (kb.id,))
     print(f"evaluation set with distractors: {n['n']} chunks")

@@ -242,9 +242,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         centroids=centroids,
     )
     ingestion = IngestionService(
-        documents=documents, knowledge_bases=kbs, storage=storage, parsers=parsers,
-        max_upload_bytes=settings.max_upload_bytes, max_filename_length=settings.max_filename_length,
-        max_attempts=settings.max_attempts,
+        documents=documents, storage=storage, parsers=parsers, max_upload_bytes=settings.max_upload_bytes,
+        max_filename_length=settings.max_filename_length, max_attempts=settings.max_attempts,
     )
     search = SearchService(embedder=embedder, vectors=indexes, documents=documents, sparse=sparse, models=models,
                            max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars,

@@ -23,7 +23,7 @@ async def ingest(container, chunk_size: int) -> list:
                                                         embedding_model=container.embedder.name,
                                                         embedding_dimension=container.embedder.dimension))
     data = TEXT.encode()
-    doc = await container.ingestion.submit(kb.id, "long.txt", "text/plain", data)
+    doc = await container.ingestion.submit(kb, "long.txt", "text/plain", data)
     assert doc.sha256 == hashlib.sha256(data).hexdigest()
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
     assert (await container.documents.get(doc.id)).status.value == "READY"

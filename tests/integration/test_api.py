@@ -289,3 +289,27 @@ async def test_control_characters_and_nul_are_refused_not_500(client: httpx.Asyn
     assert r.status_code == 422 and "control characters" in r.json()["detail"]
     r = await client.post("/api/knowledge-bases", json={"name": "ok", "description": "line one\nline\u0000two"})
     assert r.status_code == 422
+
+
+async def test_an_upload_and_its_audit_entry_commit_together(client: httpx.AsyncClient, container) -> None:
+    """The upload's audit entry is written by the statement that creates the document: it names
+    the key, the knowledge base, the document and the file; a refused upload leaves no entry."""
+    from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
+    from ultimate_rag.domain.auth import Role, key_prefix
+
+    kb = await make_kb(client, "audited")
+    writer = await ApiKeyRepository(container.db).create(is_admin=False, scopes={__import__("uuid").UUID(kb): Role.EDITOR})
+    r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("notes.txt", b"audited words")},
+                          headers={"Authorization": f"Bearer {writer}"})
+    assert r.status_code == 202, r.text
+    doc = r.json()
+    [entry] = [e for e in (await client.get("/api/audit")).json()["items"] if e["action"] == "document.upload"]
+    assert entry["key_prefix"] == key_prefix(writer) and entry["knowledge_base_id"] == kb
+    assert entry["document_id"] == doc["id"]
+    assert entry["detail"] == {"filename": "notes.txt", "size_bytes": "13",
+                               "sha256": hashlib.sha256(b"audited words").hexdigest()}
+
+    await container.db.execute("UPDATE knowledge_bases SET deleting = true WHERE id = %s", (kb,))
+    assert (await upload(client, kb, "late.txt", b"too late")).status_code == 409
+    uploads = [e for e in (await client.get("/api/audit")).json()["items"] if e["action"] == "document.upload"]
+    assert [e["document_id"] for e in uploads] == [doc["id"]]

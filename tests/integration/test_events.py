@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
+from ultimate_rag.adapters.postgres.events import APPLICATION_NAME
 from ultimate_rag.domain.auth import Role
 from ultimate_rag.testing.eventually import DEFAULT_TIMEOUT, eventually
 
@@ -204,7 +205,8 @@ async def test_one_listen_connection_serves_all_subscribers_and_closes_with_the_
 
     async def listeners() -> int:
         row = await container.db.fetchone(
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %%'")
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+            (APPLICATION_NAME,))
         return int(row["n"]) if row else 0
 
     async with hub.subscribe(kb) as one, hub.subscribe(kb) as two:
@@ -225,7 +227,7 @@ async def test_a_lost_listen_connection_tells_subscribers_to_resync(container) -
     async with hub.subscribe(kb) as sub:
         await container.db.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query LIKE 'LISTEN %%'")
+            " WHERE datname = current_database() AND application_name = %s", (APPLICATION_NAME,))
         assert (await asyncio.wait_for(sub.queue.get(), DEFAULT_TIMEOUT)) == {"type": "lost"}
         assert sub.lost
     async with hub.subscribe(kb) as again:  # the next subscriber gets a fresh connection
@@ -297,3 +299,79 @@ async def seed_documents(db, kb: UUID, n: int) -> None:
         " (ARRAY['READY', 'READY', 'READY', 'FAILED', 'PENDING'])[1 + i %% 5], now() - make_interval(secs => i)"
         " FROM generate_series(1, %(n)s) AS i", {"kb": kb, "n": n})
     await db.execute("ANALYZE documents")
+
+
+async def _raw_listener(url: str):
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    await conn.execute("LISTEN ultimate_rag_documents")
+    return conn
+
+
+async def _notes(conn, timeout: float) -> list[str]:
+    return [n.payload async for n in conn.notifies(timeout=timeout)]
+
+
+async def test_documents_notify_only_while_a_hub_is_registered(container) -> None:
+    """No registered hub: a document change sends nothing (a NOTIFY serialises every commit on the
+    server); a hub subscribed: it does; the registration goes with the hub's last subscriber, and
+    one that expired (its hub died) no longer counts."""
+    from ultimate_rag.adapters.postgres.events import DocumentEventHub
+
+    kb = await new_kb(container)
+    raw = await _raw_listener(container.db.url)
+    try:
+        await queue_document(container, kb)
+        await container.db.execute("INSERT INTO document_event_listeners VALUES (gen_random_uuid(), now() - interval '1 s')")
+        await queue_document(container, kb)
+        hub = DocumentEventHub(container.db.url)
+        async with hub.subscribe(kb) as sub:
+            doc = await queue_document(container, kb)
+            event = await asyncio.wait_for(sub.queue.get(), DEFAULT_TIMEOUT)
+            assert event["id"] == str(doc)
+        heard = [json.loads(p)["id"] for p in await _notes(raw, 0.5)]
+        assert heard == [str(doc)]  # the two documents queued before the hub went unheard
+        rows = await container.db.fetchall("SELECT id FROM document_event_listeners WHERE expires_at > now()")
+        assert rows == []
+        await queue_document(container, kb)
+        assert await _notes(raw, 0.5) == []
+    finally:
+        await raw.close()
+
+
+async def test_a_subscription_is_ready_only_after_writers_that_missed_the_hub_committed(container) -> None:
+    """A writer read "nobody listens" (its trigger ran) and has not committed when a hub starts:
+    the subscription waits for that commit, so what a subscriber loads after it is ready holds the
+    change it was not told about; every later change is told."""
+    import psycopg
+
+    from ultimate_rag.adapters.postgres.events import DocumentEventHub
+
+    kb = await new_kb(container)
+    doc = await queue_document(container, kb)
+    writer = await psycopg.AsyncConnection.connect(container.db.url)
+    hub = DocumentEventHub(container.db.url)
+    try:
+        await writer.execute("UPDATE documents SET progress = '{\"n\": 1}' WHERE id = %s", (doc,))  # open
+        subscription = hub.subscribe(kb)
+        subscribing = asyncio.create_task(subscription.__aenter__())
+
+        async def waiting_for_the_lock() -> int:
+            row = await container.db.fetchone(
+                "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            return int(row["n"]) if row else 0
+
+        await eventually(waiting_for_the_lock, lambda n: n == 1, what="the hub waiting for the writer")
+        assert not subscribing.done()
+        await writer.commit()
+        sub = await asyncio.wait_for(subscribing, DEFAULT_TIMEOUT)
+        row = await container.db.fetchone("SELECT progress FROM documents WHERE id = %s", (doc,))
+        assert row is not None and row["progress"] == {"n": 1}
+        await container.db.execute("UPDATE documents SET status = 'FAILED' WHERE id = %s", (doc,))
+        event = await asyncio.wait_for(sub.queue.get(), DEFAULT_TIMEOUT)
+        assert event == {"type": "document", "id": str(doc), "status": "FAILED", "op": "U"}
+        await subscription.__aexit__(None, None, None)
+    finally:
+        await writer.close()
+        await hub.close()

@@ -209,3 +209,37 @@ async def test_temp_files_of_interrupted_snapshot_writes_are_removed_after_the_g
 
     report = await container.janitor.with_grace(0).sweep()
     assert report.temp_files == [str(fresh)] and (folder / "chunks.json").exists()
+
+
+async def test_vectors_left_by_an_earlier_attempt_go_with_a_retry_or_to_the_sweep(container) -> None:
+    """A document's first publication by its job's first attempt sends no removal of other vectors
+    (search served nothing of it); what an earlier, killed job left is not served and is the
+    sweep's. A job's later attempt removes what its earlier attempts left at its READY commit."""
+    kb = await new_kb(container)
+    first = await queue_document(container, kb, "The ferry leaves the harbour at nine every morning.")
+    await add_vectors(container, first, kb, n=2)  # a killed earlier job's, under other chunk ids
+    await process(container)
+    chunks = (await container.documents.get(first)).chunk_count
+    assert chunks > 0 and await container.vectors.count_by_document(first) == chunks + 2
+    hits = await container.search.search(kb, "ferry harbour", 10)
+    assert {str(h.chunk_id) for h in hits} <= {str(c.id) for c in await container.documents.chunks(first)}
+    report = await container.janitor.with_grace(0).sweep()
+    assert report.vectors == {first: 2} and await container.vectors.count_by_document(first) == chunks
+
+    retried = await queue_document(container, kb, "The night ferry waits for the last train from the city.")
+    [lost] = await container.queue.claim("a-worker-that-dies")
+    assert lost.document_id == retried and lost.attempt == 1
+    await add_vectors(container, retried, kb, n=3)  # what the lost attempt wrote
+    await container.db.execute("UPDATE ingestion_jobs SET locked_at = now() - interval '1 hour' WHERE id = %s",
+                               (lost.job_id,))
+    assert await container.queue.claim("converger") == []  # converged: given back, due after a backoff
+    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE id = %s", (lost.job_id,))
+    await process(container)
+    doc = await container.documents.get(retried)
+    assert doc.status.value == "READY" and (await job_row_attempts(container, retried)) == 2
+    assert await container.vectors.count_by_document(retried) == doc.chunk_count
+
+
+async def job_row_attempts(container, document_id: UUID) -> int:
+    row = await container.db.fetchone("SELECT attempts FROM ingestion_jobs WHERE document_id = %s", (document_id,))
+    return int(row["attempts"])

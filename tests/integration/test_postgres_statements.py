@@ -37,3 +37,14 @@ async def test_a_connector_update_changes_only_what_it_is_given(container) -> No
     assert moved.next_sync_at is not None and moved.next_sync_at > made.next_sync_at
     cleared = await repo.update(kb, made.id, schedule_seconds=None, schedule_given=True)
     assert (cleared.config, cleared.schedule_seconds, cleared.next_sync_at) == ({"urls": ["http://b"]}, None, None)
+
+
+async def test_json_parameters_round_trip_exactly(container) -> None:
+    """JSON parameters are encoded by orjson, with the standard library's encoder for what orjson
+    refuses: integer keys become strings, an integer beyond 64 bits keeps every digit, text keeps
+    every character."""
+    from psycopg.types.json import Jsonb
+
+    value = {1: "one", "big": 2**70 + 1, "text": "naïve 中文 한국어 \u2028", "nested": [1.5, None, True]}
+    row = await container.db.fetchone("SELECT %(v)s::jsonb AS v", {"v": Jsonb(value)})
+    assert row == {"v": {"1": "one", "big": 2**70 + 1, "text": "naïve 中文 한국어 \u2028", "nested": [1.5, None, True]}}

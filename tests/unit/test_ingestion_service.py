@@ -1,5 +1,4 @@
-"""``submit`` over in-memory fakes of its ports (knowledge bases, document intake, object
-storage, parsers): validation before anything is stored, the object stored under a system key, and
+"""``submit`` over in-memory fakes of its ports (document intake, object storage, parsers): validation before anything is stored, the object stored under a system key, and
 the compensation that removes it when the commit fails. The real-database path is covered by the
 integration tests (``tests/integration/test_api.py``)."""
 
@@ -8,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 import pytest
 
@@ -17,16 +16,15 @@ from ultimate_rag.domain.models import Document, DocumentSource, KnowledgeBase, 
 from ultimate_rag.domain.status import DocumentStatus
 from ultimate_rag.services.ingestion import IngestionService
 
-KB = uuid4()
+KB_ID = uuid4()
 
 
-@dataclass
-class MemoryKnowledgeBases:
-    deleting: bool = False
+def knowledge_base(deleting: bool = False) -> KnowledgeBase:
+    return KnowledgeBase(id=KB_ID, name="kb", description="", settings=KnowledgeBaseSettings(),
+                         created_at=datetime.now(UTC), deleting=deleting)
 
-    async def get(self, knowledge_base_id: UUID) -> KnowledgeBase:
-        return KnowledgeBase(id=knowledge_base_id, name="kb", description="", settings=KnowledgeBaseSettings(),
-                             created_at=datetime.now(UTC), deleting=self.deleting)
+
+KB = knowledge_base()
 
 
 @dataclass
@@ -70,21 +68,22 @@ class TextOnly:
         return "text/plain"
 
 
-def service(kbs: MemoryKnowledgeBases | None = None, intake: MemoryIntake | None = None,
-            storage: MemoryStorage | None = None) -> IngestionService:
-    return IngestionService(documents=intake or MemoryIntake(), knowledge_bases=kbs or MemoryKnowledgeBases(),
-                            storage=storage or MemoryStorage(), parsers=TextOnly(),  # type: ignore[arg-type]
+def service(intake: MemoryIntake | None = None, storage: MemoryStorage | None = None) -> IngestionService:
+    return IngestionService(documents=intake or MemoryIntake(),
+                            storage=storage or MemoryStorage(),  # type: ignore[arg-type]
+                            parsers=TextOnly(),  # type: ignore[arg-type]
                             max_upload_bytes=100, max_filename_length=50, max_attempts=3)
 
 
 async def test_submit_stores_the_bytes_then_creates_document_and_job() -> None:
     intake, storage = MemoryIntake(), MemoryStorage()
-    doc = await service(intake=intake, storage=storage).submit(KB, "../notes.txt", "text/plain", b"hello")
+    doc = await service(intake=intake, storage=storage).submit(KB, "../notes.txt", "text/plain", b"hello",
+                                                               uploaded_by="a1b2c3d4")
     assert doc.filename == "notes.txt" and doc.status == DocumentStatus.PENDING
     [created] = intake.created
-    assert created["max_attempts"] == 3 and created["size_bytes"] == 5
+    assert created["max_attempts"] == 3 and created["size_bytes"] == 5 and created["uploaded_by"] == "a1b2c3d4"
     assert storage.objects == {created["object_key"]: b"hello"}
-    assert created["object_key"].startswith(f"{KB}/{created['document_id']}/")
+    assert created["object_key"].startswith(f"{KB_ID}/{created['document_id']}/")
 
 
 @pytest.mark.parametrize(("filename", "content", "error"), [
@@ -100,8 +99,10 @@ async def test_bad_input_is_refused_before_anything_is_stored(filename: str, con
 
 
 async def test_a_knowledge_base_being_deleted_refuses_uploads() -> None:
+    storage = MemoryStorage()
     with pytest.raises(ConflictError):
-        await service(kbs=MemoryKnowledgeBases(deleting=True)).submit(KB, "a.txt", None, b"x")
+        await service(storage=storage).submit(knowledge_base(deleting=True), "a.txt", None, b"x")
+    assert storage.objects == {}
 
 
 async def test_a_failed_commit_removes_the_stored_object() -> None:

@@ -40,3 +40,19 @@ async def test_a_first_wait_is_shown_at_once_and_the_throttle_holds_the_rest() -
     await report(5, 10, 3)  # within the interval: not written
     await report(10, 10, 3)  # done: the INDEXING entry follows
     assert store.written == [{"stage": "EMBEDDING", "done": 3, "total": 10, "from_cache": 3, "waiting": "embedder"}]
+
+
+async def test_what_the_stage_entry_shows_already_is_not_written_again() -> None:
+    entered = {"stage": "EMBEDDING", "done": 0, "total": 6, "from_cache": 0}
+    store = Recorder()
+    report = EmbeddingProgress(store, LEASE, 0.0, final=False, shown=dict(entered))  # type: ignore[arg-type]
+    await report(0, 6, 0)  # nothing cached: the entry says exactly this
+    await report(0, 6, 0, waiting=True)  # the model busy with other jobs: news
+    await report(3, 6, 0)
+    await report(3, 6, 0)  # unchanged
+    await report(6, 6, 0)  # done: the INDEXING entry follows
+    assert store.written == [entered | {"waiting": "embedder"}, entered | {"done": 3}]
+    store = Recorder()
+    report = EmbeddingProgress(store, LEASE, 0.0, final=False, shown=dict(entered))  # type: ignore[arg-type]
+    await report(2, 6, 2)  # two came from the cache: that is news
+    assert store.written == [{"stage": "EMBEDDING", "done": 2, "total": 6, "from_cache": 2}]

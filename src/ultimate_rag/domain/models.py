@@ -143,6 +143,8 @@ class Lease:
     operation: JobOperation = JobOperation.INGEST
     force: bool = False
     suspect: bool = False  # its last attempt ended in a lost lease: it runs alone in its worker
+    # the document as the claim read it (read under no lock, like load_document); None: not read
+    document: PipelineDocument | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,10 +302,12 @@ class IndexState:
 @dataclass(frozen=True, slots=True)
 class ReadyOutcome:
     """What the READY commit leaves the caller: the object keys of the asset rows it removed (their
-    objects go after the commit) and the stage timestamps of the run it ended (for the metrics)."""
+    objects go after the commit), the stage timestamps of the run it ended (for the metrics) and the
+    revision search served before it (None: none, the document's first publication)."""
 
     stale_assets: tuple[str, ...] = ()
     stage_timings: dict[str, str] = field(default_factory=dict)
+    previous_revision: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -231,11 +231,12 @@ class KnowledgeBaseReader(Protocol):
 
 
 class DocumentIntake(Protocol):
-    """Creates a document and its queued job in one transaction (the submit's commit)."""
+    """Creates a document and its queued job in one transaction (the submit's commit), with the
+    upload's audit entry when ``uploaded_by`` (an API key's prefix) is given."""
 
     async def create_with_job(self, *, document_id: UUID, knowledge_base_id: UUID, filename: str, mime_type: str,
                               size_bytes: int, sha256: str, object_key: str, max_attempts: int,
-                              source: dict[str, Any] | None = None) -> Document: ...
+                              source: dict[str, Any] | None = None, uploaded_by: str | None = None) -> Document: ...
 
 
 class DedupSession(Protocol):

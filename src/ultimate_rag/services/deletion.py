@@ -28,7 +28,7 @@ class DocumentDeleter:
         self._snapshots = snapshots
 
     async def process(self, lease: Lease) -> None:
-        doc = await self._store.load_document(lease.document_id)
+        doc = lease.document or await self._store.load_document(lease.document_id)  # read by the claim
         if doc is None:
             raise ResourceNotFoundError("the document no longer exists")
         await self._store.enter_stage(lease, S.DELETING)

@@ -1,5 +1,6 @@
 """``submit`` (SPEC §5, seed 002 §3): validate, resolve a parser before storing anything, store the
-bytes under a system key, then create document + job in one transaction — or delete the object."""
+bytes under a system key, then create document + job (and the upload's audit entry) in one
+transaction — or delete the object."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import hashlib
 import logging
 import unicodedata
 from pathlib import PurePosixPath, PureWindowsPath
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError
 from ..domain.ids import source_object_key
-from ..domain.models import Document, DocumentSource
-from ..domain.ports import DocumentIntake, KnowledgeBaseReader, ObjectStorage, ParserResolver
+from ..domain.models import Document, DocumentSource, KnowledgeBase
+from ..domain.ports import DocumentIntake, ObjectStorage, ParserResolver
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +34,21 @@ def safe_filename(raw: str | None, max_length: int) -> str:
 
 
 class IngestionService:
-    def __init__(self, *, documents: DocumentIntake, knowledge_bases: KnowledgeBaseReader,
-                 storage: ObjectStorage, parsers: ParserResolver, max_upload_bytes: int,
-                 max_filename_length: int, max_attempts: int) -> None:
+    def __init__(self, *, documents: DocumentIntake, storage: ObjectStorage, parsers: ParserResolver,
+                 max_upload_bytes: int, max_filename_length: int, max_attempts: int) -> None:
         self._documents = documents
-        self._kbs = knowledge_bases
         self._storage = storage
         self._parsers = parsers
         self.max_upload_bytes = max_upload_bytes
         self._max_filename_length = max_filename_length
         self._max_attempts = max_attempts
 
-    async def submit(self, knowledge_base_id: UUID, filename: str | None, content_type: str | None,
-                     content: bytes) -> Document:
-        kb = await self._kbs.get(knowledge_base_id)
+    async def submit(self, kb: KnowledgeBase, filename: str | None, content_type: str | None, content: bytes, *,
+                     uploaded_by: str | None = None) -> Document:
+        """``kb`` as the caller read it (to check access); whether it still exists and is not being
+        deleted is checked again by the commit, under its share lock. ``uploaded_by``: the API key
+        prefix the upload's audit entry names (written with the document)."""
+        knowledge_base_id = kb.id
         if kb.deleting:
             raise ConflictError("knowledge base is being deleted")
         name = safe_filename(filename, self._max_filename_length)
@@ -62,7 +64,7 @@ class IngestionService:
             return await self._documents.create_with_job(
                 document_id=document_id, knowledge_base_id=knowledge_base_id, filename=name, mime_type=mime,
                 size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest(), object_key=key,
-                max_attempts=self._max_attempts,
+                max_attempts=self._max_attempts, uploaded_by=uploaded_by,
             )
         except BaseException:
             try:

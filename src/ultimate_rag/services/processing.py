@@ -90,7 +90,7 @@ class DocumentProcessor:
     async def process(self, lease: Lease) -> dict[str, str] | None:
         """Run the pipeline for the leased document; returns the stage timestamps of the run that
         made it READY (None when it was READY already, or ended OUTDATED as an older duplicate)."""
-        doc = await self._store.load_document(lease.document_id)
+        doc = lease.document or await self._store.load_document(lease.document_id)  # read by the claim
         if doc is None:
             raise ResourceNotFoundError("the document no longer exists")
         if doc.status == S.READY:  # idempotent: nothing to do, the job just completes
@@ -136,9 +136,11 @@ class DocumentProcessor:
             return None  # the older of two duplicates: OUTDATED, nothing embedded
 
         total = len(chunks)
-        await self._store.enter_stage(lease, S.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": total})
+        entered = {"stage": "EMBEDDING", "done": 0, "total": total, "from_cache": 0}
+        await self._store.enter_stage(lease, S.EMBEDDING, entered)
         texts = [c.embedding_text for c in chunks]
-        report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False)  # INDEXING follows
+        report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False,  # INDEXING follows
+                                   shown=entered)
         vectors = await embedding.embed_passages(texts, report, knowledge_base_id=kb_id)
         sparse = await embedding.sparse_passages(texts, knowledge_base_id=kb_id)
         embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
@@ -170,17 +172,23 @@ class DocumentProcessor:
                              assets=tuple(a.id for a in stored.values()))
         outcome = await self._store.commit_ready(lease, commit, write_vectors=write_vectors,
                                                  finish=finish)
-        await self._after_swap(doc, [c.id for c in chunks], outcome.stale_assets, live)
+        superseded = outcome.previous_revision is not None or lease.attempt > 1
+        await self._after_swap(doc, [c.id for c in chunks], outcome.stale_assets, live, vectors=superseded)
         return outcome.stage_timings
 
     async def _after_swap(self, doc: PipelineDocument, published: list[UUID], stale_assets: Sequence[str],
-                          generations: list[Any]) -> None:
+                          generations: list[Any], *, vectors: bool = True) -> None:
         """The previous revision's vectors (all but ``published``'s, in each of ``generations``)
         and asset objects go only now, after the swap committed; a failure (or a crash) here leaves
         garbage the janitor removes, never a gap. (Its snapshot was replaced by the new one's
-        rename, the commit's last step.)"""
+        rename, the commit's last step.) ``vectors`` False: the document's first publication, by
+        its job's first attempt, has no other vectors to remove (search served nothing of it, and
+        every failed attempt before this job removed its own; what a killed earlier job may have
+        left is not served and is the janitor's), so that statement is not sent."""
         try:
-            if generations and self._generations is not None:
+            if not vectors:
+                pass
+            elif generations and self._generations is not None:
                 await self._generations.remove_superseded(doc.knowledge_base_id, doc.id, published, generations)
             else:
                 await self._vectors.delete_document_except(doc.id, published)

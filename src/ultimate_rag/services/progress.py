@@ -16,12 +16,16 @@ class EmbeddingProgress:
     ``ProgressCallback``. At most one write per ``interval`` (the last one always, unless ``final``
     is off), except that a first wait for the embedder, before any chunk was embedded, is shown at
     once. ``final`` False: the last count (all done) is not written, as the caller's next stage
-    entry follows at once and replaces it (it carries ``from_cache`` on, see ``processing``)."""
+    entry follows at once and replaces it (it carries ``from_cache`` on, see ``processing``).
+    ``shown``: the progress the stage's entry wrote already; a state equal to what is shown is
+    never written again (the first count of a document with nothing cached is the entry's own)."""
 
-    def __init__(self, store: PipelineStore, lease: Lease, interval: float, *, final: bool = True) -> None:
+    def __init__(self, store: PipelineStore, lease: Lease, interval: float, *, final: bool = True,
+                 shown: dict[str, object] | None = None) -> None:
         self._store, self._lease, self._interval, self._final = store, lease, interval, final
-        self._last = 0.0
+        self._last = asyncio.get_running_loop().time() if shown is not None else 0.0  # the entry's write
         self._first_wait = True
+        self._shown = shown
         self.from_cache = 0  # of the last report
 
     async def __call__(self, done: int, total: int, from_cache: int, waiting: bool = False) -> None:
@@ -32,9 +36,12 @@ class EmbeddingProgress:
             return
         if not show_wait and done < total and now - self._last < self._interval:
             return
-        self._last, self._first_wait = now, self._first_wait and not waiting
         state = {"stage": "EMBEDDING", "done": done, "total": total, "from_cache": from_cache}
-        await self._store.report_progress(self._lease, state | ({"waiting": "embedder"} if waiting else {}))
+        state |= {"waiting": "embedder"} if waiting else {}
+        if state == self._shown:
+            return
+        self._last, self._first_wait, self._shown = now, self._first_wait and not waiting, state
+        await self._store.report_progress(self._lease, state)
 
 
 def parse_progress(store: PipelineStore, lease: Lease, interval: float) -> Callable[[int, int], Awaitable[None]]:

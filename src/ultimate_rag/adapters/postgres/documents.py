@@ -34,10 +34,11 @@ class DocumentRepository:
     async def create_with_job(
         self, *, document_id: UUID, knowledge_base_id: UUID, filename: str, mime_type: str,
         size_bytes: int, sha256: str, object_key: str, max_attempts: int,
-        source: dict[str, Any] | None = None,
+        source: dict[str, Any] | None = None, uploaded_by: str | None = None,
     ) -> Document:
-        """Document (PENDING) and its job (PENDING), the workers woken: one statement."""
-        row = await self._db.fetchone(_CREATE, {
+        """Document (PENDING) and its job (PENDING), the workers woken, and with ``uploaded_by`` (an
+        API key's prefix) the upload's audit entry: one statement."""
+        row = await self._db.fetchone(_CREATE, {"uploaded_by": uploaded_by,
             "id": document_id, "kb": knowledge_base_id, "filename": filename, "mime_type": mime_type,
             "size_bytes": size_bytes, "sha256": sha256, "object_key": object_key,
             "source": Jsonb(source or {"kind": "upload"}), "job_id": uuid4(), "max_attempts": max_attempts,

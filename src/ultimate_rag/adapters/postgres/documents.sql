@@ -7,6 +7,8 @@
 -- the workers woken (delivered at commit), in one statement. The knowledge base is held FOR SHARE
 -- meanwhile (a knowledge-base delete waits for this to commit) and nothing is written while it is
 -- being deleted. No row: no such knowledge base; a row without a document: it is being deleted.
+-- With %(uploaded_by)s (an API key's prefix), the upload's audit entry is written in the same
+-- statement: an upload and its audit entry commit together or not at all.
 WITH kb AS MATERIALIZED (
     SELECT id, deleting FROM knowledge_bases WHERE id = %(kb)s FOR SHARE
 ), d AS (
@@ -22,6 +24,11 @@ WITH kb AS MATERIALIZED (
     RETURNING *
 ), woken AS (
     SELECT pg_notify(%(channel)s, '') FROM j
+), audited AS (
+    INSERT INTO audit_log (key_prefix, action, knowledge_base_id, document_id, detail)
+    SELECT %(uploaded_by)s, 'document.upload', d.knowledge_base_id, d.id,
+           jsonb_build_object('filename', d.filename, 'size_bytes', d.size_bytes::text, 'sha256', d.sha256)
+    FROM d WHERE %(uploaded_by)s::text IS NOT NULL
 )
 SELECT kb.deleting, (SELECT count(*) FROM woken) AS woken, {columns}
 FROM kb LEFT JOIN d ON true LEFT JOIN j ON j.document_id = d.id;

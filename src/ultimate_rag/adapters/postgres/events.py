@@ -2,7 +2,13 @@
 received on ONE dedicated LISTEN connection per API process and fanned out to subscribers by
 knowledge base. The connection is opened when the first subscriber arrives and closed when the
 last one leaves. When it cannot be opened (a pooler in transaction mode, a lost server) subscribers
-are told so and the page falls back to polling the document list."""
+are told so and the page falls back to polling the document list.
+
+The trigger notifies only while a hub is registered (migration 0018: a NOTIFY serialises commits
+server-wide): the hub registers after its LISTEN, waits for the writers that may have missed the
+registration to commit, and only then is a subscription ready; it refreshes the registration while
+it listens (it expires ``REGISTRATION_SECONDS`` after the last refresh, so a hub that died stops
+counting) and removes it when it stops."""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 from psycopg import sql
@@ -25,6 +31,9 @@ log = logging.getLogger(__name__)
 CHANNEL = "ultimate_rag_documents"
 Q = load_queries("events.sql")
 QUEUE_SIZE = 1000  # events a slow subscriber may fall behind before it is told to resync
+REGISTRATION_SECONDS = 60.0  # a registration not refreshed for this long no longer counts
+REFRESH_SECONDS = 20.0
+APPLICATION_NAME = "ultimate-rag document events"  # the hub's connection, as pg_stat_activity shows it
 
 
 class EventsUnavailable(Exception):
@@ -53,6 +62,7 @@ class DocumentEventHub:
         self._task: asyncio.Task[None] | None = None
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
+        self._registration = uuid4()  # this hub's row in document_event_listeners
 
     @property
     def subscriber_count(self) -> int:
@@ -79,9 +89,11 @@ class DocumentEventHub:
 
     async def _start(self) -> None:
         try:
-            conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True,
+            conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True, application_name=APPLICATION_NAME,
                                                          connect_timeout=max(1, int(self._connect_timeout)))
             await conn.execute(sql.SQL(Q["listen"]).format(channel=sql.Identifier(CHANNEL)))
+            await self._register(conn)
+            await conn.execute(Q["writers_settled"])
         except (psycopg.Error, OSError) as exc:
             log.warning("document events unavailable, clients will poll: %s", exc)
             raise EventsUnavailable(str(exc)) from exc
@@ -97,7 +109,12 @@ class DocumentEventHub:
                 await task
         if conn is not None:
             with contextlib.suppress(Exception):
+                await conn.execute(Q["unregister"], {"id": self._registration})
+            with contextlib.suppress(Exception):
                 await conn.close()
+
+    async def _register(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(Q["register"], {"id": self._registration, "ttl": REGISTRATION_SECONDS})
 
     async def close(self) -> None:
         async with self._lock:
@@ -105,8 +122,10 @@ class DocumentEventHub:
 
     async def _listen(self, conn: psycopg.AsyncConnection[Any]) -> None:
         try:
-            async for note in conn.notifies():
-                self._dispatch(note.payload)
+            while True:
+                async for note in conn.notifies(timeout=REFRESH_SECONDS):
+                    self._dispatch(note.payload)
+                await self._register(conn)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # connection lost: every subscriber resyncs and reconnects

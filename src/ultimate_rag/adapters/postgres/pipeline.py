@@ -17,7 +17,6 @@ from ...domain.models import (
     Chunk,
     DocumentAsset,
     IndexState,
-    KnowledgeBaseSettings,
     Lease,
     OlderTwin,
     PipelineDocument,
@@ -25,7 +24,7 @@ from ...domain.models import (
     ReadyOutcome,
 )
 from ...domain.status import DocumentStatus, check_transition, sources_of
-from . import dedup, deletion
+from . import dedup, deletion, rows
 from .batching import GroupedCalls
 from .database import Connection, SharedTransaction
 from .documents import published_chunk_ids
@@ -58,7 +57,7 @@ class PipelineRepository:
 
     async def load_document(self, document_id: UUID) -> PipelineDocument | None:
         row = await self._queue.db.fetchone(Q["load_document"], {"document_id": document_id})
-        return None if row is None else _document(row)
+        return None if row is None else rows.pipeline_document(row)
 
     # -- one fenced statement each ------------------------------------------------------------
     async def enter_stage(self, lease: Lease, status: DocumentStatus, progress: dict[str, Any] | None = None) -> None:
@@ -128,7 +127,8 @@ class PipelineRepository:
                 "chunks": Jsonb([_chunk_row(c) for c in commit.chunks])})).fetchone()
             assert published is not None  # one row, always
             await finish(SharedTransaction(self._queue.db.url, conn), index_state(published))
-            return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}))
+            return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}),
+                                published["previous_revision"])
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 
     async def _outdate_twin(self, conn: Connection, twin: OlderTwin, *, newer: UUID) -> None:
@@ -182,16 +182,6 @@ def _chunk_row(chunk: Chunk) -> dict[str, Any]:
             "knowledge_base_id": str(chunk.knowledge_base_id), "ordinal": chunk.ordinal, "content": chunk.content,
             "token_count": chunk.token_count, "heading_path": list(chunk.heading_path),
             "locator": chunk.locator.to_metadata(), "metadata": chunk.metadata}
-
-
-def _document(row: dict[str, Any]) -> PipelineDocument:
-    return PipelineDocument(
-        id=row["id"], knowledge_base_id=row["knowledge_base_id"], filename=row["filename"],
-        mime_type=row["mime_type"], object_key=row["object_key"], sha256=row["sha256"],
-        status=DocumentStatus(row["status"]), content_revision=row["content_revision"], created_at=row["created_at"],
-        source=row["source"] or {}, dedup_exempt=tuple(row["dedup_exempt"] or ()),
-        kb_settings=KnowledgeBaseSettings.from_dict(row["kb_settings"]), kb_deleting=bool(row["kb_deleting"]),
-        migration_target=row["migration_target"] or None, migration_id=row["migration_id"])
 
 
 async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset],

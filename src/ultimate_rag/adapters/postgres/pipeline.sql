@@ -3,14 +3,9 @@
 -- name: each query starts with a "-- name --" header line.
 
 -- load_document --
--- What a job reads of its document when it starts (domain.models.PipelineDocument), with its knowledge
--- base's index state (settings, running migration: the index plan, in the same read).
-SELECT d.id, d.knowledge_base_id, d.filename, d.mime_type, d.object_key, d.sha256, d.status, d.content_revision,
-       d.created_at, d.source, d.dedup_exempt, s.settings AS kb_settings, kb.deleting AS kb_deleting,
-       s.migration_target, s.migration_id
-FROM documents d JOIN knowledge_bases kb ON kb.id = d.knowledge_base_id
-JOIN knowledge_base_index_state s ON s.knowledge_base_id = d.knowledge_base_id
-WHERE d.id = %(document_id)s;
+-- What a job reads of its document when it starts (the pipeline_documents view: with its knowledge
+-- base's index state, the index plan in the same read); a claim returns it with the job already.
+SELECT * FROM pipeline_documents WHERE id = %(document_id)s;
 
 -- set_stage --
 -- (fragment of queue.sql's fenced_document_update) status before action, a stale error cleared; entering
@@ -61,7 +56,8 @@ RETURNING j.id;
 -- meets no conflict), every asset row but the revision's own goes (their object keys are
 -- returned), the document becomes READY (the commit flag, written with the facts it vouches for;
 -- its stage timestamps are returned) and the job SUCCEEDED. Returns the knowledge base's index state
--- too, which the caller checks before it commits.
+-- too, which the caller checks before it commits, and the revision published before (read from the
+-- statement's snapshot: NULL when search served nothing of the document).
 WITH old_chunks AS (
     DELETE FROM chunks WHERE document_id = %(document_id)s RETURNING 1
 ), new_chunks AS (
@@ -91,7 +87,7 @@ WITH old_chunks AS (
     RETURNING stage_timings
 )
 SELECT (SELECT stage_timings FROM ready) AS stage_timings, ARRAY(SELECT object_key FROM stale_assets) AS stale,
-       s.settings, s.migration_target, s.migration_id
+       d.published_revision AS previous_revision, s.settings, s.migration_target, s.migration_id
 FROM documents d JOIN knowledge_base_index_state s ON s.knowledge_base_id = d.knowledge_base_id
 WHERE d.id = %(document_id)s;
 

@@ -25,6 +25,7 @@ from ...domain import status as tables
 from ...domain.errors import LeaseLostError
 from ...domain.models import Lease
 from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition
+from . import rows
 from .database import Connection, Database
 from .documents import NOTIFY_CHANNEL, notify_workers
 from .sql import load_queries
@@ -86,9 +87,9 @@ class JobQueue:
             return []
         claimed = await self._db.fetchall(Q["claim"], self.claim_params(worker_id, limit, idle=idle))
         return [
-            Lease(job_id=r["id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
+            Lease(job_id=r["job_id"], document_id=r["document_id"], worker_id=worker_id, attempt=r["attempts"],
                   max_attempts=r["max_attempts"], operation=JobOperation(r["operation"]), force=r["force"],
-                  suspect=r["suspect"])
+                  suspect=r["suspect"], document=rows.pipeline_document(r) if r["id"] is not None else None)
             for r in claimed
         ]
 

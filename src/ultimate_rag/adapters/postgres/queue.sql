@@ -12,6 +12,7 @@
 --     and the job waits a backoff like a transient failure, document PENDING, keeping its place.
 -- Then up to %(limit)s due PENDING jobs are claimed in queue order (queued_at: a retry keeps the
 -- place it had) and their attempt is counted; or, by an idle worker (%(idle)s), one suspect alone.
+-- Each claimed job comes with its document as its run reads it first (pipeline_documents).
 -- The converged and the claimed jobs are disjoint (RUNNING vs PENDING in this statement's snapshot).
 -- Re-uploads whose lease expired (the API died, or its commit failed and could not be undone,
 -- between UPLOADING and queuing) are converged here too: the new bytes were never recorded (that
@@ -146,9 +147,11 @@ WITH expired AS (
     WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
     RETURNING j.id, j.document_id, j.attempts, j.max_attempts, j.operation, j.force, j.lost_streak > 0 AS suspect
 )
-SELECT c.*, (SELECT count(*) FROM converged_docs) AS converged,
-       (SELECT count(*) FROM restored_uploads) AS restored_uploads
-FROM claimed c;
+SELECT c.id AS job_id, c.document_id, c.attempts, c.max_attempts, c.operation, c.force, c.suspect,
+       (SELECT count(*) FROM converged_docs) AS converged,
+       (SELECT count(*) FROM restored_uploads) AS restored_uploads,
+       p.*  -- the job's document as its run reads it first (NULL when the document is gone)
+FROM claimed c LEFT JOIN pipeline_documents p ON p.id = c.document_id;
 
 -- fenced_document_update --
 -- Fencing in one statement: lock the job row only if it is still ours (RUNNING, locked_by = me,

@@ -10,6 +10,7 @@ from ...domain.models import (
     DocumentAsset,
     KnowledgeBase,
     KnowledgeBaseSettings,
+    PipelineDocument,
     SourceLocator,
 )
 from ...domain.status import DocumentStatus, JobStatus
@@ -39,6 +40,17 @@ def document(row: dict[str, Any]) -> Document:
         dedup=row.get("dedup") or {}, warnings=tuple(row.get("warnings") or ()),
         published_revision=row.get("published_revision"),
     )
+
+
+def pipeline_document(row: dict[str, Any]) -> PipelineDocument:
+    """A row of the ``pipeline_documents`` view (the claim's document columns, load_document)."""
+    return PipelineDocument(
+        id=row["id"], knowledge_base_id=row["knowledge_base_id"], filename=row["filename"],
+        mime_type=row["mime_type"], object_key=row["object_key"], sha256=row["sha256"],
+        status=DocumentStatus(row["status"]), content_revision=row["content_revision"], created_at=row["created_at"],
+        source=row["source"] or {}, dedup_exempt=tuple(row["dedup_exempt"] or ()),
+        kb_settings=KnowledgeBaseSettings.from_dict(row["kb_settings"]), kb_deleting=bool(row["kb_deleting"]),
+        migration_target=row["migration_target"] or None, migration_id=row["migration_id"])
 
 
 def chunk(row: dict[str, Any]) -> Chunk:

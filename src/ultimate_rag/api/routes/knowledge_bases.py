@@ -103,9 +103,9 @@ async def delete_knowledge_base(kb: ReadableKB, container: ContainerDep, _: Admi
 async def upload_document(kb: EditableKB, container: ContainerDep, audit: AuditDep, file: UploadedFile) -> DocumentOut:
     limit = container.ingestion.max_upload_bytes
     content = await file.read(limit + 1)  # bounded read: one byte over the limit is enough to know
-    doc = await container.ingestion.submit(kb.id, file.filename, file.content_type, content)
-    await audit.record("document.upload", knowledge_base_id=kb.id, document_id=doc.id, filename=doc.filename,
-                       size_bytes=doc.size_bytes, sha256=doc.sha256)
+    # the audit entry ("document.upload": filename, size, sha256) is written with the document
+    doc = await container.ingestion.submit(kb, file.filename, file.content_type, content,
+                                           uploaded_by=audit.who.key_prefix)
     return DocumentOut.of(doc)
 
 
