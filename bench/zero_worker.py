@@ -15,7 +15,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from ultimate_rag.bootstrap import build
+from ultimate_rag.bootstrap import build, freeze_startup_heap
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.worker import run_event_loop
@@ -28,6 +28,7 @@ async def main_async(args: argparse.Namespace) -> None:
                         sparse_enabled=False)
     container = build(settings, url=args.url, embedder=ZeroEmbedder(), pool_size=args.concurrency + 4)
     await container.open()
+    freeze_startup_heap()  # as ``ultimate-rag worker`` does
     worker = container.worker(WorkerConfig(concurrency=args.concurrency, heartbeat_seconds=10,
                                            poll_interval_seconds=0.2))
     stop = asyncio.Event()

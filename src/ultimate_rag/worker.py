@@ -21,7 +21,7 @@ import psycopg
 
 from .adapters.embedders.engined import EngineEmbedder
 from .adapters.embedders.precedence import give_model_precedence
-from .bootstrap import Container, build, database_url, run_migrations
+from .bootstrap import Container, build, database_url, freeze_startup_heap, run_migrations
 from .logs import setup_logging_from
 from .observability import WorkerMetrics
 from .services.worker import IngestionWorker, WorkerConfig
@@ -39,6 +39,7 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
     container = build(settings, url=url, pool_size=concurrency + 4)
     await container.open()
     model_first(container, settings)
+    freeze_startup_heap()
     worker = container.worker(WorkerConfig(
         concurrency=concurrency, heartbeat_seconds=settings.effective_heartbeat_seconds,
         poll_interval_seconds=settings.poll_interval_seconds, retry_delay_seconds=settings.retry_delay_seconds,

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
-from ..bootstrap import Container, build
+from ..bootstrap import Container, build, freeze_startup_heap
 from ..mcp_server.http import mount_mcp
 from ..settings import Settings
 from .errors import install_error_handlers
@@ -33,6 +33,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         built = build(settings, acquire_timeout=settings.api_db_pool_timeout_seconds)
         await built.open()
         app.state.container = built
+        freeze_startup_heap()
         try:
             yield
         finally:
