@@ -155,19 +155,19 @@ FROM claimed c LEFT JOIN pipeline_documents p ON p.id = c.document_id;
 
 -- fenced_document_update --
 -- Fencing in one statement: lock the job row only if it is still ours (RUNNING, locked_by = me,
--- attempts = my attempt; re-checked after any concurrent update), renew the lease, then update
--- the document if its current status may move to the new one. Job row first, document second:
--- the lock order used everywhere. The SET list is one of the set_* fragments of pipeline.sql.
+-- attempts = my attempt; re-checked after any concurrent update), then update the document if its
+-- current status may move to the new one. Job row first, document second: the lock order used
+-- everywhere. The SET list is one of the set_* fragments of pipeline.sql. The lease is the
+-- heartbeat's to renew: renewing it here too wrote a new version of the job row (and its index
+-- entries) for every stage: a quarter of this statement's server time.
 WITH owned AS (
     SELECT id FROM ingestion_jobs
     WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND attempts = %(attempt)s
     FOR UPDATE
-), renewed AS (
-    UPDATE ingestion_jobs j SET locked_at = now() FROM owned o WHERE j.id = o.id RETURNING j.id
 )
 UPDATE documents d
 SET {assignments}, updated_at = now()
-FROM renewed
+FROM owned
 WHERE d.id = %(document_id)s AND d.status = ANY(%(from_statuses)s)
 RETURNING d.id;
 
