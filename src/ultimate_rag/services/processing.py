@@ -183,8 +183,9 @@ class DocumentProcessor:
         garbage the janitor removes, never a gap. (Its snapshot was replaced by the new one's
         rename, the commit's last step.) ``vectors`` False: the document's first publication, by
         its job's first attempt, has no other vectors to remove (search served nothing of it, and
-        every failed attempt before this job removed its own; what a killed earlier job may have
-        left is not served and is the janitor's), so that statement is not sent."""
+        every failed attempt before this job removed its own; what a killed earlier job, or an
+        attempt handed back at shutdown under other chunk ids, may have left is not served and is
+        the janitor's), so that statement is not sent."""
         try:
             if not vectors:
                 pass
