@@ -187,11 +187,9 @@ class DocumentProcessor:
         attempt handed back at shutdown under other chunk ids, may have left is not served and is
         the janitor's), so that statement is not sent."""
         try:
-            if not vectors:
-                pass
-            elif generations and self._generations is not None:
+            if vectors and generations and self._generations is not None:
                 await self._generations.remove_superseded(doc.knowledge_base_id, doc.id, published, generations)
-            else:
+            elif vectors:
                 await self._vectors.delete_document_except(doc.id, published)
             for key in stale_assets:
                 await self._storage.delete(key)

@@ -11,19 +11,14 @@ from psycopg.types.json import Jsonb
 
 from ...domain.embedding_models import ItemStatus, MigrationLease, MigrationStatus
 from ...domain.errors import ConflictError, LeaseLostError
-from ...domain.models import IndexState, KnowledgeBaseSettings
+from ...domain.models import IndexState
+from . import rows
 from .database import Database
 from .sql import load_queries
 
 LEASE_EXHAUSTED = "worker lease expired and the maximum number of attempts was reached"
 
 Q = load_queries("embedding_migrations.sql")
-
-
-def index_state(row: dict[str, Any]) -> IndexState:
-    """A row of the ``knowledge_base_index_state`` view (migration 0016), wherever it was read."""
-    return IndexState(KnowledgeBaseSettings.from_dict(row["settings"]), row["migration_target"] or None,
-                      row["migration_id"])
 
 
 class EmbeddingMigrationRepository:
@@ -80,7 +75,7 @@ class EmbeddingMigrationRepository:
     async def index_state(self, kb_id: UUID) -> IndexState | None:
         """The knowledge base's settings and the target of its running migration, in one read."""
         row = await self._db.fetchone(Q["index_state"], {"kb": kb_id})
-        return None if row is None else index_state(row)
+        return None if row is None else rows.index_state(row)
 
     async def abort(self, kb_id: UUID) -> dict[str, Any] | None:
         async with self._db.transaction() as conn:

@@ -28,7 +28,6 @@ from . import dedup, deletion, rows
 from .batching import GroupedCalls
 from .database import Connection, SharedTransaction
 from .documents import published_chunk_ids
-from .embedding_migrations import index_state
 from .queue import JobQueue, fenced_document_update
 from .sql import load_queries
 
@@ -126,7 +125,7 @@ class PipelineRepository:
                 **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
                 "chunks": Jsonb([_chunk_row(c) for c in commit.chunks])})).fetchone()
             assert published is not None  # one row, always
-            await finish(SharedTransaction(self._queue.db.url, conn), index_state(published))
+            await finish(SharedTransaction(self._queue.db.url, conn), rows.index_state(published))
             return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}),
                                 published["previous_revision"])
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields

@@ -8,6 +8,7 @@ from ...domain.models import (
     Chunk,
     Document,
     DocumentAsset,
+    IndexState,
     KnowledgeBase,
     KnowledgeBaseSettings,
     PipelineDocument,
@@ -40,6 +41,12 @@ def document(row: dict[str, Any]) -> Document:
         dedup=row.get("dedup") or {}, warnings=tuple(row.get("warnings") or ()),
         published_revision=row.get("published_revision"),
     )
+
+
+def index_state(row: dict[str, Any]) -> IndexState:
+    """A row of the ``knowledge_base_index_state`` view (migration 0016), wherever it was read."""
+    return IndexState(KnowledgeBaseSettings.from_dict(row["settings"]), row["migration_target"] or None,
+                      row["migration_id"])
 
 
 def pipeline_document(row: dict[str, Any]) -> PipelineDocument:

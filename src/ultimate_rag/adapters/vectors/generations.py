@@ -115,12 +115,14 @@ class IndexGenerations(PlannedCandidateSearch):
         return store if isinstance(store, PgVectorStore) else HybridVectors(store, self._db)
 
     async def plan(self, kb_id: UUID) -> IndexPlan:
-        found = await self.read_plan(kb_id)
-        return found or IndexPlan(kb_id, Generation(self.default, 0))
+        return self._or_default(kb_id, await self.read_plan(kb_id))
 
     def plan_from(self, kb_id: UUID, state: IndexState) -> IndexPlan:
         """``plan`` from an index state read already (a job's document carries it: no read)."""
-        found = self._plan_of(kb_id, state)
+        return self._or_default(kb_id, self._plan_of(kb_id, state))
+
+    def _or_default(self, kb_id: UUID, found: IndexPlan | None) -> IndexPlan:
+        """No plan (no migrations configured): the default model's first generation."""
         return found or IndexPlan(kb_id, Generation(self.default, 0))
 
     # -- writes the pipeline makes -------------------------------------------------------------
