@@ -202,14 +202,14 @@ async def main_async(args: argparse.Namespace) -> None:
     API_PID.append(api.pid)
     workers: list[asyncio.subprocess.Process] = []
     try:
-        settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY, poll_interval_seconds=0.2,
+        settings = Settings(database_url=url, data_dir=data_dir, admin_key=ADMIN_KEY,  # the product's poll interval
                             sparse_enabled=sparse_on, worker_model_precedence=args.precedence)
         container = build(settings, url=url, embedder=ZeroEmbedder() if zero else None)
         await container.open()
         model_first(container, settings)  # as the worker process does
         workers.extend(await start_workers(url, data_dir, args.worker_processes, args.concurrency))
         worker = None if workers else container.worker(WorkerConfig(  # else the worker processes do the work
-            concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=0.2))
+            concurrency=args.concurrency, heartbeat_seconds=10, poll_interval_seconds=settings.poll_interval_seconds))
         base = f"http://127.0.0.1:{port}/api"
         h = {"Authorization": f"Bearer {ADMIN_KEY}"}
         async with httpx.AsyncClient(headers=h, timeout=60) as client:

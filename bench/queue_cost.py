@@ -16,6 +16,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -67,10 +68,17 @@ class StatementCounter:
         counter = self
 
         async def counted_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
-            counter.kind(args[0])
+            kind = counter.kind(args[0])
             counter.statements += 1
             counter.round_trips += 1
-            return await execute(self, *args, **kwargs)
+            backend = self.connection.pgconn.backend_pid
+            before = _on_cpu_ns(backend)
+            try:
+                return await execute(self, *args, **kwargs)
+            finally:
+                spent = _on_cpu_ns(backend) - before
+                counter.server_ns[kind] += spent
+                counter.samples.setdefault(kind, []).append(spent)
 
         async def counted_executemany(self: Any, query: Any, params_seq: Any, **kwargs: Any) -> Any:
             params_seq = list(params_seq)
@@ -87,11 +95,15 @@ class StatementCounter:
         conn.transaction = counted_transaction  # type: ignore[method-assign]
 
         self.kinds: Counter[str] = Counter()
+        self.server_ns: Counter[str] = Counter()  # the backend's CPU while the statement ran, by kind
+        self.samples: dict[str, list[int]] = {}
 
-    def kind(self, query: Any) -> None:
+    def kind(self, query: Any) -> str:
         text = query if isinstance(query, str) else str(getattr(query, "_obj", query))
         words = " ".join(line for line in text.splitlines() if not line.lstrip().startswith("--")).split()
-        self.kinds[" ".join(words[:4])[:48]] += 1
+        kind = " ".join(words[:4])[:48]
+        self.kinds[kind] += 1
+        return kind
 
     def snapshot(self) -> tuple[int, int, int]:
         return self.statements, self.round_trips, self.transactions
@@ -101,7 +113,7 @@ async def main_async(args: argparse.Namespace) -> None:
     docs = load_corpus().make_corpus(per_lang=args.per_lang)
     url, server, root = fresh_database()
     settings = Settings(database_url=url, data_dir=root / "data", admin_key="bench-admin-key",
-                        sparse_enabled=not args.no_sparse, poll_interval_seconds=0.2)
+                        sparse_enabled=not args.no_sparse)  # the product's poll interval
     container = build(settings, url=url, embedder=FreeVectors(make_embedder(settings)))
     await container.open()
     container.embedder.count_tokens("warm up")  # load the tokenizer before the clock starts
@@ -118,7 +130,7 @@ async def main_async(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     stop = asyncio.Event()
     worker = container.worker(WorkerConfig(concurrency=args.concurrency, heartbeat_seconds=3600,
-                                           poll_interval_seconds=0.2))
+                                           poll_interval_seconds=settings.poll_interval_seconds))
     run = asyncio.create_task(worker.run(stop))
     await asyncio.to_thread(_wait_all_ready, url, len(docs))
     wall = time.perf_counter() - started
@@ -129,6 +141,7 @@ async def main_async(args: argparse.Namespace) -> None:
     chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]  # type: ignore[index]
 
     kinds = counter.kinds.most_common(args.top)
+    server_ns, samples = dict(counter.server_ns), {k: list(v) for k, v in counter.samples.items()}
 
     # the lease path alone: what the queue itself writes for a document, without the data
     lease_docs = [await _queue_one(container, kb.id, i) for i in range(args.lease_docs)]
@@ -166,11 +179,22 @@ async def main_async(args: argparse.Namespace) -> None:
           f"2 progress reports, the READY commit without chunks): {lease_cost}")
     print(f"RESULT queue cost: reference, pgbench's two-statement job on the same server at 16 clients: "
           f"{limit:,.0f} jobs/s, {reference}")
-    print("statements by kind over the whole ingest (per document):")
+    print("statements by kind over the whole ingest (per document; the server's CPU for each, from its backend's "
+          "schedstat around the round trip: ms per document, µs per statement):")
     for kind, count in kinds:
-        print(f"  {count / n:6.2f}  {kind}")
+        spent = server_ns.get(kind, 0)
+        xs = sorted(samples.get(kind, [0]))
+        print(f"  {count / n:6.2f}  {spent / n / 1e6:6.3f} ms  {spent / count / 1e3:7.1f} µs  median {xs[len(xs) // 2] / 1e3:7.1f} p90 {xs[len(xs) * 9 // 10] / 1e3:7.1f} max {xs[-1] / 1e3:8.1f}  {kind}")
     await container.close()
     server.cleanup()  # type: ignore[attr-defined]
+
+
+def _on_cpu_ns(pid: int) -> int:
+    """Nanoseconds the process has run on a CPU (the scheduler's own account, not 10 ms ticks)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except OSError:
+        return 0
 
 
 def _wait_all_ready(url: str, expected: int) -> None:

@@ -24,13 +24,14 @@ from .ceiling import ZeroEmbedder
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    settings = Settings(database_url=args.url, data_dir=Path(args.data_dir), poll_interval_seconds=0.2,
-                        sparse_enabled=False)
+    # the product's poll interval: new jobs wake the worker through LISTEN; the side loops (connector
+    # syncs, embedding migrations) poll at it, and a shorter one would bill their idle polls to the pipeline
+    settings = Settings(database_url=args.url, data_dir=Path(args.data_dir), sparse_enabled=False)
     container = build(settings, url=args.url, embedder=ZeroEmbedder(), pool_size=args.concurrency + 4)
     await container.open()
     freeze_startup_heap()  # as ``ultimate-rag worker`` does
     worker = container.worker(WorkerConfig(concurrency=args.concurrency, heartbeat_seconds=10,
-                                           poll_interval_seconds=0.2))
+                                           poll_interval_seconds=settings.poll_interval_seconds))
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     print("ready", flush=True)

@@ -28,6 +28,7 @@ from ultimate_rag.domain.models import (
     PipelineDocument,
     ReadyCommit,
     ReadyOutcome,
+    StageEntry,
 )
 from ultimate_rag.domain.status import (
     ALLOWED_TRANSITIONS,
@@ -260,8 +261,12 @@ class MemoryPipeline:
 
 class RecordsUnique:
     """A dedup session's ``candidates``, as the real one: with ``record_if_none``, a document that
-    has no candidate gets its judgement recorded (``record_judgement`` with an empty verdict).
-    Sessions give ``_candidates`` and ``record_judgement``."""
+    has no candidate gets its judgement recorded (``record_judgement`` with an empty verdict), and
+    enters the stage it is handed (``_enter``). Sessions give ``_candidates``, ``record_judgement``
+    and ``_enter``."""
+
+    def _enter(self, document_id: UUID, entry: StageEntry) -> None:
+        raise NotImplementedError
 
     def _candidates(self, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                     exempt: list[UUID]) -> list[Candidate]:
@@ -274,11 +279,14 @@ class RecordsUnique:
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                          bands: list[tuple[int, int]] | None, exempt: list[UUID],
-                         hashvalues: list[int] | None = None, record_if_none: bool = False) -> list[Candidate]:
+                         hashvalues: list[int] | None = None, record_if_none: bool = False,
+                         enter: StageEntry | None = None) -> list[Candidate]:
         found = self._candidates(knowledge_base_id, document_id, text_hash, exempt)
         if record_if_none and not found:
             await self.record_judgement(knowledge_base_id=knowledge_base_id, document_id=document_id,
                                         text_hash=text_hash, hashvalues=hashvalues, bands=bands, verdict={})
+            if enter is not None:
+                self._enter(document_id, enter)
         return found
 
 
@@ -303,6 +311,12 @@ class MemoryDedupSession(RecordsUnique):
 
     async def record_content_hash(self, document_id: UUID, text_hash: str) -> None:
         self.world.rows[document_id].content_hash = text_hash
+
+    def _enter(self, document_id: UUID, entry: StageEntry) -> None:  # as PipelineStore.enter_stage
+        row = self.world.rows[document_id]
+        self.world.move(row, entry.status)
+        row.progress, row.error_message = dict(entry.progress), None
+        self.world.stages.append((entry.status, len(row.chunks)))
 
 
     async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:

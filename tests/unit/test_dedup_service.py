@@ -14,7 +14,15 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from ultimate_rag.domain.dedup import Candidate
-from ultimate_rag.domain.models import Block, KnowledgeBaseSettings, Lease, OlderTwin, ParsedDocument, PipelineDocument
+from ultimate_rag.domain.models import (
+    Block,
+    KnowledgeBaseSettings,
+    Lease,
+    OlderTwin,
+    ParsedDocument,
+    PipelineDocument,
+    StageEntry,
+)
 from ultimate_rag.domain.status import DocumentStatus
 from ultimate_rag.services.dedup import Deduplicator
 
@@ -58,6 +66,9 @@ class MemorySession(RecordsUnique):
 
     async def record_content_hash(self, document_id: UUID, text_hash: str) -> None:
         self.store.docs[document_id].content_hash = text_hash
+
+    def _enter(self, document_id: UUID, entry: StageEntry) -> None:
+        self.store.docs[document_id].status = entry.status
 
 
     async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
@@ -116,6 +127,29 @@ async def test_a_unique_document_records_its_signature_and_no_verdict() -> None:
     decision = await dedup.judge(lease(doc), row(doc, KnowledgeBaseSettings(dedup_mode="exact")), parsed(TEXT))
     assert decision.outdate is None and not decision.outdated_self
     assert doc.content_hash and doc.verdict == {} and store.kb_locks == 1 and vectors.deleted == []
+
+
+async def test_a_unique_document_enters_the_next_stage_with_its_verdict_and_a_twin_does_not() -> None:
+    """The pipeline hands the judging its EMBEDDING entry: a unique document enters it in the
+    verdict's write (``Decision.entered``); a twin, or a document that may not move there, does not
+    (the pipeline's own fenced entry runs, and says why when it is refused)."""
+    now = datetime.now(UTC)
+    entry = StageEntry(D.EMBEDDING, {"stage": "EMBEDDING", "done": 0, "total": 3})
+    unique = Doc(uuid4(), D.CHUNKING, now)
+    dedup, _, _ = setup(unique)
+    decision = await dedup.judge(lease(unique), row(unique), parsed(TEXT), entry)
+    assert decision.entered and unique.status == D.EMBEDDING and unique.verdict == {}
+
+    older, newer = Doc(uuid4(), D.READY, now - timedelta(hours=1)), Doc(uuid4(), D.CHUNKING, now)
+    dedup, _, _ = setup(older, newer)
+    await dedup.judge(lease(older), row(older), parsed(TEXT))  # its hash, first
+    decision = await dedup.judge(lease(newer), row(newer), parsed(TEXT), entry)
+    assert decision.outdate is not None and not decision.entered and newer.status == D.CHUNKING
+
+    stale = Doc(uuid4(), D.PENDING, now)  # a document the pipeline may not move to EMBEDDING from here
+    dedup, _, _ = setup(stale)
+    decision = await dedup.judge(lease(stale), row(stale), parsed(TEXT), entry)
+    assert not decision.entered and stale.status == D.PENDING and stale.verdict == {}
 
 
 async def test_the_newer_twin_outdates_the_older_at_its_ready_commit() -> None:

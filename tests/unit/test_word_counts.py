@@ -95,3 +95,45 @@ def test_the_local_embedder_counts_with_the_memo(model_count) -> None:
     assert embedder.count_tokens(PROSE) == model_count(PROSE)
     assert embedder.count_tokens(PROSE) == model_count(PROSE)
     assert isinstance(embedder._counter, WordMemoCount)
+
+
+def test_no_piece_crosses_a_cut_after_a_clause_mark() -> None:
+    """The cuts inside unspaced words (word_counts._SEGMENT_CUT): no piece holds a mark (as
+    normalized) followed by the first character of any character the cut may stand before."""
+    pieces, norm = _tokenizer_tables()
+
+    def normalized(ch: str) -> str:
+        return "".join(map(chr, norm.get(ord(ch), (ord(ch),))))
+
+    marks = {normalized(m) for m in "。，、；：！？,;:!?"}
+    assert all(len(m) == 1 and m != " " for m in marks)
+    follows = {m: {p[i + 1] for p in pieces for i in range(len(p) - 1) if p[i] == m} for m in marks}
+    before = [chr(c) for c in range(0x3000, 0xD7B0) if _cut_before(chr(c))]
+    assert len(before) > 30_000
+    for ch in before:
+        first = normalized(ch)[:1]
+        assert first and first != " ", repr(ch)
+        assert all(first not in f for f in follows.values()), repr(ch)
+    assert normalized(word_counts._MARK) in marks
+
+
+def _cut_before(ch: str) -> bool:
+    return len(word_counts._SEGMENT_CUT.split("。" + ch)) == 2
+
+
+UNSPACED = list("中文的我们时候了是在有一个人这上来为大和国不到说们年着就那要下以会可也你对生能而子过家"
+                "ひらがなカタカナーです。한국어문장입니다") + list("。，、；：！？,;:!?（）「」“”《》… 1234")
+
+
+def test_the_count_of_unspaced_text_cut_at_clause_marks_is_the_models_own(model_count) -> None:
+    counter = WordMemoCount(model_count)
+    rnd = random.Random(7)
+    texts = ["渡轮早上九点离开港口，船票在码头出售。", "，中", "中，", "。。中", "中。", "a。中", "。中 文",
+             "由于天气原因，他们决定认真讨论新的计划。据报道，该项目非常成功！为什么这么晚？"]
+    texts += ["".join(rnd.choice(UNSPACED) for _ in range(rnd.randint(1, 60))) for _ in range(4000)]
+    zh = PROSE.split("\n")[2]
+    texts += [zh[i:j] for i, j in (sorted(rnd.sample(range(len(zh)), 2)) for _ in range(300))]
+    for round_ in range(2):
+        mismatches = [(t, model_count(t), counter(t)) for t in texts if counter(t) != model_count(t)]
+        assert mismatches == [], (round_, mismatches[:5])
+    assert counter._after_cut and counter._after_cut_last

@@ -134,6 +134,7 @@ class Decision:
     outdated_self: bool = False
     outdate: OlderTwin | None = None
     verdict: dict[str, Any] | None = None  # the verdict recorded on this document (None: not judged)
+    entered: bool = False  # the stage entry handed to the judging was written with the verdict
 
 
 def judge(*, filename: str, text_hash: str, hashvalues: list[int] | None, candidates: list[Candidate],

@@ -132,6 +132,15 @@ class OlderTwin:
 
 
 @dataclass(frozen=True, slots=True)
+class StageEntry:
+    """A stage the document enters (status before action: committed before the stage's work),
+    with its first progress; handed to a write that can carry it (deduplication's verdict)."""
+
+    status: DocumentStatus
+    progress: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Lease:
     """What a worker proves on every write it makes for a job (fencing, SPEC §4)."""
 

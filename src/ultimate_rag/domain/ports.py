@@ -26,6 +26,7 @@ from .models import (
     PipelineDocument,
     ReadyCommit,
     ReadyOutcome,
+    StageEntry,
     VectorHit,
 )
 from .search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
@@ -247,9 +248,11 @@ class DedupSession(Protocol):
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                          bands: list[tuple[int, int]] | None, exempt: list[UUID],
-                         hashvalues: list[int] | None = None, record_if_none: bool = False) -> list[Candidate]:
+                         hashvalues: list[int] | None = None, record_if_none: bool = False,
+                         enter: StageEntry | None = None) -> list[Candidate]:
         """The documents it may duplicate; ``record_if_none``: when there is none, its judgement
-        (hash, ``hashvalues``, bands, an empty verdict) is recorded too, in the same write."""
+        (hash, ``hashvalues``, bands, an empty verdict) is recorded too, in the same write, and
+        the document enters ``enter`` with it (the caller checked that ``current`` may move there)."""
         ...
 
     async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,

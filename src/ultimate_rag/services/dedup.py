@@ -14,16 +14,16 @@ never judged a duplicate nor matched by another (an image-only PDF, a page that 
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..domain import dedup as rules
 from ..domain.dedup import Decision
 from ..domain.errors import LeaseLostError
-from ..domain.models import Lease, OlderTwin, ParsedDocument, PipelineDocument
+from ..domain.models import Lease, OlderTwin, ParsedDocument, PipelineDocument, StageEntry
 from ..domain.ports import DedupStore, VectorStore
-from ..domain.status import DocumentStatus, check_transition
+from ..domain.status import ALLOWED_TRANSITIONS, DocumentStatus, check_transition
+from ..offload import run_sized
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,12 @@ class Deduplicator:
         self._vectors = vectors
         self._min_chars = min_chars
 
-    async def judge(self, lease: Lease, document: PipelineDocument, parsed: ParsedDocument) -> Decision:
+    async def judge(self, lease: Lease, document: PipelineDocument, parsed: ParsedDocument,
+                    enter: StageEntry | None = None) -> Decision:
         """The verdict on ``document``, recorded on it; the older twin is outdated at once when it
-        is this document, else the decision names it for this document's READY commit."""
+        is this document, else the decision names it for this document's READY commit. ``enter``:
+        the stage the document goes on to when it stays; a unique document (the common case)
+        enters it with the verdict's own write (``Decision.entered``), one statement fewer."""
         settings = document.kb_settings
         mode = rules.DedupMode(settings.dedup_mode)
         if mode == rules.DedupMode.OFF:
@@ -71,14 +74,16 @@ class Deduplicator:
                     verdict={"skipped": f"too little text to compare ({content.amount} characters of its own, "
                                         f"the minimum is {self._min_chars})", "mode": mode.value})
             return Decision()
-        signature = await asyncio.to_thread(compute_signature, content, mode)
+        signature = await run_sized(len(content.text), compute_signature, content, mode)
         async with self._store.judging(lease, kb_id) as session:
+            if enter is not None and (session.current, enter.status) not in ALLOWED_TRANSITIONS:
+                enter = None  # the caller's own fenced entry says why
             found = await session.candidates(knowledge_base_id=kb_id, document_id=doc_id,
                                              text_hash=signature.text_hash, bands=signature.bands,
                                              exempt=list(document.dedup_exempt), hashvalues=signature.hashvalues,
-                                             record_if_none=True)
-            if not found:  # unique: its judgement was recorded with the lookup
-                return Decision()
+                                             record_if_none=True, enter=enter)
+            if not found:  # unique: its judgement was recorded with the lookup, and the stage entered
+                return Decision(entered=enter is not None)
             match = rules.judge(filename=document.filename, text_hash=signature.text_hash,
                                 hashvalues=signature.hashvalues, candidates=found, mode=mode,
                                 threshold=settings.near_duplicate_threshold)

@@ -5,7 +5,6 @@ its lease commits nothing; the READY commit gets its contents as data (``ReadyCo
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import mimetypes
 from collections.abc import Awaitable, Sequence
@@ -28,6 +27,7 @@ from ..domain.models import (
     ParsedDocument,
     PipelineDocument,
     ReadyCommit,
+    StageEntry,
     figure_text,
 )
 from ..domain.ports import (
@@ -42,6 +42,7 @@ from ..domain.ports import (
     VectorStore,
 )
 from ..domain.status import DocumentStatus as S
+from ..offload import run_sized
 from .dedup import Deduplicator
 from .embedding import EmbeddingService
 from .progress import EmbeddingProgress, parse_progress
@@ -119,8 +120,9 @@ class DocumentProcessor:
             await self._store.record_warnings(lease, warnings)
 
         await self._store.enter_stage(lease, S.CHUNKING)
-        chunks = await _deterministic(asyncio.to_thread(
-            self._chunker.split, parsed, document_id=doc.id, knowledge_base_id=kb_id,
+        chunks = await _deterministic(run_sized(
+            sum(len(block.text) for block in parsed.blocks), self._chunker.split, parsed, document_id=doc.id,
+            knowledge_base_id=kb_id,
             revision=doc.content_revision, chunk_size=kb_settings.chunk_size_tokens or self._chunk_size,
             overlap=kb_settings.chunk_overlap_tokens if kb_settings.chunk_size_tokens else self._overlap,
         ), "split the file into chunks")
@@ -131,13 +133,14 @@ class DocumentProcessor:
             "filename": doc.filename, "source_locator": c.locator.to_metadata()}) for c in chunks]
         chunks = _note_truncation(chunks, embedding.embedder)
         await self._write_snapshot(doc, parser, parsed, chunks)
-        decision = await self._dedup.judge(lease, doc, parsed) if self._dedup else None
-        if decision is not None and decision.outdated_self:
-            return None  # the older of two duplicates: OUTDATED, nothing embedded
-
         total = len(chunks)
         entered = {"stage": "EMBEDDING", "done": 0, "total": total, "from_cache": 0}
-        await self._store.enter_stage(lease, S.EMBEDDING, entered)
+        entry = StageEntry(S.EMBEDDING, entered)
+        decision = await self._dedup.judge(lease, doc, parsed, entry) if self._dedup else None
+        if decision is not None and decision.outdated_self:
+            return None  # the older of two duplicates: OUTDATED, nothing embedded
+        if decision is None or not decision.entered:  # else written with the verdict
+            await self._store.enter_stage(lease, S.EMBEDDING, entered)
         texts = [c.embedding_text for c in chunks]
         report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False,  # INDEXING follows
                                    shown=entered)

@@ -10,7 +10,8 @@ readable reason instead. The forkserver and its children never see a secret: the
 an allow-listed environment (``child_env``), not the worker's.
 
 Two kinds of parse run in a thread instead: parsers that are not built in (tests inject their
-own), and plain text up to ``INLINE_TEXT_MAX_BYTES``. Decoding text is linear in its size, runs no
+own), and plain text up to ``INLINE_TEXT_MAX_BYTES`` (up to ``offload.SMALL_WORK``: on the event
+loop itself). Decoding text is linear in its size, runs no
 native library, and that much of it needs a few MB: nothing a child's limits would catch, while a
 child costs ~10 ms of forking on a quiet machine and, niced below a busy model, hundreds of
 milliseconds of waiting on a loaded one.
@@ -31,6 +32,7 @@ from typing import Any, cast
 from ultimate_rag.domain.errors import InvalidDocumentError, UltimateRagError
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 from ultimate_rag.domain.ports import Parser
+from ultimate_rag.offload import SMALL_WORK
 
 from . import child_env, progress
 from .limits import ParseLimits
@@ -69,6 +71,8 @@ class ParseRunner:
                     on_progress: Callable[[int, int], Awaitable[None]] | None = None) -> ParsedDocument:
         """``on_progress(done, total)``: the parser's per-page progress (parsers call
         ``progress.report``), awaited one at a time and never after this returns."""
+        if self._runs_on_the_loop(parser, source):  # a few kilobytes of text: no pages to report
+            return check_parsed(parser.parse(source), self.limits)
         pump = _ProgressPump(on_progress)
         try:
             if not self.runs_isolated(parser, source):
@@ -80,6 +84,12 @@ class ParseRunner:
             return await self._isolated(parser.name, source, pump)  # the child ran check_parsed already
         finally:
             await pump.close()
+
+    @staticmethod
+    def _runs_on_the_loop(parser: Parser, source: DocumentSource) -> bool:
+        """A small plain-text file: decoding it costs less than a hop to a thread (offload.py)."""
+        return (parser.name in INLINE_PARSERS and type(parser).__module__.startswith(_BUILTIN_PREFIX)
+                and len(source.content) <= SMALL_WORK)
 
     def runs_isolated(self, parser: Parser, source: DocumentSource) -> bool:
         if not self.isolate or not type(parser).__module__.startswith(_BUILTIN_PREFIX):

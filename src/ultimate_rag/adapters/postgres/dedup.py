@@ -15,13 +15,17 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from ...domain.dedup import Candidate
-from ...domain.models import Lease
+from ...domain.models import Lease, StageEntry
 from ...domain.status import ALLOWED_TRANSITIONS, DEDUP_MATCHABLE, DocumentStatus, JobStatus, job_sources_of, names
 from .database import Connection
 from .queue import JobQueue
 from .sql import load_queries
 
 Q = load_queries("dedup.sql")
+# the lookup as it is, and carrying the document's next stage (set_stage: the pipeline's own entry)
+_CANDIDATES = Q["candidates"].replace("{enter}", "")
+_CANDIDATES_ENTERING = Q["candidates"].replace(
+    "{enter}", f",\n        {load_queries('pipeline.sql')['set_stage']}, updated_at = now()")
 
 
 def lock_name(knowledge_base_id: UUID) -> str:
@@ -33,14 +37,19 @@ def lock_name(knowledge_base_id: UUID) -> str:
 
 async def candidates(conn: Connection, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                      bands: list[tuple[int, int]] | None, exempt: list[UUID], hashvalues: list[int] | None = None,
-                     record_if_none: bool = False) -> list[Candidate]:
+                     record_if_none: bool = False, enter: StageEntry | None = None) -> list[Candidate]:
     """Documents with the same normalized text, and (near mode) those sharing an LSH band; with
     ``record_if_none``, when there is none the judgement is recorded in the same statement (as
-    ``record_judgement`` with an empty verdict)."""
-    rows = await (await conn.execute(Q["candidates"], {
+    ``record_judgement`` with an empty verdict), and the document enters ``enter`` with it."""
+    params = {
         "kb": knowledge_base_id, "doc": document_id, "hash": text_hash, "exempt": exempt or [],
         "band_idx": [b for b, _ in bands or []], "band_hash": [h for _, h in bands or []],
-        "matchable": names(DEDUP_MATCHABLE), "minhash": hashvalues, "record_if_none": record_if_none})).fetchall()
+        "matchable": names(DEDUP_MATCHABLE), "minhash": hashvalues, "record_if_none": record_if_none}
+    statement = _CANDIDATES
+    if enter is not None and record_if_none:
+        statement = _CANDIDATES_ENTERING
+        params |= {"status": enter.status.value, "progress": Jsonb(enter.progress)}
+    rows = await (await conn.execute(statement, params)).fetchall()
     return [Candidate(r["id"], r["filename"], r["content_hash"], list(r["minhash"]) if r["minhash"] else None,
                       r["created_at"], r["source"] or {}) for r in rows]
 
@@ -85,10 +94,11 @@ class _Session:
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                          bands: list[tuple[int, int]] | None, exempt: list[UUID],
-                         hashvalues: list[int] | None = None, record_if_none: bool = False) -> list[Candidate]:
+                         hashvalues: list[int] | None = None, record_if_none: bool = False,
+                         enter: StageEntry | None = None) -> list[Candidate]:
         return await candidates(self.conn, knowledge_base_id=knowledge_base_id, document_id=document_id,
                                 text_hash=text_hash, bands=bands, exempt=exempt, hashvalues=hashvalues,
-                                record_if_none=record_if_none)
+                                record_if_none=record_if_none, enter=enter)
 
     async def record_judgement(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str | None,
                                hashvalues: list[int] | None, bands: list[tuple[int, int]] | None,

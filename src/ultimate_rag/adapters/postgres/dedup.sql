@@ -8,7 +8,9 @@
 -- published revision search serves (a rebuild queued or failed) is matched too.
 -- When none is found and %(record_if_none)s, the judgement is recorded in the same statement
 -- (set_judgement's writes: hash, signature, an empty verdict, the bands replaced; the new bands are
--- inserted after the old ones went).
+-- inserted after the old ones went), and with it the document's next stage when the caller hands
+-- one (the placeholder after the verdict: nothing, or pipeline.sql's set_stage, composed by
+-- dedup.py), so the document is written once either way.
 WITH ids AS (
     SELECT id AS document_id FROM documents
     WHERE knowledge_base_id = %(kb)s AND content_hash = %(hash)s
@@ -36,8 +38,8 @@ WITH ids AS (
     WHERE EXISTS (SELECT 1 FROM unique_) AND (SELECT count(*) FROM old_bands) >= 0
     RETURNING 1
 ), recorded AS (
-    UPDATE documents SET content_hash = %(hash)s, minhash = %(minhash)s, dedup = '{}'::jsonb
-    WHERE id = %(doc)s AND EXISTS (SELECT 1 FROM unique_) AND (SELECT count(*) FROM new_bands) >= 0
+    UPDATE documents d SET content_hash = %(hash)s, minhash = %(minhash)s, dedup = '{}'::jsonb{enter}
+    WHERE d.id = %(doc)s AND EXISTS (SELECT 1 FROM unique_) AND (SELECT count(*) FROM new_bands) >= 0
 )
 SELECT * FROM found ORDER BY created_at, id;
 
