@@ -38,7 +38,7 @@ async def test_a_small_text_file_is_parsed_on_the_loop_and_a_large_one_in_a_thre
     seen: list[int] = []
     real = type(parser).parse
 
-    def spying(self, source):  # type: ignore[no-untyped-def]
+    def spying(self, source):
         seen.append(threading.get_ident())
         return real(self, source)
 
