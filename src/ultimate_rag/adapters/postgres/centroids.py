@@ -1,5 +1,6 @@
 """Per knowledge base, model and script language: the running sum and count of the chunks' dense
-and sparse vectors (``language_centroids``), for the language centring of search scores.
+and sparse vectors (``language_centroids``), for the language centring of search scores. The
+database adds each document's share (pgvector's ``+``), in one statement for all its languages.
 
 Written when a document is indexed (added, never subtracted: a deleted or re-indexed document
 leaves its share in, which shifts a mean only as much as that document is typical of its
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 import numpy as np
+from pgvector import Vector
 
 from ...domain.models import EmbeddedChunk
 from ...domain.search import script_language
@@ -32,32 +34,28 @@ class LanguageCentroids:
 
     async def add(self, knowledge_base_id: UUID, model: str, items: Sequence[EmbeddedChunk], *,
                   within: object = None) -> None:
-        """``within``: an open transaction on this database to write in (the READY commit's)."""
+        """``within``: an open transaction on this database to write in (the READY commit's). One
+        statement adds every language's share (the database sums the vectors)."""
         by_language: dict[str, list[EmbeddedChunk]] = {}
         for item in items:
             by_language.setdefault(script_language(item.chunk.content), []).append(item)
+        languages = sorted(by_language)
+        with_sparse = any(i.sparse for i in items)  # else the sparse sums stay as they are
+        counts = [len(by_language[language]) for language in languages]
+        dense = [Vector(_dense_sum(by_language[language])) for language in languages]
+        sparse = [_sparse_sum(by_language[language]) for language in languages] if with_sparse else []
+        low = [Vector(s[:_HALF]) for s in sparse] if with_sparse else None
+        high = [Vector(s[_HALF:]) for s in sparse] if with_sparse else None
         async with transaction_on(self._db, within) as conn:
-            for language, group in sorted(by_language.items()):
-                dense = np.sum([np.asarray(i.embedding, dtype=np.float32) for i in group], axis=0)
-                with_sparse = any(i.sparse for i in group)  # else the sparse sum stays as it is, unread
-                key = {"kb": knowledge_base_id, "model": model, "language": language}
-                row = await (await conn.execute(Q["lock_centroid"], key | {"with_sparse": with_sparse})).fetchone()
-                assert row is not None
-                old_dense = np.frombuffer(row["dense"], dtype=np.float32)
-                if old_dense.shape != dense.shape:  # a new row (empty), or another dimension: start over
-                    old_dense, row["n"] = np.zeros_like(dense), 0
-                sparse_sum = None
-                if with_sparse:
-                    sparse = np.zeros(SPARSE_DIMENSION, dtype=np.float32)
-                    for i in group:
-                        for index, weight in (i.sparse or {}).items():
-                            sparse[index] += weight
-                    old_sparse = np.frombuffer(row["sparse"], dtype=np.float32)
-                    if old_sparse.shape != sparse.shape:
-                        old_sparse = np.zeros_like(sparse)
-                    sparse_sum = (old_sparse + sparse).tobytes()
-                await conn.execute(Q["write_centroid"], key | {
-                    "n": row["n"] + len(group), "dense": (old_dense + dense).tobytes(), "sparse": sparse_sum})
+            added = {r["language"] for r in await (await conn.execute(Q["add_shares"], {
+                "kb": knowledge_base_id, "model": model, "languages": languages, "counts": counts, "dense": dense,
+                "sparse_low": low, "sparse_high": high})).fetchall()}
+            for i, language in enumerate(languages):
+                if language not in added:  # its sums had another dimension: it starts over
+                    await conn.execute(Q["reset_centroid"], {
+                        "kb": knowledge_base_id, "model": model, "language": language, "n": counts[i],
+                        "dense": dense[i], "sparse_low": low[i] if low else None,
+                        "sparse_high": high[i] if high else None})
 
     async def means(self, knowledge_base_id: UUID, model: str, *, min_chunks: int = 1) -> Centroids:
         """The mean vectors of each language with at least ``min_chunks`` chunks."""
@@ -67,9 +65,36 @@ class LanguageCentroids:
             return hit[1]
         rows = await self._db.fetchall(Q["centroids"], {"kb": knowledge_base_id, "model": model,
                                                         "min_chunks": max(1, min_chunks)})
-        means = {r["language"]: (np.frombuffer(r["dense"], dtype=np.float32) / r["n"],
-                                 np.frombuffer(r["sparse"], dtype=np.float32) / r["n"]) for r in rows}
+        means = {r["language"]: (_sum(r["dense"], r["dense_sum"]) / r["n"],
+                                 _sum(r["sparse"], r["sparse_low"], r["sparse_high"]) / r["n"]) for r in rows}
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = (time.monotonic(), means)
         return means
+
+
+_HALF = SPARSE_DIMENSION // 2  # the sparse sum's halves: sparse_low, sparse_high
+
+
+def _dense_sum(group: Sequence[EmbeddedChunk]) -> np.ndarray:
+    total: np.ndarray = np.asarray([i.embedding for i in group], dtype=np.float32).sum(axis=0)
+    return total
+
+
+def _sparse_sum(group: Sequence[EmbeddedChunk]) -> np.ndarray:
+    total = np.zeros(SPARSE_DIMENSION, dtype=np.float32)
+    for item in group:
+        for index, weight in (item.sparse or {}).items():
+            total[index] += weight
+    return total
+
+
+def _sum(legacy: bytes, *added: Vector | None) -> np.ndarray:
+    """A sum from its two parts: the float32 bytes written before migration 0019 (empty for a row
+    made since, ignored when of another width) and the vector(s) the database has added to since."""
+    parts = [v.to_numpy().astype(np.float32) for v in added if v is not None]
+    new = np.concatenate(parts) if len(parts) == len(added) else None
+    old = np.frombuffer(legacy, dtype=np.float32)
+    if new is None:
+        return old.copy()
+    return new + old if old.shape == new.shape else new

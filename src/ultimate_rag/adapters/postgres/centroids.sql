@@ -1,21 +1,37 @@
 -- Language centroids: per knowledge base, model and script language, the running sum and count of
--- the chunks' dense and sparse vectors (float32 bytes). Loaded by name ("-- name --" headers).
+-- the chunks' dense and sparse vectors. Loaded by name ("-- name --" headers). Sums added before
+-- migration 0019 are float32 bytes (dense, sparse); since, pgvector vectors the database adds to
+-- (dense_sum; the sparse sum in two halves, sparse_low and sparse_high).
 
--- lock_centroid --
--- The row to add to, locked; made empty when it is not there yet (no vectors: the caller starts from
--- zeros, and writes the sums in the same transaction). An upsert whose update changes nothing still
--- locks the row it meets and returns it, so one statement makes and locks it. The sparse sum
--- (64 KiB) is returned only %(with_sparse)s: chunks without sparse vectors leave it as it is.
-INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse)
-VALUES (%(kb)s, %(model)s, %(language)s, 0, '\x', '\x')
-ON CONFLICT (knowledge_base_id, model, language) DO UPDATE SET n = t.n
-RETURNING t.n, t.dense, CASE WHEN %(with_sparse)s THEN t.sparse END AS sparse;
+-- add_shares --
+-- A document's shares, one a language, added in one statement: the chunk count, the sum of the
+-- dense vectors, the sum of the sparse ones in two halves (NULL arrays when no chunk has one: the
+-- sparse sums stay as they are). A missing row is made. Rows are locked in language order, so two
+-- commits adding to the same languages never wait on each other in a circle. A row whose dense sum
+-- has another dimension (the same model name serving another width) is left alone and not
+-- returned: the caller starts it over (reset_centroid).
+INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse,
+                                     dense_sum, sparse_low, sparse_high)
+SELECT %(kb)s, %(model)s, s.language, s.n, '\x', '\x', s.dense, s.sparse_low, s.sparse_high
+FROM unnest(%(languages)s::text[], %(counts)s::bigint[], %(dense)b::vector[], %(sparse_low)b::vector[],
+            %(sparse_high)b::vector[]) AS s(language, n, dense, sparse_low, sparse_high)
+ORDER BY s.language
+ON CONFLICT (knowledge_base_id, model, language) DO UPDATE
+SET n = t.n + EXCLUDED.n,
+    dense_sum = coalesce(t.dense_sum + EXCLUDED.dense_sum, t.dense_sum, EXCLUDED.dense_sum),
+    sparse_low = coalesce(t.sparse_low + EXCLUDED.sparse_low, t.sparse_low, EXCLUDED.sparse_low),
+    sparse_high = coalesce(t.sparse_high + EXCLUDED.sparse_high, t.sparse_high, EXCLUDED.sparse_high)
+WHERE CASE WHEN t.dense_sum IS NULL THEN octet_length(t.dense) IN (0, 4 * vector_dims(EXCLUDED.dense_sum))
+           ELSE vector_dims(t.dense_sum) = vector_dims(EXCLUDED.dense_sum) END
+RETURNING t.language;
 
--- write_centroid --
--- %(sparse)s NULL: the sparse sum stays as it is.
-UPDATE language_centroids SET n = %(n)s, dense = %(dense)s, sparse = COALESCE(%(sparse)s, sparse)
+-- reset_centroid --
+-- A language row that starts over from one share (its dense sums had another dimension).
+UPDATE language_centroids
+SET n = %(n)s, dense = '\x', sparse = '\x', dense_sum = %(dense)b, sparse_low = %(sparse_low)b,
+    sparse_high = %(sparse_high)b
 WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND language = %(language)s;
 
 -- centroids --
-SELECT language, n, dense, sparse FROM language_centroids
+SELECT language, n, dense, sparse, dense_sum, sparse_low, sparse_high FROM language_centroids
 WHERE knowledge_base_id = %(kb)s AND model = %(model)s AND n >= %(min_chunks)s;

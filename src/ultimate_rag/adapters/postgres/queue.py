@@ -60,8 +60,9 @@ POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row 
 def queue_database(url: str, *, max_size: int, min_size: int = 1,
                    idle_transaction_timeout: float | None = None) -> Database:
     """The queue's own pool: its statements never change, so they are planned once (generic
-    plans)."""
-    return Database(url, min_size=min_size, max_size=max_size, register_vector=False, generic_plans=True,
+    plans). Fenced transactions run on it, the READY commit's too, whose language-centroid shares
+    are pgvector vectors: the vector types are registered, as on the main pool."""
+    return Database(url, min_size=min_size, max_size=max_size, generic_plans=True,
                     idle_transaction_timeout=idle_transaction_timeout)
 
 
