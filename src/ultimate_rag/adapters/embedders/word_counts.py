@@ -79,7 +79,7 @@ class WordMemoCount:
             return 0
         segments = _SEGMENT_CUT.split(word)
         if len(segments) > 1:
-            share = self._segments(segments, self._after_cut, inner=True)
+            share = self._segments(segments, inner=True)
         else:
             share = self._count(f"a {word} a") - self._two
         _keep(self._inner, word, share)
@@ -88,22 +88,21 @@ class WordMemoCount:
     def _last_share(self, word: str) -> int:
         segments = _SEGMENT_CUT.split(word)
         if len(segments) > 1:
-            share = self._segments(segments, self._after_cut_last, inner=False)
+            share = self._segments(segments, inner=False)
         else:
             share = self._count(f"a {word}") - self._one
         _keep(self._last, word, share)
         return share
 
-    def _segments(self, segments: list[str], last_memo: dict[str, int], *, inner: bool) -> int:
+    def _segments(self, segments: list[str], *, inner: bool) -> int:
         """A word's share from its segments: the first as a word, the others after a cut (the
         last of them ends the text when ``inner`` is False)."""
         first = segments[0]
         share = self._inner.get(first)
         total = self._share(first) if share is None else share
-        after_cut = self._after_cut
         for i, segment in enumerate(segments[1:], start=2):
             ends_text = not inner and i == len(segments)
-            memo = last_memo if ends_text else after_cut
+            memo = self._after_cut_last if ends_text else self._after_cut
             share = memo.get(segment)
             if share is None:
                 if ends_text:
