@@ -259,6 +259,15 @@ async def test_centroid_sums_from_before_the_database_added_them_still_count(con
     assert np.isclose(sparse[16000], 4 / 6) and np.isclose(sparse[1], 1 / 6) and np.isclose(sparse.sum(), 1.0)
     dense, sparse = means["zh"]
     assert np.allclose(dense, [0.5, 0.0, 0.0, 0.5]) and np.isclose(sparse[9000], 0.5) and np.isclose(sparse[3], 0.5)
+    from ultimate_rag.adapters.postgres.database import Database
+
+    unregistered = Database(container.db.url, min_size=1, max_size=1, register_vector=False)
+    await unregistered.open()  # a connection opened before the vector type existed reads them as text
+    try:
+        again = await LanguageCentroids(unregistered, ttl=0).means(kb, "m")
+    finally:
+        await unregistered.close()
+    assert all(np.allclose(again[k][0], means[k][0]) and np.allclose(again[k][1], means[k][1]) for k in means)
 
 
 async def test_a_centroid_of_another_width_starts_over_and_shares_without_sparse_leave_its_sum(container) -> None:

@@ -89,10 +89,12 @@ def _sparse_sum(group: Sequence[EmbeddedChunk]) -> np.ndarray:
     return total
 
 
-def _sum(legacy: bytes, *added: Vector | None) -> np.ndarray:
+def _sum(legacy: bytes, *added: Vector | str | None) -> np.ndarray:
     """A sum from its two parts: the float32 bytes written before migration 0019 (empty for a row
-    made since, ignored when of another width) and the vector(s) the database has added to since."""
-    parts = [v.to_numpy().astype(np.float32) for v in added if v is not None]
+    made since, ignored when of another width) and the vector(s) the database has added to since
+    (text on a connection opened before the vector type existed, which has no loader for it)."""
+    parts = [(Vector.from_text(v) if isinstance(v, str) else v).to_numpy().astype(np.float32)
+             for v in added if v is not None]
     new = np.concatenate(parts) if len(parts) == len(added) else None
     old = np.frombuffer(legacy, dtype=np.float32)
     if new is None:
