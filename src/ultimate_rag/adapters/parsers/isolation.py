@@ -88,13 +88,12 @@ class ParseRunner:
     @staticmethod
     def _runs_on_the_loop(parser: Parser, source: DocumentSource) -> bool:
         """A small plain-text file: decoding it costs less than a hop to a thread (offload.py)."""
-        return (parser.name in INLINE_PARSERS and type(parser).__module__.startswith(_BUILTIN_PREFIX)
-                and len(source.content) <= SMALL_WORK)
+        return _inline_text(parser, source, SMALL_WORK)
 
     def runs_isolated(self, parser: Parser, source: DocumentSource) -> bool:
         if not self.isolate or not type(parser).__module__.startswith(_BUILTIN_PREFIX):
             return False
-        return not (parser.name in INLINE_PARSERS and len(source.content) <= INLINE_TEXT_MAX_BYTES)
+        return not _inline_text(parser, source, INLINE_TEXT_MAX_BYTES)
 
     async def _isolated(self, name: str, source: DocumentSource, pump: _ProgressPump) -> ParsedDocument:
         ctx = _mp_context()
@@ -161,6 +160,12 @@ class ParseRunner:
             what = f"signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
             raise InvalidDocumentError(f"the parser process crashed on this file ({what})")
         raise InvalidDocumentError("the parser process ended without a result")
+
+
+def _inline_text(parser: Parser, source: DocumentSource, limit: int) -> bool:
+    """A built-in parser that only decodes text, on a file of at most ``limit`` bytes."""
+    return (parser.name in INLINE_PARSERS and type(parser).__module__.startswith(_BUILTIN_PREFIX)
+            and len(source.content) <= limit)
 
 
 class _ProgressPump:

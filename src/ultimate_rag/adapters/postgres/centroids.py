@@ -43,9 +43,11 @@ class LanguageCentroids:
         with_sparse = any(i.sparse for i in items)  # else the sparse sums stay as they are
         counts = [len(by_language[language]) for language in languages]
         dense = [Vector(_dense_sum(by_language[language])) for language in languages]
-        sparse = [_sparse_sum(by_language[language]) for language in languages] if with_sparse else []
-        low = [Vector(s[:_HALF]) for s in sparse] if with_sparse else None
-        high = [Vector(s[_HALF:]) for s in sparse] if with_sparse else None
+        low: list[Vector] | None = None
+        high: list[Vector] | None = None
+        if with_sparse:
+            sparse = [_sparse_sum(by_language[language]) for language in languages]
+            low, high = [Vector(s[:_HALF]) for s in sparse], [Vector(s[_HALF:]) for s in sparse]
         async with transaction_on(self._db, within) as conn:
             added = {r["language"] for r in await (await conn.execute(Q["add_shares"], {
                 "kb": knowledge_base_id, "model": model, "languages": languages, "counts": counts, "dense": dense,
