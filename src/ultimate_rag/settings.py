@@ -118,6 +118,7 @@ class Settings(BaseSettings):
     parse_timeout_seconds: float = Field(default=300.0, gt=0)
     parse_memory_limit_mb: int = Field(default=2048, ge=0)  # address-space cap of a parse process; 0: none
     parse_max_pages: int = Field(default=5000, ge=1)
+    parse_max_ocr_pages: int = Field(default=500, ge=1)  # pages of one document read by OCR, checked first
     parse_max_image_pixels: int = Field(default=100_000_000, ge=1)  # one image; larger: downscaled
     parse_max_image_bytes: int = Field(default=32 * 1024 * 1024, ge=1)  # one image; larger: downscaled/left out
     parse_max_asset_bytes: int = Field(default=256 * 1024 * 1024, ge=1)  # all images of a document
