@@ -238,6 +238,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         embedding=embedding, vectors=indexes, generations=indexes, snapshots=snapshots, models=models,
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
         parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
+                                 page_allowance_seconds=settings.parse_page_seconds,
+                                 document_timeout_seconds=settings.parse_document_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
         vision=make_vision(settings), dedup=Deduplicator(PostgresDedupStore(queue), indexes, settings.dedup_min_chars),
         centroids=centroids,

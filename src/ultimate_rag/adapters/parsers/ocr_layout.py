@@ -27,7 +27,7 @@ from PIL import Image
 
 from ultimate_rag.domain.models import Block, ParsedAsset, SourceLocator, figure_text
 
-from . import layout
+from . import layout, progress
 from .assets import AssetGate
 from .layout import Box, Region
 from .ocr import Line, join_lines, recognize
@@ -60,6 +60,7 @@ def read_page(image: Image.Image, page: int, *, scale: float, asset_key: str | N
               use_layout: bool = True) -> OcrPage:
     """OCR, then layout, of an RGB page image; ``scale`` = image pixels per unit of the page's
     coordinates (boxes in the blocks are divided by it); ``asset_key`` = the page image's asset."""
+    progress.doing("OCR")  # a time limit met from here on names OCR and the page
     reading = recognize(image)
     out = OcrPage(unread=reading.unread, foreign_script=reading.foreign_script)
     lines = list(reading.lines)
