@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 OFF, AUTO, FORCE = "off", "auto", "force"
 MODES = (OFF, AUTO, FORCE)
 MIN_SCORE = 0.5  # recognised lines less certain than this are not read
+SURE_SCORE = 0.9  # on a page mostly in a script the model cannot read, lines less certain are misreadings
 READS = "Chinese, Japanese, English and other Latin-script languages"
 _engine: RapidOCR | None = None
 _engine_lock = threading.Lock()
@@ -124,7 +125,11 @@ def recognize(image: Image.Image) -> Reading:
         ys = [float(p[1]) for p in points]
         lines.append(Line(text, (min(xs), min(ys), max(xs), max(ys)), score))
     lines.sort(key=lambda line: (line.box[1], line.box[0]))
-    return Reading(tuple(lines), max(0, found - len(lines)))
+    reading = Reading(tuple(lines), max(0, found - len(lines)))
+    if reading.foreign_script:  # what was read among text that could not be: only what is sure
+        sure = tuple(line for line in lines if line.score >= SURE_SCORE)
+        reading = Reading(sure, found - len(sure))
+    return reading
 
 
 def foreign_script_warning(pages: str) -> str:

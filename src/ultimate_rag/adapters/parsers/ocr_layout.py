@@ -62,9 +62,17 @@ def read_page(image: Image.Image, page: int, *, scale: float, asset_key: str | N
     coordinates (boxes in the blocks are divided by it); ``asset_key`` = the page image's asset."""
     progress.doing("OCR")  # a time limit met from here on names OCR and the page
     reading = recognize(image)
-    out = OcrPage(unread=reading.unread, foreign_script=reading.foreign_script)
     lines = list(reading.lines)
     regions = layout.detect(image) if use_layout and len(lines) >= LAYOUT_MIN_LINES else []
+    out = structure(lines, regions, image, page, scale=scale, asset_key=asset_key)
+    out.unread, out.foreign_script = reading.unread, reading.foreign_script
+    return out
+
+
+def structure(lines: list[Line], regions: list[Region], image: Image.Image, page: int, *, scale: float,
+              asset_key: str | None) -> OcrPage:
+    """The blocks of a page from its OCR lines and layout regions (both in the image's pixels)."""
+    out = OcrPage()
     units = _units(lines, regions, image.height)
     body = statistics.median(line.height for line in lines) if lines else 1.0
     captions = _captions(units)
