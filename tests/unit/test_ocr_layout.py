@@ -43,7 +43,7 @@ def test_a_two_column_scan_is_read_column_by_column_with_its_title_and_without_f
         ("paragraph", 0, " ".join(RIGHT))]
     assert page.furniture == ["Harbour Gazette Spring issue", "7"]
     for block in page.blocks:
-        assert block.locator.page == 3 and block.asset_ids == ("page-3/scan",)
+        assert block.locator.page == 3 and block.asset_ids == ("page-3/scan",) and block.locator.bbox
         x0, y0, x1, y1 = block.locator.bbox
         assert 0 <= x0 < x1 <= 550 and 0 <= y0 < y1 <= 700  # in the page's units (2 pixels each)
 
