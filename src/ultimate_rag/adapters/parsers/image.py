@@ -32,7 +32,7 @@ _FORMATS = ("PNG", "JPEG", "TIFF", "WEBP")
 class ImageParser:
     extensions = (".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
     name = "image"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()

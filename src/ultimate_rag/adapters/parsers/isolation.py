@@ -3,7 +3,8 @@
 One parse = one short-lived process forked from a ``forkserver`` that has the parser libraries
 imported already (a fork costs milliseconds, not an interpreter start). The child caps its own
 address space (``RLIMIT_AS``) and CPU time (``RLIMIT_CPU``), parses, and sends the ParsedDocument
-back through a pipe. The parent waits off the event loop; past the time limit, or when the job is
+back through a pipe. The parent waits off the event loop; past a time limit (``parse_time.py``:
+the child's CPU time per page and per document, not wall-clock time), or when the job is
 cancelled, it kills the child. A child that runs out of memory, crashes (a segfault in a native
 library) or is killed leaves the worker and its other jobs untouched: the document fails with a
 readable reason instead. The forkserver and its children never see a secret: they run with

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import onnxruntime
 
 T = TypeVar("T")
-_MAX_THREADS = 4  # measured: more threads than cores only adds contention (bench/RESULTS.md)
+_MAX_THREADS = 4  # the sessions run one page (or a few crops) at a time: more threads gain little
 
 
 def inference_threads() -> int:

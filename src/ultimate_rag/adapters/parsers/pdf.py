@@ -38,7 +38,7 @@ CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그�
 class PdfParser:
     extensions = (".pdf",)
     name = "pdf"
-    version = "1.2.0"
+    version = "1.3.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
