@@ -101,3 +101,12 @@ def test_a_table_region_becomes_a_markdown_table_and_a_figure_a_crop_described_b
     assert crop.locator_key == "page-2/figure-1" and crop.mime_type == "image/jpeg" and crop.page == 2
     assert page.blocks[0].asset_ids == ("page-2/figure-1",)
     assert Image.open(io.BytesIO(crop.data)).size == (800, 300)
+
+
+def test_a_figure_that_fills_the_page_is_not_cropped_out_of_it() -> None:
+    """A photo uploaded as an image: the page image is the figure already; its text stays."""
+    lines = [line("EXIT", 400, 300, 600, 80)]
+    page = structure(lines, [Region("figure", (10, 10, 990, 1390), 0.9)], Image.new("RGB", (1000, 1400), "white"),
+                     1, scale=1.0, asset_key="page-1/image")
+    assert [(b.kind, b.text, b.asset_ids) for b in page.blocks] == [("paragraph", "EXIT", ("page-1/image",))]
+    assert page.assets == []

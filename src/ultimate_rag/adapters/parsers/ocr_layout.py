@@ -35,6 +35,7 @@ from .ocr import Line, join_lines, recognize
 LAYOUT_MIN_LINES = 3
 _PAGE_NUMBER = re.compile(r"^[\W_]*(page|p\.|seite|第)?\s*\d{1,4}\s*(页|of\s+\d+)?[\W_]*$", re.IGNORECASE)
 _EDGE = 0.12  # headers and footers sit in the top / bottom 12 % of the page
+_WHOLE_PAGE = 0.6  # a figure this large a share of the page is not cropped out of it
 
 
 @dataclass(slots=True)
@@ -85,7 +86,10 @@ def structure(lines: list[Line], regions: list[Region], image: Image.Image, page
             continue  # it describes its figure
         locator = SourceLocator(page=page, bbox=_scaled(unit.box, scale))
         pointer = (asset_key,) if asset_key else ()
-        if unit.kind == "figure":
+        if unit.kind == "figure" and _area(unit.box) >= _WHOLE_PAGE * image.width * image.height:
+            if unit.lines:  # a photo or a full-page figure: the page image shows it already
+                out.blocks.append(_paragraph(unit.lines, page, scale, pointer))
+        elif unit.kind == "figure":
             caption = next((c for c in units if id(c) == captions.get(id(unit))), None)
             out.assets.append(_crop(image, unit.box, page, len(out.assets) + 1, caption))
             out.blocks.append(Block(kind="figure", text=figure_text(out.assets[-1]), locator=locator,
@@ -98,8 +102,10 @@ def structure(lines: list[Line], regions: list[Region], image: Image.Image, page
                                     locator=locator, level=level, asset_ids=pointer))
         elif unit.kind == "table" and (table := _table(unit.lines)) is not None:
             out.blocks.append(Block(kind="table", text=table, locator=locator, asset_ids=pointer))
-        else:
-            out.blocks.extend(_paragraph(group, page, scale, pointer) for group in paragraphs(unit.lines))
+        else:  # a region the model drew over both columns is still read column by column
+            groups = paragraphs(unit.lines)
+            order = layout.reading_order([_bounds(group) for group in groups], image.width)
+            out.blocks.extend(_paragraph(groups[i], page, scale, pointer) for i in order)
     return out
 
 
@@ -113,7 +119,7 @@ def _units(lines: list[Line], regions: list[Region], height: int) -> list[_Unit]
         best: tuple[float, float, int] | None = None
         for index, unit in enumerate(units):
             share = _overlap(line.box, unit.box) / max(line.width * line.height, 1.0)
-            area = (unit.box[2] - unit.box[0]) * (unit.box[3] - unit.box[1])
+            area = _area(unit.box)
             if share >= 0.5 and (best is None or (share, -area) > best[:2]):
                 best = (share, -area, index)
         if best is None:
@@ -261,6 +267,10 @@ def _paragraph(lines: list[Line], page: int, scale: float, pointer: tuple[str, .
 def _bounds(lines: list[Line]) -> Box:
     return (min(li.box[0] for li in lines), min(li.box[1] for li in lines),
             max(li.box[2] for li in lines), max(li.box[3] for li in lines))
+
+
+def _area(box: Box) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
 
 
 def _overlap(a: Box, b: Box) -> float:
