@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from .adapters.parsers.isolation import ParseRunner
 from .adapters.parsers.registry import ParserRegistry, default_registry
 from .adapters.postgres.api_keys import ApiKeyRepository
 from .adapters.postgres.audit import AuditLog
+from .adapters.postgres.backfill import BackfillRepository
 from .adapters.postgres.centroids import LanguageCentroids
 from .adapters.postgres.connector_syncs import SyncQueue
 from .adapters.postgres.connectors import Connector, ConnectorRepository
@@ -47,9 +49,9 @@ from .adapters.postgres.queue import JobQueue, queue_database
 from .adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from .adapters.vectors.generations import IndexGenerations
 from .adapters.vectors.pgvector import PgVectorStore
-from .adapters.vectors.sparse_pg import HybridVectors
+from .adapters.vectors.sparse_pg import HybridVectors, PostgresSparseIndex
 from .domain.embedding_models import EmbeddingSpec
-from .domain.ports import ChatModel, Embedder, ObjectStorage, VectorStore
+from .domain.ports import ChatModel, Closable, Embedder, ObjectStorage, Pingable, StreamingEmbedder, VectorStore
 from .domain.search import Fusion
 from .observability import AnswerMetrics, SearchMetrics
 from .services.answering import AnswerConfig, AnswerService
@@ -107,7 +109,7 @@ class Container:
     pipeline: PipelineRepository  # the pipeline's fenced writes, on the queue's lease and pool
     storage: ObjectStorage
     snapshots: FilesystemChunkSnapshotStore
-    embedder: Embedder
+    embedder: StreamingEmbedder
     embedding: EmbeddingService
     vectors: VectorStore
     parsers: ParserRegistry
@@ -118,6 +120,7 @@ class Container:
     lifecycle: DocumentLifecycle
     knowledge_base_removal: KnowledgeBaseRemoval
     answers: AnswerService
+    search_metrics: SearchMetrics  # this process's search latency, served at /metrics
     janitor: Janitor
     events: DocumentEventHub  # live document changes: one LISTEN connection per process, opened on first use
     api_keys: ApiKeyRepository
@@ -152,20 +155,18 @@ class Container:
         closers = [self.vectors, self.embedder, self.answers.chat, self.indexes,
                    *(e for e in others if e is not self.embedder)]
         for client in closers:  # HTTP/gRPC clients of remote backends
-            aclose = getattr(client, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            if isinstance(client, Closable):
+                await client.aclose()
 
     async def readiness(self) -> dict[str, bool]:
         """Every configured backend answers: PostgreSQL, and the object storage, vector store and
         embedder when they are remote (those with a ``ping``). Checked concurrently, each bounded."""
-        checks: dict[str, Any] = {"database": self.db.ping}
+        checks: dict[str, Callable[[], Awaitable[bool]]] = {"database": self.db.ping}
         for name, component in (("storage", self.storage), ("vectors", self.vectors), ("embedder", self.embedder)):
-            ping = getattr(component, "ping", None)
-            if ping is not None:
-                checks[name] = ping
+            if isinstance(component, Pingable):
+                checks[name] = component.ping
 
-        async def run(check: Any) -> bool:
+        async def run(check: Callable[[], Awaitable[bool]]) -> bool:
             try:
                 return bool(await asyncio.wait_for(check(), timeout=5.0))
             except Exception:
@@ -198,15 +199,14 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     vector_table = vectors.table if isinstance(vectors, PgVectorStore) else None  # swept by the janitor
     if vector_table is None:  # Milvus, Qdrant: the sparse side stays in PostgreSQL
         vectors = HybridVectors(vectors, db)
-    sparse = make_sparse_encoder(settings, embedder)
     raw_embedder = embedder
-    embedder, sparse = make_engine(settings, embedder, sparse)
+    embedder, sparse = make_engine(settings, raw_embedder, make_sparse_encoder(settings, raw_embedder))
     centroids = LanguageCentroids(db) if settings.language_centering else None
     limits = parse_limits(settings)
     parsers = default_registry(limits)
     cache = EmbeddingCache(db)
 
-    def embedding_service(model: Embedder) -> EmbeddingService:
+    def embedding_service(model: StreamingEmbedder) -> EmbeddingService:
         return EmbeddingService(model, cache, batch_size=settings.embed_batch_size,
                                 rate_limit_max_wait=settings.rate_limit_max_wait_seconds, sparse=sparse)
 
@@ -215,7 +215,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                                                   max_attempts=settings.max_attempts)
     local_engine = embedder if isinstance(raw_embedder, LocalE5Embedder) else None
 
-    def kb_embedder(spec: EmbeddingSpec) -> Embedder:
+    def kb_embedder(spec: EmbeddingSpec) -> StreamingEmbedder:
         """Another knowledge base's model: the process's local engine when it is the local model
         (one copy of the weights, one engine), else a new embedder behind an engine of its own."""
         if spec.embedder == "local" and local_engine is not None:
@@ -226,16 +226,16 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         default=embedding, local=EmbeddingSpec("local", LocalE5Embedder.name, LocalE5Embedder.dimension),
         make_embedder=kb_embedder, make_service=embedding_service,
         openai_configured=bool(settings.embedding_base_url),
-        max_dimension=2000 if settings.vector_store == "pgvector" else 32768, migrations=migration_rows)
+        max_dimension=2000 if settings.vector_store == "pgvector" else 32768, states=migration_rows)
     indexes = IndexGenerations(db, lambda spec, g, kb: make_generation_store(settings, db, spec, g, kb),
                                models.read_plan, models.plan_of, models.default)
-    migrations = EmbeddingMigrations(db=db, repository=migration_rows, models=models, indexes=indexes,
+    migrations = EmbeddingMigrations(repository=migration_rows, models=models, indexes=indexes,
                                      retry_delay_seconds=settings.retry_delay_seconds,
                                      drop_grace_seconds=settings.embedding_migration_grace_seconds)
     pipeline = PipelineRepository(queue, indexes)
     processor = DocumentProcessor(
         store=pipeline, storage=storage, parsers=parsers, chunker=StructuredChunker(embedder.count_tokens),
-        embedding=embedding, vectors=indexes, generations=indexes, snapshots=snapshots, models=models,
+        models=models, indexes=indexes, snapshots=snapshots, migration_items=migration_rows,
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
         parse_runner=ParseRunner(limits, timeout_seconds=settings.parse_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
@@ -246,10 +246,11 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
         documents=documents, storage=storage, parsers=parsers, max_upload_bytes=settings.max_upload_bytes,
         max_filename_length=settings.max_filename_length, max_attempts=settings.max_attempts,
     )
-    search = SearchService(embedder=embedder, vectors=indexes, documents=documents, sparse=sparse, models=models,
+    search_metrics = SearchMetrics()
+    search = SearchService(vectors=indexes, models=models, documents=documents, sparse=sparse,
                            max_top_k=settings.max_search_top_k, max_query_chars=settings.max_query_chars,
                            fusion=Fusion(settings.search_fusion), dense_weight=settings.search_dense_weight,
-                           query_cache_size=settings.query_cache_size, metrics=SearchMetrics(), centroids=centroids)
+                           query_cache_size=settings.query_cache_size, metrics=search_metrics, centroids=centroids)
     kb_removal = KnowledgeBaseRemoval(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=indexes, snapshots=snapshots)
@@ -265,6 +266,7 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      pipeline=pipeline, storage=storage, snapshots=snapshots, embedder=embedder, embedding=embedding,
                      vectors=vectors, parsers=parsers, processor=processor, ingestion=ingestion, search=search,
                      deleter=deleter, lifecycle=lifecycle, knowledge_base_removal=kb_removal,
+                     search_metrics=search_metrics,
                      answers=make_answers(settings, search, chat),
                      janitor=Janitor(maintenance=MaintenanceRepository(db), storage=storage, snapshots=snapshots,
                                      vector_table=vector_table, grace_seconds=settings.orphan_grace_seconds,
@@ -274,7 +276,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
                      api_keys=ApiKeyRepository(db, last_used_interval_seconds=settings.key_last_used_interval_seconds),
                      audit=AuditLog(db), operations=OperationsQueries(db),
                      connectors=build_connectors(settings, db, storage, parsers),
-                     backfill=SparseBackfill(db, embedding, cache, centroids),
+                     backfill=SparseBackfill(chunks=BackfillRepository(db), sparse_index=PostgresSparseIndex(db),
+                                             embedding=embedding, cache=cache, centroids=centroids),
                      models=models, indexes=indexes, migrations=migrations)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 from uuid import UUID, uuid4
 
+from ultimate_rag.adapters.embedders.engined import apply_engine
 from ultimate_rag.domain.models import KnowledgeBaseSettings
+from ultimate_rag.domain.ports import Embedder
 
 
 async def new_kb(container, name: str | None = None) -> UUID:
@@ -38,3 +40,13 @@ async def job_row(container, document_id: UUID) -> dict:
     row = await container.db.fetchone("SELECT * FROM ingestion_jobs WHERE document_id = %s", (document_id,))
     assert row is not None
     return row
+
+
+def use_embedder(container, embedder: Embedder, *, batch_size: int | None = None) -> None:
+    """The knowledge bases' default model becomes ``embedder`` (a fault-injecting or slowed wrapper
+    of the real one), behind an embedding engine of its own, as the composition root puts every
+    embedder: the pipeline runs production's path. ``batch_size``: texts per call to it (default:
+    the settings' request batch). The container closes the engine with the others."""
+    size = batch_size or container.settings.embedding_request_batch_size
+    container.embedding.embedder, _ = apply_engine(embedder, None, threads=1, local_batch=size, remote_batch=size,
+                                                   max_in_flight=1, max_wait=0.0)

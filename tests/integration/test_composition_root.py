@@ -17,7 +17,10 @@ async def test_build_wires_everything_the_processes_use(container) -> None:
     # the pipeline's services get their ports from here: the lease, the repository, the index generations
     assert worker.queue is container.queue
     assert container.processor._store is container.pipeline and container.deleter._store is container.pipeline
-    assert container.processor._generations is container.indexes
+    # one vector path: every service that writes, deletes or searches vectors sees the generations router
+    indexes = container.indexes
+    assert container.processor._indexes is indexes and container.search._vectors is indexes
+    assert container.deleter._vectors is indexes and container.lifecycle._vectors is indexes
 
 
 async def test_routes_use_the_containers_events_hub(client, container, monkeypatch) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from ultimate_rag.services.worker import WorkerConfig
 
+from .helpers import use_embedder
 from .test_api import make_kb, upload
 from .test_pipeline_faults import FlakyEmbedder
 
@@ -37,7 +38,7 @@ async def doc(client: httpx.AsyncClient, doc_id: str) -> dict:
 
 async def test_identical_upload_outdates_the_older_and_reuses_embeddings(client, container, embedder) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
-    container.processor._embedding.embedder = spy
+    use_embedder(container, spy)
     kb = await make_kb(client)  # the default mode is exact
     first = (await upload(client, kb, "ferries.md", EN.encode())).json()["id"]
     await run(container)

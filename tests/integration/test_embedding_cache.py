@@ -15,7 +15,7 @@ from ultimate_rag.adapters.embedders.cache import EmbeddingCache
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 from ultimate_rag.domain.auth import Role
 
-from .helpers import new_kb
+from .helpers import new_kb, use_embedder
 from .test_api import make_kb, process_all, upload
 from .test_pipeline_faults import FlakyEmbedder
 
@@ -57,7 +57,7 @@ async def editor_upload(client: httpx.AsyncClient, key: str, kb: str, name: str,
 async def test_an_editor_of_another_knowledge_base_learns_nothing_from_the_cache(client, container, embedder) -> None:
     progress = record_progress(container)
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
-    container.processor._embedding.embedder = spy
+    use_embedder(container, spy)
     a, b = await make_kb(client, "vault"), await make_kb(client, "guesser")
     (await upload(client, a, "vault.txt", SECRET.encode())).raise_for_status()
     other = (await upload(client, a, "alarm.txt", OTHER_SECRET.encode())).json()["id"]

@@ -15,7 +15,7 @@ from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.services.failures import explain
 from ultimate_rag.testing.servers import free_port
 
-from .helpers import job_row, new_kb, queue_document
+from .helpers import job_row, new_kb, queue_document, use_embedder
 from .test_pipeline_faults import run_all, worker_for
 
 DB_MESSAGE = ('connection to server at "db.internal" (10.0.3.7), port 5432 failed: FATAL: '
@@ -32,23 +32,6 @@ class NulChunker:
     def split(self, parsed, **kwargs):
         chunks = self.real.split(parsed, **kwargs)
         return [replace(chunks[0], content=chunks[0].content + "\x00tail"), *chunks[1:]]
-
-
-class BrokenVectors:
-    """The real pgvector store, whose writes fail with the database driver's raw message (fault
-    injection: the connection error a lost database gives)."""
-
-    def __init__(self, real, error: Exception) -> None:
-        self.real, self.error = real, error
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-    async def upsert(self, *args, **kwargs) -> None:
-        raise self.error
-
-    async def write(self, *args, **kwargs) -> None:
-        raise self.error  # the index generations' write (each knowledge base's current generation)
 
 
 async def shown(client, doc) -> dict:
@@ -85,9 +68,11 @@ def test_deterministic_data_errors_are_permanent(error: Exception, expected: str
     assert expected in failure.reason
 
 
-async def test_a_database_error_reaches_readers_without_host_or_user(client, container) -> None:
-    broken = BrokenVectors(container.processor._vectors, psycopg.OperationalError(DB_MESSAGE))
-    container.processor._vectors = container.processor._generations = broken
+async def test_a_database_error_reaches_readers_without_host_or_user(client, container, monkeypatch) -> None:
+    async def broken(*_: object) -> None:  # the index generations' write fails as a lost database does
+        raise psycopg.OperationalError(DB_MESSAGE)
+
+    monkeypatch.setattr(container.indexes, "write", broken)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "text")
     await worker_for(container).run_until_idle(max_jobs=1)
@@ -102,10 +87,10 @@ async def test_a_database_error_reaches_readers_without_host_or_user(client, con
 
 async def test_an_unreachable_embedding_service_is_named_without_its_address(client, container) -> None:
     port = free_port()  # nothing listens there: a real connection refusal from the real HTTP embedder
-    real = container.processor._embedding.embedder
+    real = container.embedding.embedder
     http = OpenAICompatibleEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model=real.name,
                                     dimension=real.dimension, max_retries=0, connect_timeout=2)
-    container.processor._embedding.embedder = http
+    use_embedder(container, http)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "Some text for a service that is down.", max_attempts=1)
     try:

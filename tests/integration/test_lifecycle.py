@@ -13,6 +13,7 @@ from ultimate_rag.services.lifecycle import BulkReindexFilter
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
+from .helpers import use_embedder
 from .test_api import PNG, make_kb, upload
 
 
@@ -165,8 +166,7 @@ async def wait_status(container, doc: str, status: str, timeout: float = 60) -> 
 @pytest.mark.parametrize("operation", ["fail", "recover"])
 async def test_fail_or_recover_during_embedding_stops_the_worker_for_good(client, container, embedder,
                                                                           operation) -> None:
-    container.processor._embedding.embedder = SlowEmbedder(embedder, delay=0.3)
-    container.processor._embedding._batch_size = 1
+    use_embedder(container, SlowEmbedder(embedder, delay=0.3), batch_size=1)
     kb = await make_kb(client)
     text = "\n\n".join(f"## Part {i}\n\nThe ferry number {i} leaves the harbour at dawn." for i in range(12))
     doc = (await upload(client, kb, "ferries.md", text.encode())).json()["id"]
@@ -192,7 +192,7 @@ async def test_fail_or_recover_during_embedding_stops_the_worker_for_good(client
         assert await container.vectors.count_by_document(doc) == 0 and final["chunk_count"] == 0
     else:
         assert final["status"] == "PENDING" and final["attempts"] == 0
-        container.processor._embedding.embedder = embedder
+        use_embedder(container, embedder)
         await run_worker(container)
         assert (await state(container, doc))["status"] == "READY"
 

@@ -18,7 +18,7 @@ from ultimate_rag.domain.errors import TransientError
 from ultimate_rag.logs import log_context, make_handler
 from ultimate_rag.services.worker import WorkerConfig
 
-from .helpers import new_kb, queue_document
+from .helpers import new_kb, queue_document, use_embedder
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -85,7 +85,7 @@ async def test_worker_metrics_count_claims_outcomes_failure_classes_and_stage_du
     async def unavailable() -> None:
         raise TransientError("embedding service returned 503")
 
-    container.processor._embedding.embedder = ScriptedEmbedder(embedder, {1: unavailable})
+    use_embedder(container, ScriptedEmbedder(embedder, {1: unavailable}))
     worker = container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0))
     worker.metrics.watch_embedding(container.embedding)
     kb = await new_kb(container)
@@ -130,7 +130,7 @@ async def test_worker_metrics_count_a_lease_lost_to_an_operator(container, embed
     async def operator_cancels() -> None:
         await container.lifecycle.fail(doc)
 
-    container.processor._embedding.embedder = ScriptedEmbedder(embedder, {1: operator_cancels})
+    use_embedder(container, ScriptedEmbedder(embedder, {1: operator_cancels}))
     worker = container.worker(WorkerConfig(heartbeat_seconds=5))
     await worker.run_until_idle()
     assert (await container.documents.get(doc)).status == "FAILED"
@@ -159,7 +159,7 @@ async def test_json_logs_carry_the_job_ids_and_no_secrets(container, embedder) -
     async def unavailable() -> None:
         raise TransientError("embedding service returned 503")
 
-    container.processor._embedding.embedder = ScriptedEmbedder(embedder, {1: unavailable})
+    use_embedder(container, ScriptedEmbedder(embedder, {1: unavailable}))
     stream = io.StringIO()
     handler = make_handler("json", secrets=["sk-very-secret-key"], stream=stream)
     logger = logging.getLogger("ultimate_rag")

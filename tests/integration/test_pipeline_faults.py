@@ -10,7 +10,7 @@ from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
-from .helpers import job_row, new_kb, queue_document
+from .helpers import job_row, new_kb, queue_document, use_embedder
 
 
 class FlakyEmbedder:
@@ -56,7 +56,7 @@ async def run_all(container) -> None:
 
 async def test_transient_failure_is_retried_and_the_error_cleared_on_ready(container, embedder) -> None:
     flaky = FlakyEmbedder(embedder, failures=1, error=TransientError("embedding service returned 503"))
-    container.processor._embedding.embedder = flaky
+    use_embedder(container, flaky)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "A short note about the harbour ferry timetable.")
     worker = worker_for(container)
@@ -77,7 +77,7 @@ async def test_transient_failure_is_retried_and_the_error_cleared_on_ready(conta
 
 
 async def test_attempts_exhausted_fails_the_document(container, embedder) -> None:
-    container.processor._embedding.embedder = FlakyEmbedder(embedder, failures=99, error=ConnectionError("refused"))
+    use_embedder(container, FlakyEmbedder(embedder, failures=99, error=ConnectionError("refused")))
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "Some text that will never be embedded.")
     await run_all(container)
@@ -89,7 +89,7 @@ async def test_attempts_exhausted_fails_the_document(container, embedder) -> Non
 
 async def test_rate_limits_wait_without_burning_attempts(container, embedder) -> None:
     flaky = FlakyEmbedder(embedder, failures=3, error=RateLimitedError("429 Too Many Requests", retry_after=0.05))
-    container.processor._embedding.embedder = flaky
+    use_embedder(container, flaky)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "Rate limited but patient.")
     await worker_for(container).run_until_idle()
@@ -99,7 +99,7 @@ async def test_rate_limits_wait_without_burning_attempts(container, embedder) ->
 
 async def test_empty_document_fails_without_calling_the_embedder(container, embedder) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
-    container.processor._embedding.embedder = spy
+    use_embedder(container, spy)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "   \n\n \t \n")
     await worker_for(container).run_until_idle()
@@ -121,7 +121,7 @@ async def test_missing_source_object_is_a_permanent_failure(container) -> None:
 
 async def test_snapshot_failure_stops_before_embedding(container, embedder, settings) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
-    container.processor._embedding.embedder = spy
+    use_embedder(container, spy)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "snapshot me")
     blocker = settings.snapshots_dir / str(kb)
@@ -138,7 +138,7 @@ async def test_snapshot_failure_stops_before_embedding(container, embedder, sett
 
 async def test_reindex_of_unchanged_text_hits_the_embedding_cache(container, embedder) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
-    container.processor._embedding.embedder = spy
+    use_embedder(container, spy)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "\n\n".join(f"Paragraph {i} about trains." for i in range(20)))
     await worker_for(container).run_until_idle()
@@ -160,7 +160,7 @@ async def test_what_is_embedded_carries_the_heading_path(container, embedder, se
     import json
 
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
-    container.processor._embedding.embedder = spy
+    use_embedder(container, spy)
     kb = await new_kb(container)
     body = " ".join(f"Sentence {i} describes the night ferry timetable." for i in range(120))
     doc = await queue_document(container, kb, f"# Harbour guide\n\n## Night service\n\n{body}\n", filename="g.md")

@@ -203,13 +203,13 @@ async def test_a_crash_between_swap_and_cleanup_leaves_only_what_the_janitor_rem
     async def crashed(*_: Any) -> None:  # the process died right after the READY commit
         return None
 
-    container.processor._after_swap = crashed
+    container.processor._ready.after_swap = crashed
     try:
         r = await client.put(f"/api/documents/{doc}/content", files={"file": ("ferry.md", NEW, "text/markdown")})
         assert r.status_code == 202
         await run_worker(container)
     finally:
-        del container.processor._after_swap
+        del container.processor._ready.after_swap
     chunks = (await client.get(f"/api/documents/{doc}/chunks")).json()["items"]
     assert await container.vectors.count_by_document(UUID(doc)) > len(chunks)  # the old revision's are left
     for mode in MODES:  # the store proposes them, PostgreSQL serves the published revision only

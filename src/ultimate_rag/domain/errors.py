@@ -82,6 +82,11 @@ class RateLimitedError(TransientError):
         self.retry_after = retry_after
 
 
+class GenerationGone(Exception):
+    """The index generation a search planned to read was dropped meanwhile (its migration switched):
+    the search reads the plan again."""
+
+
 class AuthenticationError(UltimateRagError):
     """Missing or invalid API key."""
 

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from uuid import UUID
 
 import psycopg
 
@@ -26,8 +26,10 @@ from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
+from .backfill import SparseBackfill
 from .connectors.runner import SyncRunner, start_syncs, stop_syncs
 from .deletion import DocumentDeleter
+from .embedding_migration import EmbeddingMigrations
 from .failures import explain
 from .janitor import Janitor, SweepReport
 from .leases import LeasedRunner, Outcome
@@ -54,11 +56,11 @@ class IngestionWorker:
     def __init__(self, queue: JobLeasesPort, processor: DocumentProcessor, config: WorkerConfig,
                  worker_id: str | None = None, deleter: DocumentDeleter | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None, backfill: Any = None, migrations: Any = None,
-                 ) -> None:
+                 connector_runner: SyncRunner | None = None, backfill: SparseBackfill | None = None,
+                 migrations: EmbeddingMigrations | None = None) -> None:
         self.queue = queue
-        self.migrations = migrations  # EmbeddingMigrations: its items run one at a time beside the jobs
-        self.backfill = backfill  # SparseBackfill: run a batch whenever no job is due
+        self.migrations = migrations  # its items run one at a time beside the jobs
+        self.backfill = backfill  # a batch whenever no job is due
         self.processor = processor
         self.deleter = deleter
         self.config = config
@@ -66,7 +68,7 @@ class IngestionWorker:
         self.metrics = metrics or WorkerMetrics()
         self.janitor = janitor
         self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
-        self._timings: dict[Any, dict[str, str]] = {}  # job -> its finished run's stage timings (metrics)
+        self._timings: dict[UUID, dict[str, str]] = {}  # job -> its finished run's stage timings (metrics)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
         self.runner = LeasedRunner(_JobLeases(self), heartbeat_seconds=config.heartbeat_seconds,
                                     label=lambda lease: f"job {lease.job_id}",

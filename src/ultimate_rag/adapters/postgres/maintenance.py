@@ -8,12 +8,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import psycopg
 
+from ...domain.ports import ObjectOwner, Owners
 from ...domain.status import ACTIVE
 from .database import Connection, Database
 from .sql import load_queries
@@ -21,27 +21,9 @@ from .sql import load_queries
 Q = load_queries("maintenance.sql")
 
 
-@dataclass(frozen=True)
-class ObjectOwner:
-    """A document row as the sweeper sees it, share-locked for the length of the removal."""
-
-    id: UUID
-    object_key: str
-    status: str
-    job_status: str | None
-    asset_keys: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Owners:
-    """``locked``: documents we hold; ``busy``: documents that exist but are being changed right now.
-    An id in neither has no row at all."""
-
-    locked: dict[UUID, ObjectOwner]
-    busy: frozenset[UUID]
-
-
 class MaintenanceRepository:
+    """``ports.MaintenanceStore`` on PostgreSQL."""
+
     def __init__(self, db: Database) -> None:
         self._db = db
 

@@ -54,6 +54,5 @@ async def metrics(container: ContainerDep) -> Response:
     documents = await queries.document_metrics(stuck_after, container.settings.lease_seconds)
     registry.register(DatabaseGauges(documents, await queries.job_metrics(), stuck_after))
     registry.register(container.answer_metrics)  # this process's answer latency, tokens, provider errors
-    if container.search.metrics is not None:
-        registry.register(container.search.metrics)
+    registry.register(container.search_metrics)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
