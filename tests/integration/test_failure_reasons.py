@@ -41,16 +41,16 @@ async def shown(client, doc) -> dict:
 
 
 async def test_a_nul_character_fails_the_document_once_with_a_readable_reason(container) -> None:
-    container.processor._chunker = NulChunker(container.processor._chunker)
+    container.ingest.processor._chunker = NulChunker(container.ingest.processor._chunker)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "A sentence.\n\nAnother sentence about the harbour.")
     await worker_for(container).run_until_idle(max_jobs=1)  # one attempt, no retry scheduled
-    final = await container.documents.get(doc)
+    final = await container.ingest.documents.get(doc)
     assert final.status == D.FAILED and final.attempts == 1
     assert final.error_message == "the document contains data the database cannot store: a NUL character (0x00) in its text"
     job = await job_row(container, doc)
     assert job["status"] == "FAILED" and [h["error"] for h in job["error_history"]] == [final.error_message]
-    assert await container.vectors.count_by_document(doc) == 0
+    assert await container.embedding.default_index.count_by_document(doc) == 0
 
 
 @pytest.mark.parametrize(("error", "expected"), [
@@ -72,7 +72,7 @@ async def test_a_database_error_reaches_readers_without_host_or_user(client, con
     async def broken(*_: object) -> None:  # the index generations' write fails as a lost database does
         raise psycopg.OperationalError(DB_MESSAGE)
 
-    monkeypatch.setattr(container.indexes, "write", broken)
+    monkeypatch.setattr(container.embedding.indexes, "write", broken)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "text")
     await worker_for(container).run_until_idle(max_jobs=1)
@@ -87,7 +87,7 @@ async def test_a_database_error_reaches_readers_without_host_or_user(client, con
 
 async def test_an_unreachable_embedding_service_is_named_without_its_address(client, container) -> None:
     port = free_port()  # nothing listens there: a real connection refusal from the real HTTP embedder
-    real = container.embedding.embedder
+    real = container.embedding.service.embedder
     http = OpenAICompatibleEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model=real.name,
                                     dimension=real.dimension, max_retries=0, connect_timeout=2)
     use_embedder(container, http)

@@ -46,7 +46,7 @@ async def test_delete_a_knowledge_base_mid_pipeline_leaves_nothing(client, conta
     for doc in [ready, busy, *queued]:
         assert (await client.get(f"/api/documents/{doc}")).status_code == 404
     for table in ("documents", "chunks", "document_assets", "chunk_vectors_384"):
-        row = await container.db.fetchone(f"SELECT count(*) AS n FROM {table} WHERE knowledge_base_id = %s", (kb,))
+        row = await container.infra.db.fetchone(f"SELECT count(*) AS n FROM {table} WHERE knowledge_base_id = %s", (kb,))
         assert row["n"] == 0, table
     assert not (settings.objects_dir / kb).exists()
     assert not (settings.snapshots_dir / kb).exists()

@@ -87,6 +87,10 @@ class GenerationGone(Exception):
     the search reads the plan again."""
 
 
+class EventsUnavailable(Exception):
+    """Listening for document changes is not possible right now: callers fall back to polling."""
+
+
 class AuthenticationError(UltimateRagError):
     """Missing or invalid API key."""
 

@@ -43,6 +43,10 @@ class EmbeddingModels:
         return validate_spec(embedder, model, dimension, local=self.local, openai_configured=self.openai_configured,
                              max_dimension=self.max_dimension)
 
+    def requested(self, embedder: str | None, model: str | None, dimension: int | None) -> EmbeddingSpec:
+        """The model a new knowledge base asked for (422 when it cannot be used), or the default."""
+        return self.default if embedder is None else self.validate(embedder, model, dimension)
+
     def embedding(self, spec: EmbeddingSpec) -> EmbeddingService:
         """The embedding service of ``spec`` (one embedder per model per process)."""
         service = self._services.get(spec.key)

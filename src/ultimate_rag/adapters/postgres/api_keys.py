@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
+import psycopg
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
@@ -65,7 +66,10 @@ class ApiKeyRepository:
         prefix = key_prefix(key)
         if prefix is None:
             return None
-        row = await self._db.fetchone(Q["live_key"], {"interval": self._last_used_interval, "prefix": prefix})
+        try:
+            row = await self._db.fetchone(Q["live_key"], {"interval": self._last_used_interval, "prefix": prefix})
+        except psycopg.DataError:  # a key the database cannot even compare (a NUL byte): not a key
+            return None
         if row is None or not same_secret(row["key_hash"], hash_key(key)):
             return None
         if not row["recently_used"]:  # the condition again in the UPDATE: concurrent requests write once

@@ -13,10 +13,21 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
     migrations   MigrationStore, IndexStateReader, MigrationItemQueue
     maintenance  MaintenanceStore, GenerationSweeper, BackfillStore, SparseIndexWriter
     search       ReadyChunks, SearchTimings
+    catalog      KnowledgeBaseStore, DocumentCatalog, ApiKeyStore, AuditTrail, OperationsReadout,
+                 DocumentEvents (what the API reads and writes besides the services)
     chat         ChatModel
     health       Pingable, Closable
 """
 
+from .catalog import (
+    ApiKeyStore,
+    AuditTrail,
+    DocumentCatalog,
+    DocumentEvents,
+    EventSubscription,
+    KnowledgeBaseStore,
+    OperationsReadout,
+)
 from .chat import ChatModel
 from .embedding import (
     CentroidStore,
@@ -47,12 +58,58 @@ from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
 
 __all__ = [
-    "BackfillStore", "CandidateSearch", "CentroidStore", "ChatModel", "ChunkSnapshotStore", "Chunker",
-    "ClaimingLeases", "Closable", "DedupSession", "DedupStore", "DocumentIntake", "DocumentReader", "Embedder",
-    "EmbeddingCacheStore", "EngineLoad", "GenerationAdmin", "GenerationSweeper", "ImageDescriber", "IndexRouter",
-    "IndexStateReader", "JobLeasesPort", "KnowledgeBaseReader", "KnowledgeBaseRemovalStore", "LifecycleSession",
-    "LifecycleStore", "LockedDocument", "MaintenanceStore", "MigrationItemQueue", "MigrationStore", "ObjectOwner",
-    "ObjectStorage", "Owners", "ParseRunnerPort", "Parser", "ParserResolver", "Pingable", "PipelineStore",
-    "ReadyChunks", "SearchTimings", "SparseEncoder", "SparseIndexWriter", "SparseVector", "StreamingEmbedder",
-    "SweptSnapshots", "TaskLeases", "Truncating", "VectorStore",
+    "ApiKeyStore",
+    "AuditTrail",
+    "BackfillStore",
+    "CandidateSearch",
+    "CentroidStore",
+    "ChatModel",
+    "ChunkSnapshotStore",
+    "Chunker",
+    "ClaimingLeases",
+    "Closable",
+    "DedupSession",
+    "DedupStore",
+    "DocumentCatalog",
+    "DocumentEvents",
+    "DocumentIntake",
+    "DocumentReader",
+    "Embedder",
+    "EmbeddingCacheStore",
+    "EngineLoad",
+    "EventSubscription",
+    "GenerationAdmin",
+    "GenerationSweeper",
+    "ImageDescriber",
+    "IndexRouter",
+    "IndexStateReader",
+    "JobLeasesPort",
+    "KnowledgeBaseReader",
+    "KnowledgeBaseRemovalStore",
+    "KnowledgeBaseStore",
+    "LifecycleSession",
+    "LifecycleStore",
+    "LockedDocument",
+    "MaintenanceStore",
+    "MigrationItemQueue",
+    "MigrationStore",
+    "ObjectOwner",
+    "ObjectStorage",
+    "OperationsReadout",
+    "Owners",
+    "ParseRunnerPort",
+    "Parser",
+    "ParserResolver",
+    "Pingable",
+    "PipelineStore",
+    "ReadyChunks",
+    "SearchTimings",
+    "SparseEncoder",
+    "SparseIndexWriter",
+    "SparseVector",
+    "StreamingEmbedder",
+    "SweptSnapshots",
+    "TaskLeases",
+    "Truncating",
+    "VectorStore",
 ]
