@@ -17,9 +17,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from uuid import UUID
 
-import psycopg
-
-from ..domain.errors import PermanentError
+from ..domain.errors import DatabaseError, PermanentError
 from ..domain.models import Lease
 from ..domain.ports import JobLeasesPort
 from ..domain.retry import backoff_seconds, retry_message
@@ -120,7 +118,7 @@ class IngestionWorker:
             if free > 0:
                 try:
                     claimed = await self.queue.claim(self.worker_id, free, idle=not self._tasks)
-                except (psycopg.Error, OSError) as exc:
+                except (DatabaseError, OSError) as exc:
                     log.warning("claim failed (database unavailable?): %s", exc)
                     await _sleep_or_stop(stop, self.config.poll_interval_seconds)
                     continue
@@ -242,15 +240,6 @@ class _JobLeases:
     async def release(self, lease: Lease) -> None:
         await self._worker.queue.release(lease)
         self._worker.metrics.released.inc()
-
-
-def describe(exc: BaseException) -> str:
-    """A message a user can read (see ``services/failures.py``): ours as written, infrastructure
-    errors mapped to a reason without hosts, users or buckets; their raw text is logged here."""
-    failure = explain(exc)
-    if failure.mapped:
-        log.warning("%s [%s]", failure.reason, failure.detail)
-    return failure.reason
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -15,6 +15,7 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
     search       ReadyChunks, SearchTimings
     catalog      KnowledgeBaseStore, DocumentCatalog, ApiKeyStore, AuditTrail, OperationsReadout,
                  DocumentEvents (what the API reads and writes besides the services)
+    connectors   ConnectorStore, SyncQueuePort, OutboundFetch, VersionedObjects
     chat         ChatModel
     health       Pingable, Closable
 """
@@ -29,6 +30,7 @@ from .catalog import (
     OperationsReadout,
 )
 from .chat import ChatModel
+from .connectors import ConnectorStore, FetchedResponse, OutboundFetch, SyncQueuePort, VersionedObjects
 from .embedding import (
     CentroidStore,
     Embedder,
@@ -68,6 +70,7 @@ __all__ = [
     "Chunker",
     "ClaimingLeases",
     "Closable",
+    "ConnectorStore",
     "DedupSession",
     "DedupStore",
     "DocumentCatalog",
@@ -78,6 +81,7 @@ __all__ = [
     "EmbeddingCacheStore",
     "EngineLoad",
     "EventSubscription",
+    "FetchedResponse",
     "GenerationAdmin",
     "GenerationSweeper",
     "ImageDescriber",
@@ -96,6 +100,7 @@ __all__ = [
     "ObjectOwner",
     "ObjectStorage",
     "OperationsReadout",
+    "OutboundFetch",
     "Owners",
     "ParseRunnerPort",
     "Parser",
@@ -109,7 +114,9 @@ __all__ = [
     "SparseVector",
     "StreamingEmbedder",
     "SweptSnapshots",
+    "SyncQueuePort",
     "TaskLeases",
     "Truncating",
     "VectorStore",
+    "VersionedObjects",
 ]
