@@ -23,7 +23,7 @@ import pytest
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 from ultimate_rag.domain.auth import Role
 from ultimate_rag.domain.errors import TransientError
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 

@@ -19,7 +19,7 @@ import pytest
 
 from ultimate_rag.adapter_factories import make_vision
 from ultimate_rag.adapters.parsers.pdf import PdfParser
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 

@@ -23,7 +23,7 @@ from .lifecycle import lock_document
 
 
 class SyncQueue:
-    """The worker side of connector syncs (``ports.SyncQueuePort``): claim, heartbeat, fenced writes, and
+    """The worker side of connector syncs (``ports.ConnectorSyncs``): claim, heartbeat, fenced writes, and
     ending a sync."""
 
     def __init__(self, db: Database, *, lease_seconds: float, max_attempts: int) -> None:

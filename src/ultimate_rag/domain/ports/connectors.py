@@ -29,7 +29,7 @@ class ConnectorStore(Protocol):
     async def syncs(self, connector_id: UUID, limit: int = 20) -> builtins.list[Sync]: ...
 
 
-class SyncQueuePort(Protocol):
+class ConnectorSyncs(Protocol):
     """The worker side of syncs: every write fenced on the sync's lease (``LeaseLostError``)."""
 
     async def enqueue_scheduled(self) -> int: ...

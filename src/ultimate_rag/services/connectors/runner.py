@@ -14,7 +14,7 @@ from typing import Any
 
 from ...domain.connectors import SyncLease
 from ...domain.errors import PermanentError
-from ...domain.ports import ConnectorStore, SyncQueuePort
+from ...domain.ports import ConnectorStore, ConnectorSyncs
 from ...domain.retry import backoff_seconds
 from ...logs import log_context
 from ..failures import reason_for
@@ -29,7 +29,7 @@ class SyncLeases:
     """``ports.ClaimingLeases`` over the sync queue: a claim first queues the scheduled syncs that
     are due; a failure is retried with backoff while attempts are left."""
 
-    def __init__(self, queue: SyncQueuePort, *, retry_delay_seconds: float) -> None:
+    def __init__(self, queue: ConnectorSyncs, *, retry_delay_seconds: float) -> None:
         self.queue = queue
         self.retry_delay_seconds = retry_delay_seconds
 
@@ -53,7 +53,7 @@ class SyncLeases:
 
 
 class SyncRunner:
-    def __init__(self, queue: SyncQueuePort, service: SyncService, *, heartbeat_seconds: float,
+    def __init__(self, queue: ConnectorSyncs, service: SyncService, *, heartbeat_seconds: float,
                  poll_interval_seconds: float, retry_delay_seconds: float) -> None:
         self.queue = queue
         self.service = service
@@ -85,7 +85,7 @@ class ConnectorServices:
     """The connector side of the container (built by ``bootstrap.build``)."""
 
     repository: ConnectorStore
-    queue: SyncQueuePort
+    queue: ConnectorSyncs
     service: SyncService
     runner: SyncRunner
     limits: ConnectorLimits

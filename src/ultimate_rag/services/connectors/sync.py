@@ -31,7 +31,7 @@ from ...domain.connectors import Connector, ItemState, KnowledgeBaseDeletingErro
 from ...domain.errors import ConflictError, LeaseLostError, PermanentError, UltimateRagError
 from ...domain.ids import source_object_key
 from ...domain.models import DocumentSource
-from ...domain.ports import ConnectorStore, ObjectStorage, ParserResolver, SyncQueuePort
+from ...domain.ports import ConnectorStore, ConnectorSyncs, ObjectStorage, ParserResolver
 from ...domain.status import DocumentStatus, is_active
 from ..failures import reason_for
 from ..ingestion import safe_filename
@@ -42,7 +42,7 @@ _INTAKE = (DocumentStatus.FETCHING, DocumentStatus.UPLOADING)
 
 
 class SyncService:
-    def __init__(self, *, queue: SyncQueuePort, connectors: ConnectorStore, storage: ObjectStorage,
+    def __init__(self, *, queue: ConnectorSyncs, connectors: ConnectorStore, storage: ObjectStorage,
                  parsers: ParserResolver, source_for: Callable[[Connector], Source], max_filename_length: int,
                  max_attempts: int) -> None:
         self._queue = queue

@@ -19,15 +19,15 @@ from uuid import UUID
 
 from ..domain.errors import DatabaseError, PermanentError
 from ..domain.models import Lease
-from ..domain.ports import JobLeasesPort
+from ..domain.ports import JobLeases
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
 from .backfill import SparseBackfill
 from .connectors.runner import SyncRunner, start_syncs, stop_syncs
-from .deletion import DocumentDeleter
-from .embedding_migration import EmbeddingMigrations
+from .document_deletion import DocumentDeletion
+from .embedding.migration import EmbeddingMigrations
 from .failures import explain
 from .janitor import Janitor, SweepReport
 from .leases import LeasedRunner, Outcome
@@ -51,8 +51,8 @@ class WorkerConfig:
 
 
 class IngestionWorker:
-    def __init__(self, queue: JobLeasesPort, processor: DocumentProcessor, config: WorkerConfig,
-                 worker_id: str | None = None, deleter: DocumentDeleter | None = None,
+    def __init__(self, queue: JobLeases, processor: DocumentProcessor, config: WorkerConfig,
+                 worker_id: str | None = None, document_deletion: DocumentDeletion | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
                  connector_runner: SyncRunner | None = None, backfill: SparseBackfill | None = None,
                  migrations: EmbeddingMigrations | None = None) -> None:
@@ -60,7 +60,7 @@ class IngestionWorker:
         self.migrations = migrations  # its items run one at a time beside the jobs
         self.backfill = backfill  # a batch whenever no job is due
         self.processor = processor
-        self.deleter = deleter
+        self.document_deletion = document_deletion
         self.config = config
         self.worker_id = worker_id or new_worker_id()
         self.metrics = metrics or WorkerMetrics()
@@ -200,8 +200,8 @@ class IngestionWorker:
             timings = await self.processor.process(lease)
             if timings:
                 self._timings[lease.job_id] = timings
-        elif lease.operation == JobOperation.DELETE and self.deleter is not None:
-            await self.deleter.process(lease)
+        elif lease.operation == JobOperation.DELETE and self.document_deletion is not None:
+            await self.document_deletion.process(lease)
         else:
             raise PermanentError(f"operation {lease.operation} is not supported by this worker")
 
