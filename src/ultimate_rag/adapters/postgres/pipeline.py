@@ -125,9 +125,10 @@ class PipelineRepository:
                 **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
                 "chunks": Jsonb([_chunk_row(c) for c in commit.chunks])})).fetchone()
             assert published is not None  # one row, always
-            await finish(SharedTransaction(self._queue.db.url, conn), rows.index_state(published))
+            state = rows.index_state(published)
+            await finish(SharedTransaction(self._queue.db.url, conn), state)
             return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}),
-                                published["previous_revision"])
+                                published["previous_revision"], state)
         raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 
     async def _outdate_twin(self, conn: Connection, twin: OlderTwin, *, newer: UUID) -> None:
