@@ -1,15 +1,17 @@
 """The layout model on scanned pages (``python -m bench.layout [--pages 2]``): its CPU cost a page
-and its effect on reading order, on generated two-column pages whose text is known (a title, then
-two columns; bench/ocr_pages.py), English and Chinese.
+and its effect on reading order, on generated two-column pages whose text is known (a running
+header, a title, two columns, a page number; bench/ocr_pages.py), English and Chinese.
 
 Each page is read by OCR once; its lines are then put in order three ways and scored by the
-character error rate against the text in reading order (title, left column, right column):
+character error rate against the text in reading order (title, left column, right column; the
+header and the page number are furniture, not text):
 
 * **lines by position**: top to bottom, left to right (how OCR pages were read before: the two
   columns interleave line by line);
 * **paragraphs, no model**: ``ocr_layout.structure`` without regions (paragraphs found column by
   column, ordered by bands and columns);
-* **layout model**: ``ocr_layout.structure`` with the regions ``layout.detect`` finds.
+* **layout model**: ``ocr_layout.structure`` with the regions ``layout.detect`` finds (titles,
+  headers and footers, text regions).
 """
 
 from __future__ import annotations

@@ -131,7 +131,8 @@ def big_characters_page() -> Page:
 
 def two_column_page(seed: int, *, zh: bool = False) -> Page:
     """A title across the page, then two columns of body text; the reading order is the title,
-    the left column top to bottom, then the right one."""
+    the left column top to bottom, then the right one. A running header and a page number are on
+    the page but not in its text (furniture)."""
     rng = random.Random(seed)
     font = _font(CJK_FONT if zh else LATIN_FONT, 28)
     title_font = _font(CJK_FONT if zh else LATIN_FONT, 56)
@@ -149,6 +150,9 @@ def two_column_page(seed: int, *, zh: bool = False) -> Page:
     image = _draw([title], title_font)
     _draw(left, font, left=MARGIN, top=MARGIN + 140, step=44, image=image)
     _draw(right, font, left=MARGIN + col + gutter, top=MARGIN + 140, step=44, image=image)
+    # page furniture, not part of the text: a running header and a page number
+    _draw(["Harbour Authority  ·  Annual Report 2026"], _font(LATIN_FONT, 24), top=60, image=image)
+    _draw([str(seed)], _font(LATIN_FONT, 26), left=SIZE[0] // 2, top=SIZE[1] - 110, image=image)
     return Page("two-column-zh" if zh else "two-column", image, (title, *left, *right))
 
 

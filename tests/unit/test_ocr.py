@@ -15,7 +15,7 @@ from ultimate_rag.adapters.parsers import default_registry
 from ultimate_rag.adapters.parsers.isolation import ParseRunner
 from ultimate_rag.adapters.parsers.limits import ParseLimits
 from ultimate_rag.adapters.parsers.ocr import Line, join_lines
-from ultimate_rag.adapters.parsers.ocr_layout import paragraphs
+from ultimate_rag.adapters.parsers.ocr_lines import paragraphs
 from ultimate_rag.domain.errors import InvalidDocumentError, UnsupportedFormatError
 from ultimate_rag.domain.models import DocumentSource, SourceLocator
 

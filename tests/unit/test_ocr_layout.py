@@ -13,7 +13,8 @@ from PIL import Image, ImageDraw
 from ultimate_rag.adapters.parsers import default_registry
 from ultimate_rag.adapters.parsers.layout import Region
 from ultimate_rag.adapters.parsers.ocr import Line, Reading
-from ultimate_rag.adapters.parsers.ocr_layout import paragraphs, read_page, rows, structure
+from ultimate_rag.adapters.parsers.ocr_layout import needs_layout, read_page, structure
+from ultimate_rag.adapters.parsers.ocr_lines import paragraphs, rows
 from ultimate_rag.domain.models import DocumentSource
 
 from .office_builders import cjk_font, image_bytes, scan_image
@@ -110,3 +111,14 @@ def test_a_figure_that_fills_the_page_is_not_cropped_out_of_it() -> None:
                      1, scale=1.0, asset_key="page-1/image")
     assert [(b.kind, b.text, b.asset_ids) for b in page.blocks] == [("paragraph", "EXIT", ("page-1/image",))]
     assert page.assets == []
+
+
+def test_the_model_runs_only_on_pages_whose_lines_suggest_structure() -> None:
+    body = [line(f"plain body text line {i}", 150, 300 + 45 * i, 1500) for i in range(20)]
+    assert not needs_layout(body, 2200)  # one column of plain text: the model is skipped
+    assert not needs_layout(body[:2], 2200)  # too few lines to order
+    assert needs_layout([*body, line("Annual Report", 150, 150, 700, 60)], 2200)  # a title
+    assert needs_layout([*body, line("Gazette, page 3", 150, 40, 500)], 2200)  # a running header
+    columns = [line(f"left {i}", 150, 300 + 45 * i, 780) for i in range(10)]
+    columns += [line(f"right {i}", 900, 300 + 45 * i, 1530) for i in range(10)]
+    assert needs_layout(columns, 2200)

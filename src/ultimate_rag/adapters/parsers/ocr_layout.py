@@ -11,8 +11,10 @@ finds (``layout.py``), then read in order.
   share); **figures** become their own image asset, cropped from the page, described by their
   **caption** (a figure caption region next to them); **running headers and footers** (at the
   page's top or bottom edge) and lone page numbers are left out of the text.
-* Pages with fewer than ``LAYOUT_MIN_LINES`` lines skip the model (nothing to order; it costs
-  ~0.3 s of CPU a page against ~10 s for the OCR itself, bench/RESULTS.md).
+* The model runs on a page when its lines suggest structure (``needs_layout``: columns or a table,
+  a title, a short line at the top or bottom edge); a page of plain one-column text, or one with
+  fewer than ``LAYOUT_MIN_LINES`` lines, skips it (it costs ~0.5 s of CPU a page against ~12 s for
+  the OCR itself, bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from . import layout, progress
 from .assets import AssetGate
 from .layout import Box, Region
 from .ocr import Line, join_lines, recognize
+from .ocr_lines import bounds, paragraphs, pieces, rows, rows_flat, table
 
 LAYOUT_MIN_LINES = 3
 _PAGE_NUMBER = re.compile(r"^[\W_]*(page|p\.|seite|第)?\s*\d{1,4}\s*(页|of\s+\d+)?[\W_]*$", re.IGNORECASE)
@@ -64,10 +67,27 @@ def read_page(image: Image.Image, page: int, *, scale: float, asset_key: str | N
     progress.doing("OCR")  # a time limit met from here on names OCR and the page
     reading = recognize(image)
     lines = list(reading.lines)
-    regions = layout.detect(image) if use_layout and len(lines) >= LAYOUT_MIN_LINES else []
+    regions = layout.detect(image) if use_layout and needs_layout(lines, image.height) else []
     out = structure(lines, regions, image, page, scale=scale, asset_key=asset_key)
     out.unread, out.foreign_script = reading.unread, reading.foreign_script
     return out
+
+
+def needs_layout(lines: list[Line], height: int) -> bool:
+    """Whether the page may have structure that line positions alone do not give, so the layout
+    model runs: lines side by side far apart (columns, a table), a line much taller than the body
+    (a title), or a short line at the page's top or bottom edge (a running header or footer). A
+    page of plain body text in one column skips it (~0.5 s of CPU, bench/RESULTS.md)."""
+    if len(lines) < LAYOUT_MIN_LINES:
+        return False
+    body = statistics.median(line.height for line in lines)
+    width = statistics.median(line.width for line in lines)
+    if any(len(pieces(row)) > 1 for row in rows(lines)):
+        return True
+    if any(line.height >= 1.3 * body for line in lines):
+        return True
+    return any(line.width < 0.6 * width and (line.box[3] < _EDGE * height or line.box[1] > (1 - _EDGE) * height)
+               for line in lines)
 
 
 def structure(lines: list[Line], regions: list[Region], image: Image.Image, page: int, *, scale: float,
@@ -98,13 +118,13 @@ def structure(lines: list[Line], regions: list[Region], image: Image.Image, page
                 out.blocks.append(_paragraph(unit.lines, page, scale, pointer))
         elif unit.kind == "title" and len(unit.lines) <= 3 and sum(len(li.text) for li in unit.lines) <= 160:
             level = 1 if max(li.height for li in unit.lines) >= 1.6 * body else 2
-            out.blocks.append(Block(kind="heading", text=join_lines([li.text for li in _rows_flat(unit.lines)]),
+            out.blocks.append(Block(kind="heading", text=join_lines([li.text for li in rows_flat(unit.lines)]),
                                     locator=locator, level=level, asset_ids=pointer))
-        elif unit.kind == "table" and (table := _table(unit.lines)) is not None:
-            out.blocks.append(Block(kind="table", text=table, locator=locator, asset_ids=pointer))
+        elif unit.kind == "table" and (markdown := table(unit.lines)) is not None:
+            out.blocks.append(Block(kind="table", text=markdown, locator=locator, asset_ids=pointer))
         else:  # a region the model drew over both columns is still read column by column
             groups = paragraphs(unit.lines)
-            order = layout.reading_order([_bounds(group) for group in groups], image.width)
+            order = layout.reading_order([bounds(group) for group in groups], image.width)
             out.blocks.extend(_paragraph(groups[i], page, scale, pointer) for i in order)
     return out
 
@@ -127,10 +147,10 @@ def _units(lines: list[Line], regions: list[Region], height: int) -> list[_Unit]
         else:
             units[best[2]].lines.append(line)
     kept = [u for u in units if u.lines or u.kind == "figure"]
-    kept += [_Unit("text", _bounds(group), group) for group in paragraphs(loose)]
+    kept += [_Unit("text", bounds(group), group) for group in paragraphs(loose)]
     for unit in kept:
         if unit.lines and unit.kind != "figure":  # the box around what was read
-            unit.box = _bounds(unit.lines)
+            unit.box = bounds(unit.lines)
     return kept
 
 
@@ -174,99 +194,14 @@ def _crop(image: Image.Image, box: Box, page: int, number: int, caption: _Unit |
     crop = image.crop((int(box[0]), int(box[1]), math.ceil(box[2]), math.ceil(box[3])))
     buffer = io.BytesIO()
     crop.convert("RGB").save(buffer, "JPEG", quality=85)
-    description = join_lines([li.text for li in _rows_flat(caption.lines)]) if caption is not None else ""
+    description = join_lines([li.text for li in rows_flat(caption.lines)]) if caption is not None else ""
     return ParsedAsset(locator_key=f"page-{page}/figure-{number}", data=buffer.getvalue(), mime_type="image/jpeg",
                        page=page, description=description)
 
 
-def rows(lines: list[Line]) -> list[list[Line]]:
-    """Lines grouped into visual rows (their vertical extents overlap by half the smaller height),
-    rows top to bottom, each row left to right."""
-    out: list[list[Line]] = []
-    for line in sorted(lines, key=lambda li: (li.box[1] + li.box[3]) / 2):
-        if out:
-            row = out[-1]
-            top, bottom = min(li.box[1] for li in row), max(li.box[3] for li in row)
-            shared = min(bottom, line.box[3]) - max(top, line.box[1])
-            if shared >= 0.5 * min(line.height, bottom - top):
-                row.append(line)
-                continue
-        out.append([line])
-    return [sorted(row, key=lambda li: li.box[0]) for row in out]
-
-
-def _rows_flat(lines: list[Line]) -> list[Line]:
-    return [line for row in rows(lines) for line in row]
-
-
-def paragraphs(lines: list[Line]) -> list[list[Line]]:
-    """Lines grouped into paragraphs, column by column: a line continues the paragraph whose last
-    line is right above it (the boxes overlap horizontally, the gap is under ~0.8 line heights and
-    the heights agree); boxes of one row close together (a line the detector split) are one line.
-    Paragraphs come in the order of their first line."""
-    groups: list[list[Line]] = []
-    for piece in (piece for row in rows(lines) for piece in _pieces(row)):
-        merged = Line(join_lines([li.text for li in piece]), _bounds(piece), min(li.score for li in piece))
-        best: tuple[float, list[Line]] | None = None
-        for group in groups:
-            last = group[-1]
-            gap = merged.box[1] - last.box[3]
-            overlap = min(merged.box[2], last.box[2]) - max(merged.box[0], last.box[0])
-            similar = 0.67 <= merged.height / max(last.height, 1.0) <= 1.5
-            if overlap > 0 and -0.5 * last.height <= gap <= 0.8 * last.height and similar:
-                if best is None or gap < best[0]:
-                    best = (gap, group)
-        if best is None:
-            groups.append([merged])
-        else:
-            best[1].append(merged)
-    return groups
-
-
-def _pieces(row: list[Line]) -> list[list[Line]]:
-    """A row cut where the gap between two boxes is wider than 1.5 line heights (two columns, or a
-    label and its value far apart); closer boxes are one line the detector split."""
-    out = [[row[0]]]
-    for line in row[1:]:
-        if line.box[0] - out[-1][-1].box[2] > 1.5 * max(line.height, out[-1][-1].height):
-            out.append([line])
-        else:
-            out[-1].append(line)
-    return out
-
-
-def _table(lines: list[Line]) -> str | None:
-    """A Markdown table from the lines of a table region: rows by position, columns by the
-    x-ranges the cells share; None when that gives fewer than two rows or two columns."""
-    table_rows = rows(lines)
-    spans: list[list[float]] = []
-    for line in sorted(lines, key=lambda li: li.box[0]):
-        if spans and line.box[0] <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], line.box[2])
-        else:
-            spans.append([line.box[0], line.box[2]])
-    if len(table_rows) < 2 or len(spans) < 2:
-        return None
-    grid = [["" for _ in spans] for _ in table_rows]
-    for r, row in enumerate(table_rows):
-        for line in row:
-            column = next(i for i, (x0, x1) in enumerate(spans) if x0 <= line.box[0] <= x1)
-            grid[r][column] = join_lines([grid[r][column], line.text]) if grid[r][column] else line.text
-
-    def cells(values: list[str]) -> str:
-        return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
-
-    return "\n".join([cells(grid[0]), cells(["---"] * len(spans)), *(cells(row) for row in grid[1:])])
-
-
 def _paragraph(lines: list[Line], page: int, scale: float, pointer: tuple[str, ...]) -> Block:
     return Block(kind="paragraph", text=join_lines([line.text for line in lines]),
-                 locator=SourceLocator(page=page, bbox=_scaled(_bounds(lines), scale)), asset_ids=pointer)
-
-
-def _bounds(lines: list[Line]) -> Box:
-    return (min(li.box[0] for li in lines), min(li.box[1] for li in lines),
-            max(li.box[2] for li in lines), max(li.box[3] for li in lines))
+                 locator=SourceLocator(page=page, bbox=_scaled(bounds(lines), scale)), asset_ids=pointer)
 
 
 def _area(box: Box) -> float:
