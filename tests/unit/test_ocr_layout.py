@@ -122,3 +122,13 @@ def test_the_model_runs_only_on_pages_whose_lines_suggest_structure() -> None:
     columns = [line(f"left {i}", 150, 300 + 45 * i, 780) for i in range(10)]
     columns += [line(f"right {i}", 900, 300 + 45 * i, 1530) for i in range(10)]
     assert needs_layout(columns, 2200)
+
+
+def test_a_running_header_the_model_calls_a_footer_is_still_furniture() -> None:
+    lines = [line("Harbour Authority, Annual Report", 150, 60, 660, 28),
+             *(line(f"body line {i}", 150, 300 + 45 * i, 1500) for i in range(5))]
+    regions = [Region("header", (152, 61, 657, 89), 0.8), Region("footer", (150, 62, 658, 89), 0.7),
+               Region("text", (140, 290, 1510, 540), 0.9), Region("footer", (140, 1000, 1500, 1040), 0.6)]
+    page = structure(lines, regions, Image.new("RGB", (1700, 2200), "white"), 1, scale=1.0, asset_key=None)
+    assert page.furniture == ["Harbour Authority, Annual Report"]
+    assert [b.kind for b in page.blocks] == ["paragraph"] and page.blocks[0].text.startswith("body line 0")

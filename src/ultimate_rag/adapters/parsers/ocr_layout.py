@@ -155,11 +155,13 @@ def _units(lines: list[Line], regions: list[Region], height: int) -> list[_Unit]
 
 
 def _edge_kind(region: Region, height: int) -> str:
-    if region.kind == "header" and region.box[3] > _EDGE * height * 1.5:
-        return "text"
-    if region.kind == "footer" and region.box[1] < (1 - _EDGE * 1.5) * height:
-        return "text"
-    return region.kind
+    """A header or footer is furniture at the page's top or bottom edge (whichever of the two the
+    model called it: it sometimes calls a running header a footer), text anywhere else."""
+    if region.kind not in ("header", "footer"):
+        return region.kind
+    if region.box[3] <= _EDGE * height * 1.5:
+        return "header"
+    return "footer" if region.box[1] >= (1 - _EDGE * 1.5) * height else "text"
 
 
 def _is_page_number(unit: _Unit, height: int) -> bool:
