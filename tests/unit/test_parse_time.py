@@ -93,7 +93,13 @@ def test_a_child_that_uses_no_cpu_is_stopped_as_stalled_and_without_proc_wall_ti
     assert w.passed() is None
     fake.run(wall=2, cpu=0)
     assert w.passed() == ("the parser stopped making progress during parsing page 3 of 5: it used no CPU time "
-                          "for 300 seconds (ULTIMATE_RAG_PARSE_TIMEOUT_SECONDS)")
+                          "for 300 seconds (ULTIMATE_RAG_PARSE_TIMEOUT_SECONDS, at least 60)")
+    quick = Fake()
+    w = watch(quick, TimeLimits(page_seconds=0.5))  # a tiny limit: a busy minute without CPU is not a stall
+    quick.run(wall=59, cpu=0)
+    assert w.passed() is None
+    quick.run(wall=2, cpu=0)
+    assert (w.passed() or "").startswith("the parser stopped making progress")
     nowhere = Fake()
     nowhere.cpu = None  # no /proc: the limits count wall-clock time
     w = watch(nowhere)

@@ -7,8 +7,9 @@ loaded machine makes a healthy scan slow, not long, and must not fail it.
 * **Per document**: all pages together get ``pages × ULTIMATE_RAG_PARSE_PAGE_SECONDS`` (at least
   the per-page limit), at most ``ULTIMATE_RAG_PARSE_DOCUMENT_TIMEOUT_SECONDS``: a six-page scan
   cannot take six per-page limits, a book gets time in proportion to its length.
-* **Stalled**: a child that uses no CPU at all for the per-page limit in wall-clock time is
-  stuck (a deadlock, a stopped process): starved of CPU on a busy machine it still uses some.
+* **Stalled**: a child that uses no CPU at all for the per-page limit (at least a minute) in
+  wall-clock time is stuck (a deadlock, a stopped process): starved of CPU on a busy machine it
+  still gets some, niced or not.
 
 CPU time is user + system time of the child's every thread, read from ``/proc/<pid>/stat``
 (``cpu_seconds``); where there is no ``/proc`` the limits count wall-clock time instead. The child
@@ -26,6 +27,7 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SETTING = "ULTIMATE_RAG_PARSE_TIMEOUT_SECONDS"
 ALLOWANCE_SETTING = "ULTIMATE_RAG_PARSE_PAGE_SECONDS"
 DOCUMENT_SETTING = "ULTIMATE_RAG_PARSE_DOCUMENT_TIMEOUT_SECONDS"
+STALL_SECONDS = 60.0  # no CPU at all for this long (or the per-page limit, if longer): stuck, not starved
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +103,11 @@ class Watch:
                     f"its budget ({self.total} × {ALLOWANCE_SETTING}="
                     f"{self.limits.page_allowance_seconds:g}, at most {DOCUMENT_SETTING}="
                     f"{self.limits.document_seconds:g}); it stopped during {self._what()} page {self._page()}")
-        if self._clock() - self._last_change > page_limit:
+        stall = max(page_limit, STALL_SECONDS)
+        if self._clock() - self._last_change > stall:
             where = f" during {self._what()} page {self._page()} of {self.total}" if self.total else ""
-            return (f"the parser stopped making progress{where}: it used no CPU time for {_seconds(page_limit)} "
-                    f"({PAGE_SETTING})")
+            return (f"the parser stopped making progress{where}: it used no CPU time for {_seconds(stall)} "
+                    f"({PAGE_SETTING}, at least {STALL_SECONDS:g})")
         return None
 
     def _page(self) -> int:
