@@ -21,12 +21,11 @@ import psycopg
 
 from ..domain.errors import PermanentError
 from ..domain.models import Lease
-from ..domain.ports import JobLeasesPort
+from ..domain.ports import IdleBackfill, JobLeasesPort
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
-from .backfill import SparseBackfill
 from .connectors.runner import SyncRunner, start_syncs, stop_syncs
 from .deletion import DocumentDeleter
 from .embedding_migration import EmbeddingMigrations
@@ -56,7 +55,7 @@ class IngestionWorker:
     def __init__(self, queue: JobLeasesPort, processor: DocumentProcessor, config: WorkerConfig,
                  worker_id: str | None = None, deleter: DocumentDeleter | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None, backfill: SparseBackfill | None = None,
+                 connector_runner: SyncRunner | None = None, backfill: IdleBackfill | None = None,
                  migrations: EmbeddingMigrations | None = None) -> None:
         self.queue = queue
         self.migrations = migrations  # its items run one at a time beside the jobs
@@ -146,7 +145,7 @@ class IngestionWorker:
         try:
             return bool(await self.backfill.step())
         except Exception as exc:  # never let the backfill stop the worker; it tries again when idle
-            log.warning("sparse backfill failed: %s", exc)
+            log.warning("backfill failed: %s", exc)
             return False
 
     async def run_until_idle(self, max_jobs: int | None = None) -> int:
