@@ -191,14 +191,12 @@ class HybridVectors(CandidateSearch):
     async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
                      mode: SearchMode) -> list[ScoredChunk]:
         """Both similarities of the named chunks: the dense store's by id, the sparse side's by
-        primary key in PostgreSQL, asked at once. A chunk the dense store does not hold is left out
-        (as ``candidates`` would never propose it), except in sparse mode, which asks no dense store."""
+        primary key in PostgreSQL, asked at once. A chunk the dense store does not hold for this
+        knowledge base is left out, in every mode (as ``candidates`` would never propose it)."""
         if not chunk_ids:
             return []
 
         async def dense() -> dict[UUID, float]:
-            if mode is SearchMode.SPARSE:
-                return dict.fromkeys(chunk_ids, 0.0)
             return {h.chunk_id: h.score for h in await self.dense.similarities(knowledge_base_id, query.dense,
                                                                                  chunk_ids)}
 
