@@ -69,7 +69,7 @@ async def test_the_chunk_holding_the_identifier_ranks_first_in_every_mode_though
         router = Router(found=[ScoredChunk(NEAR, 0.9, 0.8), ScoredChunk(OTHER, 0.8, 0.1)],
                         named=[ScoredChunk(TICKET, 0.5, 0.2)])
         outcome = await service(router, Index()).search_outcome(KB, "SR-88346 是什么问题？", 3, mode=mode)
-        assert [r.chunk_id for r in outcome.results][0] == TICKET, mode
+        assert outcome.results[0].chunk_id == TICKET, mode
         first = outcome.results[0]
         assert first.identifiers == ("SR-88346",) and first.score == (0.2 if mode is SearchMode.SPARSE else
                                                                       0.5 if mode is SearchMode.DENSE else

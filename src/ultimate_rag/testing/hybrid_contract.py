@@ -14,8 +14,8 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from ..adapters.postgres.sql import load_queries
 from ..adapters.postgres.identifiers import PostgresIdentifierIndex
+from ..adapters.postgres.sql import load_queries
 from ..domain.identifiers import chunk_identifiers, identifier_tier, query_identifiers
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
 from ..domain.search import QueryVectors, SearchFilters, SearchMode, fuse
@@ -117,8 +117,10 @@ class HybridVectorStoreContract:
         q = unit_vector(rng, self.dimension)
         crowd = []
         for i in range(20):
-            crowd += await add_document(db, kb, f"crowd-{i}.txt", "text/plain", [(near(q, rng, 0.9), sparse_of(40 + i), ())])
-        far = await add_document(db, kb, "far.txt", "text/plain", [(unit_vector(rng, self.dimension), sparse_of(5, 6), ())])
+            crowd += await add_document(db, kb, f"crowd-{i}.txt", "text/plain",
+                                        [(near(q, rng, 0.9), sparse_of(40 + i), ())])
+        far = await add_document(db, kb, "far.txt", "text/plain",
+                                 [(unit_vector(rng, self.dimension), sparse_of(5, 6), ())])
         foreign = await add_document(db, other_kb, "other.txt", "text/plain", [(q, sparse_of(5), ())])
         await store.upsert(kb, crowd + far)
         await store.upsert(other_kb, foreign)
