@@ -3,7 +3,10 @@
 Quality: the set's documents go through the real pipeline (parse, chunk, dense + sparse embedding,
 index) into one knowledge base; every question is searched with ``group_by_document`` and scored
 at document level: top-1, MRR@10, recall@10, per mode (dense, sparse, hybrid), per question kind,
-and for hybrid per fusion (weighted at several dense weights, reciprocal-rank).
+and for hybrid per fusion (weighted at several dense weights, reciprocal-rank). The identifier
+family (``retrieval_set/families.py``: near-identical documents that differ only in their
+identifiers) goes into a knowledge base of its own and is reported per mode as
+``kind=identifier_family``, with the identifier stage and without it (``identifiers=off``).
 
 Latency: ``--chunks`` synthetic chunks (real chunk vectors of the set, perturbed) are inserted
 directly into a second knowledge base of the same tables; each mode's search latency p50/p95 over
@@ -37,31 +40,38 @@ from ultimate_rag.settings import Settings
 
 from .common import fresh_database, machine
 from .retrieval_set.build import files
+from .retrieval_set.documents import DOCUMENTS
+from .retrieval_set.families import FAMILY_DOCUMENTS, FAMILY_QUESTIONS
+from .retrieval_set.families import KIND as FAMILY_KIND
 from .retrieval_set.questions import QUESTIONS
 
 MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
 
 
-async def ingest(container) -> tuple[UUID, dict[UUID, str]]:
-    kb = await container.ingest.knowledge_bases.create("retrieval-eval", "", KnowledgeBaseSettings())
+async def ingest(container, name: str = "retrieval-eval",
+                 documents: dict[str, tuple[str, list[str]]] = DOCUMENTS) -> tuple[UUID, dict[UUID, str]]:
+    kb = await container.ingest.knowledge_bases.create(name, "", KnowledgeBaseSettings())
     key_of: dict[UUID, str] = {}
-    for key, (filename, data) in files().items():
+    for key, (filename, data) in files(documents).items():
         doc = await container.ingest.ingestion.submit(kb, filename, None, data)
         key_of[doc.id] = key
     started = time.perf_counter()
     await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
-    rows = await container.infra.db.fetchall("SELECT filename, status, error_message FROM documents")
+    rows = await container.infra.db.fetchall("SELECT filename, status, error_message FROM documents"
+                                             " WHERE knowledge_base_id = %s", (kb.id,))
     bad = [r for r in rows if r["status"] != "READY"]
     if bad:
         raise SystemExit(f"not READY: {bad}")
-    chunks = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks")
+    chunks = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks WHERE knowledge_base_id = %s",
+                                               (kb.id,))
     print(f"ingested {len(rows)} documents, {chunks['n']} chunks in {time.perf_counter() - started:.1f}s")
     return kb.id, key_of
 
 
-async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMode) -> dict[str, dict[str, float]]:
+async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMode,
+                   questions: list[tuple[str, str, str]] = QUESTIONS) -> dict[str, dict[str, float]]:
     per_kind: dict[str, list[int | None]] = defaultdict(list)
-    for question, expected, kind in QUESTIONS:
+    for question, expected, kind in questions:
         results = await container.retrieval.search.search(kb, question, 10, mode=mode, group_by_document=True)
         ranked = [key_of.get(r.document_id) for r in results]  # None: a document outside the set
         rank = ranked.index(expected) + 1 if expected in ranked else None
@@ -73,8 +83,9 @@ async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMod
             for kind, ranks in per_kind.items()}
 
 
-def report(label: str, scores: dict[str, dict[str, float]]) -> None:
-    for kind in ("all", "paraphrase", "cross", "identifier"):
+def report(label: str, scores: dict[str, dict[str, float]],
+           kinds: tuple[str, ...] = ("all", "paraphrase", "cross", "identifier")) -> None:
+    for kind in kinds:
         s = scores[kind]
         print(f"RESULT retrieval {label} kind={kind} n={s['n']:.0f} top1={s['top1']:.3f} "
               f"mrr10={s['mrr10']:.3f} recall10={s['recall10']:.3f}")
@@ -165,6 +176,20 @@ async def latency(container, kb: UUID, repeat: int) -> None:
                   f"exact_reruns_all_modes={getattr(container.embedding.default_index, 'exact_reruns', 0) - reruns}")
 
 
+async def identifier_family(container) -> None:
+    """The identifier family in its own knowledge base, every mode, with the identifier stage and
+    without it (the fused ranking alone)."""
+    kb, key_of = await ingest(container, "identifier-family", FAMILY_DOCUMENTS)
+    search = container.retrieval.search
+    stage = search._identifiers
+    for label, using in (("on", stage), ("off", None)):
+        search._identifiers = using
+        for mode in MODES:
+            report(f"mode={mode.value} identifiers={label}",
+                   await evaluate(container, kb, key_of, mode, FAMILY_QUESTIONS), (FAMILY_KIND,))
+    search._identifiers = stage
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000, help="synthetic chunks for the latency run (0: none)")
@@ -189,6 +214,8 @@ async def main() -> None:
             search._fusion = Fusion.RRF
             report("mode=hybrid fusion=rrf", await evaluate(container, kb, key_of, SearchMode.HYBRID))
         search._fusion, search._dense_weight = Fusion(settings.search_fusion), settings.search_dense_weight
+        if not args.latency_only:
+            await identifier_family(container)
         if args.chunks:
             await latency(container, await synthetic(container, args.chunks), args.repeat)
     finally:
