@@ -176,18 +176,26 @@ async def latency(container, kb: UUID, repeat: int) -> None:
                   f"exact_reruns_all_modes={getattr(container.embedding.default_index, 'exact_reruns', 0) - reruns}")
 
 
+async def without_identifiers(container, kb: UUID, key_of: dict[UUID, str],
+                              questions: list[tuple[str, str, str]], kinds: tuple[str, ...]) -> None:
+    """Every mode with the identifier stage off: the fused ranking alone, for comparison."""
+    search = container.retrieval.search
+    stage, search._identifiers = search._identifiers, None
+    try:
+        for mode in MODES:
+            report(f"mode={mode.value} identifiers=off", await evaluate(container, kb, key_of, mode, questions), kinds)
+    finally:
+        search._identifiers = stage
+
+
 async def identifier_family(container) -> None:
     """The identifier family in its own knowledge base, every mode, with the identifier stage and
-    without it (the fused ranking alone)."""
+    without it."""
     kb, key_of = await ingest(container, "identifier-family", FAMILY_DOCUMENTS)
-    search = container.retrieval.search
-    stage = search._identifiers
-    for label, using in (("on", stage), ("off", None)):
-        search._identifiers = using
-        for mode in MODES:
-            report(f"mode={mode.value} identifiers={label}",
-                   await evaluate(container, kb, key_of, mode, FAMILY_QUESTIONS), (FAMILY_KIND,))
-    search._identifiers = stage
+    for mode in MODES:
+        report(f"mode={mode.value} identifiers=on",
+               await evaluate(container, kb, key_of, mode, FAMILY_QUESTIONS), (FAMILY_KIND,))
+    await without_identifiers(container, kb, key_of, FAMILY_QUESTIONS, (FAMILY_KIND,))
 
 
 async def main() -> None:
@@ -215,6 +223,7 @@ async def main() -> None:
             report("mode=hybrid fusion=rrf", await evaluate(container, kb, key_of, SearchMode.HYBRID))
         search._fusion, search._dense_weight = Fusion(settings.search_fusion), settings.search_dense_weight
         if not args.latency_only:
+            await without_identifiers(container, kb, key_of, QUESTIONS, ("all", "paraphrase", "cross", "identifier"))
             await identifier_family(container)
         if args.chunks:
             await latency(container, await synthetic(container, args.chunks), args.repeat)

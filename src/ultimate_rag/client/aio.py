@@ -13,16 +13,7 @@ import httpx
 from . import _flows as flows
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
 from ._flows import LIST_ABOVE as LIST_ABOVE  # re-exported: refresh more documents than this with one listing
-from .models import (
-    Answer,
-    Chunk,
-    Document,
-    EmbeddingMigration,
-    KnowledgeBase,
-    Page,
-    ReindexResult,
-    SearchResults,
-)
+from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchResults
 
 T = TypeVar("T")
 

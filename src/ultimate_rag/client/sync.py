@@ -11,16 +11,7 @@ import httpx
 
 from . import _flows as flows
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
-from .models import (
-    Answer,
-    Chunk,
-    Document,
-    EmbeddingMigration,
-    KnowledgeBase,
-    Page,
-    ReindexResult,
-    SearchResults,
-)
+from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchResults
 
 T = TypeVar("T")
 
