@@ -196,6 +196,32 @@ async def identifier_family(container) -> None:
         report(f"mode={mode.value} identifiers=on",
                await evaluate(container, kb, key_of, mode, FAMILY_QUESTIONS), (FAMILY_KIND,))
     await without_identifiers(container, kb, key_of, FAMILY_QUESTIONS, (FAMILY_KIND,))
+    await identifier_cost(container, kb, [q for q, _, _ in FAMILY_QUESTIONS])
+
+
+async def identifier_cost(container, kb: UUID, questions: list[str], repeat: int = 5) -> None:
+    """Hybrid search latency of the identifier questions with the stage and without it, the query
+    embeddings cached (what the stage adds: the lookup beside the vector index, the scoring by id),
+    each question both ways in a shuffled order."""
+    search = container.retrieval.search
+    stage = search._identifiers
+    samples: dict[str, list[float]] = defaultdict(list)
+    try:
+        for _ in range(repeat):
+            for q in random.sample(questions, len(questions)):
+                for label in random.sample(["on", "off"], 2):
+                    search._identifiers = stage if label == "on" else None
+                    started = time.perf_counter()
+                    await search.search(kb, q, 10)
+                    samples[label].append(time.perf_counter() - started)
+    finally:
+        search._identifiers = stage
+    off = statistics.median(samples["off"])
+    for label in ("on", "off"):
+        cut = statistics.quantiles(samples[label], n=20)
+        print(f"RESULT retrieval identifier_cost identifiers={label} n={len(samples[label])} "
+              f"p50_ms={statistics.median(samples[label]) * 1000:.1f} p95_ms={cut[18] * 1000:.1f} "
+              f"vs_off={statistics.median(samples[label]) / off:.2f}")
 
 
 async def main() -> None:
