@@ -15,7 +15,7 @@ from psycopg import sql
 
 from ultimate_rag.adapters.postgres.identifiers import Q as IDENTIFIER_QUERIES
 from ultimate_rag.adapters.postgres.search_filters import searchable_chunk
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .answering import serve, stream_answer
 

@@ -26,7 +26,7 @@ from ..domain.ports import (
     SparseIndexWriter,
 )
 from ..offload import run_sized
-from .embedding import EmbeddingService
+from .embedding.passages import EmbeddingService
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from ..domain.search import (
     highlights,
     script_language,
 )
-from .embedding_models import EmbeddingModels
+from .embedding.models import EmbeddingModels
 from .identifier_stage import IdentifierStage
 
 MAX_FETCH = 16384

@@ -6,9 +6,9 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
                  GenerationAdmin
     embedding    Embedder, StreamingEmbedder (the engine), SparseEncoder, EmbeddingCacheStore,
                  CentroidStore, Truncating
-    parsing      Parser, ParserResolver, ParseRunnerPort, ImageDescriber, Chunker
-    pipeline     TaskLeases, ClaimingLeases, JobLeasesPort, PipelineStore, DedupStore, DedupSession
-    lifecycle    LifecycleStore, LifecycleSession, DocumentReader, KnowledgeBaseRemovalStore,
+    parsing      Parser, ParserResolver, ParseExecutor, ImageDescriber, Chunker
+    pipeline     TaskLeases, ClaimingLeases, JobLeases, PipelineStore, DedupStore, DedupSession
+    lifecycle    LifecycleStore, LifecycleSession, DocumentReader, KnowledgeBaseDeletionStore,
                  KnowledgeBaseReader, DocumentIntake
     migrations   MigrationStore, IndexStateReader, MigrationItemQueue
     maintenance  MaintenanceStore, GenerationSweeper, BackfillStore, SparseIndexWriter,
@@ -16,6 +16,7 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
     search       ReadyChunks, IdentifierIndex, SearchTimings
     catalog      KnowledgeBaseStore, DocumentCatalog, ApiKeyStore, AuditTrail, OperationsReadout,
                  DocumentEvents (what the API reads and writes besides the services)
+    connectors   ConnectorStore, ConnectorSyncs, OutboundFetch, VersionedObjects
     chat         ChatModel
     health       Pingable, Closable
 """
@@ -30,6 +31,7 @@ from .catalog import (
     OperationsReadout,
 )
 from .chat import ChatModel
+from .connectors import ConnectorStore, ConnectorSyncs, FetchedResponse, OutboundFetch, VersionedObjects
 from .embedding import (
     CentroidStore,
     Embedder,
@@ -44,8 +46,8 @@ from .health import Closable, Pingable
 from .lifecycle import (
     DocumentIntake,
     DocumentReader,
+    KnowledgeBaseDeletionStore,
     KnowledgeBaseReader,
-    KnowledgeBaseRemovalStore,
     LifecycleSession,
     LifecycleStore,
     LockedDocument,
@@ -61,8 +63,8 @@ from .maintenance import (
     SparseIndexWriter,
 )
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
-from .parsing import Chunker, ImageDescriber, Parser, ParserResolver, ParseRunnerPort
-from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeasesPort, PipelineStore, TaskLeases
+from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
+from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, TaskLeases
 from .search import IdentifierIndex, ReadyChunks, SearchTimings
 from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
@@ -78,6 +80,8 @@ __all__ = [
     "Chunker",
     "ClaimingLeases",
     "Closable",
+    "ConnectorStore",
+    "ConnectorSyncs",
     "DedupSession",
     "DedupStore",
     "DocumentCatalog",
@@ -88,6 +92,7 @@ __all__ = [
     "EmbeddingCacheStore",
     "EngineLoad",
     "EventSubscription",
+    "FetchedResponse",
     "GenerationAdmin",
     "GenerationSweeper",
     "IdentifierBackfillStore",
@@ -96,9 +101,9 @@ __all__ = [
     "ImageDescriber",
     "IndexRouter",
     "IndexStateReader",
-    "JobLeasesPort",
+    "JobLeases",
+    "KnowledgeBaseDeletionStore",
     "KnowledgeBaseReader",
-    "KnowledgeBaseRemovalStore",
     "KnowledgeBaseStore",
     "LifecycleSession",
     "LifecycleStore",
@@ -109,8 +114,9 @@ __all__ = [
     "ObjectOwner",
     "ObjectStorage",
     "OperationsReadout",
+    "OutboundFetch",
     "Owners",
-    "ParseRunnerPort",
+    "ParseExecutor",
     "Parser",
     "ParserResolver",
     "Pingable",
@@ -125,4 +131,5 @@ __all__ = [
     "TaskLeases",
     "Truncating",
     "VectorStore",
+    "VersionedObjects",
 ]
