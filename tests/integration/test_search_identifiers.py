@@ -8,6 +8,7 @@ hybrid contract (testing/hybrid_contract.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import uuid4
 
 import httpx
@@ -27,10 +28,11 @@ ORDER = ("Order form PO-2024-00017\n\nReplacement controller boards for the badg
          "entrance, requested by facilities after the power cut.")
 
 
-async def family(client: httpx.AsyncClient, container) -> tuple[str, dict[str, str]]:
-    """Eight tickets differing only in their number, and an order form about the same fault."""
+async def family(client: httpx.AsyncClient, container,
+                 numbers: Sequence[str] = NUMBERS) -> tuple[str, dict[str, str]]:
+    """Tickets differing only in their number (eight by default), and an order form about the same fault."""
     kb = (await client.post("/api/knowledge-bases", json={"name": f"tickets-{uuid4().hex[:6]}"})).json()["id"]
-    files = {f"{n}.md": TICKET.format(n=n) for n in NUMBERS} | {"order.md": ORDER}
+    files = {f"{n}.md": TICKET.format(n=n) for n in numbers} | {"order.md": ORDER}
     ids = {}
     for name, text in files.items():
         r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": (name, text.encode())})
@@ -75,7 +77,7 @@ async def test_the_ticket_a_question_names_is_first_in_every_mode_and_spelling(c
 
 async def test_identifiers_found_nowhere_are_reported_by_search_and_answers(container) -> None:
     async with serve(container) as client:  # answers stream: a real server
-        kb, ids = await family(client, container)
+        kb, ids = await family(client, container, ("SR-88342", "SR-88345"))
         out = await search(client, kb, query="SR-99999 and SR-88345: what failed?", top_k=3)
         assert out["unmatched_identifiers"] == ["SR-99999"] and out["results"][0]["filename"] == "SR-88345.md"
         filtered = await search(client, kb, query="SR-88345", filters={"document_ids": [ids["order.md"]]})
@@ -121,7 +123,7 @@ def _no_filters():
 
 async def test_chunks_written_before_the_index_get_their_keys_from_the_idle_backfill(client: httpx.AsyncClient,
                                                                                     container) -> None:
-    kb, _ = await family(client, container)
+    kb, _ = await family(client, container, ("SR-88346", "SR-88347"))
     db = container.infra.db
     await db.execute("UPDATE chunks SET identifiers = NULL")  # as migration 0021 finds them
     before = await search(client, kb, query="SR-88346 是什么问题？", top_k=3)
