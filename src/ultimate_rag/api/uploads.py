@@ -1,24 +1,38 @@
 """Reading the one file of an upload: at most one file part and a few fields (a multipart body with
-thousands of parts is refused before they are parsed), a bounded read, and a schema for the docs."""
+thousands of parts is refused before they are parsed), a bounded read, and a schema for the docs.
+An upload may carry its ``path`` in the folder the client uploads (``source.path``); a re-upload
+carries the file alone."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.formparsers import MultiPartException
 
 from ..domain.errors import InvalidRequestError
 from .deps import SettingsDep
 
+_FILE = {"file": {"type": "string", "format": "binary", "description": "the document"}}
+CONTENT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file"], "properties": _FILE}}}}}
 UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
-    "type": "object", "required": ["file"],
-    "properties": {"file": {"type": "string", "format": "binary", "description": "the document"}},
-}}}}}
+    "type": "object", "required": ["file"], "properties": {
+        **_FILE,
+        "path": {"type": "string", "description": "where the file lies in the folder being uploaded (relative, "
+                                                  "'/'-separated, e.g. guides/setup.md): the document's source.path"},
+    }}}}}}
 
 
-async def uploaded_file(request: Request, settings: SettingsDep) -> UploadFile:
+@dataclass(frozen=True)
+class Upload:
+    file: UploadFile
+    path: str | None = None
+
+
+async def _form(request: Request, settings: SettingsDep) -> tuple[FormData, UploadFile]:
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise InvalidRequestError("send the file as multipart/form-data in a field named 'file'")
     try:
@@ -29,7 +43,20 @@ async def uploaded_file(request: Request, settings: SettingsDep) -> UploadFile:
     file = form.get("file")
     if not isinstance(file, UploadFile):
         raise InvalidRequestError("the multipart body has no file in a field named 'file'")
-    return file
+    return form, file
+
+
+async def uploaded_file(request: Request, settings: SettingsDep) -> UploadFile:
+    return (await _form(request, settings))[1]
+
+
+async def upload(request: Request, settings: SettingsDep) -> Upload:
+    form, file = await _form(request, settings)
+    path = form.get("path")
+    if isinstance(path, UploadFile):
+        raise InvalidRequestError("path is a plain form field, not a file")
+    return Upload(file, path or None)
 
 
 UploadedFile = Annotated[UploadFile, Depends(uploaded_file)]
+UploadDep = Annotated[Upload, Depends(upload)]

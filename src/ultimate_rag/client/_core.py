@@ -34,6 +34,11 @@ Id = str | UUID
 ProgressCallback = Callable[[int, int], None]  # (bytes sent so far, total bytes)
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUSES = frozenset({429, 503})
+# an answer is read whole when the model is done: the server may wait minutes for a local model
+# (its provider timeout, 300 s for a local endpoint, and a rewrite call), so the client waits
+# longer than the server would, and the server's own 504 with its reason arrives instead of a
+# client-side timeout
+ANSWER_TIMEOUT_SECONDS = 900.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class Upload:
     source: bytes | str | os.PathLike[str] | IO[bytes]
     content_type: str | None = None
     progress: ProgressCallback | None = None
+    fields: dict[str, str] = field(default_factory=dict)  # form fields sent with the file (``path``)
 
     def open(self) -> tuple[IO[bytes], int, bool]:
         """The stream to read, its size, and whether we opened it (and must close it)."""
@@ -107,13 +113,15 @@ class Upload:
         return {"file": (self.filename, reader, mime)}
 
 
-def make_upload(file: Any, filename: str | None, content_type: str | None, progress: ProgressCallback | None) -> Upload:
+def make_upload(file: Any, filename: str | None, content_type: str | None, progress: ProgressCallback | None,
+                path: str | None = None) -> Upload:
     if filename is None:
         if isinstance(file, str | os.PathLike):
             filename = os.path.basename(os.fspath(file))
         else:
             filename = os.path.basename(str(getattr(file, "name", "") or "")) or "upload.bin"
-    return Upload(filename=filename, source=file, content_type=content_type, progress=progress)
+    return Upload(filename=filename, source=file, content_type=content_type, progress=progress,
+                  fields={"path": path} if path else {})
 
 
 class ProgressReader:
@@ -156,6 +164,7 @@ class Call(Generic[T]):
     json: Any = None
     upload: Upload | None = None
     idempotent: bool = field(default=False)
+    timeout: float | None = None  # the read timeout of this call, when not the client's
 
 
 def _list(parse: Callable[[dict[str, Any]], T]) -> Callable[[Any], Page[T]]:
@@ -247,7 +256,9 @@ class Calls:
     def answer(kb: Id, question: str, top_k: int | None, filters: dict[str, Any] | None,
                messages: list[dict[str, str]] | None) -> Call[Answer]:
         body = _params(question=question, top_k=top_k, filters=filters or None, messages=messages or None)
-        return Call("POST", f"/api/knowledge-bases/{kb}/answer", Answer.from_json, json=body, idempotent=True)
+        # not retried when the connection breaks or times out: that would ask the model all over again
+        return Call("POST", f"/api/knowledge-bases/{kb}/answer", Answer.from_json, json=body,
+                    timeout=ANSWER_TIMEOUT_SECONDS)
 
     @staticmethod
     def stuck_documents(older_than_seconds: float | None) -> Call[list[dict[str, Any]]]:

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _flows as flows
+from . import _waiting as waiting
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
 from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchResults
 
@@ -114,9 +115,11 @@ class Client:
         return self._send(Calls.get_document(document_id))
 
     def upload(self, kb_id: Id, file: Any, *, filename: str | None = None, content_type: str | None = None,
-                     progress: ProgressCallback | None = None) -> Document:
-        """Upload bytes, a path or an open binary file; ``progress(sent, total)`` as it goes out."""
-        return self._send(Calls.upload(kb_id, make_upload(file, filename, content_type, progress)))
+                     progress: ProgressCallback | None = None, path: str | None = None) -> Document:
+        """Upload bytes, a path or an open binary file; ``progress(sent, total)`` as it goes out.
+        ``path``: where the file lies in the folder being uploaded (``guides/setup.md``): the
+        document's ``source.path``, shown with its name in lists, search hits and citations."""
+        return self._send(Calls.upload(kb_id, make_upload(file, filename, content_type, progress, path)))
 
     def replace_content(self, document_id: Id, file: Any, *, filename: str | None = None,
                               content_type: str | None = None, progress: ProgressCallback | None = None) -> Document:
@@ -157,8 +160,16 @@ class Client:
 
     # waiting
     def wait_until_ready(self, document_ids: Iterable[Id], *, timeout: float = 600.0,
-                               poll_interval: float = 2.0,
-                               on_update: Callable[[Document], None] | None = None) -> list[Document]:
+                         poll_interval: float = 2.0, on_update: Callable[[Document], None] | None = None,
+                         idle_timeout: float | None = None,
+                         on_connection: Callable[[str | None], None] | None = None) -> list[Document]:
         """Wait until every document is stable (READY, FAILED, DELETED or OUTDATED) and return them, in
-        order. Follows the knowledge base's event stream; polls when the server has none."""
-        return self._run(flows.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update))
+        order. Follows the knowledge base's event stream; polls when the server has none.
+
+        ``on_update(doc)``: each document when first read and whenever it changes (status, progress,
+        error). A server that restarts or cannot be reached is waited for (reconnecting with backoff);
+        ``on_connection(why)`` says when it cannot be reached, ``on_connection(None)`` when it is back.
+        ``TimeoutError`` after ``timeout`` seconds in all, or ``idle_timeout`` seconds in which no
+        document changed."""
+        return self._run(waiting.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update,
+                                                  idle_timeout, on_connection))

@@ -389,6 +389,7 @@ class SearchResult:
     # the query's identifiers this chunk holds, as the query wrote them (the identifier stage
     # ranked it above the chunks holding fewer; an answer cites it whatever its score)
     identifiers: tuple[str, ...] = ()
+    source_path: str | None = None  # its document's path in the folder it came from (source.path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ class Passage:
     text: str
 
     def header(self) -> str:
-        where = [self.result.filename]
+        where = [self.result.source_path or self.result.filename]
         if self.result.heading_path:
             where.append(" › ".join(self.result.heading_path))
         loc = self.result.locator

@@ -59,7 +59,8 @@ d.knowledge_base_id = %(kb)s
 d.status = %(status)s
 
 -- list_by_filename --
-d.filename ILIKE %(q)s
+-- the file name, or its path in the folder it was uploaded from (source.path)
+(d.filename ILIKE %(q)s OR d.source->>'path' ILIKE %(q)s)
 
 -- list_after_cursor --
 (d.created_at, d.id) < (%(c_at)s, %(c_id)s)
@@ -79,7 +80,8 @@ ORDER BY a.page NULLS FIRST, a.locator_key;
 -- ready_chunks --
 -- The double filter (SPEC §4 rule 3). searchable: search_filters' searchable_chunk; filters:
 -- " AND ..." for each search filter, or nothing.
-SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, c.identifiers, d.filename
+SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, c.identifiers, d.filename,
+       d.source->>'path' AS source_path
 FROM chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.id = ANY(%(ids)s) AND c.knowledge_base_id = %(kb)s AND d.knowledge_base_id = %(kb)s
   AND {searchable}{filters};

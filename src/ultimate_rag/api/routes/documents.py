@@ -26,7 +26,7 @@ from ..deps import (
     principal,
 )
 from ..schemas import ERROR_RESPONSES, ChunkList, ChunkOut, DocumentOut, body_of
-from ..uploads import UPLOAD_BODY, UploadedFile
+from ..uploads import CONTENT_BODY, UploadedFile
 
 router = APIRouter(prefix="/api/documents", tags=["documents"], dependencies=[Depends(principal)],
                    responses=ERROR_RESPONSES)
@@ -134,7 +134,7 @@ async def delete_document(doc: EditableDocument, lifecycle: LifecycleDep, audit:
     return DocumentOut.of(result)
 
 
-@router.put("/{document_id}/content", status_code=202, response_model=DocumentOut, openapi_extra=UPLOAD_BODY)
+@router.put("/{document_id}/content", status_code=202, response_model=DocumentOut, openapi_extra=CONTENT_BODY)
 async def replace_content(doc: EditableDocument, settings: SettingsDep, lifecycle: LifecycleDep, audit: AuditDep,
                           file: UploadedFile) -> DocumentOut:
     """Re-upload: new bytes for a stable document (same limits and checks as an upload). 409 while active."""

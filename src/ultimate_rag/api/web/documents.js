@@ -91,7 +91,9 @@ export function renderRow(doc) {
   // only where the status allows them
   return h("tr", { dataset: { id: doc.id, status: doc.status } },
     h("td", {}, check),
-    h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.filename, onclick: () => openDocument(doc.id) })),
+    // the path in the folder it was uploaded from tells apart files of the same name
+    h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.source?.path || doc.filename,
+      title: doc.filename, onclick: () => openDocument(doc.id) })),
     h("td", { class: "status-cell" },
       h("span", { class: `badge st-${doc.status}${busy ? " busy" : ""}`, text: statusLabel(doc.status) }),
       searchabilityLabel(doc)),
