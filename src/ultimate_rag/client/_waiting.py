@@ -170,7 +170,7 @@ def _refresh(ids: list[str], watch: Watch, retry: RetryPolicy) -> Flow[None]:
 
 def _follow(kb: str, group: list[str], watch: Watch, retry: RetryPolicy) -> Flow[bool]:
     """Read one event stream; False when the server says to poll instead."""
-    seconds = max(1, min(25, int(watch.left()) + 1))
+    seconds = max(1, int(min(25.0, watch.left() + 1)))
     try:
         yield OpenEvents(f"/api/knowledge-bases/{kb}/events", {"max_seconds": seconds})
         keep_streaming = yield from _read_events(set(group), watch, retry)
