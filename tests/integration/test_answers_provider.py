@@ -39,9 +39,12 @@ async def test_5xx_and_timeouts_are_retried_then_502_or_504(container, standin, 
         assert r.status_code == 502 and r.json() == {"detail": "the language model answered HTTP 503"}
         assert len(standin.state()["requests"]) == 3  # one try and two retries
 
-        standin.script({"stall": 3}, {"stall": 3}, {"stall": 3})  # slower than ULTIMATE_RAG_LLM_TIMEOUT_SECONDS=1
+        # slower than ULTIMATE_RAG_LLM_TIMEOUT_SECONDS=1; the stand-in is local (127.0.0.1): a local model
+        # that stayed silent that long is busy, and asking again would queue behind the same work
+        standin.script({"stall": 3}, {"stall": 3}, {"stall": 3})
         r = await client.post(url, json=QUESTION)
         assert r.status_code == 504 and "did not answer within 1 s" in r.json()["detail"]
+        assert len(standin.state()["requests"]) == 1
 
         standin.script({"status": 503}, {"status": 503}, {"status": 503})
         frames = await stream_answer(client, ids["kb"], QUESTION)  # the citations are out before the model fails
@@ -49,8 +52,26 @@ async def test_5xx_and_timeouts_are_retried_then_502_or_504(container, standin, 
         assert frames[1][1] == {"detail": "the language model answered HTTP 503"}
         metrics = (await client.get("/metrics")).text
     assert 'ultimate_rag_llm_provider_errors_total{kind="server_error"} 8.0' in metrics
-    assert 'ultimate_rag_llm_provider_errors_total{kind="timeout"} 3.0' in metrics
+    assert 'ultimate_rag_llm_provider_errors_total{kind="timeout"} 1.0' in metrics
     assert PROVIDER_KEY not in caplog.text
+
+
+@pytest.mark.parametrize(("retry_timeouts", "tries"), [(True, 3), (False, 1)])
+async def test_a_hosted_endpoint_retries_a_timeout_and_a_local_one_does_not(standin, retry_timeouts: bool,
+                                                                             tries: int) -> None:
+    from ultimate_rag.adapters.llm import OpenAICompatibleChat
+    from ultimate_rag.domain.chat import ChatMessage
+    from ultimate_rag.domain.errors import ProviderTimeoutError
+
+    chat = OpenAICompatibleChat(base_url=standin.base_url, model="stand-in", timeout=0.3, retry_backoff=0.01,
+                                retry_timeouts=retry_timeouts, max_retries=2)
+    standin.script({"stall": 1}, {"stall": 1}, {"stall": 1})
+    try:
+        with pytest.raises(ProviderTimeoutError, match=r"did not answer within 0\.3 s"):
+            await chat.complete([ChatMessage("user", "hello")], max_tokens=8)
+    finally:
+        await chat.aclose()
+    assert len(standin.state()["requests"]) == tries
 
 
 async def test_429_waits_for_a_short_retry_after_and_refuses_a_long_one(container, standin) -> None:

@@ -72,7 +72,7 @@ class Watch:
         if self.away is None and self.on_connection:
             self.on_connection(message)
         self.away = message
-        delay = min(MAX_RECONNECT_DELAY, 0.5 * 2.0 ** min(self.failures, 8)) * random.uniform(0.7, 1.0)
+        delay = min(MAX_RECONNECT_DELAY, 0.25 * 2.0 ** min(self.failures, 8)) * random.uniform(0.7, 1.0)
         return min(delay, self.left())
 
     def reached(self) -> None:
@@ -99,6 +99,10 @@ def _moved(before: Document, after: Document) -> bool:
 def _why(exc: BaseException) -> str:
     if isinstance(exc, ApiError):
         return f"{exc.detail} (HTTP {exc.status_code})"
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):  # raised by the event stream directly
+        return f"cannot reach the server: {exc}"
+    if isinstance(exc, httpx.TransportError):
+        return f"the connection failed: {exc or type(exc).__name__}"
     return str(exc) or type(exc).__name__
 
 
