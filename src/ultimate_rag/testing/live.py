@@ -81,7 +81,7 @@ class LiveApi:
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            if self._api.proc.poll() is not None:
+            if self._api.proc is None or self._api.proc.poll() is not None:
                 raise RuntimeError(f"the API exited: {self._api.log.read_text(errors='replace')[-3000:]}")
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
