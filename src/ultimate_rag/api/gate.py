@@ -12,6 +12,7 @@ from typing import Any, cast
 from ..bootstrap import Container
 from ..domain.errors import AuthenticationError
 from .deps import authenticate
+from .errors import RETRY_AFTER_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,16 @@ class ApiKeyGate:
             return
         except Exception:  # the database is down: say so without reading the body either
             log.exception("could not check an API key")
-            await _answer(send, 503, "the key cannot be checked right now: try again", [])
+            await key_check_unavailable(send)
             return
         scope.setdefault("state", {})["principal"] = who
         await self.app(scope, receive, send)
+
+
+async def key_check_unavailable(send: Any) -> None:
+    """503 with ``Retry-After``, as every other answer while the database is unavailable."""
+    await _answer(send, 503, "the key cannot be checked right now: try again in a few seconds",
+                  [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
 
 
 async def _answer(send: Any, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:

@@ -19,14 +19,18 @@ from ..domain.models import SearchResult, SourceLocator
 from ..domain.ports import CentroidStore, Embedder, IndexRouter, ReadyChunks, SearchTimings, SparseEncoder, SparseVector
 from ..domain.search import (
     Fusion,
+    Highlighter,
     LanguageOffsets,
     QueryVectors,
+    ScoredChunk,
     SearchFilters,
     SearchMode,
     fuse,
-    highlights,
+    glob_to_regex,
+    highlighter,
     script_language,
 )
+from ..offload import run_sized
 from .embedding.models import EmbeddingModels
 
 MAX_FETCH = 16384
@@ -36,20 +40,25 @@ MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw sim
 MIN_LANGUAGE_CHUNKS = 10
 
 
+CacheKey = tuple[UUID, str, str]  # (knowledge base, kind of vector and model, query)
+
+
 class QueryCache:
-    """Per process, bounded, least recently used: a repeated query is not embedded again."""
+    """Per process, bounded, least recently used: a repeated query is not embedded again. Keyed by
+    knowledge base too: a hit is faster than a miss, and that difference must not tell one
+    knowledge base's readers which queries another's asked."""
 
     def __init__(self, size: int) -> None:
         self._size = max(0, size)
-        self._items: OrderedDict[tuple[str, str], tuple[float, ...] | SparseVector] = OrderedDict()
+        self._items: OrderedDict[CacheKey, tuple[float, ...] | SparseVector] = OrderedDict()
 
-    def get(self, key: tuple[str, str]) -> Any:  # a dense vector or a sparse one, as the key's kind says
+    def get(self, key: CacheKey) -> Any:  # a dense vector or a sparse one, as the key's kind says
         value = self._items.get(key)
         if value is not None:
             self._items.move_to_end(key)
         return value
 
-    def put(self, key: tuple[str, str], value: tuple[float, ...] | SparseVector) -> None:
+    def put(self, key: CacheKey, value: tuple[float, ...] | SparseVector) -> None:
         if not self._size:
             return
         self._items[key] = value
@@ -89,11 +98,16 @@ class SearchService:
             raise InvalidRequestError(f"top_k must be between 1 and {self._max_top_k}")
         if mode is SearchMode.SPARSE and self._sparse is None:
             raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
+        if filters is not None and filters.filename is not None:
+            try:
+                glob_to_regex(filters.filename)  # bounded: too many wildcards are refused
+            except ValueError as exc:
+                raise InvalidRequestError(str(exc)) from exc
         effective = mode if self._sparse is not None else SearchMode.DENSE
         started = time.perf_counter()
         for _ in range(3):  # a switch between reading the plan and the index: read it again
             plan, embedder = await self._index_of(knowledge_base_id)
-            vectors = await self._query_vectors(query, effective, embedder)
+            vectors = await self._query_vectors(knowledge_base_id, query, effective, embedder)
             try:
                 results = await self._collect(knowledge_base_id, query, vectors, top_k, effective,
                                               filters or SearchFilters(), min_score, group_by_document, plan, embedder)
@@ -112,10 +126,12 @@ class SearchService:
         plan = await self._vectors.plan(knowledge_base_id)
         return plan, self._models.embedder(plan.current.spec)
 
-    async def _query_vectors(self, query: str, mode: SearchMode, embedder: Embedder) -> QueryVectors:
-        dense_key = (f"dense:{embedder.name}", query)
+    async def _query_vectors(self, knowledge_base_id: UUID, query: str, mode: SearchMode,
+                             embedder: Embedder) -> QueryVectors:
+        dense_key = (knowledge_base_id, f"dense:{embedder.name}", query)
+        sparse_key = (knowledge_base_id, "sparse", query)
         dense = self._cache.get(dense_key)
-        sparse: SparseVector | None = self._cache.get(("sparse", query)) if mode is not SearchMode.DENSE else {}
+        sparse: SparseVector | None = self._cache.get(sparse_key) if mode is not SearchMode.DENSE else {}
         jobs: list[Awaitable[Any]] = []
         if dense is None:
             jobs.append(embedder.embed_query(query))
@@ -127,7 +143,7 @@ class SearchService:
             self._cache.put(dense_key, dense)
         if sparse is None:
             sparse = done.pop(0) if self._sparse is not None else {}
-            self._cache.put(("sparse", query), sparse)
+            self._cache.put(sparse_key, sparse)
         return QueryVectors(dense=dense, sparse=sparse or {})
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
@@ -135,6 +151,7 @@ class SearchService:
                        embedder: Embedder) -> list[SearchResult]:
         fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
         offsets = await self._offsets(knowledge_base_id, vectors, embedder)
+        marks = highlighter(query)
         while True:
             found, exhausted = await self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode,
                                                               filters=filters, plan=plan)
@@ -143,11 +160,11 @@ class SearchService:
             dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
-            if offsets is not None:
-                found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
-                         if c.chunk_id in rows]
-            ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
-            results = self._assemble(ranked, rows, query, top_k, min_score, group, dense_of)
+            # centring, fusion and highlights scan every row's text: in a thread when that is much
+            # text, so the event loop (every other request of this process) never waits on it
+            size = sum(len(r["content"]) for r in rows.values())
+            ranked, results = await run_sized(size, self._rank, found, rows, offsets, mode, marks, top_k,
+                                              min_score, group, dense_of)
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
                 return results
@@ -160,9 +177,19 @@ class SearchService:
             return None
         return await self._centroids.offsets(knowledge_base_id, embedder.name, vectors, min_chunks=MIN_LANGUAGE_CHUNKS)
 
+    def _rank(self, found: list[ScoredChunk], rows: dict[UUID, dict[str, Any]], offsets: LanguageOffsets | None,
+              mode: SearchMode, marks: Highlighter, top_k: int, min_score: float | None, group: bool,
+              dense_of: dict[UUID, float]) -> tuple[list[tuple[UUID, float]], list[SearchResult]]:
+        if offsets is not None:
+            found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
+                     if c.chunk_id in rows]
+        ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
+        return ranked, self._assemble(ranked, rows, marks, top_k, min_score, group, dense_of)
+
     @staticmethod
-    def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], query: str, top_k: int,
-                  min_score: float | None, group: bool, dense_of: dict[UUID, float]) -> list[SearchResult]:
+    def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], marks: Highlighter,
+                  top_k: int, min_score: float | None, group: bool,
+                  dense_of: dict[UUID, float]) -> list[SearchResult]:
         results: list[SearchResult] = []
         seen: set[UUID] = set()
         for chunk_id, score in ranked:
@@ -178,7 +205,7 @@ class SearchService:
                 content=row["content"], score=score, heading_path=tuple(row["heading_path"] or ()),
                 locator=SourceLocator.from_metadata(row["locator"]),
                 assets=tuple(row["metadata"].get("assets", ())) if row["metadata"] else (),
-                highlights=tuple(highlights(row["content"], query)), dense_score=dense_of.get(chunk_id),
+                highlights=tuple(marks(row["content"])), dense_score=dense_of.get(chunk_id),
             ))
             if len(results) == top_k:
                 break
