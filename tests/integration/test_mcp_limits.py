@@ -21,6 +21,7 @@ from ultimate_rag.client import ApiError, AsyncClient, RetryPolicy
 from ultimate_rag.domain.auth import Role
 from ultimate_rag.mcp_server import http as mcp_http
 from ultimate_rag.mcp_server.tools import build_server
+from ultimate_rag.testing.eventually import eventually
 
 from .helpers import new_kb
 from .test_mcp_access import first_text, mcp_client
@@ -113,8 +114,7 @@ async def test_a_get_stream_ends_when_its_key_is_revoked(streams, container, mon
     container.settings.event_stream_key_check_seconds = 0.05
     slots = stream_slots(streams["app"].state, container.settings)
     request = asyncio.create_task(streams["http"].get("/mcp", headers=STREAM_HEADERS))
-    while streams["prefix"] not in slots.open:  # the stream is open
-        await asyncio.sleep(0.01)
+    await eventually(lambda: streams["prefix"] in slots.open, what="the stream is open")
     await streams["repo"].revoke(streams["prefix"])
     r = await asyncio.wait_for(request, 60)
     assert r.status_code == 200
