@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from uuid import UUID
 
 import pytest
 
@@ -63,7 +64,7 @@ async def test_a_streamed_answer_ends_when_its_key_is_revoked(container, standin
     async with serve(container) as client:
         ids = await ingest(client, container, files=("router.md",))
         repo = ApiKeyRepository(container.infra.db)
-        reader = await repo.create(is_admin=False, scopes={ids["kb"]: Role.READER})
+        reader = await repo.create(is_admin=False, scopes={UUID(ids["kb"]): Role.READER})
         container.settings.llm_max_answer_seconds = 3600  # not a factor here (the config was read already)
         standin.script({"hold": True, "reply": "Hold the power button"})  # then silence, until we leave
         seen: list[tuple[str, dict]] = []
