@@ -18,7 +18,7 @@ from ..domain.models import Document, KnowledgeBase
 from ..domain.ports import (
     ApiKeyStore,
     AuditTrail,
-    ChunkSnapshotStore,
+    ChunkSnapshotReader,
     DocumentCatalog,
     DocumentEvents,
     KnowledgeBaseStore,
@@ -52,7 +52,7 @@ SettingsDep = Annotated[Settings, Depends(_part(lambda c: c.settings))]
 KnowledgeBasesDep = Annotated[KnowledgeBaseStore, Depends(_part(lambda c: c.ingest.knowledge_bases))]
 DocumentsDep = Annotated[DocumentCatalog, Depends(_part(lambda c: c.ingest.documents))]
 StorageDep = Annotated[ObjectStorage, Depends(_part(lambda c: c.infra.storage))]
-SnapshotsDep = Annotated[ChunkSnapshotStore, Depends(_part(lambda c: c.infra.snapshots))]
+SnapshotsDep = Annotated[ChunkSnapshotReader, Depends(_part(lambda c: c.infra.snapshots))]
 EventsDep = Annotated[DocumentEvents, Depends(_part(lambda c: c.infra.events))]
 IngestionDep = Annotated[IngestionService, Depends(_part(lambda c: c.ingest.ingestion))]
 LifecycleDep = Annotated[DocumentLifecycle, Depends(_part(lambda c: c.ingest.lifecycle))]
