@@ -10,7 +10,7 @@ import logging
 from typing import Any, cast
 
 from ..bootstrap import Container
-from ..domain.errors import AuthenticationError
+from ..domain.errors import AuthenticationError, DatabaseError
 from .deps import authenticate
 from .errors import RETRY_AFTER_SECONDS
 
@@ -35,12 +35,20 @@ class ApiKeyGate:
         except AuthenticationError as exc:
             await _answer(send, 401, exc.message, [(b"www-authenticate", b"Bearer")])
             return
-        except Exception:  # the database is down: say so without reading the body either
-            log.exception("could not check an API key")
-            await key_check_unavailable(send)
+        except Exception as exc:  # the database is down: say so without reading the body either
+            await refuse_unchecked_key(send, exc)
             return
         scope.setdefault("state", {})["principal"] = who
         await self.app(scope, receive, send)
+
+
+async def refuse_unchecked_key(send: Any, exc: Exception) -> None:
+    """The key could not be checked (the database is down): 503 with ``Retry-After``, one log line."""
+    if isinstance(exc, DatabaseError):
+        log.warning("could not check an API key: database unavailable (%s)", exc.message.splitlines()[0][:200])
+    else:
+        log.error("could not check an API key", exc_info=exc)
+    await key_check_unavailable(send)
 
 
 async def key_check_unavailable(send: Any) -> None:

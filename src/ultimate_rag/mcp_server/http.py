@@ -26,7 +26,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from ..api.deps import authenticate, still_valid
-from ..api.errors import RETRY_AFTER_SECONDS
+from ..api.gate import refuse_unchecked_key
 from ..api.slots import stream_slots
 from ..bootstrap import Container
 from ..client import AsyncClient, RetryPolicy
@@ -67,10 +67,8 @@ class McpEndpoint:
         except AuthenticationError as exc:
             await _json(send, 401, exc.message, {"www-authenticate": "Bearer"})
             return
-        except Exception:  # the database is down: the same answer as the /api gate's
-            log.exception("could not check an API key")
-            await _json(send, 503, "the key cannot be checked right now: try again in a few seconds",
-                        {"retry-after": str(RETRY_AFTER_SECONDS)})
+        except Exception as exc:  # the database is down: the same answer as the /api gate's
+            await refuse_unchecked_key(send, exc)
             return
         if scope.get("method") == "GET":
             await self._stream(scope, receive, send, who, container)
