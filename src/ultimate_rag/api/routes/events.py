@@ -16,7 +16,8 @@ Events (``data`` is JSON):
 - ``unauthorized`` ``{"detail"}``: the key was revoked or expired while streaming (it is re-checked
   every ``event_stream_key_check_seconds``); the stream ends.
 A comment line is sent every few seconds as a keep-alive. Each API process serves at most
-``max_event_streams`` streams at once, ``max_event_streams_per_key`` per key; beyond that: 429.
+``max_event_streams`` streams at once, ``max_event_streams_per_key`` per key (GET ``/mcp`` streams
+count with them, ``api/slots.py``); beyond that: 429 with ``Retry-After``.
 """
 
 from __future__ import annotations
