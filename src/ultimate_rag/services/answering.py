@@ -184,14 +184,24 @@ class AnswerService:
         try:
             # closed at once when the client goes away: the provider's request is cancelled with it
             model = self._chat.stream(prepared.messages, max_tokens=self._config.max_output_tokens)
-            async with aclosing(bounded(model, seconds=self._config.max_answer_seconds, check=still_allowed,
-                                        check_every=check_every)) as pieces:
-                try:
+            pieces = bounded(model, seconds=self._config.max_answer_seconds, check=still_allowed,
+                             check_every=check_every)
+
+            async def checked() -> AsyncGenerator[str, None]:
+                """The model's text with invented citations removed (the held-back end last)."""
+                nonlocal usage
+                async with aclosing(pieces):
                     async for piece in pieces:
                         if isinstance(piece, ChatUsage):
                             usage = piece
-                            continue
-                        out, room, cut = _within(check.feed(piece), room)
+                        else:
+                            yield check.feed(piece)
+                yield check.flush()
+
+            async with aclosing(checked()) as texts:
+                try:
+                    async for piece in texts:
+                        out, room, cut = _within(piece, room)
                         if out:
                             first = first or time.perf_counter()
                             text += out
@@ -199,14 +209,6 @@ class AnswerService:
                         if cut:
                             prepared.reason = f"the answer was cut at {self._config.max_answer_bytes} bytes"
                             break
-                    else:
-                        out, room, cut = _within(check.flush(), room)
-                        if out:
-                            first = first or time.perf_counter()
-                            text += out
-                            yield out
-                        if cut:
-                            prepared.reason = f"the answer was cut at {self._config.max_answer_bytes} bytes"
                 except StreamDeadline:
                     prepared.reason = (f"the answer was cut after {self._config.max_answer_seconds:g} s: "
                                        "the language model was still writing")
