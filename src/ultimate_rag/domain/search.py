@@ -191,16 +191,17 @@ class Highlighter:
     words: re.Pattern[str] | None
     cjk: re.Pattern[str] | None
 
-    def __call__(self, content: str, limit: int = 64) -> list[tuple[int, int]]:
-        if self.words is None and self.cjk is None:
-            return []
+    def __call__(self, content: str, limit: int = 64,
+                 also: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+        """``also``: spans found otherwise (the identifiers the chunk holds as the identifier stage
+        matched them, whatever their spelling: ``ＳＲ－８８３４６`` for ``SR-88346``), merged in."""
+        spans: list[tuple[int, int]] = list(also)
         folded = content.casefold()
         if len(folded) != len(content):  # casefold changed lengths (e.g. ß): match on lower() instead
             folded = content.lower()
-        if len(folded) != len(content):
-            return []
-        spans = [(m.start(), m.start() + len(m.group(1)))
-                 for pattern in (self.words, self.cjk) if pattern is not None for m in pattern.finditer(folded)]
+        if len(folded) == len(content):
+            spans += [(m.start(), m.start() + len(m.group(1)))
+                      for pattern in (self.words, self.cjk) if pattern is not None for m in pattern.finditer(folded)]
         spans.sort()
         merged: list[tuple[int, int]] = []
         for start, end in spans:
@@ -229,9 +230,11 @@ def _one_pass(terms: list[str], before: str, after: str) -> re.Pattern[str] | No
     return re.compile(f"{before}(?=[{first}])(?=({alternatives}){after})")
 
 
-def highlights(content: str, query: str, limit: int = 64) -> list[tuple[int, int]]:
-    """``[start, end)`` character offsets in ``content`` of what matched the query (rule above)."""
-    return highlighter(query)(content, limit)
+def highlights(content: str, query: str, limit: int = 64,
+               also: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    """``[start, end)`` character offsets in ``content`` of what matched the query (rule above),
+    merged with ``also`` (see ``Highlighter``)."""
+    return highlighter(query)(content, limit, also)
 
 
 # --- language centring --------------------------------------------------------------------------
