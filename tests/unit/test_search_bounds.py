@@ -13,6 +13,7 @@ import pytest
 from ultimate_rag.api.search_schemas import SearchFiltersIn
 from ultimate_rag.domain.search import (
     HIGHLIGHT_MAX_TERMS,
+    MAX_GLOB_SINGLES,
     MAX_GLOB_STARS,
     glob_to_regex,
     highlighter,
@@ -33,6 +34,13 @@ def test_more_than_the_allowed_stars_are_refused() -> None:
     with pytest.raises(ValueError):  # the API says 422 (a validation error)
         SearchFiltersIn(filename="*a" * (MAX_GLOB_STARS + 1))
     assert SearchFiltersIn(filename="*" * 255).filename == "*" * 255  # collapses to one
+
+
+def test_more_than_the_allowed_one_character_wildcards_are_refused() -> None:
+    assert glob_to_regex("?" * 16 + "[a]" * 16)  # at the limit: fine
+    for pattern in ("?" * (MAX_GLOB_SINGLES + 1), "[a]" * (MAX_GLOB_SINGLES + 1), "?*" * (MAX_GLOB_SINGLES + 1)):
+        with pytest.raises(ValueError, match="wildcards"):
+            glob_to_regex(pattern)
 
 
 def test_every_other_character_is_escaped_inside_sets_too() -> None:

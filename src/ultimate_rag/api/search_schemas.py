@@ -35,7 +35,8 @@ class SearchFiltersIn(BaseModel):
 
     document_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
     filename: Annotated[Text, Field(min_length=1, max_length=255), AfterValidator(_bounded_glob)] | None = Field(
-        default=None, description='a glob on the whole file name: "*.pdf", "report-202?-*.docx" (at most 16 `*`)')
+        default=None, description='a glob on the whole file name: "*.pdf", "report-202?-*.docx" '
+                                  '(at most 16 `*` and 32 `?` or `[...]`)')
     mime_types: list[MimeType] | None = Field(default=None, min_length=1, max_length=100)
     created_after: Instant | None = None
     created_before: Instant | None = None

@@ -75,6 +75,7 @@ class ScoredChunk:
 
 
 MAX_GLOB_STARS = 16  # `*` left after runs are collapsed; each is a `.*` the regex engine must try
+MAX_GLOB_SINGLES = 32  # `?` and `[...]`: each is a position the engine tracks in every name
 
 
 def glob_to_regex(pattern: str) -> str:
@@ -82,10 +83,12 @@ def glob_to_regex(pattern: str) -> str:
     characters, ``?`` one character, ``[...]`` / ``[!...]`` one of (or none of) a set, where ``a-z``
     is a range; every other character, inside a set or not, is matched literally (escaped).
 
-    Bounded: a run of ``*`` and ``?`` becomes its ``?`` followed by one ``*`` (``**?*`` is ``?*``),
-    and more than ``MAX_GLOB_STARS`` stars are refused (``ValueError``): 255 stars in a row cost
-    the database seconds per search, the same run collapsed costs nothing."""
-    out, i, stars = ["^"], 0, 0
+    Bounded (``ValueError`` beyond): a run of ``*`` and ``?`` becomes its ``?`` followed by one
+    ``*`` (``**?*`` is ``?*``), and at most ``MAX_GLOB_STARS`` stars and ``MAX_GLOB_SINGLES``
+    one-character wildcards are allowed. 255 stars in a row cost the database seconds per search
+    over a few thousand names, and so did 250 ``?``; within these bounds the worst costs a few
+    hundredths of a second (bench/search_bounds.py)."""
+    out, i, stars, singles = ["^"], 0, 0, 0
     while i < len(pattern):
         ch = pattern[i]
         if ch in "*?":
@@ -94,6 +97,7 @@ def glob_to_regex(pattern: str) -> str:
                 end += 1
             run = pattern[i:end]
             out.append("." * run.count("?"))
+            singles += run.count("?")
             if "*" in run:
                 out.append(".*")
                 stars += 1
@@ -103,12 +107,15 @@ def glob_to_regex(pattern: str) -> str:
             body = pattern[i + 1:end]
             negate = body.startswith("!")
             out.append("[" + ("^" if negate else "") + _glob_set(body[1:] if negate else body) + "]")
+            singles += 1
             i = end + 1
             continue
         out.append(_literal(ch))
         i += 1
     if stars > MAX_GLOB_STARS:
         raise ValueError(f"the file name pattern has {stars} wildcards '*' (at most {MAX_GLOB_STARS})")
+    if singles > MAX_GLOB_SINGLES:
+        raise ValueError(f"the file name pattern has {singles} wildcards '?' and '[...]' (at most {MAX_GLOB_SINGLES})")
     out.append("$")
     return "".join(out)
 
