@@ -79,7 +79,12 @@ def test_a_title_page_keeps_release_authors_and_date_as_text() -> None:
 def test_body_sentences_in_a_font_larger_than_a_dominant_table_are_not_headings() -> None:
     data, drawn = chinese_tables_like()
     parsed = parse(data)
-    assert [h[0] for h in headings(parsed)] == ["第七章企业资信状况", "二、授信情况", "表7-2：截至2023年3月末发行人授信及使用情况"]
+    # the table's cells are a table now, so the body size is the paragraphs' and the caption is body text
+    assert [h[0] for h in headings(parsed)] == ["第七章企业资信状况", "二、授信情况"]
+    assert next(b for b in parsed.blocks if b.text.startswith("表7-2")).kind == "paragraph"
+    table = next(b for b in parsed.blocks if b.kind == "table")
+    assert "| 8 | 江苏银行 |" in table.text and len(table.rows) == 22  # no header drawn: every row is data
+    assert table.text.startswith("| column 1 | column 2 | column 3 | column 4 |")
     credit = next(b for b in parsed.blocks if "372.53亿元" in b.text)
     assert credit.kind == "paragraph" and credit.text.startswith(CREDIT) and credit.text.endswith("120.47亿元。")
     assert next(b for b in parsed.blocks if b.text == "251,000.00").kind == "paragraph"
@@ -90,7 +95,8 @@ def test_table_header_cells_in_a_larger_font_are_not_headings() -> None:
     data, drawn = table_header_pdf()
     parsed = parse(data)
     assert [h[0] for h in headings(parsed)] == ["3.2 Departures"]
-    assert "Arrival" in {b.text for b in parsed.blocks if b.kind == "paragraph"}
+    table = next(b for b in parsed.blocks if b.kind == "table")
+    assert table.text == "| Pier | Departure | Arrival |\n|---|---|---|\n| Four | 06:00 | 06:40 |\n| Two | 23:59 | 00:35 |"
     assert_all_text_kept(parsed, drawn)
 
 

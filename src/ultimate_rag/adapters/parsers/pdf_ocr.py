@@ -12,23 +12,20 @@ text layer, the warning that it was left out).
 from __future__ import annotations
 
 import io
-import math
 from dataclasses import replace
-
-import pymupdf
-from PIL import Image
 
 from ultimate_rag.domain.models import Block, ParsedAsset, SourceLocator
 
 from .assets import AssetGate
 from .limits import ParseLimits
 from .ocr import AUTO, FORCE, ocr_blocks
+from .pdf_engine import OpenedPdf, render_page
 from .text_quality import page_is_unreadable, page_ranges
 
 OCR_DPI = 200
 
 
-def needs_ocr(page: pymupdf.Page, texts: list[str], mode: str) -> str:
+def needs_ocr(pdf: OpenedPdf, index: int, texts: list[str], mode: str) -> str:
     """Why the page is read by OCR ("unreadable", "scan", "forced"), or "" when it is not."""
     if mode == FORCE:
         return "forced"
@@ -36,7 +33,7 @@ def needs_ocr(page: pymupdf.Page, texts: list[str], mode: str) -> str:
         return ""
     if page_is_unreadable(texts):
         return "unreadable"
-    return "scan" if not any(text.strip() for text in texts) and page.get_image_info() else ""
+    return "scan" if not any(text.strip() for text in texts) and pdf.has_images(index) else ""
 
 
 def ocr_warnings(reasons: dict[int, str], page_count: int) -> list[str]:
@@ -53,12 +50,13 @@ def ocr_warnings(reasons: dict[int, str], page_count: int) -> list[str]:
     return warnings
 
 
-def ocr_page(page: pymupdf.Page, number: int, gate: AssetGate,
+def ocr_page(pdf: OpenedPdf, index: int, gate: AssetGate,
              limits: ParseLimits) -> tuple[list[Block], ParsedAsset | None] | None:
     """A figure block for the rendered page (an asset, so citations can show it; the vision step
     may describe it) followed by the paragraphs OCR reads on it; None when OCR reads nothing (the
     page is then read as it would be without OCR)."""
-    image, scale = _render(page, limits)
+    number = index + 1
+    image, scale = render_page(pdf, index, dpi=OCR_DPI, max_pixels=limits.ocr_max_pixels)
     key = f"page-{number}/scan"
     blocks = ocr_blocks(image, number, scale=scale, asset_key=key)
     if not blocks:
@@ -72,16 +70,3 @@ def ocr_page(page: pymupdf.Page, number: int, gate: AssetGate,
     figure = Block(kind="figure", text=f"[Image on page {number}]", locator=SourceLocator(page=number),
                    asset_ids=(key,))
     return [figure, *blocks], asset
-
-
-def _render(page: pymupdf.Page, limits: ParseLimits) -> tuple[Image.Image, float]:
-    """The page as an RGB image at ``OCR_DPI`` (less when that would exceed the pixel limit) and
-    its scale in pixels per PDF point."""
-    rect = page.rect
-    zoom = OCR_DPI / 72
-    area = max(rect.width * rect.height, 1.0)
-    if area * zoom * zoom > limits.ocr_max_pixels:
-        zoom = math.sqrt(limits.ocr_max_pixels / area)
-    pixmap = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), colorspace=pymupdf.csRGB, alpha=False)
-    image = Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
-    return image, zoom

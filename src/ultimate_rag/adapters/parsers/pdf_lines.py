@@ -1,0 +1,149 @@
+"""Glyphs into lines, the one shape every PDF engine's text takes before layout.
+
+An engine (``pdf_pdfium.py``, ``pdf_mupdf.py``) hands over the glyphs of a page in content order,
+each with its box (top-left origin, PDF points), font size and whether a space or a line break
+came before it. Lines are built by position, not by the engine's own grouping: a glyph continues
+the current line when it overlaps it vertically and does not move back to the left. Inside a
+line, a gap of at least ``SPAN_GAP`` font sizes, or a vertical rule between two glyphs, starts a
+new span: spans are what table cells and side-by-side columns are made of.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+# (text, x0, y0, x1, y1, size, bold, break before: 0 none, 1 a space, 2 a line break, 3 a space the
+# engine inferred from a gap)
+Glyph = tuple[str, float, float, float, float, float, bool, int]
+Rule = tuple[float, float, float, float]  # x0, y0, x1, y1 of a ruling line (one side is ~0 wide)
+
+SPAN_GAP = 1.0  # font sizes: a wider gap inside a line starts a new span
+SPACED_GAP = 1.6  # font sizes: the same where the text has a space there (a CJK space is 1 em wide)
+WORD_GAP = 0.2  # font sizes: a wider gap without a space character is still a word break
+SPACE = 1
+NEWLINE = 2
+INFERRED = 3
+
+
+@dataclass(slots=True)
+class Span:
+    """Glyphs of one line with no wide gap between them (a cell, a column's part of a line)."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    text: str
+    size: float
+
+
+@dataclass(slots=True)
+class Line:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    spans: list[Span] = field(default_factory=list)
+    size: float = 0.0  # the size most of its characters use
+    bold: bool = False
+
+    @property
+    def text(self) -> str:
+        return join_spans([span.text for span in self.spans])
+
+    @property
+    def height(self) -> float:
+        return self.y1 - self.y0
+
+
+def is_cjk(ch: str) -> bool:
+    code = ord(ch)
+    return 0x2E80 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF or 0xF900 <= code <= 0xFAFF or 0xFF00 <= code <= 0xFFEF
+
+
+def join_spans(texts: Sequence[str]) -> str:
+    """Texts side by side on one line: a space between them, none between CJK characters."""
+    out = ""
+    for text in texts:
+        if out and text and not (is_cjk(out[-1]) and is_cjk(text[0])):
+            out += " "
+        out += text
+    return out
+
+
+def build_lines(glyphs: Sequence[Glyph], rules: Sequence[Rule] = ()) -> list[Line]:
+    """The lines of a page in content order (module docstring)."""
+    verticals = [r for r in rules if r[2] - r[0] < r[3] - r[1]]
+    lines: list[Line] = []
+    current: list[Glyph] = []
+    for glyph in glyphs:
+        if current and not _continues(current[-1], glyph):
+            lines.append(_line(current, verticals))
+            current = []
+        current.append(glyph)
+    if current:
+        lines.append(_line(current, verticals))
+    return [line for line in lines if line.spans]
+
+
+def _continues(last: Glyph, glyph: Glyph) -> bool:
+    """Whether ``glyph`` sits on the same line as ``last``: vertical overlap of at least half the
+    smaller height, and not back to the left of where it starts."""
+    overlap = min(last[4], glyph[4]) - max(last[2], glyph[2])
+    height = min(last[4] - last[2], glyph[4] - glyph[2])
+    if height <= 0:
+        return abs(last[4] - glyph[4]) < 0.5 * max(last[5], glyph[5], 1.0) and glyph[1] >= last[1]
+    # not back before the start of the glyph before (the second letter of a ligature shares its box)
+    return overlap >= 0.5 * height and glyph[1] >= last[1] - 0.1 * max(glyph[5], 1.0)
+
+
+def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
+    spans: list[Span] = []
+    parts: list[str] = []
+    sizes: Counter[float] = Counter()
+    bold = 0
+    start = glyphs[0]
+    x0, y0, x1, y1 = start[1], start[2], start[3], start[4]
+    prev: Glyph | None = None
+    for glyph in glyphs:
+        text, gx0, gy0, gx1, gy1, size, is_bold, brk = glyph
+        if prev is not None:
+            gap = gx0 - prev[3]
+            wide = gap >= (SPACED_GAP if brk == SPACE else SPAN_GAP) * max(size, prev[5], 1.0) or (
+                gap > 0.1 * size and _ruled_between(prev, glyph, verticals))
+            if wide:
+                spans.append(Span(x0, y0, x1, y1, "".join(parts).strip(), _common(sizes)))
+                parts, sizes = [], Counter()
+                x0, y0, x1, y1 = gx0, gy0, gx1, gy1
+            elif brk == SPACE or ((brk or gap >= WORD_GAP * max(size, 1.0))
+                                  and not (is_cjk(parts[-1][-1]) and is_cjk(text[0]))):
+                parts.append(" ")  # a space in the text; or a gap, except between CJK characters
+        parts.append(text)
+        sizes[round(size, 1)] += len(text)
+        bold += len(text) if is_bold else 0
+        x0, y0, x1, y1 = min(x0, gx0), min(y0, gy0), max(x1, gx1), max(y1, gy1)
+        prev = glyph
+    spans.append(Span(x0, y0, x1, y1, "".join(parts).strip(), _common(sizes)))
+    spans = [span for span in spans if span.text]
+    if not spans:
+        return Line(x0, y0, x1, y1)
+    total = Counter[float]()
+    for span in spans:
+        total[span.size] += len(span.text)
+    return Line(min(s.x0 for s in spans), min(s.y0 for s in spans), max(s.x1 for s in spans),
+                max(s.y1 for s in spans), spans, _common(total), bold * 2 > sum(len(s.text) for s in spans))
+
+
+def _common(sizes: Counter[float]) -> float:
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def _ruled_between(a: Glyph, b: Glyph, verticals: Sequence[Rule]) -> bool:
+    """Whether a vertical rule runs between two neighbouring glyphs (a cell border)."""
+    if not verticals:
+        return False
+    mid_y = (b[2] + b[4]) / 2
+    left, right = a[3] - 1.0, b[1] + 1.0
+    return any(left <= (r[0] + r[2]) / 2 <= right and r[1] <= mid_y <= r[3] for r in verticals)

@@ -1,0 +1,220 @@
+"""The default PDF engine: PDFium through pypdfium2 (Apache-2.0 / BSD-3-Clause).
+
+What the parser needs from a PDF, read with PDFium: the glyphs of a page with their boxes and
+font sizes (``FPDFText_*``: one call per glyph for its code, box and size; bold only at word
+starts), the ruling lines drawn on it (path objects, for tables), its images (image objects,
+inline ones included, also inside form XObjects) and the page rendered for OCR. Coordinates are
+PDF points with the origin at the top left of the crop box.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+from typing import Any
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as raw
+from PIL import Image
+
+from ultimate_rag.domain.errors import InvalidDocumentError
+from ultimate_rag.domain.models import ParsedAsset
+
+from .assets import AssetGate
+from .pdf_engine import ENCRYPTED, CannotOpen, Matrix, Rect
+from .pdf_images import page_images
+from .pdf_lines import INFERRED, NEWLINE, SPACE, Glyph, Rule
+
+_BOLD_WEIGHT = 600
+# whitespace is a break between glyphs, not a glyph; control characters stay glyphs (an unmapped
+# font's codes come out as controls, and text_quality.py needs to see them)
+_SPACES = frozenset({9, 32, 0xA0, 0x2002, 0x2003, 0x2009, 0x200B, 0x3000, 0xFEFF, 0xFFFE})
+_MAX_PATHS = 4000  # a page drawn with more path objects than this (a chart, a map) gives no rules
+_RULE_WIDTH = 3.0  # points: a filled rectangle thinner than this is a ruling line
+
+
+class PdfiumPdf:
+    """An open PDF (``pdf_engine.OpenedPdf``)."""
+
+    engine = "pdfium"
+
+    def __init__(self, content: bytes) -> None:
+        try:
+            self._doc = pdfium.PdfDocument(content)
+        except pdfium.PdfiumError as exc:
+            if getattr(exc, "err_code", None) == raw.FPDF_ERR_PASSWORD:
+                raise InvalidDocumentError(ENCRYPTED) from exc
+            raise CannotOpen(str(exc)) from exc
+        self.page_count = len(self._doc)
+        self._page_index = -1
+        self._page: Any = None
+        self._text: Any = None
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        try:
+            found = self._doc.get_metadata_dict(skip_empty=True)
+        except Exception:
+            return {}
+        return {key.lower(): str(value) for key, value in found.items() if key in ("Title", "Author", "Subject")}
+
+    def close(self) -> None:
+        self._release()
+        self._doc.close()
+
+    def _release(self) -> None:
+        if self._text is not None:
+            self._text.close()
+        if self._page is not None:
+            self._page.close()
+        self._page = self._text = None
+        self._page_index = -1
+
+    def _load(self, index: int) -> Any:
+        if index != self._page_index:
+            self._release()
+            self._page = self._doc[index]
+            self._page_index = index
+        return self._page
+
+    def _textpage(self, index: int) -> Any:
+        page = self._load(index)
+        if self._text is None:
+            self._text = page.get_textpage()
+        return self._text
+
+    def size(self, index: int) -> tuple[float, float]:
+        left, bottom, right, top = self._box(index)
+        return right - left, top - bottom
+
+    def _box(self, index: int) -> tuple[float, float, float, float]:
+        page = self._load(index)
+        left, bottom, right, top = page.get_cropbox()
+        return float(left), float(bottom), float(right), float(top)
+
+    def glyphs(self, index: int) -> list[Glyph]:
+        """Every visible character of the page in content order (whitespace only as breaks)."""
+        textpage = self._textpage(index).raw
+        left, _, _, top = self._box(index)
+        count = raw.FPDFText_CountChars(textpage)
+        box = raw.FS_RECTF()
+        get_unicode, get_box = raw.FPDFText_GetUnicode, raw.FPDFText_GetLooseCharBox
+        get_size, get_weight = raw.FPDFText_GetFontSize, raw.FPDFText_GetFontWeight
+        out: list[Glyph] = []
+        brk = 0
+        bold = False
+        for k in range(max(count, 0)):
+            code = get_unicode(textpage, k)
+            if code in (10, 13):
+                brk = NEWLINE
+                continue
+            if code in _SPACES:
+                brk = brk or (INFERRED if code == 32 and raw.FPDFText_IsGenerated(textpage, k) == 1 else SPACE)
+                continue
+            if code == 2 and raw.FPDFText_IsHyphen(textpage, k) == 1:
+                code = 0x2D  # PDFium's mark for a hyphen that ends a line (the word is rejoined)
+            if 0xD800 <= code <= 0xDFFF:
+                continue  # half of a surrogate pair: PDFium reports each half; the text keeps neither
+            get_box(textpage, k, box)
+            if brk or not out:
+                bold = get_weight(textpage, k) >= _BOLD_WEIGHT
+            out.append((chr(code), box.left - left, top - box.top, box.right - left, top - box.bottom,
+                        get_size(textpage, k), bold, brk))
+            brk = 0
+        return out
+
+    def rules(self, index: int) -> list[Rule]:
+        """Horizontal and vertical ruling lines: straight path segments and thin filled rectangles."""
+        page = self._load(index)
+        left, _, _, top = self._box(index)
+        rules: list[Rule] = []
+        paths = 0
+        for obj, matrix in _objects(page, raw.FPDF_PAGEOBJ_PATH):
+            paths += 1
+            if paths > _MAX_PATHS:
+                return []
+            for x0, y0, x1, y1 in _segments(obj.raw, matrix.multiply(_matrix(obj))):
+                rules.append((min(x0, x1) - left, top - max(y0, y1), max(x0, x1) - left, top - min(y0, y1)))
+        return [r for r in rules if min(r[2] - r[0], r[3] - r[1]) <= _RULE_WIDTH]
+
+    def has_images(self, index: int) -> bool:
+        return any(True for _ in _objects(self._load(index), raw.FPDF_PAGEOBJ_IMAGE))
+
+    def images(self, index: int, gate: AssetGate) -> list[tuple[Rect, ParsedAsset]]:
+        return page_images(self.image_objects(index), index + 1, gate)
+
+    def image_objects(self, index: int) -> Iterator[tuple[tuple[float, float, float, float], Any]]:
+        """Each image object of the page: where it is drawn (top-left origin) and the object."""
+        page = self._load(index)
+        left, _, _, top = self._box(index)
+        for obj, matrix in _objects(page, raw.FPDF_PAGEOBJ_IMAGE):
+            try:
+                x0, y0, x1, y1 = matrix.bounds(obj.get_bounds())
+            except Exception:
+                continue
+            yield (x0 - left, top - y1, x1 - left, top - y0), obj
+
+    def render(self, index: int, zoom: float) -> Image.Image:
+        page = self._load(index)
+        bitmap = page.render(scale=zoom, may_draw_forms=True)
+        try:
+            image: Image.Image = bitmap.to_pil().convert("RGB")
+        finally:
+            bitmap.close()
+        return image
+
+
+def _objects(page: Any, kind: int) -> Iterator[tuple[Any, Matrix]]:
+    """Page objects of one type, also those inside form XObjects, each with the matrix that maps
+    its container's space to the page (identity at the top level)."""
+    stack: list[Matrix] = [Matrix()]
+    for obj in page.get_objects(filter=None, max_depth=8):
+        level = obj.level
+        del stack[level + 1:]
+        if obj.type == raw.FPDF_PAGEOBJ_FORM:
+            stack.append(_matrix(obj).multiply(stack[level]))
+        elif obj.type == kind:
+            yield obj, stack[level]
+
+
+def _matrix(obj: Any) -> Matrix:
+    m = raw.FS_MATRIX()
+    if not raw.FPDFPageObj_GetMatrix(obj.raw, m):
+        return Matrix()
+    return Matrix(m.a, m.b, m.c, m.d, m.e, m.f)
+
+
+def _segments(path: Any, matrix: Matrix) -> Iterator[tuple[float, float, float, float]]:
+    """Straight axis-aligned segments of a path object in page space (a rectangle gives four;
+    a thin filled rectangle is a rule of its own, its box)."""
+    count = raw.FPDFPath_CountSegments(path)
+    x, y = ctypes.c_float(), ctypes.c_float()
+    points: list[tuple[float, float, int, bool]] = []
+    for i in range(max(count, 0)):
+        seg = raw.FPDFPath_GetPathSegment(path, i)
+        if not seg or not raw.FPDFPathSegment_GetPoint(seg, x, y):
+            continue
+        px, py = matrix.apply(x.value, y.value)
+        points.append((px, py, raw.FPDFPathSegment_GetType(seg), bool(raw.FPDFPathSegment_GetClose(seg))))
+    start: tuple[float, float] | None = None
+    prev: tuple[float, float] | None = None
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    if points and (max(xs) - min(xs) <= _RULE_WIDTH or max(ys) - min(ys) <= _RULE_WIDTH):
+        yield min(xs), min(ys), max(xs), max(ys)  # a thin bar or a single line: one rule
+        return
+    for px, py, kind, close in points:
+        if kind == raw.FPDF_SEGMENT_MOVETO or prev is None:
+            start = prev = (px, py)
+            continue
+        if kind == raw.FPDF_SEGMENT_LINETO:
+            yield from _straight(prev, (px, py))
+        prev = (px, py)
+        if close and start is not None:
+            yield from _straight(prev, start)
+            prev = start
+
+
+def _straight(a: tuple[float, float], b: tuple[float, float]) -> Iterator[tuple[float, float, float, float]]:
+    if abs(a[0] - b[0]) <= 0.5 or abs(a[1] - b[1]) <= 0.5:
+        yield min(a[0], b[0]), min(a[1], b[1]), max(a[0], b[0]), max(a[1], b[1])
