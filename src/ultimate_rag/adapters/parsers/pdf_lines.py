@@ -21,7 +21,6 @@ Rule = tuple[float, float, float, float]  # x0, y0, x1, y1 of a ruling line (one
 
 SPAN_GAP = 1.0  # font sizes: a wider gap inside a line starts a new span
 SPACED_GAP = 1.6  # font sizes: the same where the text has a space there (a CJK space is 1 em wide)
-WORD_GAP = 0.2  # font sizes: a wider gap without a space character is still a word break
 SPACE = 1
 NEWLINE = 2
 INFERRED = 3
@@ -117,9 +116,8 @@ def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
                 spans.append(Span(x0, y0, x1, y1, "".join(parts).strip(), _common(sizes)))
                 parts, sizes = [], Counter()
                 x0, y0, x1, y1 = gx0, gy0, gx1, gy1
-            elif brk == SPACE or ((brk or gap >= WORD_GAP * max(size, 1.0))
-                                  and not (is_cjk(parts[-1][-1]) and is_cjk(text[0]))):
-                parts.append(" ")  # a space in the text; or a gap, except between CJK characters
+            elif brk == SPACE or (brk and not (is_cjk(parts[-1][-1]) and is_cjk(text[0]))):
+                parts.append(" ")  # a space in the text; a break the engine inferred, except inside CJK text
         parts.append(text)
         sizes[round(size, 1)] += len(text)
         bold += len(text) if is_bold else 0

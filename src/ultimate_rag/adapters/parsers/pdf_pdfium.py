@@ -1,8 +1,10 @@
 """The default PDF engine: PDFium through pypdfium2 (Apache-2.0 / BSD-3-Clause).
 
 What the parser needs from a PDF, read with PDFium: the glyphs of a page with their boxes and
-font sizes (``FPDFText_*``: one call per glyph for its code, box and size; bold only at word
-starts), the ruling lines drawn on it (path objects, for tables), its images (image objects,
+font sizes (``FPDFText_*``: one call per glyph for its code, size, line box and ink box — the
+line box's width is the font's advance, which some fonts (CJK fonts' Latin digits) declare a
+full em wide, so the sides come from the ink; bold and size, times the text matrix's scale,
+where a word starts), the ruling lines drawn on it (path objects, for tables), its images (image objects,
 inline ones included, also inside form XObjects) and the page rendered for OCR. Coordinates are
 PDF points with the origin at the top left of the crop box.
 """
@@ -10,6 +12,7 @@ PDF points with the origin at the top left of the crop box.
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,11 +101,15 @@ class PdfiumPdf:
         left, _, _, top = self._box(index)
         count = raw.FPDFText_CountChars(textpage)
         box = raw.FS_RECTF()
-        get_unicode, get_box = raw.FPDFText_GetUnicode, raw.FPDFText_GetLooseCharBox
+        ink_left, ink_right, ink_bottom, ink_top = (ctypes.c_double() for _ in range(4))
+        get_unicode, get_box, get_ink = raw.FPDFText_GetUnicode, raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetCharBox
         get_size, get_weight = raw.FPDFText_GetFontSize, raw.FPDFText_GetFontWeight
         out: list[Glyph] = []
         brk = 0
         bold = False
+        size = 0.0
+        matrix = raw.FS_MATRIX()
+        get_matrix = raw.FPDFText_GetMatrix
         for k in range(max(count, 0)):
             code = get_unicode(textpage, k)
             if code in (10, 13):
@@ -116,10 +123,15 @@ class PdfiumPdf:
             if 0xD800 <= code <= 0xDFFF:
                 continue  # half of a surrogate pair: PDFium reports each half; the text keeps neither
             get_box(textpage, k, box)
-            if brk or not out:
+            x0, x1 = box.left, box.right
+            if get_ink(textpage, k, ink_left, ink_right, ink_bottom, ink_top) and ink_right.value > ink_left.value:
+                x0, x1 = ink_left.value, ink_right.value
+            if brk or not out:  # font and size are read where a word starts
                 bold = get_weight(textpage, k) >= _BOLD_WEIGHT
-            out.append((chr(code), box.left - left, top - box.top, box.right - left, top - box.bottom,
-                        get_size(textpage, k), bold, brk))
+                size = get_size(textpage, k)
+                if get_matrix(textpage, k, matrix):  # the size as drawn: times the text's scale
+                    size *= math.hypot(matrix.c, matrix.d) or 1.0
+            out.append((chr(code), x0 - left, top - box.top, x1 - left, top - box.bottom, size, bold, brk))
             brk = 0
         return out
 

@@ -8,7 +8,9 @@ a sentence (no sentence punctuation inside or at its end, no CJK comma or full s
 of names (two commas or more) and holds no e-mail address or URL. On the first page that has
 text, when it has no body-size text at all (a title page), only the largest text is a heading.
 Consecutive larger-font lines of one size that sit right under each other are read as one text
-first (a title set over several lines is one heading and keeps all of them).
+first (a title set over several lines is one heading and keeps all of them). A one-line label at
+body size is a heading of the lowest level when it is numbered like a section ("1.2 Scope",
+"二、授信情况") or set in bold in a text that is mostly not bold.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ MAX_HEADING_WORDS = 20
 MAX_HEADING_CJK = 40
 COLUMN_GAP = 2.0  # font sizes: spans of one line further apart than this are read as separate texts
 _PITCH_SAMPLES = 4  # line-to-line distances needed to know a page's usual line pitch for a size
-_PITCH_LIMIT = 1.6  # font sizes from one line to the next in a paragraph, when the usual pitch is unknown
+_PITCH_LIMIT = 1.75  # font sizes from one line to the next in a paragraph, when the usual pitch is unknown
 _SENTENCE_INSIDE = re.compile(r"[a-z]{2}[.!?]\s+[A-Z]|[，。！？；]")  # "1. Introduction" is no sentence
 _CONTINUES = (",", ";", "-", "–", "、")
+MAX_LABEL_CHARS = 60
+_SECTION_NUMBER = re.compile(r"^(\d+(\.\d+)+\.?\s+\S|[一二三四五六七八九十]+、|[（(][一二三四五六七八九十]+[）)]|"
+                             r"第[一二三四五六七八九十百\d]+[章节條条部篇])")
 _CONTACT = re.compile(r"\S@\S|https?://|www\.", re.IGNORECASE)
 
 
@@ -160,11 +165,11 @@ def heading_like(text: str) -> bool:
 def mark_headings(pages: list[list[Item]]) -> list[list[Item]]:
     """Merge multi-line large-font texts, then set ``heading`` on the items that are headings
     (module docstring); images pass through."""
-    body = _body_size([it for page in pages for it in page if it.asset is None])
+    body = _body_size([it for page in pages for it in page if it.asset is None and it.table is None])
     if body <= 0:
         return pages
     pages = [_merge_large_lines(page, body * HEADING_RATIO) for page in pages]
-    texts = [it for page in pages for it in page if it.asset is None]
+    texts = [it for page in pages for it in page if it.asset is None and it.table is None]
     candidates = {id(it) for page in pages for it in page if it.asset is None and it.size >= body * HEADING_RATIO
                   and heading_like(it.text) and not _in_a_row(it, page)}
     first = next((page for page in pages if any(it.asset is None for it in page)), [])
@@ -174,9 +179,28 @@ def mark_headings(pages: list[list[Item]]) -> list[list[Item]]:
         candidates -= {id(it) for it in first_texts if it.size < largest}
     sizes = sorted({it.size for it in texts if id(it) in candidates}, reverse=True)[:6]
     levels = {size: level for level, size in enumerate(sizes, start=1)}
+    labels = _labels(pages, texts, body, candidates)
     for it in texts:
         it.heading = levels.get(it.size, 0) if id(it) in candidates else 0
+        if id(it) in labels:
+            it.heading = min(len(sizes) + 1, 6)
     return pages
+
+
+def _labels(pages: list[list[Item]], texts: list[Item], body: float, candidates: set[int]) -> set[int]:
+    """Body-size headings: a one-line label that is numbered like a section ("1.2 Scope",
+    "二、授信情况", "（一）", "第三章") or set in bold where little of the text is bold."""
+    bold_share = sum(len(it.text) for it in texts if it.bold) / max(1, sum(len(it.text) for it in texts))
+    found = set()
+    for page in pages:
+        for it in page:
+            if it.asset is not None or it.table is not None or id(it) in candidates or it.size < 0.95 * body:
+                continue
+            if it.y1 - it.y0 > 2.0 * max(it.size, 1.0) or len(it.text) > MAX_LABEL_CHARS or not heading_like(it.text):
+                continue
+            if (_SECTION_NUMBER.match(it.text) or (it.bold and bold_share < 0.3)) and not _in_a_row(it, page):
+                found.add(id(it))
+    return found
 
 
 def _in_a_row(item: Item, page: list[Item]) -> bool:
