@@ -325,3 +325,53 @@ def contents_pdf() -> tuple[bytes, list[str]]:
                          fontsize=8)
         body.append(text)
     return doc.tobytes(), body
+
+
+def _raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF from numbered object bodies (1-based), with its cross-reference table."""
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+# "مرحبا" (hello) as the contextual presentation forms an Arabic PDF's text layer gives (initial
+# meem, final reh, initial hah, medial beh, final alef), with "2024" glued to it.
+ARABIC_FORMS = {"A": 0xFEE3, "B": 0xFEAE, "C": 0xFEA3, "D": 0xFE92, "E": 0xFE8E}
+
+
+def arabic_presentation_forms_pdf() -> bytes:
+    """A page whose text layer maps its codes (through a ToUnicode CMap) to Arabic presentation
+    forms, and a number glued to the word, as Arabic PDFs made by many tools read (issue shape:
+    U+FExx in the index, the ordinary letters not found)."""
+    codes = {**{k: v for k, v in ARABIC_FORMS.items()}, **{d: ord(d) for d in "0123456789 "}}
+    cmap = "\n".join(f"<{ord(k):02X}> <{v:04X}>" for k, v in codes.items())
+    tounicode = (b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Arabic def "
+                 b"1 begincodespacerange <00> <FF> endcodespacerange\n%d beginbfchar\n%s\nendbfchar\n"
+                 b"endcmap CMapName currentdict /CMap defineresource pop end end" % (len(codes), cmap.encode()))
+    # drawn in visual order, left to right, as PDFs of right-to-left text are: the word's last letter
+    # first, the number to its left without a space
+    content = b"BT /F1 14 Tf 72 700 Td (2024EDCBA) Tj 0 -30 Td (EDCBA EDCBA) Tj ET"
+    return _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >> "
+        b"/Contents 5 0 R >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(tounicode), tounicode),
+    ])
+
+
+def glyph_codes_pdf() -> bytes:
+    """OCRmyPDF's truetype_font_nomapping.pdf: the text layer of its only page reads ``"7+%-``, the
+    codes of a subset font without a Unicode map that landed on ASCII punctuation."""
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 100), '"7+%-', fontsize=24)
+    return doc.tobytes()

@@ -5,9 +5,10 @@
   ``APART`` line heights) whose text, digits aside, comes back at the same height on at least
   ``REPEATS`` pages ("Cython Reference Guide, Release 0.29a0", "4 Chapter 1. Compilation").
   Kept once each in the document's metadata (``page_furniture``), never embedded.
-  On a side of the page that has such lines, an outer line that starts or ends with a number
-  and has at most ``MAX_NUMBERED_WORDS`` words is one too: a page number with its chapter's
-  title ("6 Chapter 2. Language Basics") repeats only within its chapter.
+  An outer line that starts or ends with a number and has at most ``MAX_NUMBERED_WORDS`` words
+  is one too when such lines and running lines are found on that side of ``REPEATS`` pages: a page
+  number with its chapter's or section's title ("4 Chapter 1. Compilation", "1.8. Compiler
+  directives 5") repeats only within its chapter, if at all.
 * **Page numbers**: such an outer line that is only a page number ("3", "- 3 -", "iv",
   "Page 3 of 12", "3 / 12", "第 3 页"). Dropped (counted in ``page_furniture.page_numbers``).
 * **Table-of-contents lines**: on a page with at least ``CONTENTS_LINES`` lines that end in dot
@@ -40,6 +41,7 @@ _LEADER = re.compile(r"^(?P<title>.*?\S)\s*(?:(?:\.\s*){3,}|…+|(?:·\s*){3,}|(
                      re.IGNORECASE)
 _NUMBERED = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,6})\s+\S.*|.*\S\s+(?:\d{1,4}|[ivxlc]{1,6})$", re.IGNORECASE)
 MAX_NUMBERED_WORDS = 10
+_MEMBERS: dict[int, list[Line]] = {}  # a row's merged line -> its lines (for one call of strip_furniture)
 _TRAILING_NUMBER = re.compile(r"^(?P<title>.*\S)\s+(?P<page>\d{1,5})$")
 
 
@@ -47,6 +49,7 @@ def strip_furniture(pages: list[list[Line]],
                     sizes: list[tuple[float, float]]) -> tuple[list[list[Line]], dict[str, object]]:
     """The lines of every page without its furniture, and the metadata that keeps what was taken
     out (running headers and footers, the contents entries, how many page numbers were dropped)."""
+    _MEMBERS.clear()
     edges = [_outer_lines(lines, height) for lines, (_, height) in zip(pages, sizes, strict=True)]
     seen: dict[tuple[str, str, int], set[int]] = defaultdict(set)
     for number, page_edges in enumerate(edges):
@@ -62,7 +65,7 @@ def strip_furniture(pages: list[list[Line]],
         for side, line, height in page_edges:
             if _PAGE_NUMBER.match(line.text.strip()):
                 page_numbers += 1
-                drop.add(id(line))
+                drop.update(_ids(line))
                 continue
             position = round(line.y0 / max(height, 1.0) * 100)
             key = _key(line.text)
@@ -74,12 +77,12 @@ def strip_furniture(pages: list[list[Line]],
     # a page number with the chapter's title ("6 Chapter 2. Language Basics") repeats only within
     # its chapter: an outer line like that is furniture where that side of the page has some
     for side, line in numbered:
-        if len(running[side]) >= REPEATS:
+        if len(running[side]) + sum(1 for other, _ in numbered if other == side) >= REPEATS:
             running[side].append(line)
     for side, lines in running.items():
         kept = furniture["headers" if side == "top" else "footers"]
         for line in lines:
-            drop.add(id(line))
+            drop.update(_ids(line))
             if len(kept) < MAX_KEPT and not any(_key(k) == _key(line.text) for k in kept):
                 kept.append(line.text)
     contents: list[dict[str, object]] = []
@@ -92,7 +95,12 @@ def strip_furniture(pages: list[list[Line]],
         metadata["page_furniture"] = {**{k: v for k, v in furniture.items() if v}, "page_numbers": page_numbers}
     if contents:
         metadata["contents"] = contents[:MAX_KEPT * 10]
+    _MEMBERS.clear()
     return out, metadata
+
+
+def _ids(line: Line) -> set[int]:
+    return {id(member) for member in _MEMBERS.get(id(line), [line])}
 
 
 def _key(text: str) -> str:
@@ -100,16 +108,23 @@ def _key(text: str) -> str:
 
 
 def _outer_lines(lines: list[Line], height: float) -> list[tuple[str, Line, float]]:
-    """The (at most two) topmost and bottommost lines that sit in the page's margin, set apart
-    from the rest of the page."""
+    """The (at most two) topmost and bottommost rows of the page that sit in its margin, set apart
+    from the rest of the page; a row's lines side by side ("4" and "Chapter 1. Compilation") are
+    one line here."""
     if height <= 0 or not lines:
         return []
-    ordered = sorted(lines, key=lambda ln: ln.y0)
+    rows: list[list[Line]] = []
+    for line in sorted(lines, key=lambda ln: ln.y0):
+        if rows and _same_row(rows[-1][0], line):
+            rows[-1].append(line)
+        else:
+            rows.append([line])
     found: list[tuple[str, Line, float]] = []
-    for side, candidates in (("top", ordered[:2]), ("bottom", ordered[::-1][:2])):
-        for line in candidates:
+    for side, candidates in (("top", rows[:2]), ("bottom", rows[::-1][:2])):
+        for row in candidates:
+            line = _row_line(row)
             inside = line.y1 <= MARGIN * height if side == "top" else line.y0 >= (1 - MARGIN) * height
-            others = [o for o in lines if o is not line and not _same_row(o, line)]
+            others = [r[0] for r in rows if r is not row]
             if side == "top":
                 gap = min((o.y0 - line.y1 for o in others if o.y0 >= line.y1 - 0.5 * line.height), default=height)
             else:
@@ -117,6 +132,17 @@ def _outer_lines(lines: list[Line], height: float) -> list[tuple[str, Line, floa
             if inside and gap >= APART * max(line.height, 1.0):
                 found.append((side, line, height))
     return found
+
+
+def _row_line(row: list[Line]) -> Line:
+    """The lines of one row as one line (its spans left to right), remembering its members."""
+    if len(row) == 1:
+        return row[0]
+    members = sorted(row, key=lambda ln: ln.x0)
+    merged = Line(min(ln.x0 for ln in row), min(ln.y0 for ln in row), max(ln.x1 for ln in row),
+                  max(ln.y1 for ln in row), [span for ln in members for span in ln.spans], members[0].size)
+    _MEMBERS[id(merged)] = members
+    return merged
 
 
 def _same_row(a: Line, b: Line) -> bool:

@@ -10,6 +10,8 @@ new span: spans are what table cells and side-by-side columns are made of.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ Rule = tuple[float, float, float, float]  # x0, y0, x1, y1 of a ruling line (one
 
 SPAN_GAP = 1.0  # font sizes: a wider gap inside a line starts a new span
 SPACED_GAP = 1.6  # font sizes: the same where the text has a space there (a CJK space is 1 em wide)
+_PRESENTATION = re.compile("[\ufb00-\ufdff\ufe70-\ufefe]")
 SPACE = 1
 NEWLINE = 2
 INFERRED = 3
@@ -94,8 +97,10 @@ def _continues(last: Glyph, glyph: Glyph) -> bool:
     height = min(last[4] - last[2], glyph[4] - glyph[2])
     if height <= 0:
         return abs(last[4] - glyph[4]) < 0.5 * max(last[5], glyph[5], 1.0) and glyph[1] >= last[1]
-    # not back before the start of the glyph before (the second letter of a ligature shares its box)
-    return overlap >= 0.5 * height and glyph[1] >= last[1] - 0.1 * max(glyph[5], 1.0)
+    # not back before the start of the glyph before (the second letter of a ligature shares its
+    # box), unless the text runs right to left (the engines give Arabic and Hebrew in logical order)
+    return overlap >= 0.5 * height and (glyph[1] >= last[1] - 0.1 * max(glyph[5], 1.0)
+                                        or _is_rtl(last[0][-1]) or _is_rtl(glyph[0][0]))
 
 
 def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
@@ -109,16 +114,17 @@ def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
     for glyph in glyphs:
         text, gx0, gy0, gx1, gy1, size, is_bold, brk = glyph
         if prev is not None:
-            gap = gx0 - prev[3]
+            gap = max(gx0 - prev[3], prev[1] - gx1)  # the space between the two, either way round
             wide = gap >= (SPACED_GAP if brk == SPACE else SPAN_GAP) * max(size, prev[5], 1.0) or (
                 gap > 0.1 * size and _ruled_between(prev, glyph, verticals))
             if wide:
                 spans.append(Span(x0, y0, x1, y1, "".join(parts).strip(), _common(sizes)))
                 parts, sizes = [], Counter()
                 x0, y0, x1, y1 = gx0, gy0, gx1, gy1
-            elif brk == SPACE or (brk and not (is_cjk(parts[-1][-1]) and is_cjk(text[0]))):
+            elif brk == SPACE or (brk and not (is_cjk(parts[-1][-1]) and is_cjk(text[0]))) or (
+                    parts and _glued(parts[-1][-1], text[0])):
                 parts.append(" ")  # a space in the text; a break the engine inferred, except inside CJK text
-        parts.append(text)
+        parts.append(_normal_forms(text))
         sizes[round(size, 1)] += len(text)
         bold += len(text) if is_bold else 0
         x0, y0, x1, y1 = min(x0, gx0), min(y0, gy0), max(x1, gx1), max(y1, gy1)
@@ -132,6 +138,27 @@ def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
         total[span.size] += len(span.text)
     return Line(min(s.x0 for s in spans), min(s.y0 for s in spans), max(s.x1 for s in spans),
                 max(s.y1 for s in spans), spans, _common(total), bold * 2 > sum(len(s.text) for s in spans))
+
+
+def _normal_forms(text: str) -> str:
+    """Presentation forms as the letters they show (NFKC): Arabic contextual forms (U+FE70–FEFF,
+    U+FB50–FDFF), Hebrew and Latin ligatures (U+FB00–FB4F). PDFs of right-to-left text often
+    carry them, and a search for the ordinary letters must find them."""
+    return unicodedata.normalize("NFKC", text) if _PRESENTATION.search(text) else text
+
+
+def _glued(before: str, after: str) -> bool:
+    """Arabic letters and digits set without a space between them are two words (a number after an
+    Arabic word comes out glued to it when the text is reordered)."""
+    return (_is_arabic(before) and after.isdigit()) or (before.isdigit() and _is_arabic(after))
+
+
+def _is_rtl(ch: str) -> bool:
+    return "\u0590" <= ch <= "\u08ff" or "\ufb1d" <= ch <= "\ufdff" or "\ufe70" <= ch <= "\ufefe"
+
+
+def _is_arabic(ch: str) -> bool:
+    return ch.isalpha() and ("\u0600" <= ch <= "\u06ff" or "\u0750" <= ch <= "\u077f" or "\u08a0" <= ch <= "\u08ff")
 
 
 def _common(sizes: Counter[float]) -> float:
