@@ -315,13 +315,13 @@ def contents_pdf() -> tuple[bytes, list[str]]:
                 ("2.1 Declaring data types", "The cdef statement declares C variables with C types, which "
                                              "lets Cython generate fast C code for loops over them.")]
     body: list[str] = []
-    for number, (title, text) in enumerate(sections, start=3):
+    for page_number, (title, text) in enumerate(sections, start=3):
         page = doc.new_page()
         page.insert_text((72, 40), "Cython Reference Guide, Release 0.29a0", fontsize=8)
         page.insert_text((72, 90), title, fontsize=14)
         lines = textwrap.wrap(text, 85)
         _lines(page, 72, 120, lines, 10, 13)
-        page.insert_text((72, 800), f"{number} Chapter {title[0]}. {'Getting Started' if title[0] == '1' else 'Language Basics'}",
+        page.insert_text((72, 800), f"{page_number} Chapter {title[0]}. {'Getting Started' if title[0] == '1' else 'Language Basics'}",
                          fontsize=8)
         body.append(text)
     return doc.tobytes(), body
@@ -350,7 +350,7 @@ def arabic_presentation_forms_pdf() -> bytes:
     """A page whose text layer maps its codes (through a ToUnicode CMap) to Arabic presentation
     forms, and a number glued to the word, as Arabic PDFs made by many tools read (issue shape:
     U+FExx in the index, the ordinary letters not found)."""
-    codes = {**{k: v for k, v in ARABIC_FORMS.items()}, **{d: ord(d) for d in "0123456789 "}}
+    codes: dict[str, int] = {**ARABIC_FORMS, **{d: ord(d) for d in "0123456789 "}}
     cmap = "\n".join(f"<{ord(k):02X}> <{v:04X}>" for k, v in codes.items())
     tounicode = (b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Arabic def "
                  b"1 begincodespacerange <00> <FF> endcodespacerange\n%d beginbfchar\n%s\nendbfchar\n"

@@ -35,7 +35,6 @@ from .pdf_builders import (
     zero_count_pdf,
 )
 
-
 ENGINES = ["pdfium", "pymupdf"]  # the default, and the optional extra (installed with the test tools)
 
 

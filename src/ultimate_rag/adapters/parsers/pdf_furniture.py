@@ -37,8 +37,8 @@ _DIGITS = re.compile(r"\d+")
 _PAGE_NUMBER = re.compile(
     r"^(?:page|p\.|seite|pagina|página|стр\.?|第)?\s*[-–—]?\s*(?:\d{1,5}|[ivxlcdm]{1,7})\s*[-–—]?\s*"
     r"(?:(?:of|/|von|de|sur|из|共)\s*\d{1,5})?\s*(?:页|頁|페이지)?$", re.IGNORECASE)
-_LEADER = re.compile(r"^(?P<title>.*?\S)\s*(?:(?:\.\s*){3,}|…+|(?:·\s*){3,}|(?:_\s*){3,})\s*(?P<page>\d{1,5}|[ivxlcdm]{1,7})$",
-                     re.IGNORECASE)
+_LEADER = re.compile(r"^(?P<title>.*?\S)\s*(?:(?:\.\s*){3,}|…+|(?:·\s*){3,}|(?:_\s*){3,})\s*"
+                     r"(?P<page>\d{1,5}|[ivxlcdm]{1,7})$", re.IGNORECASE)
 _NUMBERED = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,6})\s+\S.*|.*\S\s+(?:\d{1,4}|[ivxlc]{1,6})$", re.IGNORECASE)
 MAX_NUMBERED_WORDS = 10
 _MEMBERS: dict[int, list[Line]] = {}  # a row's merged line -> its lines (for one call of strip_furniture)
@@ -61,7 +61,7 @@ def strip_furniture(pages: list[list[Line]],
     repeats = min(REPEATS, sum(1 for lines in pages if lines))
     running: dict[str, list[Line]] = {"top": [], "bottom": []}
     numbered: list[tuple[str, Line]] = []
-    for number, page_edges in enumerate(edges):
+    for page_edges in edges:
         for side, line, height in page_edges:
             if _PAGE_NUMBER.match(line.text.strip()):
                 page_numbers += 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from ultimate_rag.domain.models import ParsedAsset
@@ -81,7 +82,7 @@ def _pitches(lines: list[Line]) -> dict[float, float]:
     """The usual distance from one line to the next for each font size on the page (the most
     common one, when it was seen at least ``_PITCH_SAMPLES`` times)."""
     seen: dict[float, Counter[float]] = {}
-    for prev, line in zip(lines, lines[1:], strict=False):
+    for prev, line in pairwise(lines):
         pitch = line.y1 - prev.y1
         if prev.size == line.size and 0 < pitch <= 3 * line.size and min(prev.x1, line.x1) > max(prev.x0, line.x0):
             seen.setdefault(line.size, Counter())[round(pitch * 2) / 2] += 1

@@ -63,7 +63,8 @@ def is_symbol_soup(text: str) -> bool:
     chars = [ch for ch in text if not ch.isspace()]
     if len(chars) < SOUP_MIN or any(ch.isalpha() for ch in chars):
         return False
-    if any(ch in "([" for ch in chars) and chars.count("(") == chars.count(")") and chars.count("[") == chars.count("]"):
+    paired = chars.count("(") == chars.count(")") and chars.count("[") == chars.count("]")
+    if paired and any(ch in "([" for ch in chars):
         return False  # brackets that pair up: a formula, "(1) - (2) = 3%"
     return sum(ch in _ASCII_SYMBOLS for ch in chars) >= SOUP_SHARE * len(chars)
 
