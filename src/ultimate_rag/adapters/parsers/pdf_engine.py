@@ -143,4 +143,6 @@ def render_page(pdf: OpenedPdf, index: int, *, dpi: float, max_pixels: int) -> t
     area = max(width * height, 1.0)
     if area * zoom * zoom > max_pixels:
         zoom = math.sqrt(max_pixels / area)
+        while math.ceil(width * zoom) * math.ceil(height * zoom) > max_pixels:
+            zoom *= 0.995  # the renderer rounds each side up
     return pdf.render(index, zoom), zoom
