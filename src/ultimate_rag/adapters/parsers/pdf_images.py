@@ -61,11 +61,8 @@ def _image_bytes(obj: Any, filters: list[str], oversized: bool) -> bytes | None:
     try:
         if filters in _STORED_AS_IS:
             return bytes(obj.get_data(decode_simple=False))
-        bitmap = obj.get_bitmap(render=False)
-        try:
-            image = bitmap.to_pil()
-        finally:
-            bitmap.close()
+        bitmap = obj.get_bitmap(render=False)  # freed with the object; the image may share its buffer
+        image = bitmap.to_pil()
         if oversized:
             while max(image.size) > DOWNSCALE_MAX_SIDE:
                 image = image.reduce(2)
@@ -73,6 +70,7 @@ def _image_bytes(obj: Any, filters: list[str], oversized: bool) -> bytes | None:
             image = image.convert("RGB")
         out = io.BytesIO()
         image.save(out, "PNG")
+        del bitmap  # only now: the PNG is written
         return out.getvalue()
     except Exception as exc:  # an image PDFium cannot decode is left out; the text still counts
         log.info("PDF image not decoded: %s: %s", exc.__class__.__name__, exc)
