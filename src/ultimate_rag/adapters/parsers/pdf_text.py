@@ -113,7 +113,11 @@ def _pieces(line: Line) -> list[Line]:
 
 def _follows(prev: Line, line: Line, pitches: dict[float, float]) -> bool:
     size = max(prev.size, line.size, 1.0)
-    if abs(prev.size - line.size) > 0.08 * size or line.y0 - prev.y1 < -0.3 * size:
+    if abs(prev.size - line.size) > 0.08 * size:
+        return False
+    if min(prev.y1, line.y1) - max(prev.y0, line.y0) >= 0.5 * min(prev.height, line.height):
+        return min(prev.x1, line.x1) > max(prev.x0, line.x0)  # text drawn over text on the same row
+    if line.y0 - prev.y1 < -0.3 * size:
         return False
     usual = pitches.get(line.size)
     if line.y1 - prev.y1 > (1.15 * usual if usual else _PITCH_LIMIT * size):
