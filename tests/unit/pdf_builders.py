@@ -319,6 +319,10 @@ def contents_pdf() -> tuple[bytes, list[str]]:
         page = doc.new_page()
         page.insert_text((72, 40), "Cython Reference Guide, Release 0.29a0", fontsize=8)
         page.insert_text((72, 90), title, fontsize=14)
+        # enough text for a chunk of its own (~250 tokens), so that sections and contents compete
+        more = " ".join(f"Example {n} of section {title[:3]} shows the compiler output for a module with "
+                        f"{n + 2} functions and their generated C code." for n in range(1, 9))
+        text = f"{text} {more}"
         lines = textwrap.wrap(text, 85)
         _lines(page, 72, 120, lines, 10, 13)
         page.insert_text((72, 800), f"{page_number} Chapter {title[0]}. {'Getting Started' if title[0] == '1' else 'Language Basics'}",

@@ -14,8 +14,9 @@
 * **Table-of-contents lines**: on a page with at least ``CONTENTS_LINES`` lines that end in dot
   leaders and a page number (``Compilation . . . . 3``), every such line, and the lines between
   them that end in a page number aligned with them (a chapter line set without leaders), or that
-  carry on a title to the next entry. Kept in the metadata (``contents``: title and page), never
-  embedded: a contents page must not outrank the section it points to.
+  carry on a title to the next entry, and the page's "Contents" title. Kept in the metadata
+  (``contents``: title and page), never embedded: a contents page must not outrank the section it
+  points to, nor head every section that follows it.
 
 Nothing else is touched: a line that merely repeats (a table header on continued pages sits in
 the body, close to its rows) is body text.
@@ -41,6 +42,8 @@ _LEADER = re.compile(r"^(?P<title>.*?\S)\s*(?:(?:\.\s*){3,}|…+|(?:·\s*){3,}|(
                      r"(?P<page>\d{1,5}|[ivxlcdm]{1,7})$", re.IGNORECASE)
 _NUMBERED = re.compile(r"^(?:\d{1,4}|[ivxlc]{1,6})\s+\S.*|.*\S\s+(?:\d{1,4}|[ivxlc]{1,6})$", re.IGNORECASE)
 MAX_NUMBERED_WORDS = 10
+_CONTENTS_TITLE = re.compile(r"^(table of contents|contents|inhalt(sverzeichnis)?|sommaire|table des matières|índice|"
+                             r"indice|目\s*录|目\s*錄|目\s*次|차\s*례|содержание)$", re.IGNORECASE)
 _MEMBERS: dict[int, list[Line]] = {}  # a row's merged line -> its lines (for one call of strip_furniture)
 _TRAILING_NUMBER = re.compile(r"^(?P<title>.*\S)\s+(?P<page>\d{1,5})$")
 
@@ -162,7 +165,7 @@ def _strip_contents(lines: list[Line], contents: list[dict[str, object]]) -> lis
     while first > 0 and matches[first - 1] is not None:
         first -= 1  # a chapter line before the first dotted entry
     last = max(i for i, match in enumerate(matches) if match is not None)
-    kept = lines[:first]
+    kept = [line for line in lines[:first] if not _CONTENTS_TITLE.match(line.text.strip())]
     pending: list[str] = []
     for line, match in zip(lines[first:last + 1], matches[first:last + 1], strict=True):
         if match is None:
