@@ -4,8 +4,8 @@ A run of lines, top to bottom and close together, in which at least ``MIN_ROWS``
 or more spans (text separated by a gap of a font size or more) is a candidate. Its columns are
 the stretches of the page its spans cover, merged where they overlap; a line's spans go to the
 column they lie in. The run is a table when it has at least two columns, most of its multi-span
-lines use two or more of them, its cells are short, and it is not prose in two columns (two
-columns whose lines are both wide). A line with text in later columns only continues the row
+lines use two or more of them, its cells are short (half of them at most 30 characters, 80 % at
+most 60), and it is not prose in two columns (two columns whose lines are both wide). A line with text in later columns only continues the row
 above (a cell's text wrapped onto a second line).
 """
 
@@ -19,6 +19,7 @@ from .pdf_text import Item
 
 MIN_ROWS = 3
 MAX_CELL_CHARS = 60  # most cells of a table are shorter than this
+MEDIAN_CELL_CHARS = 30  # and half of them shorter than this (a column of prose has ~50 a line)
 ROW_GAP = 1.6  # font sizes between consecutive lines of one table, at most
 
 
@@ -55,8 +56,9 @@ def _table(run: list[Line], page: int, width: float) -> Item | None:
     if len(columns) < 2:
         return None
     spans = [span for ln in run for span in ln.spans]
-    if sum(len(s.text) <= MAX_CELL_CHARS for s in spans) < 0.8 * len(spans):
-        return None
+    if median(len(s.text) for s in spans) > MEDIAN_CELL_CHARS or sum(
+            len(s.text) <= MAX_CELL_CHARS for s in spans) < 0.8 * len(spans):
+        return None  # lines of prose (a justified line's wide spaces make spans too)
     if len(columns) == 2 and width > 0 and all(
             median(s.x1 - s.x0 for s in spans if _column(columns, s) == k) > 0.25 * width for k in (0, 1)):
         return None  # prose in two columns

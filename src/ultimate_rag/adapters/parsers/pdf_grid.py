@@ -8,6 +8,7 @@ merged cell's text fills every grid cell it covers.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 
 from .pdf_lines import Line, Rule
@@ -33,7 +34,7 @@ def ruled_tables(lines: list[Line], rules: list[Rule], page: int) -> tuple[list[
             continue
         inside = [ln for ln in lines if id(ln) not in taken and xs[0] - SNAP <= (ln.x0 + ln.x1) / 2 <= xs[-1] + SNAP
                   and ys[0] - SNAP <= (ln.y0 + ln.y1) / 2 <= ys[-1] + SNAP]
-        grid, spanning = _cells(xs, ys, hs, vs, inside)
+        grid, spanning = _cells(xs, ys, sorted(hs), sorted(vs), inside)
         table = make_table(grid, spanning, page, (xs[0], xs[-1]))
         if table is None:
             continue
@@ -85,9 +86,15 @@ def _positions(values: list[float]) -> list[float]:
 
 
 def _covered(segments: list[Segment], pos: float, a: float, b: float) -> bool:
-    """Whether a rule at ``pos`` runs along the middle of the stretch from ``a`` to ``b``."""
+    """Whether a rule at ``pos`` runs along the middle of the stretch from ``a`` to ``b``
+    (``segments`` sorted by position)."""
     mid = (a + b) / 2
-    return any(abs(s[0] - pos) <= SNAP and s[1] - SNAP <= mid <= s[2] + SNAP for s in segments)
+    k = bisect_left(segments, (pos - SNAP,))
+    while k < len(segments) and segments[k][0] <= pos + SNAP:
+        if segments[k][1] - SNAP <= mid <= segments[k][2] + SNAP:
+            return True
+        k += 1
+    return False
 
 
 def _cells(xs: list[float], ys: list[float], hs: list[Segment], vs: list[Segment],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ Glyph = tuple[str, float, float, float, float, float, bool, int]
 Rule = tuple[float, float, float, float]  # x0, y0, x1, y1 of a ruling line (one side is ~0 wide)
 
 SPAN_GAP = 1.0  # font sizes: a wider gap inside a line starts a new span
+SCRIPT_GAP = 0.25  # font sizes: a baseline shift closer than this is a superscript or subscript
 SPACED_GAP = 1.6  # font sizes: the same where the text has a space there (a CJK space is 1 em wide)
 _PRESENTATION = re.compile("[\ufb00-\ufdff\ufe70-\ufefe]")
 SPACE = 1
@@ -105,39 +107,48 @@ def _continues(last: Glyph, glyph: Glyph) -> bool:
 
 def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
     spans: list[Span] = []
-    parts: list[str] = []
-    sizes: Counter[float] = Counter()
-    bold = 0
-    start = glyphs[0]
-    x0, y0, x1, y1 = start[1], start[2], start[3], start[4]
-    prev: Glyph | None = None
-    for glyph in glyphs:
-        text, gx0, gy0, gx1, gy1, size, is_bold, brk = glyph
-        if prev is not None:
-            gap = max(gx0 - prev[3], prev[1] - gx1)  # the space between the two, either way round
-            wide = gap >= (SPACED_GAP if brk == SPACE else SPAN_GAP) * max(size, prev[5], 1.0) or (
-                gap > 0.1 * size and _ruled_between(prev, glyph, verticals))
-            if wide:
-                spans.append(Span(x0, y0, x1, y1, "".join(parts).strip(), _common(sizes)))
-                parts, sizes = [], Counter()
-                x0, y0, x1, y1 = gx0, gy0, gx1, gy1
-            elif brk == SPACE or (brk and not (is_cjk(parts[-1][-1]) and is_cjk(text[0]))) or (
-                    parts and _glued(parts[-1][-1], text[0])):
-                parts.append(" ")  # a space in the text; a break the engine inferred, except inside CJK text
-        parts.append(_normal_forms(text))
-        sizes[round(size, 1)] += len(text)
-        bold += len(text) if is_bold else 0
-        x0, y0, x1, y1 = min(x0, gx0), min(y0, gy0), max(x1, gx1), max(y1, gy1)
+    first = glyphs[0]
+    middle = (first[2] + first[4]) / 2
+    borders = sorted((r[0] + r[2]) / 2 for r in verticals if r[1] <= middle <= r[3])
+    begin = 0  # where the current span starts in ``glyphs``
+    parts: list[str] = [first[0]]
+    prev = first
+    for k in range(1, len(glyphs)):
+        glyph = glyphs[k]
+        text, gx0, _, gx1, _, size, _, brk = glyph
+        gap = max(gx0 - prev[3], prev[1] - gx1)  # the space between the two, either way round
+        if gap >= (SPACED_GAP if brk == SPACE else SPAN_GAP) * max(size, prev[5], 1.0) or (
+                gap > 0.1 * size and borders and _ruled_between(prev[3], gx0, borders)):
+            spans.append(_span(glyphs[begin:k], parts))
+            begin, parts = k, []
+        elif brk:
+            if brk == SPACE or (brk == INFERRED and not (is_cjk(prev[0][-1]) and is_cjk(text[0]))) or (
+                    brk == NEWLINE and gap > SCRIPT_GAP * size):
+                # a space in the text; one the engine inferred from a gap, except inside CJK text; a
+                # "line break" on the same line is a superscript or subscript, glued unless apart
+                parts.append(" ")
+        elif (ord(text[0]) >= 0x600 or ord(prev[0][-1]) >= 0x600) and _glued(prev[0][-1], text[0]):
+            parts.append(" ")
+        parts.append(text)
         prev = glyph
-    spans.append(Span(x0, y0, x1, y1, "".join(parts).strip(), _common(sizes)))
+    spans.append(_span(glyphs[begin:], parts))
     spans = [span for span in spans if span.text]
     if not spans:
-        return Line(x0, y0, x1, y1)
-    total = Counter[float]()
+        return Line(first[1], first[2], first[3], first[4])
+    total: Counter[float] = Counter()
     for span in spans:
         total[span.size] += len(span.text)
+    bold = sum(len(g[0]) for g in glyphs if g[6])
     return Line(min(s.x0 for s in spans), min(s.y0 for s in spans), max(s.x1 for s in spans),
                 max(s.y1 for s in spans), spans, _common(total), bold * 2 > sum(len(s.text) for s in spans))
+
+
+def _span(glyphs: list[Glyph], parts: list[str]) -> Span:
+    sizes: Counter[float] = Counter()
+    for glyph in glyphs:
+        sizes[glyph[5]] += 1
+    return Span(min(g[1] for g in glyphs), min(g[2] for g in glyphs), max(g[3] for g in glyphs),
+                max(g[4] for g in glyphs), _normal_forms("".join(parts).strip()), round(_common(sizes), 1))
 
 
 def _normal_forms(text: str) -> str:
@@ -165,10 +176,7 @@ def _common(sizes: Counter[float]) -> float:
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
-def _ruled_between(a: Glyph, b: Glyph, verticals: Sequence[Rule]) -> bool:
-    """Whether a vertical rule runs between two neighbouring glyphs (a cell border)."""
-    if not verticals:
-        return False
-    mid_y = (b[2] + b[4]) / 2
-    left, right = a[3] - 1.0, b[1] + 1.0
-    return any(left <= (r[0] + r[2]) / 2 <= right and r[1] <= mid_y <= r[3] for r in verticals)
+def _ruled_between(left: float, right: float, borders: list[float]) -> bool:
+    """Whether a vertical rule (``borders``: their x, sorted) runs between two neighbouring glyphs."""
+    k = bisect_left(borders, left - 1.0)
+    return k < len(borders) and borders[k] <= right + 1.0

@@ -32,7 +32,9 @@ _BOLD_WEIGHT = 600
 # whitespace is a break between glyphs, not a glyph; control characters stay glyphs (an unmapped
 # font's codes come out as controls, and text_quality.py needs to see them)
 _SPACES = frozenset({9, 32, 0xA0, 0x2002, 0x2003, 0x2009, 0x200B, 0x3000, 0xFEFF, 0xFFFE})
-_MAX_PATHS = 4000  # a page drawn with more path objects than this (a chart, a map) gives no rules
+_MAX_FORM_DEPTH = 8
+_MAX_PATHS = 4000
+_MAX_FILLED_SEGMENTS = 64  # a filled (not stroked) path with more segments is a shape, not thin bars  # a page drawn with more path objects than this (a chart, a map) gives no rules
 _RULE_WIDTH = 3.0  # points: a filled rectangle thinner than this is a ruling line
 
 
@@ -52,6 +54,7 @@ class PdfiumPdf:
         self._page_index = -1
         self._page: Any = None
         self._text: Any = None
+        self._walked: tuple[int, list[tuple[Any, Matrix]], list[tuple[Any, Matrix]]] | None = None
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -70,7 +73,7 @@ class PdfiumPdf:
             self._text.close()
         if self._page is not None:
             self._page.close()
-        self._page = self._text = None
+        self._page = self._text = self._walked = None
         self._page_index = -1
 
     def _load(self, index: int) -> Any:
@@ -137,20 +140,27 @@ class PdfiumPdf:
 
     def rules(self, index: int) -> list[Rule]:
         """Horizontal and vertical ruling lines: straight path segments and thin filled rectangles."""
-        page = self._load(index)
+        paths, _ = self._objects(index)
+        if len(paths) > _MAX_PATHS:
+            return []
         left, _, _, top = self._box(index)
         rules: list[Rule] = []
-        paths = 0
-        for obj, matrix in _objects(page, raw.FPDF_PAGEOBJ_PATH):
-            paths += 1
-            if paths > _MAX_PATHS:
-                return []
-            for x0, y0, x1, y1 in _segments(obj.raw, matrix.multiply(_matrix(obj))):
+        l, b, r, t = (ctypes.c_float() for _ in range(4))
+        for obj, matrix in paths:
+            if not raw.FPDFPageObj_GetBounds(obj, l, b, r, t):
+                continue
+            if min(r.value - l.value, t.value - b.value) <= _RULE_WIDTH:  # a line or a thin bar: one rule
+                found = [matrix.bounds((l.value, b.value, r.value, t.value))]
+            elif not _stroked(obj) and raw.FPDFPath_CountSegments(obj) > _MAX_FILLED_SEGMENTS:
+                continue  # a filled shape (a glyph outline, a chart), not the borders of cells
+            else:
+                found = list(_segments(obj, _matrix(obj).multiply(matrix)))
+            for x0, y0, x1, y1 in found:
                 rules.append((min(x0, x1) - left, top - max(y0, y1), max(x0, x1) - left, top - min(y0, y1)))
         return [r for r in rules if min(r[2] - r[0], r[3] - r[1]) <= _RULE_WIDTH]
 
     def has_images(self, index: int) -> bool:
-        return any(True for _ in _objects(self._load(index), raw.FPDF_PAGEOBJ_IMAGE))
+        return bool(self._objects(index)[1])
 
     def images(self, index: int, gate: AssetGate) -> list[tuple[Rect, ParsedAsset]]:
         return page_images(self.image_objects(index), index + 1, gate)
@@ -159,12 +169,22 @@ class PdfiumPdf:
         """Each image object of the page: where it is drawn (top-left origin) and the object."""
         page = self._load(index)
         left, _, _, top = self._box(index)
-        for obj, matrix in _objects(page, raw.FPDF_PAGEOBJ_IMAGE):
-            try:
-                x0, y0, x1, y1 = matrix.bounds(obj.get_bounds())
-            except Exception:
+        l, b, r, t = (ctypes.c_float() for _ in range(4))
+        for obj, matrix in self._objects(index)[1]:
+            if not raw.FPDFPageObj_GetBounds(obj, l, b, r, t):
                 continue
-            yield (x0 - left, top - y1, x1 - left, top - y0), obj
+            x0, y0, x1, y1 = matrix.bounds((l.value, b.value, r.value, t.value))
+            yield (x0 - left, top - y1, x1 - left, top - y0), pdfium.PdfImage(obj, page=page, pdf=self._doc)
+
+    def _objects(self, index: int) -> tuple[list[tuple[Any, Matrix]], list[tuple[Any, Matrix]]]:
+        """The page's path and image objects, also those inside form XObjects, each with the matrix
+        from its container's space to the page's (read once per page, with PDFium's C calls)."""
+        if self._walked is None or self._walked[0] != index:
+            paths: list[tuple[Any, Matrix]] = []
+            images: list[tuple[Any, Matrix]] = []
+            _walk(self._load(index).raw, None, Matrix(), 0, paths, images)
+            self._walked = (index, paths, images)
+        return self._walked[1], self._walked[2]
 
     def render(self, index: int, zoom: float) -> Image.Image:
         page = self._load(index)
@@ -176,24 +196,32 @@ class PdfiumPdf:
         return image
 
 
-def _objects(page: Any, kind: int) -> Iterator[tuple[Any, Matrix]]:
-    """Page objects of one type, also those inside form XObjects, each with the matrix that maps
-    its container's space to the page (identity at the top level)."""
-    stack: list[Matrix] = [Matrix()]
-    for obj in page.get_objects(filter=None, max_depth=8):
-        level = obj.level
-        del stack[level + 1:]
-        if obj.type == raw.FPDF_PAGEOBJ_FORM:
-            stack.append(_matrix(obj).multiply(stack[level]))
-        elif obj.type == kind:
-            yield obj, stack[level]
+def _walk(page: Any, form: Any, matrix: Matrix, depth: int, paths: list[tuple[Any, Matrix]],
+          images: list[tuple[Any, Matrix]]) -> None:
+    count = raw.FPDFFormObj_CountObjects(form) if form is not None else raw.FPDFPage_CountObjects(page)
+    for i in range(max(count, 0)):
+        obj = raw.FPDFFormObj_GetObject(form, i) if form is not None else raw.FPDFPage_GetObject(page, i)
+        if not obj:
+            continue
+        kind = raw.FPDFPageObj_GetType(obj)
+        if kind == raw.FPDF_PAGEOBJ_PATH:
+            paths.append((obj, matrix))
+        elif kind == raw.FPDF_PAGEOBJ_IMAGE:
+            images.append((obj, matrix))
+        elif kind == raw.FPDF_PAGEOBJ_FORM and depth < _MAX_FORM_DEPTH:
+            _walk(page, obj, _matrix(obj).multiply(matrix), depth + 1, paths, images)
 
 
 def _matrix(obj: Any) -> Matrix:
     m = raw.FS_MATRIX()
-    if not raw.FPDFPageObj_GetMatrix(obj.raw, m):
+    if not raw.FPDFPageObj_GetMatrix(obj, m):
         return Matrix()
     return Matrix(m.a, m.b, m.c, m.d, m.e, m.f)
+
+
+def _stroked(path: Any) -> bool:
+    fill, stroke = ctypes.c_int(), ctypes.c_int()
+    return bool(raw.FPDFPath_GetDrawMode(path, fill, stroke)) and bool(stroke.value)
 
 
 def _segments(path: Any, matrix: Matrix) -> Iterator[tuple[float, float, float, float]]:
@@ -207,7 +235,10 @@ def _segments(path: Any, matrix: Matrix) -> Iterator[tuple[float, float, float, 
         if not seg or not raw.FPDFPathSegment_GetPoint(seg, x, y):
             continue
         px, py = matrix.apply(x.value, y.value)
-        points.append((px, py, raw.FPDFPathSegment_GetType(seg), bool(raw.FPDFPathSegment_GetClose(seg))))
+        kind = raw.FPDFPathSegment_GetType(seg)
+        if kind == raw.FPDF_SEGMENT_BEZIERTO:
+            return  # a curve: a drawn shape, not the border of a cell
+        points.append((px, py, kind, bool(raw.FPDFPathSegment_GetClose(seg))))
     start: tuple[float, float] | None = None
     prev: tuple[float, float] | None = None
     xs = [p[0] for p in points]

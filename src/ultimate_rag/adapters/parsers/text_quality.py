@@ -36,6 +36,8 @@ _ASCII_SYMBOLS = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 def garbage_count(text: str) -> tuple[int, int]:
     """(garbage characters, non-blank characters) of ``text``. A private-use character standing
     alone between blanks is a symbol-font bullet or icon (U+F0B7 from Word/PowerPoint), not garbage."""
+    if text.isprintable() and "\ufffd" not in text:  # no control, private-use or unassigned character
+        return 0, len(text) - text.count(" ")
     garbage = total = 0
     last = len(text) - 1
     for i, ch in enumerate(text):
@@ -60,8 +62,10 @@ def is_symbol_soup(text: str) -> bool:
     given out from ``!`` upwards (OCRmyPDF's truetype_font_nomapping.pdf reads ``"7+%-``). At
     least ``SOUP_MIN`` characters, no letter at all, and ASCII punctuation and symbols make
     ``SOUP_SHARE`` of them or more; numbers and formulas ("[0, 1] × [0, 1]", "330,435.30") do not."""
+    if len(text) < SOUP_MIN or any(ch.isalpha() for ch in text):
+        return False
     chars = [ch for ch in text if not ch.isspace()]
-    if len(chars) < SOUP_MIN or any(ch.isalpha() for ch in chars):
+    if len(chars) < SOUP_MIN:
         return False
     paired = chars.count("(") == chars.count(")") and chars.count("[") == chars.count("]")
     if paired and any(ch in "([" for ch in chars):
