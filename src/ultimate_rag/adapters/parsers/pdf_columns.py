@@ -5,8 +5,8 @@ or more spans (text separated by a gap of a font size or more) is a candidate. I
 the stretches of the page its spans cover, merged where they overlap; a line's spans go to the
 column they lie in. The run is a table when it has at least two columns, most of its multi-span
 lines use two or more of them, its cells are short (half of them at most 30 characters, 80 % at
-most 60), and it is not prose in two columns (two columns whose lines are both wide). A line with text in later columns only continues the row
-above (a cell's text wrapped onto a second line).
+most 60), and it is not prose in two columns (two columns whose lines are both wide). A line with
+text in later columns only continues the row above (a cell's text wrapped onto a second line).
 """
 
 from __future__ import annotations

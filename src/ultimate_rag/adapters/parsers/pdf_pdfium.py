@@ -33,8 +33,8 @@ _BOLD_WEIGHT = 600
 # font's codes come out as controls, and text_quality.py needs to see them)
 _SPACES = frozenset({9, 32, 0xA0, 0x2002, 0x2003, 0x2009, 0x200B, 0x3000, 0xFEFF, 0xFFFE})
 _MAX_FORM_DEPTH = 8
-_MAX_PATHS = 4000
-_MAX_FILLED_SEGMENTS = 64  # a filled (not stroked) path with more segments is a shape, not thin bars  # a page drawn with more path objects than this (a chart, a map) gives no rules
+_MAX_PATHS = 4000  # a page drawn with more path objects than this (a chart, a map) gives no rules
+_MAX_FILLED_SEGMENTS = 64  # a filled (not stroked) path with more segments is a shape, not thin bars
 _RULE_WIDTH = 3.0  # points: a filled rectangle thinner than this is a ruling line
 
 
@@ -145,12 +145,13 @@ class PdfiumPdf:
             return []
         left, _, _, top = self._box(index)
         rules: list[Rule] = []
-        l, b, r, t = (ctypes.c_float() for _ in range(4))
+        left_, bottom_, right_, top_ = (ctypes.c_float() for _ in range(4))
         for obj, matrix in paths:
-            if not raw.FPDFPageObj_GetBounds(obj, l, b, r, t):
+            if not raw.FPDFPageObj_GetBounds(obj, left_, bottom_, right_, top_):
                 continue
-            if min(r.value - l.value, t.value - b.value) <= _RULE_WIDTH:  # a line or a thin bar: one rule
-                found = [matrix.bounds((l.value, b.value, r.value, t.value))]
+            # a line or a thin bar: one rule
+            if min(right_.value - left_.value, top_.value - bottom_.value) <= _RULE_WIDTH:
+                found = [matrix.bounds((left_.value, bottom_.value, right_.value, top_.value))]
             elif not _stroked(obj) and raw.FPDFPath_CountSegments(obj) > _MAX_FILLED_SEGMENTS:
                 continue  # a filled shape (a glyph outline, a chart), not the borders of cells
             else:
@@ -169,11 +170,11 @@ class PdfiumPdf:
         """Each image object of the page: where it is drawn (top-left origin) and the object."""
         page = self._load(index)
         left, _, _, top = self._box(index)
-        l, b, r, t = (ctypes.c_float() for _ in range(4))
+        left_, bottom_, right_, top_ = (ctypes.c_float() for _ in range(4))
         for obj, matrix in self._objects(index)[1]:
-            if not raw.FPDFPageObj_GetBounds(obj, l, b, r, t):
+            if not raw.FPDFPageObj_GetBounds(obj, left_, bottom_, right_, top_):
                 continue
-            x0, y0, x1, y1 = matrix.bounds((l.value, b.value, r.value, t.value))
+            x0, y0, x1, y1 = matrix.bounds((left_.value, bottom_.value, right_.value, top_.value))
             yield (x0 - left, top - y1, x1 - left, top - y0), pdfium.PdfImage(obj, page=page, pdf=self._doc)
 
     def _objects(self, index: int) -> tuple[list[tuple[Any, Matrix]], list[tuple[Any, Matrix]]]:
