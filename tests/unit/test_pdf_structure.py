@@ -161,3 +161,18 @@ def test_an_engine_that_is_not_installed_or_unknown_is_refused_at_start() -> Non
     assert check_engine("pdfium") == "pdfium" and check_engine("pymupdf") == "pymupdf"
     with pytest.raises(ValueError, match="'pdfium' \\(default\\) or 'pymupdf'"):
         PdfParser(ParseLimits(pdf_engine="mupdf"))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_file_cut_short_keeps_the_pages_whose_objects_are_complete(engine: str) -> None:
+    import pymupdf
+
+    from ultimate_rag.adapters.parsers.pdf_fallback import SALVAGED_WARNING
+
+    doc = pymupdf.open()
+    for n in range(1, 4):
+        doc.new_page().insert_text((72, 72), f"Recovered sentence number {n} about harbour ferries.", fontsize=11)
+    whole = doc.tobytes()
+    parsed = parse(whole[: len(whole) * 6 // 10], engine)  # no trailer, no cross-reference table, no page 3
+    assert "number 1 about" in parsed.text and "number 2 about" in parsed.text
+    assert parsed.metadata["warnings"] == [SALVAGED_WARNING] and parsed.metadata["pdf_engine"] == engine

@@ -7,8 +7,9 @@ lines, images as assets, a rendering. Everything else (lines, layout, furniture,
 headings, OCR decisions) is shared, so the engines differ only where the libraries do.
 
 A file the engine cannot open, or in which it finds no page, has its page tree rebuilt from its
-page objects by pypdf (``pdf_fallback.rebuild_page_tree``) and is opened again; when that fails
-too, pypdf reads its text alone (``pdf_fallback.parse_with_pypdf``).
+page objects by pypdf (``pdf_fallback.rebuild_page_tree``), or, cut short, its complete objects
+copied into a new file (``salvage_objects``), and is opened again; when that fails too, pypdf reads
+its text alone (``pdf_fallback.parse_with_pypdf``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from PIL import Image
 from ultimate_rag.domain.models import ParsedAsset
 
 from .assets import AssetGate
-from .pdf_fallback import ENCRYPTED, PAGE_TREE_WARNING, rebuild_page_tree
+from .pdf_fallback import ENCRYPTED, PAGE_TREE_WARNING, SALVAGED_WARNING, rebuild_page_tree, salvage_objects
 from .pdf_lines import Glyph, Rule
 
 __all__ = ["ENCRYPTED", "CannotOpen", "Matrix", "OpenedPdf", "check_engine", "open_pdf", "render_page"]
@@ -121,16 +122,17 @@ def open_pdf(engine: str, content: bytes) -> tuple[OpenedPdf, list[str]]:
         problem = "no pages"
     except CannotOpen as exc:
         problem = str(exc)
-    rebuilt = rebuild_page_tree(content)
-    if rebuilt is not None:
+    for repair, warning in ((rebuild_page_tree, PAGE_TREE_WARNING), (salvage_objects, SALVAGED_WARNING)):
+        repaired = repair(content)
+        if repaired is None:
+            continue
         try:
-            pdf = open_with(engine, rebuilt)
+            pdf = open_with(engine, repaired)
         except CannotOpen:
-            pass
-        else:
-            if pdf.page_count > 0:
-                return pdf, [PAGE_TREE_WARNING]
-            pdf.close()
+            continue
+        if pdf.page_count > 0:
+            return pdf, [warning]
+        pdf.close()
     raise CannotOpen(problem)
 
 

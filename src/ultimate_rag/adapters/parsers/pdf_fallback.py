@@ -4,8 +4,10 @@ PDFium and MuPDF repair most damaged files, but not all: a page tree whose /Coun
 root object is missing (py-pdf's unreadablemetadata.pdf, a linearized file whose /Pages object is
 gone), opens with no pages or not at all. The page objects are usually still there:
 ``rebuild_page_tree`` (pypdf, BSD) collects them in object order into a new file, which the
-engine reads as usual (headings, images). When even that fails, pypdf reads the text of each
-page with ``strict=False`` (no headings, no images). Only when both fail does the document fail,
+engine reads as usual (headings, images). A file cut short (no cross-reference table, no trailer,
+pypdf cannot read it) has its complete objects copied into a new file under a new page tree
+(``salvage_objects``). When even that fails, pypdf reads the text of each page with
+``strict=False`` (no headings, no images). Only when both fail does the document fail,
 with a reason a user can act on; the libraries' own messages go to the log, never to the user.
 """
 
@@ -30,6 +32,8 @@ FALLBACK_WARNING = ("the PDF's structure is damaged; its text was read with a si
                     "without headings or images")
 PAGE_TREE_WARNING = ("the PDF's page tree is damaged; its pages were recovered from the file's objects "
                      "and may not be in their original order")
+SALVAGED_WARNING = ("the PDF is damaged (cut short or its cross-reference table is broken); the pages whose "
+                    "objects are complete were recovered, others may be missing")
 _PARAGRAPHS = re.compile(r"\n\s*\n")
 # keys of a page dictionary that are not its content and may lead back into the broken tree
 _NOT_CONTENT = ("/Parent", "/Thumb", "/PieceInfo", "/B", "/StructParents", "/Annots")
@@ -69,6 +73,38 @@ def rebuild_page_tree(content: bytes) -> bytes | None:
         return None
     log.warning("PDF page tree rebuilt from %d page objects", len(writer.pages))
     return out.getvalue()
+
+
+_OBJECT = re.compile(rb"(?<![0-9])(\d{1,7})\s+(\d{1,5})\s+obj\b(.*?)\bendobj", re.S)
+_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def salvage_objects(content: bytes) -> bytes | None:
+    """A new PDF made of the complete objects found in ``content`` (a truncated file: the end,
+    with its cross-reference table and maybe some pages, is gone), under a new page tree of its
+    page objects; None when it holds no page object."""
+    objects: dict[int, bytes] = {}
+    for match in _OBJECT.finditer(content):
+        objects[int(match.group(1))] = match.group(3).strip()
+    pages = [number for number, body in objects.items() if _PAGE.search(body)]
+    if not pages:
+        return None
+    tree, catalog = max(objects) + 1, max(objects) + 2
+    objects[tree] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
+        b" ".join(b"%d 0 R" % n for n in pages), len(pages))
+    objects[catalog] = b"<< /Type /Catalog /Pages %d 0 R >>" % tree
+    out = bytearray(b"%PDF-1.7\n")
+    offsets: dict[int, int] = {}
+    for number in sorted(objects):
+        offsets[number] = len(out)
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, objects[number])
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (catalog + 1)
+    out += b"".join(b"%010d 00000 n \n" % offsets[n] if n in offsets else b"0000000000 65535 f \n"
+                    for n in range(1, catalog + 1))
+    out += b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (catalog + 1, catalog, xref)
+    log.warning("PDF salvaged: %d complete objects, %d pages", len(objects) - 2, len(pages))
+    return bytes(out)
 
 
 def parse_with_pypdf(content: bytes, limits: ParseLimits, first_error: str) -> ParsedDocument:

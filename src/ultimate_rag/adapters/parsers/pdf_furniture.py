@@ -123,6 +123,8 @@ def _outer_lines(lines: list[Line], height: float) -> list[tuple[str, Line, floa
         else:
             rows.append([line])
     found: list[tuple[str, Line, float]] = []
+    if len(rows) < 2:
+        return found  # the page's only text is its body, wherever it stands
     for side, candidates in (("top", rows[:2]), ("bottom", rows[::-1][:2])):
         for row in candidates:
             line = _row_line(row)
