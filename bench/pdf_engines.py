@@ -75,26 +75,42 @@ def reference_tables(path: Path) -> list[list[list[str]]]:
 
 
 def table_scores(outcome: Outcome, tables: list[list[list[str]]]) -> tuple[int, int, int, int]:
-    """(reference cells, found in a table block, numeric cells, numeric cells in a chunk that also
-    names their column)."""
+    """(reference cells, found in a table block, numeric cells, numeric cells that a chunk puts under
+    their column: in a pipe-table row whose header names the column at the same place, or as a
+    ``column: value`` record line). Words of a table in one chunk (number soup) do not count."""
     if outcome.parsed is None:
         return 0, 0, 0, 0
     squeeze = lambda text: re.sub(r"\s+", "", text)  # noqa: E731
     in_tables = squeeze(" ".join(b.text for b in outcome.parsed.blocks if b.kind == "table"))
-    chunks = [squeeze(f"{c.context}\n{c.content}") for c in outcome.chunks]
+    pairs = set()  # (column name, value) a chunk states, squeezed
+    for chunk in outcome.chunks:
+        lines = chunk.content.split("\n")
+        header: list[str] = []
+        for line in lines:
+            if line.startswith("|") and not set(line) <= set("|-: "):
+                cells = [squeeze(c) for c in line.strip().strip("|").split("|")]
+                if not header:
+                    header = cells
+                else:
+                    pairs.update(zip(header, cells, strict=False))
+            elif not line.startswith("|"):
+                header = []
+                if ": " in line:
+                    name, _, value = line.partition(": ")
+                    pairs.add((squeeze(name), squeeze(value)))
     cells = found = numbers = named = 0
     for rows in tables:
-        header = rows[0]
+        head = rows[0]
         for row in rows[1:]:
             for column, cell in enumerate(row):
                 if not cell:
                     continue
                 cells += 1
                 found += squeeze(cell) in in_tables
-                if _NUMBER.match(cell) and column < len(header) and header[column]:
+                if _NUMBER.match(cell) and column < len(head) and head[column]:
                     numbers += 1
-                    name, value = squeeze(header[column]), squeeze(cell)
-                    named += any(value in chunk and name in chunk for chunk in chunks)
+                    name, value = squeeze(head[column]), squeeze(cell)
+                    named += any(value == v and name in n for n, v in pairs)
     return cells, found, numbers, named
 
 
