@@ -33,7 +33,7 @@ from ultimate_rag.adapters.parsers.isolation import ParseRunner
 from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import DocumentSource, KnowledgeBaseSettings
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, machine
@@ -112,11 +112,13 @@ def _timed(fn) -> float:
 
 
 class RssSampler:
-    """Peak RSS of this process and, separately, of the largest child process, every 20 ms."""
+    """Peak RSS of this process and, separately, of the largest child process, every 20 ms; and the
+    CPU time of every child as last seen (the forkserver's children are this process's too)."""
 
     def __init__(self) -> None:
         self.me = psutil.Process()
         self.peak_self = self.peak_child = 0
+        self.child_cpu: dict[int, float] = {}  # CPU seconds (user + system) of each child, last seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -135,6 +137,8 @@ class RssSampler:
                 for child in self.me.children(recursive=True):
                     try:
                         self.peak_child = max(self.peak_child, child.memory_info().rss)
+                        times = child.cpu_times()
+                        self.child_cpu[child.pid] = times.user + times.system
                     except psutil.Error:
                         pass
             except psutil.Error:
@@ -152,13 +156,13 @@ async def ingest_big(target_mb: int) -> dict[str, object]:
         container = build(settings, url=url)
         await container.open()
         try:
-            embedder_ready = container.embedder.count_tokens("warm up")  # load the model before measuring
+            embedder_ready = container.embedding.embedder.count_tokens("warm up")  # load the model before measuring
             assert embedder_ready > 0
-            kb = await container.knowledge_bases.create(f"bench-{uuid.uuid4().hex[:6]}", "", KnowledgeBaseSettings())
+            kb = await container.ingest.knowledge_bases.create(f"bench-{uuid.uuid4().hex[:6]}", "", KnowledgeBaseSettings())
             doc_id = uuid.uuid4()
             key = f"{kb.id}/{doc_id}/source.pdf"
-            await container.storage.put(key, data, "application/pdf")
-            await container.documents.create_with_job(
+            await container.infra.storage.put(key, data, "application/pdf")
+            await container.ingest.documents.create_with_job(
                 document_id=doc_id, knowledge_base_id=kb.id, filename="big.pdf", mime_type="application/pdf",
                 size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), object_key=key, max_attempts=1)
             del data  # from here on only the worker holds the document's bytes
@@ -168,8 +172,8 @@ async def ingest_big(target_mb: int) -> dict[str, object]:
                 start = time.perf_counter()
                 await worker.run_until_idle()
                 elapsed = time.perf_counter() - start
-            doc = await container.documents.get(doc_id)
-            assets = await container.documents.assets(doc_id)
+            doc = await container.ingest.documents.get(doc_id)
+            assets = await container.ingest.documents.assets(doc_id)
             return {"size_mb": size / 2**20, "pages": pages, "status": doc.status.value, "error": doc.error_message or "", "seconds": elapsed,
                     "chunks": doc.chunk_count, "assets": len(assets), "baseline_mb": baseline / 2**20,
                     "peak_worker_mb": sampler.peak_self / 2**20, "peak_child_mb": sampler.peak_child / 2**20}

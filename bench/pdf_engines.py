@@ -82,11 +82,10 @@ def table_scores(outcome: Outcome, tables: list[list[list[str]]]) -> tuple[int, 
         return 0, 0, 0, 0
     squeeze = lambda text: re.sub(r"\s+", "", text)  # noqa: E731
     in_tables = squeeze(" ".join(b.text for b in outcome.parsed.blocks if b.kind == "table"))
-    pairs = set()  # (column name, value) a chunk states, squeezed
+    pairs: set[tuple[str, str]] = set()  # (column name, value) a chunk states, squeezed
     for chunk in outcome.chunks:
-        lines = chunk.content.split("\n")
         header: list[str] = []
-        for line in lines:
+        for line in chunk.content.split("\n"):
             if line.startswith("|") and not set(line) <= set("|-: "):
                 cells = [squeeze(c) for c in line.strip().strip("|").split("|")]
                 if not header:
@@ -98,20 +97,20 @@ def table_scores(outcome: Outcome, tables: list[list[list[str]]]) -> tuple[int, 
                 if ": " in line:
                     name, _, value = line.partition(": ")
                     pairs.add((squeeze(name), squeeze(value)))
-    cells = found = numbers = named = 0
+    total = found = numbers = named = 0
     for rows in tables:
         head = rows[0]
         for row in rows[1:]:
             for column, cell in enumerate(row):
                 if not cell:
                     continue
-                cells += 1
+                total += 1
                 found += squeeze(cell) in in_tables
                 if _NUMBER.match(cell) and column < len(head) and head[column]:
                     numbers += 1
                     name, value = squeeze(head[column]), squeeze(cell)
                     named += any(value == v and name in n for n, v in pairs)
-    return cells, found, numbers, named
+    return total, found, numbers, named
 
 
 def corpus(engine: str, cases: list[Case], count_tokens: Any) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from uuid import uuid4
 
 import httpx
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from ..unit.pdf_builders import CREDIT_HEADER, CYTHON_ANSWER, contents_pdf, credit_table_pdf
 
@@ -47,4 +47,5 @@ async def test_contents_lines_do_not_outrank_sections_and_table_rows_keep_their_
     assert top["filename"] == "credit.pdf"
     assert "| " + " | ".join(CREDIT_HEADER) + " |" in top["content"]
     assert "| 8 | 江苏银行 | 218,597.00 | 218,597.00 | 0.00 |" in top["content"]
-    assert top["locator"]["page"] == 1 and top["locator"]["row_start"] <= 8 <= top["locator"]["row_end"]
+    loc = top["locator"]  # the table counts its header as row 1: 江苏银行 is row 9 of table 1
+    assert loc["page"] == 1 and loc["table"] == 1 and loc["row_start"] <= 9 <= loc["row_end"]

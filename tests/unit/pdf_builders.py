@@ -254,7 +254,7 @@ def ruled_table_pdf() -> tuple[bytes, list[list[str]]]:
                 page.draw_line((x, top + 20), (x, y), width=0.5)
             else:
                 page.draw_line((x, top), (x, y), width=0.5)
-    return doc.tobytes(), [["Pier", "2023 Q1", "2023 Q2", "2024 Q1", "2024 Q2"], *rows]
+    return doc.tobytes(), [["Pier", "2023 / Q1", "2023 / Q2", "2024 / Q1", "2024 / Q2"], *rows]
 
 
 def unruled_table_pdf() -> tuple[bytes, list[list[str]]]:

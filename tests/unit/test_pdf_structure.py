@@ -62,11 +62,13 @@ def test_the_credit_table_is_rows_under_their_header(engine: str) -> None:
     parsed = parse(data, engine)
     [table] = tables(parsed)
     assert table.text.split("\n")[0] == row(CREDIT_HEADER)
-    assert [r.row_start for r in table.rows] == list(range(1, 12)) and {r.page for r in table.rows} == {1}
+    # rows as the table counts them (its header is row 1), the table's number in the document
+    assert [r.row_start for r in table.rows] == list(range(2, 13)) and {(r.page, r.table) for r in table.rows} == {(1, 1)}
     assert row(CREDIT_ROWS[7]) in table.text  # | 8 | 江苏银行 | 218,597.00 | 218,597.00 | 0.00 |
     cut = [c for c in chunks(parsed, 48) if "江苏银行" in c.content]
     assert cut and all(row(CREDIT_HEADER) in c.content and "0.00" in c.content for c in cut)
-    assert all(c.locator.page == 1 and (c.locator.row_start or 99) <= 8 <= (c.locator.row_end or 0) for c in cut)
+    assert all(c.locator.page == 1 and c.locator.table == 1 and (c.locator.row_start or 99) <= 9 <= (c.locator.row_end or 0)
+               for c in cut)
     assert len(chunks(parsed, 48)) > 2  # the table was cut, and each part kept its header
 
 
@@ -75,10 +77,12 @@ def test_a_ruled_table_with_merged_header_cells_continues_over_a_page_break(engi
     data, expected = ruled_table_pdf()
     parsed = parse(data, engine)
     [table] = tables(parsed)
-    assert table.text.split("\n")[0] == row(expected[0])  # Pier | 2023 Q1 | 2023 Q2 | 2024 Q1 | 2024 Q2
+    assert table.text.split("\n")[0] == row(expected[0])  # Pier | 2023 / Q1 | 2023 / Q2 | 2024 / Q1 | 2024 / Q2
     assert table.text.split("\n")[2:] == [row(r) for r in expected[1:]]  # 60 rows, the repeated header gone
     assert [r.page for r in table.rows] == [1] * 32 + [2] * 28
-    assert (table.locator.page_start, table.locator.page_end, table.locator.row_end) == (1, 2, 60)
+    # rows 3-62: two header rows drawn on page 1; the header drawn again on page 2 is not counted
+    assert (table.locator.page_start, table.locator.page_end, table.locator.row_start, table.locator.row_end) == (
+        1, 2, 3, 62)
     # furniture: the running header is metadata, "Page N of 2" is dropped; neither is in a block
     assert parsed.metadata["page_furniture"] == {"headers": ["Harbour Authority Annual Report 2024"], "page_numbers": 2}
     assert not any("Annual Report" in b.text or "Page 1 of 2" in b.text for b in parsed.blocks)

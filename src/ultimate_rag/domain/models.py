@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -160,7 +161,12 @@ class Lease:
 class SourceLocator:
     """Where a chunk comes from in its source: page (paged formats) — ``page`` when it lies on one
     page, ``page_start``/``page_end`` when it spans several —, lines and characters, and for
-    tabular formats the data rows (1-based, the header row not counted)."""
+    tabular formats the data rows (1-based, the header row not counted). A table inside a
+    document (DOCX, HTML, Markdown, PPTX, ODF, PDF) is cited by ``table`` (its number in the
+    document, 1-based) and the rows as the table counts them (header rows included). Formats
+    without pages (DOCX, HTML, EPUB, ODT) cite ``paragraph_start``/``paragraph_end`` (DOCX: the
+    body's ``w:p`` elements in document order; HTML: the page's blocks as parsed, 1-based) and an
+    ``anchor`` where the source has one (an HTML ``id``, a DOCX heading bookmark)."""
 
     page: int | None = None
     page_start: int | None = None
@@ -174,6 +180,10 @@ class SourceLocator:
     # text read by OCR: its box on the page (x0, y0, x1, y1), in PDF points for PDF pages and in
     # pixels for uploaded images, origin at the top left
     bbox: tuple[int, int, int, int] | None = None
+    table: int | None = None
+    paragraph_start: int | None = None
+    paragraph_end: int | None = None
+    anchor: str | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         data: dict[str, Any] = {k: v for k in _LOCATOR_FIELDS if (v := getattr(self, k)) is not None}
@@ -193,7 +203,7 @@ class SourceLocator:
 
 
 _LOCATOR_FIELDS = ("page", "page_start", "page_end", "line_start", "line_end", "char_start", "char_end",
-                   "row_start", "row_end")
+                   "row_start", "row_end", "table", "paragraph_start", "paragraph_end", "anchor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,8 +212,8 @@ class Block:
 
     kind: "heading" | "paragraph" | "code" | "table" | "list" | "quote"; ``level`` is the heading
     level (1..6) for headings. Code blocks and tables are kept whole by the chunker when they fit.
-    ``rows`` (tables from tabular files): the locator of each data row, in the order of the table's
-    lines after its header, so a chunk holding some rows cites exactly those.
+    ``rows`` (tables): the locator of each data row, in the order of the table's lines after its
+    header, so a chunk holding some rows cites exactly those.
     """
 
     kind: str
@@ -273,11 +283,33 @@ class Chunk:
     locator: SourceLocator
     metadata: dict[str, Any] = field(default_factory=dict)
     context: str = ""  # heading context embedded before the content (empty: content says it already)
+    identifiers: tuple[str, ...] | None = None  # its identifier keys (domain/identifiers.py); None: not computed
 
     @property
     def embedding_text(self) -> str:
         """What the embedder sees: the heading context, then the content. ``token_count`` counts it."""
         return f"{self.context}\n\n{self.content}" if self.context else self.content
+
+
+def embedding_text(content: str, path: tuple[str, ...], context: str) -> str:
+    """The heading context, then the content; nothing added when the content already starts with
+    the section's headings (the first chunk of a section)."""
+    if not context or _starts_with_headings(content, path):
+        return content
+    return f"{context}\n\n{content}"
+
+
+def _starts_with_headings(content: str, path: tuple[str, ...]) -> bool:
+    head = " ".join(" ".join(path).split())
+    text = " ".join(content[:len(head) * 2 + 16].split())
+    return text == head or text.startswith(head + " ")
+
+
+def stored_embedding_text(content: str, heading_path: Sequence[str] | None) -> str:
+    """A stored chunk's embedding text, rebuilt from its row as the chunker made it (the sparse
+    backfill and an embedding-model migration embed chunks read back from the database)."""
+    path = tuple(heading_path or ())
+    return embedding_text(content, path, " > ".join(path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,12 +343,14 @@ class IndexState:
 @dataclass(frozen=True, slots=True)
 class ReadyOutcome:
     """What the READY commit leaves the caller: the object keys of the asset rows it removed (their
-    objects go after the commit), the stage timestamps of the run it ended (for the metrics) and the
-    revision search served before it (None: none, the document's first publication)."""
+    objects go after the commit), the stage timestamps of the run it ended (for the metrics), the
+    revision search served before it (None: none, the document's first publication) and the
+    knowledge base's index state as the commit read it (None: not read)."""
 
     stale_assets: tuple[str, ...] = ()
     stage_timings: dict[str, str] = field(default_factory=dict)
     previous_revision: int | None = None
+    index_state: IndexState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,3 +386,15 @@ class SearchResult:
     # the chunk's dense cosine similarity alone (``score`` may be a fusion): a relevance scale that
     # does not depend on the search mode, used to decide whether anything relevant was found
     dense_score: float | None = None
+    # the query's identifiers this chunk holds, as the query wrote them (the identifier stage
+    # ranked it above the chunks holding fewer; an answer cites it whatever its score)
+    identifiers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """A search's results, and the identifiers the query names that no chunk it could return holds
+    (as the query wrote them; SPEC §10 ``unmatched_identifiers``): the ranking is then the usual one."""
+
+    results: list[SearchResult]
+    unmatched_identifiers: tuple[str, ...] = ()

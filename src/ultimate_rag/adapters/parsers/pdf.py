@@ -25,10 +25,10 @@ from .pdf_engine import CannotOpen, OpenedPdf, check_engine, open_pdf
 from .pdf_fallback import parse_with_pypdf
 from .pdf_furniture import strip_furniture
 from .pdf_lines import Line, Rule, build_lines
-from .pdf_ocr import needs_ocr, ocr_page, ocr_warnings
+from .pdf_ocr import PdfOcr, needs_ocr
 from .pdf_tables import find_tables, join_continued, table_block
 from .pdf_text import Item, mark_headings, text_items
-from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, unreadable_warnings
+from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, page_ranges, unreadable_warnings
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,6 @@ class _Page:
     lines: list[Line] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
     images: list[Item] = field(default_factory=list)
-    ocr: tuple[list[Block], ParsedAsset | None, str] | None = None
 
 
 class PdfParser:
@@ -76,8 +75,10 @@ class PdfParser:
         except CannotOpen as exc:
             return parse_with_pypdf(content, self.limits, str(exc))
         gate = AssetGate(self.limits)
+        ocr = PdfOcr(gate, self.limits)
+        ocr_empty: list[int] = []  # pages OCR read and found no text on
         try:
-            pages = self._pages(pdf, gate)
+            pages = self._pages(pdf, gate, ocr, ocr_empty)
             metadata: dict[str, object] = {**pdf.metadata, "page_count": pdf.page_count, "pdf_engine": pdf.engine}
         finally:
             pdf.close()
@@ -86,34 +87,37 @@ class PdfParser:
         items, unreadable, partly = _layout(pages, kept)
         blocks: list[Block] = []
         assets: list[ParsedAsset] = []
-        for number, (page, page_items) in enumerate(zip(pages, mark_headings(join_continued(items)),
-                                                        strict=True), start=1):
-            if page.ocr is not None:
-                blocks.extend(page.ocr[0])
-                assets.extend([page.ocr[1]] if page.ocr[1] is not None else [])
+        for number, page_items in enumerate(mark_headings(join_continued(items)), start=1):
+            if number in ocr.pages:
+                ocr_blocks, ocr_assets, _ = ocr.pages[number]
+                blocks.extend(ocr_blocks)
+                assets.extend(ocr_assets)
                 continue
-            blocks.extend(_blocks(number, page_items, assets))
+            blocks.extend(_blocks(number, page_items, assets, sum(b.kind == "table" for b in blocks)))
         if not any(b.text.strip() for b in blocks if b.kind != "figure"):
             if unreadable:
                 raise InvalidDocumentError(UNREADABLE_REASON)
             if not assets:
-                off = " and OCR is off" if self.limits.ocr not in ("auto", "force") else ""
-                raise InvalidDocumentError(f"the PDF has no extractable text (it may be scanned images only{off})")
+                raise InvalidDocumentError(
+                    f"the PDF has no text to index: OCR found no text on {_pages_text(ocr_empty)} (blank pages?)"
+                    if ocr_empty else "the PDF has no text to index: its pages are blank (no text layer, no image)")
         page_count = pdf.page_count
         warnings = [*repaired, *unreadable_warnings(unreadable, partly, page_count)]
-        ocr = {n: page.ocr[2] for n, page in enumerate(pages, start=1) if page.ocr is not None}
-        if ocr:
-            metadata["ocr_pages"] = len(ocr)
-            warnings += ocr_warnings(ocr, page_count)
+        if ocr_empty:
+            warnings.append(f"{_pages_text(ocr_empty)} of {page_count}: OCR found no text (blank pages?)")
+        if ocr.pages:
+            metadata["ocr_pages"] = len(ocr.pages)
+        warnings += ocr.warnings(page_count)
         return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, [*gate.warnings, *warnings]),
                               assets=tuple(assets))
 
-    def _pages(self, pdf: OpenedPdf, gate: AssetGate) -> list[_Page]:
-        """Lines, rules and images of each page; pages read by OCR carry their OCR blocks instead.
-        Progress: pages done / total."""
+    def _pages(self, pdf: OpenedPdf, gate: AssetGate, ocr: PdfOcr, ocr_empty: list[int]) -> list[_Page]:
+        """Lines, rules and images of each page; pages read by OCR are empty here, their blocks are
+        in ``ocr.pages``. Progress: pages done / total."""
         if pdf.page_count > self.limits.max_pages:
             raise InvalidDocumentError(
                 f"the PDF has {pdf.page_count} pages, more than the limit of {self.limits.max_pages}")
+        ocr.check_page_count(pdf)
         pages: list[_Page] = []
         for index in range(pdf.page_count):
             width, height = pdf.size(index)
@@ -124,10 +128,11 @@ class PdfParser:
             del glyphs
             progress.report(index, pdf.page_count)
             why = needs_ocr(pdf, index, [line.text for line in page.lines], self.limits.ocr)
-            read = ocr_page(pdf, index, gate, self.limits) if why else None
-            if read is not None:
-                page.ocr, page.lines, page.rules = (*read, why), [], []
+            if why and ocr.read(pdf, index, why):
+                page.lines, page.rules = [], []
             else:
+                if why and why != "unreadable" and index + 1 not in ocr.foreign:  # those have their own warnings
+                    ocr_empty.append(index + 1)
                 # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
                 page.images = [Item(*rect, asset=asset) for rect, asset in pdf.images(index, gate)]
             pages.append(page)
@@ -158,7 +163,7 @@ def _layout(pages: list[_Page], kept: list[list[Line]]) -> tuple[list[list[Item]
     return out, unreadable, partly
 
 
-def _blocks(number: int, items: list[Item], assets: list[ParsedAsset]) -> list[Block]:
+def _blocks(number: int, items: list[Item], assets: list[ParsedAsset], tables_before: int) -> list[Block]:
     blocks: list[Block] = []
     locator = SourceLocator(page=number)
     for item in items:
@@ -167,7 +172,7 @@ def _blocks(number: int, items: list[Item], assets: list[ParsedAsset]) -> list[B
             blocks.append(Block(kind="figure", text=figure_text(item.asset), locator=locator,
                                 asset_ids=(item.asset.locator_key,)))
         elif item.table is not None:
-            blocks.append(table_block(item.table))
+            blocks.extend(table_block(item.table, tables_before + sum(b.kind == "table" for b in blocks) + 1))
         elif item.heading:
             blocks.append(Block(kind="heading", text=item.text, locator=locator, level=min(item.heading, 6)))
         elif item.text:
@@ -217,3 +222,7 @@ def reading_order(items: list[Item], page_width: float) -> list[Item]:
             band.append(item)
     flush()
     return ordered
+
+
+def _pages_text(numbers: list[int]) -> str:
+    return f"{'page' if len(numbers) == 1 else 'pages'} {page_ranges(numbers)}"

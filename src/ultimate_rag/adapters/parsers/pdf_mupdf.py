@@ -49,6 +49,9 @@ class MupdfPdf:
         rect = self._doc[index].rect
         return float(rect.width), float(rect.height)
 
+    def has_text(self, index: int) -> bool:
+        return bool(self._doc[index].get_text("text").strip())
+
     def glyphs(self, index: int) -> list[Glyph]:
         page = self._doc[index]
         try:

@@ -98,6 +98,11 @@ class PdfiumPdf:
         left, bottom, right, top = page.get_cropbox()
         return float(left), float(bottom), float(right), float(top)
 
+    def has_text(self, index: int) -> bool:
+        """Whether the page has any character that is not whitespace (cheap: no boxes read)."""
+        text = self._textpage(index)
+        return bool(text.get_text_range().strip())
+
     def glyphs(self, index: int) -> list[Glyph]:
         """Every visible character of the page in content order (whitespace only as breaks)."""
         textpage = self._textpage(index).raw

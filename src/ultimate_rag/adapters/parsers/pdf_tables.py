@@ -13,9 +13,10 @@ The header is the first row; more rows join it while the row above has a cell sp
 columns (a multi-row header) and the row is not numbers: each column is named by its header
 cells from top to bottom ("2023 Q1"). A table at the end of a page and one at the start of the
 next with the same columns are one table (the repeated header, when there is one, is dropped).
-The block is a Markdown pipe table whose every data row cites its page and row number, so the
-chunker repeats the header in every chunk of it (or writes ``column: value`` records) and a chunk
-cites "page 4, rows 12-20".
+The blocks are written by the grid model every format shares (``tables.py``): a Markdown pipe
+table whose every data row cites its page, its row and the table's number, so the chunker repeats
+the header in every chunk of it (or writes ``column: value`` records) and a chunk cites "table 2,
+page 4, rows 12-20".
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ultimate_rag.domain.models import Block, SourceLocator
 
 from .pdf_lines import Line, Rule, join_spans
 from .pdf_text import Item, join_lines
+from .tables import Cell, Row, table_blocks
 
 MAX_HEADER_ROWS = 3
 _NUMBER = re.compile(r"^[-+(]?[$€£¥%]?\s*\d[\d,.\s]*%?\)?$|^[-–—]$")
@@ -69,7 +71,7 @@ def make_table(grid: list[list[str]], spans_columns: list[bool], page: int,
         for row in grid[:head]:
             if row[j] and (not parts or parts[-1] != row[j]):
                 parts.append(row[j])
-        names.append(join_spans(parts))
+        names.append(" / ".join(parts))  # as tables.py names grouped columns: "2023 / Q1"
     return Table(header=names, rows=grid[head:], pages=[page] * (len(grid) - head), edges=edges,
                  head_rows=grid[:head])
 
@@ -137,16 +139,15 @@ def _aligned(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return abs(a[0] - b[0]) <= 12 and abs(a[1] - b[1]) <= 12
 
 
-def table_block(table: Table) -> Block:
-    """A Markdown pipe table whose data rows each cite their page and row number."""
-    from .docx import table_markdown  # docx.py imports pdf.py (its caption pattern): not at the top
-
-    rows = [[" ".join(cell.split()) for cell in row] for row in table.rows]
-    text = table_markdown([table.header, *rows])
-    located = tuple(SourceLocator(page=p, row_start=n, row_end=n) for n, p in enumerate(table.pages, start=1))
-    pages = sorted(set(table.pages))
-    locator = SourceLocator(page=pages[0] if len(pages) == 1 else None,
-                            page_start=pages[0] if len(pages) > 1 else None,
-                            page_end=pages[-1] if len(pages) > 1 else None,
-                            row_start=1 if located else None, row_end=len(located) or None)
-    return Block(kind="table", text=text, locator=locator, rows=located)
+def table_block(table: Table, number: int) -> list[Block]:
+    """The table as the shared grid model writes every format's tables (``tables.py``): a Markdown
+    pipe table under its column names, each data row citing its page and its row as the table
+    counts them (header rows included, a header drawn again on a continued page not), and the
+    table's number in the document."""
+    head = max(1, len(table.head_rows))
+    rows = [Row([Cell(name) for name in table.header], number=1, header=True,
+                locator=SourceLocator(page=table.pages[0] if table.pages else None))]
+    rows.extend(Row([Cell(" ".join(cell.split())) for cell in cells], number=head + n,
+                    locator=SourceLocator(page=page))
+                for n, (cells, page) in enumerate(zip(table.rows, table.pages, strict=True), start=1))
+    return table_blocks(rows, table=number, layout=False)
