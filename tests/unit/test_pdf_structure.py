@@ -180,3 +180,20 @@ def test_a_file_cut_short_keeps_the_pages_whose_objects_are_complete(engine: str
     parsed = parse(whole[: len(whole) * 6 // 10], engine)  # no trailer, no cross-reference table, no page 3
     assert "number 1 about" in parsed.text and "number 2 about" in parsed.text
     assert parsed.metadata["warnings"] == [SALVAGED_WARNING] and parsed.metadata["pdf_engine"] == engine
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_three_columns_are_read_in_turn(engine: str) -> None:
+    import pymupdf
+
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 60), "Three Columns of Harbour News", fontsize=20)
+    for c in range(3):
+        for p in range(3):
+            page.insert_textbox(pymupdf.Rect(40 + 180 * c, 100 + 120 * p, 200 + 180 * c, 200 + 120 * p),
+                                f"Column {c + 1} paragraph {p + 1}: " + "the ferry leaves at dawn with the mail. " * 2,
+                                fontsize=9)
+    parsed = parse(doc.tobytes(), engine)
+    assert [b.text[:20] for b in parsed.blocks] == ["Three Columns of Har"] + [
+        f"Column {c} paragraph {p}" for c in (1, 2, 3) for p in (1, 2, 3)]

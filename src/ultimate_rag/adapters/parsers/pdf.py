@@ -200,28 +200,50 @@ def _attach_caption(image: Item, items: list[Item]) -> None:
 
 
 def reading_order(items: list[Item], page_width: float) -> list[Item]:
-    """Column-aware order: full-width blocks split the page into bands; inside a band, narrow
-    blocks are read column by column (left column top to bottom, then the right one)."""
+    """Column-aware order: the page's columns are the stretches its narrow items cover (merged
+    where they overlap); an item that reaches over two columns (a title, a wide figure or table)
+    divides the page into bands, and inside a band the columns are read in turn, left to right,
+    each top to bottom. One, two or three columns alike."""
     if not items:
         return []
-    mid = page_width / 2
+    columns = _columns([it for it in items if it.x1 - it.x0 <= THIRD * page_width])
+    if len(columns) < 3:  # not three columns: two, or one
+        columns = _columns([it for it in items if it.x1 - it.x0 <= NARROW * page_width])
     ordered: list[Item] = []
     band: list[Item] = []
 
     def flush() -> None:
-        band.sort(key=lambda it: (0 if (it.x0 + it.x1) / 2 < mid else 1, it.y0, it.x0))
+        band.sort(key=lambda it: (_column_of(it, columns), it.y0, it.x0))
         ordered.extend(band)
         band.clear()
 
     for item in sorted(items, key=lambda it: (round(it.y0, 1), it.x0)):
-        full_width = item.x0 < mid - 0.05 * page_width and item.x1 > mid + 0.05 * page_width
-        if full_width:
+        if sum(1 for a, b in columns if min(item.x1, b) - max(item.x0, a) > 0.1 * (b - a)) >= 2:
             flush()
             ordered.append(item)
         else:
             band.append(item)
     flush()
     return ordered
+
+
+NARROW = 0.6  # share of the page width: a narrower item belongs to one column (of two)
+THIRD = 0.4  # the same for a page of three columns
+
+
+def _columns(items: list[Item]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for item in sorted(items, key=lambda it: it.x0):
+        if out and item.x0 <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], item.x1))
+        else:
+            out.append((item.x0, item.x1))
+    return out
+
+
+def _column_of(item: Item, columns: list[tuple[float, float]]) -> int:
+    centre = (item.x0 + item.x1) / 2
+    return next((k for k, (a, b) in enumerate(columns) if a <= centre <= b), len(columns))
 
 
 def _pages_text(numbers: list[int]) -> str:
