@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ultimate_rag.domain.search import _CJK_RUN, glob_to_regex, highlights, query_terms
+from ultimate_rag.domain.search import _CJK_RUN, glob_to_regex, highlights, merge_spans, query_terms
 
 
 def old_highlights(content: str, query: str, limit: int = 64) -> list[tuple[int, int]]:
@@ -29,14 +29,7 @@ def old_highlights(content: str, query: str, limit: int = 64) -> list[tuple[int,
     for term in terms:
         pattern = re.escape(term) if _CJK_RUN.fullmatch(term) else rf"(?<![^\W_]){re.escape(term)}(?![^\W_])"
         spans.extend((m.start(), m.end()) for m in re.finditer(pattern, folded))
-    spans.sort()
-    merged: list[tuple[int, int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged[:limit]
+    return merge_spans(spans)[:limit]
 
 
 def cpu(fn: object, *args: object, repeat: int = 1) -> float:

@@ -209,14 +209,18 @@ class Highlighter:
         if len(folded) == len(content):
             spans += [(m.start(), m.start() + len(m.group(1)))
                       for pattern in (self.words, self.cjk) if pattern is not None for m in pattern.finditer(folded)]
-        spans.sort()
-        merged: list[tuple[int, int]] = []
-        for start, end in spans:
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-            else:
-                merged.append((start, end))
-        return merged[:limit]
+        return merge_spans(spans)[:limit]
+
+
+def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``[start, end)`` spans sorted, overlapping or touching ones merged."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def highlighter(query: str) -> Highlighter:
