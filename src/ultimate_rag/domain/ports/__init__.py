@@ -1,7 +1,7 @@
 """Ports: what the services need from the outside world, one module per feature. Adapters implement
 these Protocols; the composition root (``bootstrap/``) decides which adapter plays which port.
 
-    storage      ObjectStorage, ChunkSnapshotStore, SweptSnapshots
+    storage      ObjectStorage, ChunkSnapshotStore, ChunkSnapshotReader, SweptSnapshots
     vectors      VectorStore, CandidateSearch, IndexRouter (the one vector store services see),
                  GenerationAdmin
     embedding    Embedder, StreamingEmbedder (the engine), SparseEncoder, EmbeddingCacheStore,
@@ -66,7 +66,7 @@ from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
 from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
 from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, TaskLeases
 from .search import IdentifierIndex, ReadyChunks, SearchTimings
-from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
+from .storage import ChunkSnapshotReader, ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "CandidateSearch",
     "CentroidStore",
     "ChatModel",
+    "ChunkSnapshotReader",
     "ChunkSnapshotStore",
     "Chunker",
     "ClaimingLeases",

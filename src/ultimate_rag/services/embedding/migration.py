@@ -30,6 +30,7 @@ from ...domain.errors import (
 from ...domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator, stored_embedding_text
 from ...domain.ports import GenerationAdmin, MigrationStore
 from ...domain.retry import backoff_seconds
+from ..failures import explain
 from .models import EmbeddingModels
 
 log = logging.getLogger(__name__)
@@ -65,10 +66,17 @@ class EmbeddingMigrations:
         if spec.embedder != "openai":
             return
         try:
-            vectors = await self._models.embedder(spec).embed_documents(["dimension check"])
+            async with self._models.trial(spec) as embedder:  # a refused model leaves no embedder behind
+                vectors = await embedder.embed_documents(["dimension check"])
         except (InvalidRequestError, PermanentError) as exc:
-            raise UnprocessableRequestError(f"the embedding server refused the model {spec.model}: {exc}") from exc
+            # the provider's own words (its URL, its error body, which may echo the key) go to the
+            # log; every reader of the knowledge base sees the reason failures.py gives
+            failure = explain(exc)
+            log.warning("the embedding server refused the model %s: %s", spec.model, failure.detail)
+            raise UnprocessableRequestError(f"the embedding server refused the model {spec.model}: "
+                                            f"{failure.reason}") from exc
         except Exception as exc:
+            log.warning("could not reach the embedding server for model %s: %s", spec.model, explain(exc).detail)
             raise TransientError(f"could not reach the embedding server: {exc.__class__.__name__}",
                                  service="embedding service") from exc
         got = len(vectors[0]) if vectors else 0
@@ -112,12 +120,14 @@ class EmbeddingMigrations:
         except LeaseLostError as exc:
             log.warning("migration item %s: lease lost (%s)", lease.item_id, exc)
             return True
-        except PermanentError as exc:
-            await self._quiet(self.repository.fail(lease, str(exc), None))
         except Exception as exc:
-            log.warning("migration item %s failed: %s", lease.item_id, exc)
-            await self._quiet(self.repository.fail(lease, f"{exc.__class__.__name__}: {exc}",
-                                                   backoff_seconds(lease.attempt, self._retry_delay)))
+            # readers see the item's error (the migration's failures[]): the reason failures.py gives,
+            # never a provider's URL or body; the raw text goes to the log with the item
+            failure = explain(exc)
+            log.warning("migration item %s (document %s) failed: %s", lease.item_id, lease.document_id,
+                        failure.detail)
+            retry_in = None if isinstance(exc, PermanentError) else backoff_seconds(lease.attempt, self._retry_delay)
+            await self._quiet(self.repository.fail(lease, failure.reason, retry_in))
         finally:
             beat.cancel()
             with contextlib.suppress(BaseException):
