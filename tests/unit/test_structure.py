@@ -227,3 +227,41 @@ def test_no_module_is_over_400_lines() -> None:
     long = {str(p.relative_to(SRC)): n for p in sorted(SRC.rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+# -- the workbench's modules: no import circle ------------------------------------------------------
+# A module never imports one above it; a view that needs one above asks through the event bus of
+# state.js (docs/workbench.md has the order).
+WEB = SRC / "api" / "web"
+JS_IMPORT = re.compile(r'^\s*import\s+(?:[\w*{}\s,$]+\s+from\s+)?"\./([\w.-]+\.js)";', re.MULTILINE)
+
+
+def import_circles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Every circle of the import graph, each once, as the path that closes it."""
+    circles: list[list[str]] = []
+    seen: set[frozenset[str]] = set()
+
+    def walk(node: str, path: list[str]) -> None:
+        for nxt in graph.get(node, []):
+            if nxt in path:
+                circle = [*path[path.index(nxt):], nxt]
+                if frozenset(circle) not in seen:
+                    seen.add(frozenset(circle))
+                    circles.append(circle)
+            else:
+                walk(nxt, [*path, nxt])
+
+    for start in sorted(graph):
+        walk(start, [start])
+    return circles
+
+
+def test_the_workbench_modules_import_no_circle() -> None:
+    graph = {p.name: JS_IMPORT.findall(p.read_text(encoding="utf-8")) for p in sorted(WEB.glob("*.js"))}
+    assert len(graph) >= 10 and sum(map(len, graph.values())) > 30
+    assert import_circles(graph) == []
+
+
+def test_the_circle_check_sees_one() -> None:
+    graph = {"a.js": ["b.js"], "b.js": ["c.js", "d.js"], "c.js": ["a.js"], "d.js": []}
+    assert import_circles(graph) == [["a.js", "b.js", "c.js", "a.js"]]

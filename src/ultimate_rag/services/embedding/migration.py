@@ -1,4 +1,4 @@
-"""Embedding-model migration (SPEC §4 rule 3, docs/architecture.md "Embedding-model migration"):
+"""Embedding-model migration (SPEC §4 rule 3, docs/pipeline.md "Embedding-model migration"):
 every READY document's chunks are embedded with the new model into a new index generation, one
 leased item per document, while search keeps reading the current generation. When no item is left
 the knowledge base switches generations in one transaction; the generation that lost is dropped
