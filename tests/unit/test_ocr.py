@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import threading
+import time
+from uuid import uuid4
 
 import pymupdf
 import pytest
@@ -112,7 +114,7 @@ def test_a_scanned_pdf_in_english_and_chinese_is_read_with_page_boxes_in_points(
             x0, y0, x1, y1 = block.locator.bbox
             assert 0 <= x0 < x1 <= 612 and 0 <= y0 < y1 <= 792  # PDF points, not pixels
     chunks = StructuredChunker(lambda text: max(1, len(text) // 3)).split(
-        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=24, overlap=0)  # type: ignore[arg-type]
+        parsed, document_id=uuid4(), knowledge_base_id=uuid4(), revision=1, chunk_size=24, overlap=0)
     page_two = [c for c in chunks if CLAUSE in c.content]
     assert page_two and page_two[0].locator.page == 2 and page_two[0].locator.bbox is not None
     assert SourceLocator.from_metadata(page_two[0].locator.to_metadata()) == page_two[0].locator
@@ -189,7 +191,7 @@ def test_the_time_limit_counts_from_the_last_page_done(monkeypatch: pytest.Monke
     from ultimate_rag.adapters.parsers import isolation
 
     clock = iter(range(1000))
-    monkeypatch.setattr(isolation.time, "monotonic", lambda: float(next(clock)))  # type: ignore[attr-defined]
+    monkeypatch.setattr("ultimate_rag.adapters.parsers.isolation.time.monotonic", lambda: float(next(clock)))
 
     class Alive:
         def is_alive(self) -> bool:
@@ -200,7 +202,7 @@ def test_the_time_limit_counts_from_the_last_page_done(monkeypatch: pytest.Monke
         for message in (("progress", 0, 3), ("progress", 1, 3), ("progress", 2, 3), ("ok", "parsed")):
             send.send(message)
         seen: list[tuple[int, int]] = []
-        start = isolation.time.monotonic()  # type: ignore[attr-defined]
+        start = time.monotonic()  # the fake clock: isolation's ``time`` is this module
         outcome = isolation._wait(receive, Alive(), start + 1.5, threading.Event(),
                                   lambda d, t: seen.append((d, t)), per_step)
         return outcome, seen

@@ -265,3 +265,33 @@ def test_the_workbench_modules_import_no_circle() -> None:
 def test_the_circle_check_sees_one() -> None:
     graph = {"a.js": ["b.js"], "b.js": ["c.js", "d.js"], "c.js": ["a.js"], "d.js": []}
     assert import_circles(graph) == [["a.js", "b.js", "c.js", "a.js"]]
+
+
+# -- type: ignore ----------------------------------------------------------------------------------------
+MAX_TYPE_IGNORES = 40
+_IGNORE = re.compile(r"#\s*type:\s*ignore\b(?P<rest>.*)$")
+_EXPLAINED = re.compile(r"^\[[a-z-]+(, [a-z-]+)*\]  # \S")
+
+
+def type_ignores(root: Path) -> dict[str, str]:
+    """``path:line`` -> what follows the type-ignore comment on that line."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if (match := _IGNORE.search(line)) is not None:
+                found[f"{path.relative_to(root.parent)}:{number}"] = match["rest"]
+    return found
+
+
+def test_every_type_ignore_names_its_error_and_says_why() -> None:
+    """At most 40 in src and tests, each with its error code and, on its line, why mypy is wrong there."""
+    found = type_ignores(SRC) | type_ignores(SRC.parents[1] / "tests")
+    assert len(found) <= MAX_TYPE_IGNORES, sorted(found)
+    assert [where for where, rest in found.items() if not _EXPLAINED.match(rest)] == []
+
+
+def test_the_type_ignore_check_sees_an_unexplained_one() -> None:
+    ignore = "# type" + ": ignore"  # spelled apart: this file is scanned too
+    explained, bare = _IGNORE.search(f"x = f()  {ignore}[arg-type]  # a fake"), _IGNORE.search(f"x = f()  {ignore}")
+    assert explained is not None and _EXPLAINED.match(explained["rest"])
+    assert bare is not None and not _EXPLAINED.match(bare["rest"])

@@ -54,7 +54,7 @@ from .lifecycle import (
 from .maintenance import BackfillStore, GenerationSweeper, MaintenanceStore, ObjectOwner, Owners, SparseIndexWriter
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
 from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
-from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, TaskLeases
+from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, ProgressReports, TaskLeases
 from .search import ReadyChunks, SearchTimings
 from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
@@ -107,7 +107,7 @@ __all__ = [
     "Parser",
     "ParserResolver",
     "Pingable",
-    "PipelineStore",
+    "PipelineStore", "ProgressReports",
     "ReadyChunks",
     "SearchTimings",
     "SparseEncoder",

@@ -58,7 +58,9 @@ class EmbeddingMigrations:
         row = await self.repository.start(kb.id, current.to_dict(), spec.to_dict())
         await self._indexes.create(kb.id, Generation.from_dict(row["target"]))  # its table or collection, empty
         await self.repository.conclude(row["id"])  # a knowledge base without documents switches at once
-        return await self.repository.get(row["id"])  # type: ignore[return-value]
+        started = await self.repository.get(row["id"])
+        assert started is not None  # the repository never deletes a migration
+        return started
 
     async def _check_dimension(self, spec: EmbeddingSpec) -> None:
         """An HTTP model is asked once: a dimension it does not produce is a 422 now, not N failures."""
