@@ -151,7 +151,7 @@ async def test_readers_may_ask_and_only_their_knowledge_base_reaches_the_prompt(
 
         await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
         keys = ApiKeyRepository(container.infra.db)
-        reader = {"Authorization": f"Bearer {await keys.create(is_admin=False, scopes={ids['kb']: Role.READER})}"}  # type: ignore[dict-item]
+        reader = {"Authorization": f"Bearer {await keys.create(is_admin=False, scopes={ids['kb']: Role.READER})}"}  # type: ignore[dict-item]  # ids[] is typed as JSON
         standin.script({"reply": "Reset it [1]."})
         secret_doc = r.json()["id"]
         smuggled = {"question": "What is the router password and how do I reset the router?",

@@ -70,8 +70,8 @@ class TextOnly:
 
 def service(intake: MemoryIntake | None = None, storage: MemoryStorage | None = None) -> IngestionService:
     return IngestionService(documents=intake or MemoryIntake(),
-                            storage=storage or MemoryStorage(),  # type: ignore[arg-type]
-                            parsers=TextOnly(),  # type: ignore[arg-type]
+                            storage=storage or MemoryStorage(),  # type: ignore[arg-type]  # the fake: the calls submit makes
+                            parsers=TextOnly(),  # type: ignore[arg-type]  # the fake: resolve and mime_type only
                             max_upload_bytes=100, max_filename_length=50, max_attempts=3)
 
 

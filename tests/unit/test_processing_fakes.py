@@ -10,7 +10,6 @@ versions of these cases are ``tests/integration/test_pipeline*.py``, ``test_dedu
 
 from __future__ import annotations
 
-import ast
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,7 +18,6 @@ from uuid import UUID, uuid4
 
 import pytest
 
-import ultimate_rag
 from ultimate_rag.adapters.chunking.chunker import StructuredChunker
 from ultimate_rag.adapters.embedders.engined import EngineEmbedder, apply_engine
 from ultimate_rag.adapters.parsers.isolation import ParseRunner
@@ -223,17 +221,6 @@ def pipeline(tmp_path: Path, embedder: WordEmbedder | None = None) -> Pipeline:
         parse_runner=ParseRunner(isolate=False), default_chunk_size=24, default_overlap=0,
         dedup=Deduplicator(MemoryDedupStore(world), vectors, min_chars=20))
     return Pipeline(world, MemoryLeases(world), store, storage, vectors, embedder, processor)
-
-
-@pytest.mark.parametrize("module", ["processing", "job_loop", "document_deletion", "dedup", "progress",
-                                    "ingestion", "lifecycle", "knowledge_base_deletion"])
-def test_the_core_services_depend_on_ports_not_on_adapters(module: str) -> None:
-    """bootstrap.py builds the adapters; the core services see them as ports (domain/ports.py)."""
-    path = Path(ultimate_rag.__file__).parent / "services" / f"{module}.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
-    imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
-    assert [name for name in imported if "adapters" in name.split(".")] == []
 
 
 def test_the_fakes_implement_the_ports(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """What a search asks for (SPEC §10) and the pure parts of answering it: filters, score fusion and
 the highlight rule. No I/O here; the adapters turn ``SearchFilters`` into their own query language.
 
-Fusion (chosen by measurement, see docs/architecture.md and bench/retrieval.py): a chunk's score is
+Fusion (chosen by measurement, see docs/search.md and bench/retrieval.py): a chunk's score is
 ``dense_weight * dense + (1 - dense_weight) * sparse``, both cosine similarities of the same chunk,
 so the gap between two close candidates survives (rank fusion would keep only their order).
 """

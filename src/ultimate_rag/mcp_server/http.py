@@ -132,4 +132,4 @@ async def _json(send: Any, status: int, detail: str, headers: dict[str, str]) ->
 
 def mount_mcp(app: FastAPI) -> None:
     """``/mcp`` on the API, outside the OpenAPI schema (it is JSON-RPC, not REST)."""
-    app.add_route(PATH, McpEndpoint(app), include_in_schema=False)  # type: ignore[arg-type]
+    app.add_route(PATH, McpEndpoint(app), include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app where Starlette types a request handler

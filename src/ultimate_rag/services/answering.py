@@ -47,7 +47,7 @@ def nothing_relevant(min_score: float) -> str:
 
 @dataclass(frozen=True)
 class AnswerConfig:
-    """The limits of an answer. Their defaults are the settings' (``make_answers`` in bootstrap.py
+    """The limits of an answer. Their defaults are the settings' (``make_answers`` in bootstrap/retrieval.py
     passes them); only the rewrite's budget is not a setting."""
 
     min_score: float

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..domain.errors import DatabaseError, LeaseLostError
 from ..domain.ports import ClaimingLeases, TaskLeases
@@ -29,7 +29,7 @@ class Outcome(StrEnum):
 
 class LeasedRunner(Generic[L]):
     def __init__(self, leases: TaskLeases[L], *, heartbeat_seconds: float, label: Callable[[L], str],
-                 context: Callable[[L], AbstractContextManager[Any]] | None = None) -> None:
+                 context: Callable[[L], AbstractContextManager[object]] | None = None) -> None:
         self.leases = leases
         self.heartbeat_seconds = heartbeat_seconds
         self._label = label

@@ -262,7 +262,7 @@ def _without_main(original: Any) -> Any:
             data.pop("init_main_from_path", None)
         return data
 
-    prepare.wrapped = original  # type: ignore[attr-defined]
+    prepare.wrapped = original  # type: ignore[attr-defined]  # a mark on a function: wrapped once
     return prepare
 
 

@@ -121,8 +121,8 @@ def _patch_liveness() -> None:
         def is_running(self: Any) -> bool:
             return self.process is not None and _alive_not_zombie(self.process)
 
-        is_running.zombies_are_dead = True  # type: ignore[attr-defined]
-        PostmasterInfo.is_running = is_running  # type: ignore[method-assign]
+        is_running.zombies_are_dead = True  # type: ignore[attr-defined]  # a mark: patched once per process
+        PostmasterInfo.is_running = is_running  # type: ignore[method-assign]  # the wheel's check, fixed for zombies
 
 
 def running_postmaster(pgdata: Path) -> Any:

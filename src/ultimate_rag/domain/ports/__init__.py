@@ -64,7 +64,7 @@ from .maintenance import (
 )
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
 from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
-from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, TaskLeases
+from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, ProgressReports, TaskLeases
 from .search import IdentifierIndex, ReadyChunks, SearchTimings
 from .storage import ChunkSnapshotReader, ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
@@ -121,7 +121,7 @@ __all__ = [
     "Parser",
     "ParserResolver",
     "Pingable",
-    "PipelineStore",
+    "PipelineStore", "ProgressReports",
     "ReadyChunks",
     "SearchTimings",
     "SparseEncoder",

@@ -51,7 +51,13 @@ class JobLeases(Protocol):
     async def wait_for_work(self, timeout: float, stop: asyncio.Event) -> None: ...
 
 
-class PipelineStore(Protocol):
+class ProgressReports(Protocol):
+    async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None:
+        """The running stage's progress (fenced: ``LeaseLostError`` once the job is not ours)."""
+        ...
+
+
+class PipelineStore(ProgressReports, Protocol):
     """The pipeline's reads and its fenced writes. Every write first checks that the job is still
     this lease's (``LeaseLostError``, before anything is written, when it is not) and that the
     document may move to the status written (the transition table)."""
@@ -59,7 +65,6 @@ class PipelineStore(Protocol):
     async def load_document(self, document_id: UUID) -> PipelineDocument | None: ...
     async def enter_stage(self, lease: Lease, status: DocumentStatus,
                           progress: dict[str, Any] | None = None) -> None: ...
-    async def report_progress(self, lease: Lease, progress: dict[str, Any]) -> None: ...
     async def start_parsing(self, lease: Lease, parser_name: str, parser_version: str) -> None:
         """Enter PARSING with the parser about to run recorded, and no warnings yet (a failed
         parse leaves none behind): one write."""

@@ -1,4 +1,4 @@
-"""Embedding-model migration (SPEC §4 rule 3, docs/architecture.md "Embedding-model migration"):
+"""Embedding-model migration (SPEC §4 rule 3, docs/pipeline.md "Embedding-model migration"):
 every READY document's chunks are embedded with the new model into a new index generation, one
 leased item per document, while search keeps reading the current generation. When no item is left
 the knowledge base switches generations in one transaction; the generation that lost is dropped
@@ -59,7 +59,9 @@ class EmbeddingMigrations:
         row = await self.repository.start(kb.id, current.to_dict(), spec.to_dict())
         await self._indexes.create(kb.id, Generation.from_dict(row["target"]))  # its table or collection, empty
         await self.repository.conclude(row["id"])  # a knowledge base without documents switches at once
-        return await self.repository.get(row["id"])  # type: ignore[return-value]
+        started = await self.repository.get(row["id"])
+        assert started is not None  # the repository never deletes a migration
+        return started
 
     async def _check_dimension(self, spec: EmbeddingSpec) -> None:
         """An HTTP model is asked once: a dimension it does not produce is a 422 now, not N failures."""
