@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import errors as pg
 
-from ..domain.errors import PermanentError, UltimateRagError
+from ..domain.errors import PermanentError, RateLimitedError, UltimateRagError
 
 MAX_DETAIL_CHARS = 2000
 
@@ -40,6 +40,7 @@ class Failure:
     reason: str  # what users read
     detail: str  # what the log gets: the raw text, with the exception's type
     unexpected: bool = False  # no known kind: the log wants its traceback
+    outage: bool = False  # a dependency could not be reached: not the document's fault (see ``is_outage``)
 
     @property
     def mapped(self) -> bool:
@@ -50,7 +51,42 @@ def explain(exc: BaseException) -> Failure:
     """Classify ``exc`` and word it for a user; ``detail`` keeps the raw text for the log. Neither
     holds a NUL: recording the failure must not fail the way the document did."""
     failure = _explain(exc)
-    return Failure(failure.permanent, _storable(failure.reason), _storable(failure.detail), failure.unexpected)
+    return Failure(failure.permanent, _storable(failure.reason), _storable(failure.detail), failure.unexpected,
+                   outage=not failure.permanent and is_outage(exc))
+
+
+# HTTP answers that say the service is down or overloaded, not that it refused this request
+_UNAVAILABLE_CODES = frozenset({"HTTP 502", "HTTP 503", "HTTP 504"})
+# connection-level failures of the HTTP and S3 clients (by class name: neither is imported here)
+_TRANSPORT = {"httpx": {"TransportError"}, "httpcore": {"NetworkError", "TimeoutException"},
+              "botocore": {"HTTPClientError", "ConnectionError"}}
+
+
+def is_outage(exc: BaseException) -> bool:
+    """A dependency was unavailable (SPEC §4: an infrastructure failure gives its attempt back):
+    the database's connection failed or could not be had, a service could not be reached (refused,
+    reset, timed out) or answered that it is down (502, 503, 504) or rate limiting. An error that
+    may come from this document's content (a 500, a refusal, an unreadable answer) is not one: it
+    counts like any transient failure, so a document that always causes it still ends. The whole
+    chain of causes is looked at: adapters wrap their client's errors."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        if _unavailable(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):  # the pool's PoolTimeout too
+        return not isinstance(exc, pg.QueryCanceled | pg.LockNotAvailable)
+    if isinstance(exc, RateLimitedError | ConnectionError):
+        return True
+    if isinstance(exc, UltimateRagError):
+        return exc.service is not None and exc.code in _UNAVAILABLE_CODES
+    return any(t.__name__ in _TRANSPORT.get(t.__module__.split(".")[0], ()) for t in type(exc).__mro__)
 
 
 def _explain(exc: BaseException) -> Failure:
