@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,10 @@ from .test_worker_crashes import LONG_TEXT, doc_state, sections
 pytestmark = pytest.mark.acceptance
 KEY = "stopping-test-key"
 STOP_FAILURES = ("could not hand back", "Traceback", "stopping now", "lease lost", "crashed on this file")
+
+
+def _ready(base: str) -> bool:
+    return httpx.get(f"{base}/readyz").status_code == 200
 
 
 def start_up(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -47,7 +52,7 @@ def test_a_signal_to_up_s_process_group_is_one_graceful_stop(tmp_path: Path) -> 
         base = f"http://127.0.0.1:{port}"
         proc = start_up(data_dir, port, log)
         try:
-            wait_until(lambda base=base: httpx.get(f"{base}/readyz").status_code == 200, timeout=90)
+            wait_until(partial(_ready, base), timeout=90)
             if not docs:
                 kb = httpx.post(f"{base}/api/knowledge-bases", json={"name": "stop"}, headers=h).json()["id"]
                 for i in range(4):  # ~6 chunks each: in flight long enough to be stopped in the middle

@@ -46,7 +46,9 @@ async def lock_document(conn: Connection, document_id: UUID) -> LockedDocument:
     lease = doc["upload_lease"] or {}
     return LockedDocument(DocumentStatus(doc["status"]), doc["knowledge_base_id"], doc["object_key"],
                           doc["content_revision"], upload_token=lease.get("token"),
-                          upload_restore_status=lease.get("status"), upload_restore_error=lease.get("error_message"))
+                          upload_restore_status=lease.get("status"), upload_restore_error=lease.get("error_message"),
+                          job_status=JobStatus(job["status"]), job_operation=JobOperation(job["operation"]),
+                          job_force=bool(job["force"]))
 
 
 class LockedSession:

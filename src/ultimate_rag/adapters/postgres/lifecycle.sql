@@ -3,7 +3,7 @@
 
 -- lock_job --
 -- The lock order used everywhere: the job row first, then the document row.
-SELECT id FROM ingestion_jobs WHERE document_id = %(id)s FOR UPDATE;
+SELECT id, status, operation, force FROM ingestion_jobs WHERE document_id = %(id)s FOR UPDATE;
 
 -- lock_document --
 SELECT status, knowledge_base_id, object_key, content_revision, upload_lease
@@ -84,7 +84,8 @@ WITH batch AS (
     FROM documents d JOIN jobs ON jobs.document_id = d.id
     ORDER BY d.id FOR UPDATE OF d
 ), eligible AS (
-    SELECT id FROM docs
+    -- each its turn in the knowledge base's operations flow, one after the other (queue_turn)
+    SELECT id, queue_turn(%(kb)s::text || '/') + row_number() OVER (ORDER BY id) - 1 AS turn FROM docs
     WHERE status = ANY(%(statuses)s) AND status = ANY(%(accepted)s) AND status = ANY(%(from_statuses)s)
       AND (%(parsers)s::text[] IS NULL
            OR (parser_name IS NOT NULL AND parser_name || ':' || parser_version <> ALL(%(parsers)s::text[])))
@@ -93,7 +94,7 @@ WITH batch AS (
     SET status = 'PENDING', operation = %(operation)s, force = %(force)s, attempts = 0,
         max_attempts = %(max_attempts)s, available_at = now(), locked_by = NULL, locked_at = NULL,
         last_error = NULL, finished_at = NULL, queued_at = now(), lost_streak = 0, lost_workers = '{}',
-        lost_since = NULL, updated_at = now()
+        lost_since = NULL, updated_at = now(), flow = %(kb)s::text || '/', turn = e.turn
     FROM eligible e WHERE j.document_id = e.id AND j.status = ANY(%(job_from)s)
     RETURNING j.document_id
 ), queued AS (

@@ -13,8 +13,10 @@
 --     saying so, and the streak of lost attempts (the poison rule's evidence) is left as it was;
 --   * otherwise the attempt is given back (max_attempts + 1: a crash is not the document's fault)
 --     and the job waits a backoff like a transient failure, document PENDING, keeping its place.
--- Then up to %(limit)s due PENDING jobs are claimed in queue order (queued_at: a retry keeps the
--- place it had) and their attempt is counted; or, by an idle worker (%(idle)s), one suspect alone.
+-- Then up to %(limit)s due PENDING jobs are claimed and their attempt is counted: deletes first,
+-- then ingest work in turn order (fair across knowledge bases and uploaders: the turns were given
+-- at enqueue, migration 0026's queue_turn; a retry keeps its turn); or, by an idle worker
+-- (%(idle)s), one suspect alone.
 -- Each claimed job comes with its document as its run reads it first (pipeline_documents).
 -- The converged and the claimed jobs are disjoint (RUNNING vs PENDING in this statement's snapshot).
 -- Re-uploads whose lease expired (the API died, or its commit failed and could not be undone,
@@ -126,26 +128,36 @@ WITH expired AS (
     -- has nothing else running, so if that worker dies again, it is this job that killed it
     SELECT id FROM ingestion_jobs
     WHERE status = 'PENDING' AND lost_streak > 0 AND available_at <= now() AND attempts < max_attempts
-    ORDER BY queued_at
+    ORDER BY turn
     LIMIT 1
 ), suspect AS (
     SELECT id FROM ingestion_jobs
     WHERE %(idle)s AND id = (SELECT id FROM suspect_due)
       AND status = 'PENDING' AND lost_streak > 0 AND available_at <= now() AND attempts < max_attempts
     FOR UPDATE SKIP LOCKED
+), due_deletes AS (
+    -- deletes (a user's, a knowledge base's removal) go before ingest work: they are short, and
+    -- what was deleted must stop showing at once, not wait behind a backlog of uploads
+    SELECT id
+    FROM ingestion_jobs
+    WHERE status = 'PENDING' AND operation = 'delete' AND available_at <= now() AND attempts < max_attempts
+      AND lost_streak = 0 AND NOT EXISTS (SELECT 1 FROM suspect_due)
+    ORDER BY turn
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
 ), due AS (
     -- read in index order with its own LIMIT: a claim costs the same with ten queued jobs or a
-    -- million; queue order, not due time, so a retry does not wait behind the whole backlog. While
+    -- million; turn order, not due time, so a retry does not wait behind the whole backlog. While
     -- a suspect is due, busy workers take nothing new: they drain, and the first idle one takes it.
     SELECT id
     FROM ingestion_jobs
-    WHERE status = 'PENDING' AND available_at <= now() AND attempts < max_attempts AND lost_streak = 0
-      AND NOT EXISTS (SELECT 1 FROM suspect_due)
-    ORDER BY queued_at
-    LIMIT %(limit)s
+    WHERE status = 'PENDING' AND operation = 'ingest' AND available_at <= now() AND attempts < max_attempts
+      AND lost_streak = 0 AND NOT EXISTS (SELECT 1 FROM suspect_due)
+    ORDER BY turn
+    LIMIT greatest(%(limit)s - (SELECT count(*) FROM due_deletes), 0)
     FOR UPDATE SKIP LOCKED
 ), candidates AS (
-    SELECT id FROM suspect UNION ALL SELECT id FROM due
+    SELECT id FROM suspect UNION ALL SELECT id FROM due_deletes UNION ALL SELECT id FROM due
 ), claimed AS (
     -- = ANY(ARRAY(...)), not a join: the generic plan cannot know %(limit)s, and a join planned
     -- for "many candidates" hashes the whole jobs table on every claim
