@@ -222,4 +222,6 @@ class RebuildProgressOut(BaseModel):
     failed: int = Field(default=0, description="FAILED: those with a published revision still serve it")
     removed: int = Field(default=0, description="deleted or OUTDATED since")
     searchable: int = Field(default=0, description="of the queued documents, how many search serves right now")
-    finished: bool = Field(default=True, description="nothing is pending")
+    queuing: bool = Field(default=False, description="still queueing the knowledge base's documents (in batches):"
+                                                     " the counts still grow")
+    finished: bool = Field(default=True, description="everything is queued and nothing is pending")

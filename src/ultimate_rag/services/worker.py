@@ -116,10 +116,12 @@ class IngestionWorker:
             self._tasks.pop(task, None)
             slot_freed.set()
 
+        lane = self.processor.lane  # long parses there do not count against the concurrency
+        lane.on_enter(slot_freed.set)
         while not stop.is_set():
             # a suspect (its last attempt's worker died) runs alone: nothing is claimed beside it
             alone = any(lease.suspect for lease in self._tasks.values())
-            free = 0 if alone else self.config.concurrency - len(self._tasks)
+            free = 0 if alone else self.config.concurrency - (len(self._tasks) - lane.size)
             claimed: list[Lease] = []
             if free > 0:
                 try:

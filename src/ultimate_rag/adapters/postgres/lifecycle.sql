@@ -119,12 +119,20 @@ SELECT (SELECT max(id::text)::uuid FROM batch) AS last_id,
        (SELECT count(*) FROM notified) AS woke;
 
 -- start_rebuild --
-UPDATE knowledge_bases SET rebuild_started_at = clock_timestamp() WHERE id = %(kb)s RETURNING rebuild_started_at;
+-- A new bulk reindex, still queueing its batches (rebuild_queued_at NULL until queued_rebuild).
+UPDATE knowledge_bases SET rebuild_started_at = clock_timestamp(), rebuild_queued_at = NULL
+WHERE id = %(kb)s RETURNING rebuild_started_at;
+
+-- queued_rebuild --
+-- Its last batch is queued: from now on, nothing pending means finished.
+UPDATE knowledge_bases SET rebuild_queued_at = clock_timestamp()
+WHERE id = %(kb)s AND rebuild_started_at = %(started)s;
 
 -- rebuild_progress --
 -- The documents the last bulk reindex queued: how many are rebuilt (READY), still on their way (not
--- stable: %(stable)s), failed (their previous revision, if any, still serving) and removed since.
-SELECT kb.rebuild_started_at AS started_at, count(d.id) AS queued,
+-- stable: %(stable)s), failed (their previous revision, if any, still serving) and removed since;
+-- and whether it is still queueing them (its counts then still grow).
+SELECT kb.rebuild_started_at AS started_at, kb.rebuild_queued_at IS NULL AS queuing, count(d.id) AS queued,
        count(d.id) FILTER (WHERE d.status = 'READY') AS rebuilt,
        count(d.id) FILTER (WHERE d.status <> ALL(%(stable)s)) AS pending,
        count(d.id) FILTER (WHERE d.status = 'FAILED') AS failed,
@@ -133,7 +141,7 @@ SELECT kb.rebuild_started_at AS started_at, count(d.id) AS queued,
 FROM knowledge_bases kb
 LEFT JOIN documents d ON d.knowledge_base_id = kb.id AND d.rebuild_started_at = kb.rebuild_started_at
 WHERE kb.id = %(kb)s AND kb.rebuild_started_at IS NOT NULL
-GROUP BY kb.rebuild_started_at;
+GROUP BY kb.rebuild_started_at, kb.rebuild_queued_at;
 
 -- mark_kb_deleting --
 UPDATE knowledge_bases SET deleting = true, updated_at = now() WHERE id = %(kb)s RETURNING id;
