@@ -30,7 +30,7 @@ from uuid import UUID, uuid4
 from ultimate_rag.adapter_factories import make_embedder
 from ultimate_rag.bootstrap import Container, build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, machine

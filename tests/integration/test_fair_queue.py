@@ -8,8 +8,8 @@ from uuid import UUID, uuid4
 
 from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.domain.status import JobOperation
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.lifecycle import BulkReindexFilter
-from ultimate_rag.services.worker import WorkerConfig
 
 from .helpers import new_kb, queue_document
 

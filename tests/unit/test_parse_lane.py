@@ -10,8 +10,8 @@ from pathlib import Path
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 from ultimate_rag.domain.ports import Parser
 from ultimate_rag.domain.status import DocumentStatus as D
+from ultimate_rag.services.job_loop import IngestionWorker, WorkerConfig
 from ultimate_rag.services.parse_lane import LongParseLane
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .test_processing_fakes import TEXT, pipeline

@@ -37,14 +37,14 @@ from ultimate_rag.domain.models import (
     OlderTwin,
     VectorHit,
 )
-from ultimate_rag.domain.ports import DedupStore, IndexRouter, JobLeasesPort, Parser, PipelineStore, StreamingEmbedder
+from ultimate_rag.domain.ports import DedupStore, IndexRouter, JobLeases, Parser, PipelineStore, StreamingEmbedder
 from ultimate_rag.domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ultimate_rag.domain.status import DocumentStatus, JobStatus
 from ultimate_rag.services.dedup import Deduplicator
 from ultimate_rag.services.embedding import EmbeddingService
-from ultimate_rag.services.embedding_models import EmbeddingModels
+from ultimate_rag.services.embedding.models import EmbeddingModels
+from ultimate_rag.services.job_loop import IngestionWorker, WorkerConfig
 from ultimate_rag.services.processing import DocumentProcessor
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 
 from .pipeline_fakes import MemoryDedupStore, MemoryLeases, MemoryPipeline, Row, World
 
@@ -221,8 +221,8 @@ def pipeline(tmp_path: Path, embedder: WordEmbedder | None = None) -> Pipeline:
     return Pipeline(world, MemoryLeases(world), store, storage, vectors, embedder, processor)
 
 
-@pytest.mark.parametrize("module", ["processing", "worker", "deletion", "dedup", "progress", "ingestion", "lifecycle",
-                                    "knowledge_base_removal"])
+@pytest.mark.parametrize("module", ["processing", "job_loop", "document_deletion", "dedup", "progress",
+                                    "ingestion", "lifecycle", "knowledge_base_deletion"])
 def test_the_core_services_depend_on_ports_not_on_adapters(module: str) -> None:
     """bootstrap.py builds the adapters; the core services see them as ports (domain/ports.py)."""
     path = Path(ultimate_rag.__file__).parent / "services" / f"{module}.py"
@@ -234,7 +234,7 @@ def test_the_core_services_depend_on_ports_not_on_adapters(module: str) -> None:
 
 def test_the_fakes_implement_the_ports(tmp_path: Path) -> None:
     p = pipeline(tmp_path)
-    leases: JobLeasesPort = p.leases
+    leases: JobLeases = p.leases
     store: PipelineStore = p.store
     dedup: DedupStore = MemoryDedupStore(p.world)
     vectors: IndexRouter = p.vectors

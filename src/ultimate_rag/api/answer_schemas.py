@@ -37,7 +37,7 @@ class CitationOut(BaseModel):
     document_id: UUID
     filename: str
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     content: str
     score: float
     assets: list[dict[str, Any]]

@@ -25,7 +25,7 @@ from ..adapter_factories import make_storage
 from ..adapters.postgres.migrations import migrate
 from ..domain.ports import ChatModel, Closable, Embedder, ObjectStorage, Pingable
 from ..services.connectors.runner import ConnectorServices
-from ..services.worker import IngestionWorker, WorkerConfig
+from ..services.job_loop import IngestionWorker, WorkerConfig
 from ..settings import Settings
 from . import access, connectors, embedding, infrastructure, ingest, maintenance, retrieval
 from .access import AccessFeature
@@ -55,10 +55,10 @@ class Container:
     access: AccessFeature
 
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
-        """The job loop, with the deleter, the connector syncs, the sparse backfill, the
+        """The job loop, with the document deletion, the connector syncs, the sparse backfill, the
         embedding-model migrations and the janitor beside it."""
         return IngestionWorker(self.infra.queue, self.ingest.processor, config, worker_id=worker_id,
-                               deleter=self.ingest.deleter, connector_runner=self.connectors.runner,
+                               document_deletion=self.ingest.document_deletion, connector_runner=self.connectors.runner,
                                backfill=self.maintenance.backfill, migrations=self.embedding.migrations,
                                janitor=self.maintenance.janitor)
 

@@ -76,12 +76,13 @@ class Document:
 
 @dataclass(frozen=True)
 class Citation:
-    """Where a passage comes from: the file, its heading path and its page (or pages, or lines)."""
+    """Where a passage comes from: the file, its heading path and its page (or pages), table and
+    rows, lines or paragraphs, and anchor."""
 
     document_id: str
     filename: str
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
 
     @property
     def page(self) -> int | None:
@@ -96,10 +97,17 @@ class Citation:
             parts.append(f"pages {loc['page_start']}-{loc['page_end']}")
         elif self.page:
             parts.append(f"page {self.page}")
+        if loc.get("table"):
+            parts.append(f"table {loc['table']}")
         if loc.get("row_start"):
             parts.append(_span("row", loc["row_start"], loc.get("row_end")))
         elif not self.page and loc.get("line_start"):
             parts.append(_span("line", loc["line_start"], loc.get("line_end")))
+        elif not self.page and loc.get("paragraph_start"):
+            parts.append(_span("paragraph", loc["paragraph_start"], loc.get("paragraph_end")))
+        if loc.get("anchor"):
+            anchor = str(loc["anchor"])
+            parts.append(anchor if "#" in anchor else f"#{anchor}")
         return " · ".join(parts)
 
     @classmethod
@@ -116,7 +124,7 @@ class SearchHit:
     content: str
     score: float
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     highlights: list[list[int]] = field(default_factory=list)
     assets: list[dict[str, Any]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -140,7 +148,7 @@ class Chunk:
     ordinal: int
     content: str
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     token_count: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
 

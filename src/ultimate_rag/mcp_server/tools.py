@@ -215,7 +215,7 @@ async def _window(chunks: AsyncIterator[Chunk], chunk_id: str | None, before: in
     return window
 
 
-def _citation(filename: str, heading_path: list[str], locator: dict[str, int]) -> dict[str, Any]:
+def _citation(filename: str, heading_path: list[str], locator: dict[str, Any]) -> dict[str, Any]:
     from ..client import Citation
 
     c = Citation(document_id="", filename=filename, heading_path=heading_path, locator=locator)

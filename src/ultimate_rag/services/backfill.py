@@ -14,7 +14,7 @@ from uuid import UUID
 from ..domain.ids import text_hash
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator, stored_embedding_text
 from ..domain.ports import BackfillStore, CentroidStore, EmbeddingCacheStore, SparseIndexWriter
-from .embedding import EmbeddingService
+from .embedding.passages import EmbeddingService
 
 log = logging.getLogger(__name__)
 

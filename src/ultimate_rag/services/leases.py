@@ -13,9 +13,7 @@ from contextlib import AbstractContextManager
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-import psycopg
-
-from ..domain.errors import LeaseLostError
+from ..domain.errors import DatabaseError, LeaseLostError
 from ..domain.ports import ClaimingLeases, TaskLeases
 from .failures import explain, is_outage
 from .outages import OutageLog
@@ -86,7 +84,7 @@ class LeasedRunner(Generic[L]):
                 return
             try:
                 alive = await self.leases.heartbeat(lease)
-            except (psycopg.Error, OSError) as exc:
+            except (DatabaseError, OSError) as exc:
                 log.warning("%s: heartbeat failed, will retry: %s", self._label(lease), exc)
                 continue
             if not alive and work.done():  # it succeeded (or failed) while the renewal ran
@@ -149,7 +147,7 @@ class OneAtATime(Generic[L]):
             try:
                 lease = await self._leases.claim(worker_id)
                 claims.succeeded()
-            except (psycopg.Error, OSError) as exc:
+            except (DatabaseError, OSError) as exc:
                 claims.failed(exc)
                 lease = None
             if lease is None:

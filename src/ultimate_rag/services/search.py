@@ -27,7 +27,7 @@ from ..domain.search import (
     highlights,
     script_language,
 )
-from .embedding_models import EmbeddingModels
+from .embedding.models import EmbeddingModels
 
 MAX_FETCH = 16384
 MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw similarity ranks lower

@@ -25,11 +25,12 @@ import psycopg
 from psycopg import sql
 
 from ...domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
-from ...domain.errors import GenerationGone, TransientError
+from ...domain.errors import DatabaseError, GenerationGone, TransientError
 from ...domain.models import EmbeddedChunk, IndexState, VectorHit
 from ...domain.ports import Closable, VectorStore
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
+from ..postgres.errors import caused_by
 from ..postgres.sql import load_queries
 from .pgvector import PgVectorStore
 from .sparse_pg import HybridVectors, PostgresSparseIndex
@@ -267,8 +268,10 @@ class IndexGenerations:
         store = await self.searchable(knowledge_base_id, plan.current)
         try:
             return await store.candidates(knowledge_base_id, query, limit, mode=mode, filters=filters)
-        except psycopg.errors.UndefinedTable as exc:  # dropped by another process after this one used it
-            self._ready.discard(self._key(knowledge_base_id, plan.current))
+        except DatabaseError as exc:
+            if not caused_by(exc, psycopg.errors.UndefinedTable):
+                raise
+            self._ready.discard(self._key(knowledge_base_id, plan.current))  # dropped by another process meanwhile
             raise GenerationGone(str(exc)) from exc
 
     async def aclose(self) -> None:
