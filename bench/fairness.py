@@ -23,7 +23,8 @@ import asyncio
 import hashlib
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -86,18 +87,24 @@ async def _all_parsing(container: Container, docs: list[UUID]) -> bool:
     return [await status(container, d) for d in docs] == ["PARSING"] * len(docs)
 
 
-async def open_container(root: Any, url: str, *, free_vectors: bool, **settings: Any) -> Container:
+@asynccontextmanager
+async def fresh_container(*, free_vectors: bool, **settings: Any) -> AsyncIterator[Container]:
+    """The product's container on a new migrated database (removed afterwards)."""
+    url, server, root = fresh_database()
     s = Settings(database_url=url, data_dir=root / "data", admin_key="bench-admin-key", **settings)
     container = build(s, url=url, embedder=FreeVectors(make_embedder(s)) if free_vectors else None)
-    await container.open()
-    container.embedding.embedder.count_tokens("warm up")
-    return container
+    try:
+        await container.open()
+        container.embedding.embedder.count_tokens("warm up")
+        yield container
+    finally:
+        await container.close()
+        server.cleanup()  # type: ignore[attr-defined]
+        shutil.rmtree(root, ignore_errors=True)
 
 
 async def backlog(args: argparse.Namespace) -> None:
-    url, server, root = fresh_database()
-    container = await open_container(root, url, free_vectors=True)
-    try:
+    async with fresh_container(free_vectors=True) as container:
         a = (await container.ingest.knowledge_bases.create("backlog", "", KnowledgeBaseSettings())).id
         b = (await container.ingest.knowledge_bases.create("one file", "", KnowledgeBaseSettings())).id
         for n in range(args.files):
@@ -123,10 +130,6 @@ async def backlog(args: argparse.Namespace) -> None:
         total = time.perf_counter() - start
         stop.set()
         await loop
-    finally:
-        await container.close()
-        server.cleanup()  # type: ignore[attr-defined]
-        shutil.rmtree(root, ignore_errors=True)
     print(machine())
     per_doc = total / (args.files + 2)
     print(f"RESULT fairness backlog: {args.files} files in A by one key, worker concurrency {args.concurrency}, "
@@ -137,10 +140,8 @@ async def backlog(args: argparse.Namespace) -> None:
 
 
 async def scans_run(args: argparse.Namespace, lane: bool) -> tuple[list[float], float]:
-    url, server, root = fresh_database()
-    container = await open_container(root, url, free_vectors=False, long_parse_seconds=5.0 if lane else 0.0,
-                                     worker_concurrency=args.concurrency)
-    try:
+    async with fresh_container(free_vectors=False, long_parse_seconds=5.0 if lane else 0.0,
+                               worker_concurrency=args.concurrency) as container:
         kb = (await container.ingest.knowledge_bases.create("scans", "", KnowledgeBaseSettings())).id
         stop = asyncio.Event()
         worker = container.worker(WorkerConfig(concurrency=args.concurrency, poll_interval_seconds=0.2))
@@ -160,10 +161,6 @@ async def scans_run(args: argparse.Namespace, lane: bool) -> tuple[list[float], 
         books_done = time.perf_counter() - small_at
         stop.set()
         await loop
-    finally:
-        await container.close()
-        server.cleanup()  # type: ignore[attr-defined]
-        shutil.rmtree(root, ignore_errors=True)
     return waits, books_done
 
 
