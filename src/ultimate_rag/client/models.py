@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 # what the package exports (client/__init__.py)
 __all__ = ["Answer", "AnswerCitation", "Chunk", "Citation", "Document", "EmbeddingMigration", "KnowledgeBase", "Page",
-           "ReindexResult", "SearchHit"]
+           "ReindexResult", "SearchHit", "SearchResults"]
 
 T = TypeVar("T")
 
@@ -142,6 +142,23 @@ class SearchHit:
                    highlights=list(d.get("highlights") or []), assets=list(d.get("assets") or []), raw=d)
 
 
+class SearchResults(list[SearchHit]):
+    """The hits of a search, best first (a list), and ``unmatched_identifiers``: the identifiers the
+    query names (codes, ticket, part, clause or version numbers) that no chunk the search could
+    return holds, as the query wrote them."""
+
+    def __init__(self, hits: list[SearchHit], unmatched_identifiers: list[str] | None = None,
+                 raw: dict[str, Any] | None = None) -> None:
+        super().__init__(hits)
+        self.unmatched_identifiers: list[str] = list(unmatched_identifiers or [])
+        self.raw: dict[str, Any] = raw or {}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SearchResults:
+        return cls([SearchHit.from_json(r) for r in d.get("results") or []],
+                   [str(i) for i in d.get("unmatched_identifiers") or []], d)
+
+
 @dataclass(frozen=True)
 class Chunk:
     id: str
@@ -181,12 +198,14 @@ class Answer:
     citations: list[AnswerCitation]
     query: str = ""
     reason: str | None = None
+    unmatched_identifiers: list[str] = field(default_factory=list)  # named by the question, held by no chunk
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Answer:
         return cls(answer=d.get("answer"), citations=[AnswerCitation.from_json(c) for c in d.get("citations") or []],
-                   query=d.get("query") or "", reason=d.get("reason"), raw=d)
+                   query=d.get("query") or "", reason=d.get("reason"),
+                   unmatched_identifiers=[str(i) for i in d.get("unmatched_identifiers") or []], raw=d)
 
 
 @dataclass(frozen=True)

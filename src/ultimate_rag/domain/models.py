@@ -284,6 +284,7 @@ class Chunk:
     locator: SourceLocator
     metadata: dict[str, Any] = field(default_factory=dict)
     context: str = ""  # heading context embedded before the content (empty: content says it already)
+    identifiers: tuple[str, ...] | None = None  # its identifier keys (domain/identifiers.py); None: not computed
 
     @property
     def embedding_text(self) -> str:
@@ -386,3 +387,15 @@ class SearchResult:
     # the chunk's dense cosine similarity alone (``score`` may be a fusion): a relevance scale that
     # does not depend on the search mode, used to decide whether anything relevant was found
     dense_score: float | None = None
+    # the query's identifiers this chunk holds, as the query wrote them (the identifier stage
+    # ranked it above the chunks holding fewer; an answer cites it whatever its score)
+    identifiers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """A search's results, and the identifiers the query names that no chunk it could return holds
+    (as the query wrote them; SPEC §10 ``unmatched_identifiers``): the ranking is then the usual one."""
+
+    results: list[SearchResult]
+    unmatched_identifiers: tuple[str, ...] = ()

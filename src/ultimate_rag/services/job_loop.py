@@ -19,12 +19,11 @@ from uuid import UUID
 
 from ..domain.errors import DatabaseError, PermanentError
 from ..domain.models import Lease
-from ..domain.ports import JobLeases
+from ..domain.ports import IdleBackfill, JobLeases
 from ..domain.retry import backoff_seconds, outage_message, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
-from .backfill import SparseBackfill
 from .connectors.runner import SyncRunner, start_syncs, stop_syncs
 from .document_deletion import DocumentDeletion
 from .embedding.migration import EmbeddingMigrations
@@ -55,7 +54,7 @@ class IngestionWorker:
     def __init__(self, queue: JobLeases, processor: DocumentProcessor, config: WorkerConfig,
                  worker_id: str | None = None, document_deletion: DocumentDeletion | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None, backfill: SparseBackfill | None = None,
+                 connector_runner: SyncRunner | None = None, backfill: IdleBackfill | None = None,
                  migrations: EmbeddingMigrations | None = None) -> None:
         self.queue = queue
         self.migrations = migrations  # its items run one at a time beside the jobs
@@ -76,7 +75,7 @@ class IngestionWorker:
         self._shutting_down = False
         self._hand_back = asyncio.Event()
         self._claims = OutageLog("claiming jobs", log)  # one warning per outage, not one per poll
-        self._backfilling = OutageLog("sparse backfill", log)
+        self._backfilling = OutageLog("backfill", log)
         self.processed = 0
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from uuid import UUID
 
+from ultimate_rag.domain.identifiers import chunk_identifiers
 from ultimate_rag.domain.ids import chunk_id
 from ultimate_rag.domain.models import Block, Chunk, ParsedDocument, SourceLocator, embedding_text
 
@@ -73,6 +74,7 @@ class StructuredChunker:
                 locator=_union([locate(u) for u in draft.units]),
                 metadata=_asset_metadata(parsed.blocks, draft.units),
                 context=embedded[:len(embedded) - len(draft.content)].rstrip("\n"),
+                identifiers=tuple(chunk_identifiers(draft.content, draft.path)),
             ))
         return chunks
 
