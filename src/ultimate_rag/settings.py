@@ -138,6 +138,8 @@ class Settings(BaseSettings):
     parse_max_sheets: int = Field(default=200, ge=1)  # XLSX/ODS sheets in a workbook
     parse_max_cells: int = Field(default=5_000_000, ge=1)  # XLSX/ODS cells read in a workbook
     ocr: Literal["off", "auto", "force"] = "auto"  # scans and images; force: every PDF page by OCR
+    # PDF engine: pdfium (pypdfium2, Apache-2.0/BSD-3) or pymupdf (the optional AGPL-3.0 extra)
+    pdf_engine: Literal["pdfium", "pymupdf"] = "pdfium"
     vision_base_url: str | None = None  # OpenAI-compatible endpoint; unset: alt text / captions are used
     vision_model: str | None = None
     vision_api_key: str | None = Field(default=None, repr=False)
