@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     retry_delay_seconds: float = Field(default=5.0, ge=0)
     poll_interval_seconds: float = Field(default=2.0, gt=0)
     worker_concurrency: int = Field(default=2, ge=1)
+    # a parse running longer than this (a scanned book) stops counting against the concurrency, for
+    # at most long_parse_slots parses a worker (None: as many as worker_concurrency); 0: never
+    long_parse_seconds: float = Field(default=5.0, ge=0)
+    long_parse_slots: int | None = Field(default=None, ge=0)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     rate_limit_max_wait_seconds: float = Field(default=600.0, ge=0)
     poison_lost_leases: int = Field(default=3, ge=2)  # lost attempts in a row (2+ workers) that fail a file

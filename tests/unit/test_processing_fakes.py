@@ -313,9 +313,20 @@ async def test_the_newer_twins_ready_commit_carries_the_outdate(tmp_path: Path) 
     assert newer.status == D.READY and newer.verdict["role"] == "newer"
 
 
+async def test_an_outage_gives_the_attempt_back(tmp_path: Path) -> None:
+    def refuse() -> None:
+        raise ConnectionError("connection refused")  # the embedder cannot be reached: not the document's fault
+
+    p = pipeline(tmp_path, WordEmbedder(on_call=refuse))
+    row = await p.add(TEXT)
+    assert await p.worker().run_until_idle(max_jobs=1) == 1
+    assert (row.status, row.job_status, row.attempts, row.max_attempts) == (D.PENDING, JobStatus.PENDING, 1, 4)
+    assert row.error_message is not None and "does not count as a failed attempt" in row.error_message
+
+
 async def test_the_worker_retries_a_transient_failure_after_a_backoff(tmp_path: Path) -> None:
     def refuse() -> None:
-        raise ConnectionError("connection refused")
+        raise TimeoutError("the model took too long")
 
     p = pipeline(tmp_path, WordEmbedder(on_call=refuse))
     row = await p.add(TEXT)

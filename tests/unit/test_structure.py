@@ -123,6 +123,8 @@ LITERAL_STATUS_FACTS = {
     "complete_ready_jobs",
     # inside a SET: an OUTDATED document queued again keeps its twin as an exemption (SPEC §8)
     "queue_document", "queue_batch",
+    # writes no status: documents outdated in favour of a twin being outdated now name its newer twin
+    "repoint_duplicates",
 }
 
 

@@ -25,7 +25,10 @@ def database_url(settings: Settings) -> str:
     """The configured server, or the embedded PostgreSQL in the data dir (started on first use)."""
     if settings.database_url:
         return settings.database_url
-    url, server = start_embedded_postgres(settings.data_dir, supervise=True)  # restarted if it dies
+    # restarted if it dies; stopped once its owners are gone, also after a SIGKILL, when the workers
+    # that were handing their jobs back have left (or the grace period and half a minute passed)
+    url, server = start_embedded_postgres(settings.data_dir, supervise=True,
+                                          linger_seconds=settings.shutdown_grace_seconds + 30.0)
     _embedded_servers.append(server)  # keep the handle: the server lives while this process does
     return url
 

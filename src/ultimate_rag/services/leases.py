@@ -15,6 +15,8 @@ from typing import Generic, TypeVar
 
 from ..domain.errors import DatabaseError, LeaseLostError
 from ..domain.ports import ClaimingLeases, TaskLeases
+from .failures import explain, is_outage
+from .outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +101,12 @@ class LeasedRunner(Generic[L]):
         except LeaseLostError:
             log.warning("%s: lease lost before the failure could be recorded", name)
             return Outcome.LOST
-        except Exception:
-            log.exception("%s: could not record the failure; its lease will expire and it is retried", name)
+        except Exception as recording:
+            if not is_outage(recording):
+                log.exception("%s: could not record the failure; its lease will expire and it is retried", name)
+            else:  # the database is down: one line, the traceback says nothing more
+                log.warning("%s: could not record the failure (%s); its lease will expire and it is retried",
+                            name, explain(recording).detail)
         return Outcome.FAILED
 
     async def _release(self, lease: L, name: str) -> None:
@@ -136,11 +142,13 @@ class OneAtATime(Generic[L]):
         return done
 
     async def run_periodically(self, worker_id: str, stop: asyncio.Event) -> None:
+        claims = OutageLog(f"claiming {self._what}", log)
         while not stop.is_set():
             try:
                 lease = await self._leases.claim(worker_id)
+                claims.succeeded()
             except (DatabaseError, OSError) as exc:
-                log.warning("%s claim failed (database unavailable?): %s", self._what, exc)
+                claims.failed(exc)
                 lease = None
             if lease is None:
                 with contextlib.suppress(TimeoutError):

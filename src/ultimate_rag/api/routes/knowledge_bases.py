@@ -147,7 +147,7 @@ async def reindex_progress(kb: ReadableKB, lifecycle: LifecycleDep) -> RebuildPr
     row = await lifecycle.rebuild_progress(kb.id)
     if row is None:
         return RebuildProgressOut(started_at=None)
-    return RebuildProgressOut(**row, finished=row["pending"] == 0)
+    return RebuildProgressOut(**row, finished=row["pending"] == 0 and not row["queuing"])
 
 
 @router.post("/{kb_id}/search", response_model=SearchOut, responses={

@@ -93,6 +93,8 @@ export function renderRow(doc) {
     h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.filename, onclick: () => emit("open", doc.id) })),
     h("td", { class: "status-cell" },
       h("span", { class: `badge st-${doc.status}${busy ? " busy" : ""}`, text: statusLabel(doc.status) }),
+      doc.status === "PENDING" && doc.operation === "delete"
+        ? h("span", { class: "muted small-text", text: ` ${t("queued_for_deletion")}` }) : null,
       searchabilityLabel(doc)),
     h("td", { class: "progress-cell" }, prog ? [h("progress", { value: prog.value, max: prog.max, "aria-label": prog.text }), h("span", { class: "muted small-text", text: prog.text })] : ""),
     h("td", { text: `${doc.attempts}/${doc.max_attempts}` }),

@@ -31,6 +31,7 @@ from ...domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator,
 from ...domain.ports import GenerationAdmin, MigrationStore
 from ...domain.retry import backoff_seconds
 from ..failures import explain
+from ..outages import OutageLog
 from .models import EmbeddingModels
 
 log = logging.getLogger(__name__)
@@ -97,11 +98,13 @@ class EmbeddingMigrations:
     # -- the worker side -----------------------------------------------------------------------
     async def run(self, worker_id: str, stop: asyncio.Event, poll_seconds: float, heartbeat_seconds: float) -> None:
         """Items one at a time beside the ingestion jobs; between them, conclude and drop."""
+        outage = OutageLog("embedding-model migration", log)
         while not stop.is_set():
             try:
                 busy = await self.step(worker_id, heartbeat_seconds)
-            except Exception:
-                log.exception("embedding migration step failed; trying again")
+                outage.succeeded()
+            except Exception as exc:
+                outage.failed(exc)
                 busy = False
             if not busy:
                 with contextlib.suppress(TimeoutError):
