@@ -34,8 +34,8 @@ def make(max_models: int) -> tuple[EmbeddingModels, list[Standin]]:
         return made[-1]
 
     default = SimpleNamespace(embedder=Standin(LOCAL))
-    models = EmbeddingModels(default=default, local=LOCAL, make_embedder=embedder,  # type: ignore[arg-type]
-                             make_service=lambda e: SimpleNamespace(embedder=e),  # type: ignore[arg-type,return-value]
+    models = EmbeddingModels(default=default, local=LOCAL, make_embedder=embedder,  # type: ignore[arg-type]  # stand-ins for the service and embedder
+                             make_service=lambda e: SimpleNamespace(embedder=e),  # type: ignore[arg-type, return-value]  # a stand-in service
                              openai_configured=True, max_dimension=2000, max_models=max_models)
     return models, made
 

@@ -121,9 +121,9 @@ async def test_an_upload_refused_for_a_database_outage_leaves_no_directory_behin
     from ultimate_rag.adapters.storage.local import LocalObjectStorage
 
     storage = LocalObjectStorage(tmp_path / "objects")
-    kept = await service(storage=storage).submit(KB, "kept.txt", None, b"an earlier upload")  # type: ignore[arg-type]
+    kept = await service(storage=storage).submit(KB, "kept.txt", None, b"an earlier upload")  # type: ignore[arg-type]  # no content type: as a client may send
     outage = MemoryIntake(fail_with=psycopg.OperationalError("the database is unavailable"))
     with pytest.raises(psycopg.OperationalError):
-        await service(intake=outage, storage=storage).submit(KB, "a.txt", None, b"x")  # type: ignore[arg-type]
+        await service(intake=outage, storage=storage).submit(KB, "a.txt", None, b"x")  # type: ignore[arg-type]  # no content type: as a client may send
     left = sorted(str(p.relative_to(tmp_path / "objects")) for p in (tmp_path / "objects").rglob("*"))
     assert left == [str(KB_ID), f"{KB_ID}/{kept.id}", kept.object_key], left

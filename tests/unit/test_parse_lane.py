@@ -30,7 +30,7 @@ class HeldParses:
         if source.content.startswith(b"SCAN"):
             self.holding += 1
             await self.release.wait()
-        return await self._runner.parse(parser, source, on_progress)  # type: ignore[attr-defined]
+        return await self._runner.parse(parser, source, on_progress)  # type: ignore[attr-defined]  # the wrapped runner is typed as object here
 
 
 async def test_a_parse_moves_into_the_lane_after_its_time_while_there_is_room() -> None:

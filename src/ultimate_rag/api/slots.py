@@ -59,7 +59,7 @@ def stream_slots(state: object, settings: Settings) -> KeySlots:
     slots: KeySlots | None = getattr(state, "stream_slots", None)
     if slots is None:
         slots = KeySlots(settings.max_event_streams, settings.max_event_streams_per_key, "streams")
-        state.stream_slots = slots  # type: ignore[attr-defined]
+        state.stream_slots = slots  # type: ignore[attr-defined]  # Starlette's app.state takes any attribute
     return slots
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from ...domain.embedding_models import EmbeddingSpec, Generation, ItemStatus, MigrationLease, MigrationStatus
+from ...domain.embedding_text import stored_embedding_text
 from ...domain.errors import (
     ConflictError,
     InvalidRequestError,
@@ -27,7 +28,7 @@ from ...domain.errors import (
     TransientError,
     UnprocessableRequestError,
 )
-from ...domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator, stored_embedding_text
+from ...domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator
 from ...domain.ports import GenerationAdmin, MigrationStore
 from ...domain.retry import backoff_seconds
 from ..failures import explain
