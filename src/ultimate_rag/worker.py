@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from .adapters.embedders.engined import EngineEmbedder
+from .adapters.embedders.engine_embedders import EngineEmbedder
 from .adapters.embedders.precedence import give_model_precedence
 from .bootstrap import Container, build, database_url, freeze_startup_heap, run_migrations
 from .logs import setup_logging_from

