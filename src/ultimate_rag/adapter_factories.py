@@ -89,7 +89,8 @@ def make_engine(settings: Settings, embedder: Embedder,
                 sparse: LocalSparseEncoder | None) -> tuple[Embedder, Any]:
     """The process's embedding engine around one embedder (and its sparse encoder): documents of
     every job go through one queue, batched across jobs (``adapters/embedders/batch_engine.py``)."""
-    from .adapters.embedders.engine_embedders import EngineEmbedder, apply_engine, default_copies, default_threads
+    from .adapters.embedders.engine_embedders import EngineEmbedder, apply_engine
+    from .adapters.embedders.model_threads import default_copies, default_threads
 
     if isinstance(embedder, EngineEmbedder):  # already wrapped (one engine per embedder instance)
         return embedder, sparse
