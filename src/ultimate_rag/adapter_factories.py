@@ -51,7 +51,7 @@ def make_embedder(settings: Settings) -> Embedder:
     from .adapters.embedders.local import LocalE5Embedder
 
     return LocalE5Embedder(batch_size=settings.local_embed_micro_batch,
-                           query_concurrency=settings.embed_query_concurrency)
+                           query_concurrency=settings.embed_query_concurrency, single_pass=settings.embed_single_pass)
 
 
 def make_embedder_for(settings: Settings, spec: EmbeddingSpec, local: Embedder | None = None) -> Embedder:
@@ -80,9 +80,9 @@ def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEn
     when the local model is also the dense embedder)."""
     if not settings.sparse_enabled:
         return None
-    loader = embedder.model if isinstance(embedder, LocalE5Embedder) else None
-    return LocalSparseEncoder(top_k=settings.sparse_top_k, loader=loader,
-                              query_concurrency=settings.embed_query_concurrency)
+    local = embedder if isinstance(embedder, LocalE5Embedder) else None
+    return LocalSparseEncoder(top_k=settings.sparse_top_k, loader=local.model if local is not None else None,
+                              query_concurrency=settings.embed_query_concurrency, dense=local)
 
 
 def make_engine(settings: Settings, embedder: Embedder,

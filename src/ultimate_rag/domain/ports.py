@@ -100,6 +100,29 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> list[float]: ...
 
 
+DensePair = tuple[list[float], dict[int, float]]  # a text's dense vector and its learned sparse vector
+
+
+@runtime_checkable
+class PairedDocuments(Protocol):
+    """An embedder whose engine computes a document text's dense and sparse vectors in one pass
+    (the local model beside its own sparse head): ``stream_pairs`` yields ``(indices into texts,
+    [(dense, sparse), ...])`` batch by batch; ``pairs`` False: it computes dense vectors only."""
+
+    pairs: bool
+
+    def stream_pairs(self, texts: Sequence[str]) -> AsyncIterator[tuple[list[int], list[DensePair]]]: ...
+
+
+@runtime_checkable
+class PairedQueries(Protocol):
+    """A sparse encoder that gives a query's dense vector with its sparse one, from one pass, for
+    the dense embedder it ``pairs_with``."""
+
+    def pairs_with(self, embedder: object) -> bool: ...
+    async def encode_query_pair(self, text: str) -> DensePair: ...
+
+
 @runtime_checkable
 class Parser(Protocol):
     name: str

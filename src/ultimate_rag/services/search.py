@@ -22,7 +22,7 @@ from ..adapters.vectors.generations import GenerationGone
 from ..domain.embedding_models import IndexPlan
 from ..domain.errors import InvalidRequestError, TransientError
 from ..domain.models import SearchResult, SourceLocator
-from ..domain.ports import CandidateSearch, Embedder, PlannedCandidateSearch, VectorStore
+from ..domain.ports import CandidateSearch, Embedder, PairedQueries, PlannedCandidateSearch, VectorStore
 from ..domain.search import (
     Fusion,
     LanguageOffsets,
@@ -72,6 +72,9 @@ class SearchService:
         self._embedder = embedder
         self._models = models  # EmbeddingModels: the query is embedded with the knowledge base's own model
         self._sparse = sparse
+        # the local model beside its own sparse head: a query's two vectors from one pass
+        self._pairs: PairedQueries | None = (
+            sparse if isinstance(sparse, PairedQueries) and sparse.pairs_with(embedder) else None)
         self._vectors = vectors
         # what the store offers beyond the port: candidates with both similarities (else dense
         # search alone), from the generation a plan names (when the query's model follows the plan)
@@ -128,6 +131,12 @@ class SearchService:
         dense_key = ("dense", query) if embedder is self._embedder else (f"dense:{embedder.name}", query)
         dense = self._cache.get(dense_key)
         sparse: SparseVector | None = self._cache.get(("sparse", query)) if mode is not SearchMode.DENSE else {}
+        if dense is None and sparse is None and self._pairs is not None and embedder is self._embedder:
+            dense_list, sparse = await self._pairs.encode_query_pair(query)
+            dense = tuple(dense_list)
+            self._cache.put(dense_key, dense)
+            self._cache.put(("sparse", query), sparse)
+            return QueryVectors(dense=dense, sparse=sparse)
         jobs: list[Awaitable[Any]] = []
         if dense is None:
             jobs.append(embedder.embed_query(query))

@@ -249,6 +249,7 @@ int urag_e5_pair(e5_model *m, const urag_sae *sae, const char **texts, int n, in
     size_t plen = strlen(pfx);
     int H = m->H, WMAX = m->MAXP - 2;
     if (n <= 0) return 0;
+    if (H > 1024) return -1;   /* the pooled mean below is on the stack */
     int **content = (int **)malloc(sizeof(int *) * n);
     int *clen = (int *)malloc(sizeof(int) * n);
     int W = 0;
