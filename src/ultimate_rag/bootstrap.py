@@ -39,6 +39,7 @@ from .adapters.postgres.embedded import start_embedded_postgres
 from .adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
 from .adapters.postgres.events import DocumentEventHub
 from .adapters.postgres.knowledge_bases import KnowledgeBaseRepository
+from .adapters.postgres.lease_keeper import JobLeaseKeeping
 from .adapters.postgres.lifecycle import KnowledgeBaseDeletionRepository, LifecycleRepository
 from .adapters.postgres.maintenance import MaintenanceRepository, OperationsQueries
 from .adapters.postgres.migrations import migrate
@@ -134,9 +135,12 @@ class Container:
         return self.answers.metrics
 
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
+        keeper = JobLeaseKeeping(self.queue.db.url, interval=config.heartbeat_seconds,
+                                 lease_seconds=self.queue.lease_seconds) if config.lease_keeper else None
         return IngestionWorker(self.queue, self.processor, config, worker_id=worker_id, deleter=self.deleter,
                                connector_runner=self.connectors.runner if self.connectors else None,
-                               backfill=self.backfill, migrations=self.migrations, janitor=self.janitor)
+                               backfill=self.backfill, migrations=self.migrations, janitor=self.janitor,
+                               keeper=keeper)
 
     async def open(self) -> None:
         await self.db.open()

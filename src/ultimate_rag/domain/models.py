@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -140,6 +143,45 @@ class StageEntry:
     progress: dict[str, Any]
 
 
+class WorkEnd:
+    """Whether a lease's work has committed its own end (its job ended: READY, DELETED, OUTDATED).
+    The job row then no longer holds the lease, so a renewal fails; that is the work finishing
+    (its post-commit cleanup still to run), not a lost lease. Each transaction of the work that
+    may end it runs inside ``writing()``; a renewal refused meanwhile waits for it (``settled``)."""
+
+    __slots__ = ("_idle", "_writes", "ended")
+
+    def __init__(self) -> None:
+        self.ended = False
+        self._writes = 0
+        self._idle: asyncio.Event | None = None
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """Around a transaction that may end the job; call ``finished()`` inside this block once
+        that transaction has committed an end."""
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        self._writes += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._writes -= 1
+            if self._writes == 0:
+                self._idle.set()
+
+    def finished(self) -> None:
+        """The work's end is written (called once the transaction that wrote it committed)."""
+        self.ended = True
+
+    async def settled(self) -> bool:
+        """Whether the work ended its lease itself, once no write that may end it is in flight."""
+        while self._writes and self._idle is not None:
+            await self._idle.wait()
+        return self.ended
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     """What a worker proves on every write it makes for a job (fencing, SPEC §4)."""
@@ -154,6 +196,7 @@ class Lease:
     suspect: bool = False  # its last attempt ended in a lost lease: it runs alone in its worker
     # the document as the claim read it (read under no lock, like load_document); None: not read
     document: PipelineDocument | None = field(default=None, compare=False, repr=False)
+    end: WorkEnd = field(default_factory=WorkEnd, compare=False, repr=False)  # the work's own end (see WorkEnd)
 
 
 @dataclass(frozen=True, slots=True)

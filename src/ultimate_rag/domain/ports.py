@@ -181,6 +181,17 @@ class TaskLeases(Protocol[L_contra]):
     async def release(self, lease: L_contra) -> None: ...
 
 
+class LeaseKeeping(Protocol[L_contra]):
+    """Renews leases away from the event loop (a thread of its own with its own database
+    connection), every write still fenced, so that a busy or starved event loop never lets a live
+    lease expire. ``start``: before the loop's priority is lowered; ``keep`` returns the call that
+    stops renewing; ``on_lost`` is called on the event loop when a renewal finds the lease gone."""
+
+    def start(self) -> None: ...
+    def keep(self, lease: L_contra, on_lost: Callable[[], None]) -> Callable[[], None]: ...
+    def close(self) -> None: ...
+
+
 class ClaimingLeases(TaskLeases[L], Protocol[L]):
     """Leases claimed one at a time (``None`` when nothing is due)."""
 

@@ -21,7 +21,7 @@ import psycopg
 
 from ..domain.errors import PermanentError
 from ..domain.models import Lease
-from ..domain.ports import JobLeasesPort
+from ..domain.ports import JobLeasesPort, LeaseKeeping
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
@@ -48,6 +48,7 @@ class WorkerConfig:
     retry_delay_seconds: float = 5.0
     shutdown_grace_seconds: float = 10.0
     janitor_interval_seconds: float = 0.0  # 0: this worker never sweeps orphans
+    lease_keeper: bool = True  # renew job leases on a thread of their own (ports.LeaseKeeping), else on the loop
 
 
 class IngestionWorker:
@@ -55,7 +56,7 @@ class IngestionWorker:
                  worker_id: str | None = None, deleter: DocumentDeleter | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
                  connector_runner: SyncRunner | None = None, backfill: Any = None, migrations: Any = None,
-                 ) -> None:
+                 keeper: LeaseKeeping[Lease] | None = None) -> None:
         self.queue = queue
         self.migrations = migrations  # EmbeddingMigrations: its items run one at a time beside the jobs
         self.backfill = backfill  # SparseBackfill: run a batch whenever no job is due
@@ -68,10 +69,12 @@ class IngestionWorker:
         self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
         self._timings: dict[Any, dict[str, str]] = {}  # job -> its finished run's stage timings (metrics)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
+        self.keeper = keeper  # the job leases' own renewal thread (closed when the worker stops)
         self.runner = LeasedRunner(_JobLeases(self), heartbeat_seconds=config.heartbeat_seconds,
                                     label=lambda lease: f"job {lease.job_id}",
                                     context=lambda lease: log_context(document_id=lease.document_id,
-                                                                      job_id=lease.job_id, worker_id=self.worker_id))
+                                                                      job_id=lease.job_id, worker_id=self.worker_id),
+                                    keeper=keeper, ended=lambda lease: lease.end.settled())
         self._shutting_down = False
         self.processed = 0
 
@@ -85,6 +88,7 @@ class IngestionWorker:
             try:
                 await self._loop(stop)
             finally:
+                self._close_keeper()
                 if migrating is not None:
                     migrating.cancel()
                     await asyncio.gather(migrating, return_exceptions=True)
@@ -150,14 +154,21 @@ class IngestionWorker:
     async def run_until_idle(self, max_jobs: int | None = None) -> int:
         """Process due jobs one at a time until none is left (tests, benchmarks, one-shot runs)."""
         done = 0
-        while max_jobs is None or done < max_jobs:
-            leases = await self.queue.claim(self.worker_id, 1)
-            if not leases:
-                return done
-            self.metrics.claimed.inc()
-            await self._run_job(leases[0])
-            done += 1
-        return done
+        try:
+            while max_jobs is None or done < max_jobs:
+                leases = await self.queue.claim(self.worker_id, 1)
+                if not leases:
+                    return done
+                self.metrics.claimed.inc()
+                await self._run_job(leases[0])
+                done += 1
+            return done
+        finally:
+            self._close_keeper()
+
+    def _close_keeper(self) -> None:
+        if self.keeper is not None:
+            self.keeper.close()
 
     async def _shutdown(self) -> None:
         """Let in-flight jobs finish within the grace period; hand back the rest."""
