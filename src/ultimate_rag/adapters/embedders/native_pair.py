@@ -193,3 +193,9 @@ class NativePair:
         if rc != 0:
             raise RuntimeError(f"the single-pass encoder failed (status {rc})")
         return dense[:n], [(idx[i, :nnz[i]].copy(), val[i, :nnz[i]].copy()) for i in range(n)]
+
+
+if __name__ == "__main__":  # scripts/setup.sh: build it at install time
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    built = library()
+    print(f"single-pass encoder: {built}" if built else "single-pass encoder: not built (two passes)")
