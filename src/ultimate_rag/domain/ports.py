@@ -105,9 +105,8 @@ DensePair = tuple[list[float], dict[int, float]]  # a text's dense vector and it
 
 @runtime_checkable
 class PairedDocuments(Protocol):
-    """An embedder whose engine computes a document text's dense and sparse vectors in one pass
-    (the local model beside its own sparse head): ``stream_pairs`` yields ``(indices into texts,
-    [(dense, sparse), ...])`` batch by batch; ``pairs`` False: it computes dense vectors only."""
+    """An embedder whose engine gives a document text's dense and sparse vectors from one pass
+    (``pairs``), batch by batch: ``(indices into texts, [(dense, sparse), ...])``."""
 
     pairs: bool
 
@@ -116,8 +115,7 @@ class PairedDocuments(Protocol):
 
 @runtime_checkable
 class PairedQueries(Protocol):
-    """A sparse encoder that gives a query's dense vector with its sparse one, from one pass, for
-    the dense embedder it ``pairs_with``."""
+    """A sparse encoder giving a query's dense vector (of the embedder it ``pairs_with``) with its own."""
 
     def pairs_with(self, embedder: object) -> bool: ...
     async def encode_query_pair(self, text: str) -> DensePair: ...
@@ -182,10 +180,8 @@ class TaskLeases(Protocol[L_contra]):
 
 
 class LeaseKeeping(Protocol[L_contra]):
-    """Renews leases away from the event loop (a thread of its own with its own database
-    connection), every write still fenced, so that a busy or starved event loop never lets a live
-    lease expire. ``start``: before the loop's priority is lowered; ``keep`` returns the call that
-    stops renewing; ``on_lost`` is called on the event loop when a renewal finds the lease gone."""
+    """Renews leases on a thread with its own connection (fenced), whatever the event loop does:
+    ``start`` before the loop is niced; ``keep`` returns its stop; ``on_lost`` runs on the loop."""
 
     def start(self) -> None: ...
     def keep(self, lease: L_contra, on_lost: Callable[[], None]) -> Callable[[], None]: ...

@@ -109,6 +109,7 @@ class LeaseKeeper:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10)
         self._thread = None
+        self._loop_seen.clear()  # a later keep() starts its loop's ticks again
         self._disconnect()
 
     # -- the event loop's side ------------------------------------------------------------------
