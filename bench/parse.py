@@ -33,7 +33,7 @@ from ultimate_rag.adapters.parsers.isolation import ParseRunner
 from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import DocumentSource, KnowledgeBaseSettings
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, machine
@@ -152,13 +152,13 @@ async def ingest_big(target_mb: int) -> dict[str, object]:
         container = build(settings, url=url)
         await container.open()
         try:
-            embedder_ready = container.embedder.count_tokens("warm up")  # load the model before measuring
+            embedder_ready = container.embedding.embedder.count_tokens("warm up")  # load the model before measuring
             assert embedder_ready > 0
-            kb = await container.knowledge_bases.create(f"bench-{uuid.uuid4().hex[:6]}", "", KnowledgeBaseSettings())
+            kb = await container.ingest.knowledge_bases.create(f"bench-{uuid.uuid4().hex[:6]}", "", KnowledgeBaseSettings())
             doc_id = uuid.uuid4()
             key = f"{kb.id}/{doc_id}/source.pdf"
-            await container.storage.put(key, data, "application/pdf")
-            await container.documents.create_with_job(
+            await container.infra.storage.put(key, data, "application/pdf")
+            await container.ingest.documents.create_with_job(
                 document_id=doc_id, knowledge_base_id=kb.id, filename="big.pdf", mime_type="application/pdf",
                 size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), object_key=key, max_attempts=1)
             del data  # from here on only the worker holds the document's bytes
@@ -168,8 +168,8 @@ async def ingest_big(target_mb: int) -> dict[str, object]:
                 start = time.perf_counter()
                 await worker.run_until_idle()
                 elapsed = time.perf_counter() - start
-            doc = await container.documents.get(doc_id)
-            assets = await container.documents.assets(doc_id)
+            doc = await container.ingest.documents.get(doc_id)
+            assets = await container.ingest.documents.assets(doc_id)
             return {"size_mb": size / 2**20, "pages": pages, "status": doc.status.value, "error": doc.error_message or "", "seconds": elapsed,
                     "chunks": doc.chunk_count, "assets": len(assets), "baseline_mb": baseline / 2**20,
                     "peak_worker_mb": sampler.peak_self / 2**20, "peak_child_mb": sampler.peak_child / 2**20}

@@ -26,7 +26,7 @@ from ultimate_rag.adapter_factories import make_embedder
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings, ReadyCommit
 from ultimate_rag.domain.status import DocumentStatus
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from . import pgbench_queue
@@ -116,13 +116,13 @@ async def main_async(args: argparse.Namespace) -> None:
                         sparse_enabled=not args.no_sparse)  # the product's poll interval
     container = build(settings, url=url, embedder=FreeVectors(make_embedder(settings)))
     await container.open()
-    container.embedder.count_tokens("warm up")  # load the tokenizer before the clock starts
-    kb = await container.knowledge_bases.create("bench", "", KnowledgeBaseSettings())
+    container.embedding.embedder.count_tokens("warm up")  # load the tokenizer before the clock starts
+    kb = await container.ingest.knowledge_bases.create("bench", "", KnowledgeBaseSettings())
     for d in docs:
         doc_id, data = uuid4(), d["text"].encode()
         key = f"{kb.id}/{doc_id}/source.txt"
-        await container.storage.put(key, data, "text/plain")
-        await container.documents.create_with_job(
+        await container.infra.storage.put(key, data, "text/plain")
+        await container.ingest.documents.create_with_job(
             document_id=doc_id, knowledge_base_id=kb.id, filename=f"{d['id']}.txt", mime_type="text/plain",
             size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), object_key=key, max_attempts=3)
     counter = StatementCounter()
@@ -138,30 +138,30 @@ async def main_async(args: argparse.Namespace) -> None:
     await run
     cost = meter.per_job(len(docs))
     statements, trips, transactions = (b - a for a, b in zip(before, counter.snapshot(), strict=True))
-    chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]  # type: ignore[index]
+    chunks = (await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]  # type: ignore[index]
 
     kinds = counter.kinds.most_common(args.top)
     server_ns, samples = dict(counter.server_ns), {k: list(v) for k, v in counter.samples.items()}
 
     # the lease path alone: what the queue itself writes for a document, without the data
     lease_docs = [await _queue_one(container, kb.id, i) for i in range(args.lease_docs)]
-    await container.db.execute("VACUUM ANALYZE ingestion_jobs")
+    await container.infra.db.execute("VACUUM ANALYZE ingestion_jobs")
     lease_meter = CpuMeter(server)
     leases = []
-    while claimed := await container.queue.claim("lease-bench", args.concurrency):
+    while claimed := await container.infra.queue.claim("lease-bench", args.concurrency):
         leases.extend(claimed)
-        await asyncio.gather(*(_lease_path(container.pipeline, lease) for lease in claimed))
+        await asyncio.gather(*(_lease_path(container.ingest.pipeline, lease) for lease in claimed))
     assert len(leases) == len(lease_docs)
     lease_cost = lease_meter.per_job(len(lease_docs))
 
     # one heartbeat, alone: its cost per call on a claimed job
-    await container.db.execute("UPDATE documents SET status = 'PENDING' WHERE id = (SELECT id FROM documents ORDER BY id LIMIT 1)")
-    await container.db.execute("UPDATE ingestion_jobs SET status = 'PENDING', attempts = 0, available_at = now()"
+    await container.infra.db.execute("UPDATE documents SET status = 'PENDING' WHERE id = (SELECT id FROM documents ORDER BY id LIMIT 1)")
+    await container.infra.db.execute("UPDATE ingestion_jobs SET status = 'PENDING', attempts = 0, available_at = now()"
                                " WHERE document_id = (SELECT id FROM documents ORDER BY id LIMIT 1)")
-    [lease] = await container.queue.claim("heartbeat-bench", 1)
+    [lease] = await container.infra.queue.claim("heartbeat-bench", 1)
     hb_meter = CpuMeter(server)
     for _ in range(args.heartbeats):
-        assert await container.queue.heartbeat(lease)
+        assert await container.infra.queue.heartbeat(lease)
     hb_cost = hb_meter.per_job(args.heartbeats)
 
     # the reference on the same server: pgbench's minimal two-statement job
@@ -214,7 +214,7 @@ def _wait_all_ready(url: str, expected: int) -> None:
 
 async def _queue_one(container: Any, kb: Any, i: int) -> Any:
     doc_id = uuid4()
-    await container.documents.create_with_job(
+    await container.ingest.documents.create_with_job(
         document_id=doc_id, knowledge_base_id=kb, filename=f"lease-{i}.txt", mime_type="text/plain", size_bytes=1,
         sha256=f"{i:064x}", object_key=f"{kb}/{doc_id}/source.txt", max_attempts=3)
     return doc_id

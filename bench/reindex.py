@@ -29,8 +29,8 @@ from uuid import UUID, uuid4
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import SearchFilters, SearchMode
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.lifecycle import BulkReindexFilter
-from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, load_corpus, machine, wait_for_documents
@@ -49,7 +49,7 @@ def corpus_documents(corpus: Any, n: int) -> list[dict[str, str]]:
 
 
 async def findable(container, kb: UUID, doc: UUID, query: str, mode: SearchMode) -> bool:
-    hits = await container.search.search(kb, query, 3, mode=mode, filters=SearchFilters(document_ids=(doc,)))
+    hits = await container.retrieval.search.search(kb, query, 3, mode=mode, filters=SearchFilters(document_ids=(doc,)))
     return bool(hits)
 
 
@@ -62,15 +62,15 @@ async def main_async(args: argparse.Namespace) -> None:
     modes = MODES[:2] if args.no_sparse else MODES
     container = build(settings, url=url)
     await container.open()
-    container.embedder.count_tokens("warm up")
-    kb = (await container.knowledge_bases.create("bench-reindex", "", KnowledgeBaseSettings())).id
+    container.embedding.embedder.count_tokens("warm up")
+    kb = (await container.ingest.knowledge_bases.create("bench-reindex", "", KnowledgeBaseSettings())).id
     queries: dict[UUID, str] = {}
     for d in docs:
         doc_id = uuid4()
         key = f"{kb}/{doc_id}/source.txt"
         data = d["text"].encode()
-        await container.storage.put(key, data, "text/plain")
-        await container.documents.create_with_job(
+        await container.infra.storage.put(key, data, "text/plain")
+        await container.ingest.documents.create_with_job(
             document_id=doc_id, knowledge_base_id=kb, filename=f"{d['id']}.txt", mime_type="text/plain",
             size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), object_key=key, max_attempts=3)
         queries[doc_id] = corpus.split_sentences(d["text"])[0][:300]
@@ -82,7 +82,7 @@ async def main_async(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     await wait_for_documents(container, lambda r: r["ready"] == r["n"])
     ingest_wall = time.perf_counter() - started
-    counted = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+    counted = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks")
     assert counted is not None
     chunks = counted["n"]
 
@@ -97,7 +97,7 @@ async def main_async(args: argparse.Namespace) -> None:
         i = 0
         while not reindex_done.is_set():
             picked = rng.sample(ids, min(args.sample, len(ids)))
-            state = await container.db.fetchone(
+            state = await container.infra.db.fetchone(
                 "SELECT count(*) FILTER (WHERE status <> 'READY') AS not_ready,"
                 " count(*) FILTER (WHERE published_revision = content_revision AND content_revision > 1) AS swapped"
                 " FROM documents WHERE knowledge_base_id = %s", (kb,))
@@ -110,9 +110,9 @@ async def main_async(args: argparse.Namespace) -> None:
 
     started = time.perf_counter()
     sampling = asyncio.create_task(sampler())
-    queued, skipped = await container.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL)
+    queued, skipped = await container.ingest.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL)
     await wait_for_documents(container, lambda r: r["ready"] == r["n"] and _rebuilt(samples, len(ids)))
-    progress = await container.lifecycle.rebuild_progress(kb)
+    progress = await container.ingest.lifecycle.rebuild_progress(kb)
     reindex_wall = time.perf_counter() - started
     reindex_done.set()
     await sampling

@@ -32,7 +32,7 @@ import numpy as np
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import Fusion, SearchMode
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, machine
@@ -43,18 +43,18 @@ MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
 
 
 async def ingest(container) -> tuple[UUID, dict[UUID, str]]:
-    kb = await container.knowledge_bases.create("retrieval-eval", "", KnowledgeBaseSettings())
+    kb = await container.ingest.knowledge_bases.create("retrieval-eval", "", KnowledgeBaseSettings())
     key_of: dict[UUID, str] = {}
     for key, (filename, data) in files().items():
-        doc = await container.ingestion.submit(kb, filename, None, data)
+        doc = await container.ingest.ingestion.submit(kb, filename, None, data)
         key_of[doc.id] = key
     started = time.perf_counter()
     await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
-    rows = await container.db.fetchall("SELECT filename, status, error_message FROM documents")
+    rows = await container.infra.db.fetchall("SELECT filename, status, error_message FROM documents")
     bad = [r for r in rows if r["status"] != "READY"]
     if bad:
         raise SystemExit(f"not READY: {bad}")
-    chunks = await container.db.fetchone("SELECT count(*) AS n FROM chunks")
+    chunks = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks")
     print(f"ingested {len(rows)} documents, {chunks['n']} chunks in {time.perf_counter() - started:.1f}s")
     return kb.id, key_of
 
@@ -62,7 +62,7 @@ async def ingest(container) -> tuple[UUID, dict[UUID, str]]:
 async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMode) -> dict[str, dict[str, float]]:
     per_kind: dict[str, list[int | None]] = defaultdict(list)
     for question, expected, kind in QUESTIONS:
-        results = await container.search.search(kb, question, 10, mode=mode, group_by_document=True)
+        results = await container.retrieval.search.search(kb, question, 10, mode=mode, group_by_document=True)
         ranked = [key_of.get(r.document_id) for r in results]  # None: a document outside the set
         rank = ranked.index(expected) + 1 if expected in ranked else None
         per_kind[kind].append(rank)
@@ -82,9 +82,9 @@ def report(label: str, scores: dict[str, dict[str, float]]) -> None:
 
 async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:
     """``n_chunks`` chunks in a new knowledge base: each the vectors of a real chunk, perturbed."""
-    kb = await container.knowledge_bases.create("retrieval-latency", "", KnowledgeBaseSettings())
-    table = container.vectors.table
-    real = await container.db.fetchall(
+    kb = await container.ingest.knowledge_bases.create("retrieval-latency", "", KnowledgeBaseSettings())
+    table = container.embedding.default_index.table
+    real = await container.infra.db.fetchall(
         f"SELECT v.embedding AS dense, s.embedding AS sparse FROM {table} v"
         " JOIN chunk_sparse_vectors s USING (chunk_id)")
     dense = np.array([np.asarray(r["dense"].to_list(), dtype=np.float32) for r in real])
@@ -93,8 +93,8 @@ async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:
     started = time.perf_counter()
     hnsw = {"dense": f"{table}_hnsw_idx", "sparse": "chunk_sparse_vectors_hnsw_idx"}
     for name in hnsw.values():  # bulk load first, then build the indexes (as a restore would)
-        await container.db.execute(f"DROP INDEX IF EXISTS {name}")
-    async with container.db.connection() as conn:
+        await container.infra.db.execute(f"DROP INDEX IF EXISTS {name}")
+    async with container.infra.db.connection() as conn:
         for first in range(0, n_chunks, per_doc):
             doc = uuid4()
             await conn.execute(
@@ -123,7 +123,7 @@ async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:
                         await copy.write_row((cid, doc, kb.id, "{" + body + "}/16384"))
     print(f"inserted {n_chunks} synthetic chunks in {time.perf_counter() - started:.1f}s")
     started = time.perf_counter()
-    async with container.db.connection() as conn:
+    async with container.infra.db.connection() as conn:
         await conn.execute("SET maintenance_work_mem = '2GB'")
         await conn.execute(f"CREATE INDEX {hnsw['dense']} ON {table} USING hnsw (embedding vector_cosine_ops)")
         await conn.execute(f"CREATE INDEX {hnsw['sparse']} ON chunk_sparse_vectors"
@@ -140,10 +140,10 @@ async def latency(container, kb: UUID, repeat: int) -> None:
     questions = [q for q, _, _ in QUESTIONS]
     for mode in MODES:  # warm: the query embeddings come from the per-process cache
         for q in questions:
-            await container.search.search(kb, q, 10, mode=mode)
+            await container.retrieval.search.search(kb, q, 10, mode=mode)
     for cached in (True, False):
         samples: dict[SearchMode, list[float]] = defaultdict(list)
-        reruns = getattr(container.vectors, "exact_reruns", 0)
+        reruns = getattr(container.embedding.default_index, "exact_reruns", 0)
         modes = list(MODES)
         for _ in range(repeat):
             order = questions[:]
@@ -152,9 +152,9 @@ async def latency(container, kb: UUID, repeat: int) -> None:
                 random.shuffle(modes)
                 for mode in modes:
                     if not cached:
-                        container.search._cache = type(container.search._cache)(0)
+                        container.retrieval.search._cache = type(container.retrieval.search._cache)(0)
                     started = time.perf_counter()
-                    await container.search.search(kb, q, 10, mode=mode)
+                    await container.retrieval.search.search(kb, q, 10, mode=mode)
                     samples[mode].append(time.perf_counter() - started)
         dense = statistics.median(samples[SearchMode.DENSE])
         for mode in MODES:
@@ -162,7 +162,7 @@ async def latency(container, kb: UUID, repeat: int) -> None:
             print(f"RESULT retrieval latency mode={mode.value} query_embedding={'cached' if cached else 'computed'} "
                   f"n={len(samples[mode])} p50_ms={statistics.median(samples[mode]) * 1000:.1f} "
                   f"p95_ms={cut[18] * 1000:.1f} vs_dense={statistics.median(samples[mode]) / dense:.2f} "
-                  f"exact_reruns_all_modes={getattr(container.vectors, 'exact_reruns', 0) - reruns}")
+                  f"exact_reruns_all_modes={getattr(container.embedding.default_index, 'exact_reruns', 0) - reruns}")
 
 
 async def main() -> None:
@@ -180,7 +180,7 @@ async def main() -> None:
         kb, key_of = await ingest(container)
         for mode in () if args.latency_only else MODES:
             report(f"mode={mode.value}", await evaluate(container, kb, key_of, mode))
-        search = container.search
+        search = container.retrieval.search
         for weight in () if args.latency_only else (0.3, 0.4, 0.5, 0.6, 0.7):
             search._fusion, search._dense_weight = Fusion.WEIGHTED, weight
             report(f"mode=hybrid fusion=weighted dense_weight={weight}",

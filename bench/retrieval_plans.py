@@ -33,7 +33,7 @@ from ultimate_rag.adapters.vectors.sparse_pg import as_sparsevec
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import ScoredChunk, SearchMode
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, load_corpus, machine
@@ -87,14 +87,14 @@ def plans(store: Any) -> dict[str, Any]:
 async def with_distractors(container: Any, per_lang: int) -> tuple[UUID, dict[UUID, str]]:
     from .retrieval_set.build import files
 
-    kb = await container.knowledge_bases.create("retrieval-eval-distractors", "", KnowledgeBaseSettings())
+    kb = await container.ingest.knowledge_bases.create("retrieval-eval-distractors", "", KnowledgeBaseSettings())
     key_of: dict[UUID, str] = {}
     for key, (filename, data) in files().items():
-        key_of[(await container.ingestion.submit(kb, filename, None, data)).id] = key
+        key_of[(await container.ingest.ingestion.submit(kb, filename, None, data)).id] = key
     for doc in load_corpus().make_corpus(per_lang=per_lang):
-        await container.ingestion.submit(kb, f"{doc['id']}.txt", None, doc["text"].encode())
+        await container.ingest.ingestion.submit(kb, f"{doc['id']}.txt", None, doc["text"].encode())
     await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
-    n = await container.db.fetchone("SELECT count(*) AS n FROM chunks WHERE knowledge_base_id = %s", (kb.id,))
+    n = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks WHERE knowledge_base_id = %s", (kb.id,))
     print(f"evaluation set with distractors: {n['n']} chunks")
     return kb.id, key_of
 
@@ -110,7 +110,7 @@ async def main() -> None:
     settings = Settings(database_url=url, data_dir=Path(root) / "data", admin_key="bench-admin-key-0123456789")
     container = build(settings, url=url)
     await container.open()
-    store: Any = container.vectors  # its candidates method is swapped for each plan
+    store: Any = container.embedding.default_index  # its candidates method is swapped for each plan
     product = store.candidates
     try:
         sets = {"eval": await ingest(container), "eval+distractors": await with_distractors(container, args.distractors)}
@@ -125,7 +125,7 @@ async def main() -> None:
         kb = await synthetic(container, args.chunks)
         questions = [q for q, _, _ in QUESTIONS]
         for q in questions:  # the query vectors into the per-process cache
-            await container.search.search(kb, q, 10)
+            await container.retrieval.search.search(kb, q, 10)
         runs = [(name, SearchMode.HYBRID, plan) for name, plan in plans(store).items()]
         runs.append(("dense mode", SearchMode.DENSE, product))
         samples: dict[str, list[float]] = defaultdict(list)
@@ -136,7 +136,7 @@ async def main() -> None:
                 for name, mode, plan in runs:
                     store.candidates = plan
                     started = time.perf_counter()
-                    await container.search.search(kb, q, 10, mode=mode)
+                    await container.retrieval.search.search(kb, q, 10, mode=mode)
                     samples[name].append(time.perf_counter() - started)
         store.candidates = product
         dense = statistics.median(samples["dense mode"])

@@ -54,9 +54,9 @@ async def documents_list(documents: int, repeat: int) -> None:
         container = build(settings, url=url, embedder=LocalE5Embedder(), pool_size=4)
         await container.open()
         try:
-            kb = (await container.knowledge_bases.create("bench-list", "", KnowledgeBaseSettings())).id
-            await seed_documents(container.db, kb, documents)
-            row = await container.db.fetchone(
+            kb = (await container.ingest.knowledge_bases.create("bench-list", "", KnowledgeBaseSettings())).id
+            await seed_documents(container.infra.db, kb, documents)
+            row = await container.infra.db.fetchone(
                 "SELECT created_at, id FROM documents WHERE knowledge_base_id = %s ORDER BY created_at DESC, id DESC"
                 " OFFSET %s LIMIT 1", (kb, documents - documents // 100))
             assert row is not None

@@ -4,7 +4,6 @@ The composition root (``bootstrap.build``) wires what these return; nothing here
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from .adapters.embedders.local import LocalE5Embedder
@@ -12,10 +11,18 @@ from .adapters.embedders.sparse import LocalSparseEncoder
 from .adapters.parsers.limits import ParseLimits
 from .adapters.postgres.database import Database
 from .adapters.storage.local import LocalObjectStorage
-from .adapters.vectors.generations import generation_prefix, generation_table
+from .adapters.vectors.generations import GenerationStore, generation_prefix, generation_table
 from .adapters.vectors.pgvector import PgVectorStore
 from .domain.embedding_models import EmbeddingSpec
-from .domain.ports import ChatModel, Embedder, ObjectStorage, VectorStore
+from .domain.ports import (
+    ChatModel,
+    Embedder,
+    ImageDescriber,
+    ObjectStorage,
+    SparseEncoder,
+    StreamingEmbedder,
+    VectorStore,
+)
 from .observability import AnswerMetrics
 from .settings import Settings
 
@@ -55,7 +62,7 @@ def make_embedder(settings: Settings) -> Embedder:
 
 
 def make_embedder_for(settings: Settings, spec: EmbeddingSpec, local: Embedder | None = None) -> Embedder:
-    """A knowledge base's embedder (services/embedding_models.py builds each once per process):
+    """A knowledge base's embedder (services/embedding/models.py builds each once per process):
     the local model (one instance per process: ``local`` when it is already loaded), or the
     OpenAI-compatible server of the settings with the knowledge base's model and dimension."""
     if spec.embedder == "local":
@@ -65,14 +72,14 @@ def make_embedder_for(settings: Settings, spec: EmbeddingSpec, local: Embedder |
 
 
 def make_generation_store(settings: Settings, db: Database, spec: EmbeddingSpec, generation: int,
-                          kb_id: UUID) -> Any:
+                          kb_id: UUID) -> GenerationStore:
     """The dense store of one index generation (adapters/vectors/generations.py): generation 0 is
     the model's shared index; a migration's generation is a table or collection of its own."""
     if settings.vector_store == "pgvector":
         return PgVectorStore(db, spec.dimension, table=generation_table(kb_id, generation) if generation else None,
                              with_sparse=False)
     prefix = generation_prefix(kb_id, generation) if generation else "urag"
-    return make_vector_store(settings, db, spec.dimension, spec.model, collection_prefix=prefix)
+    return _collection_store(settings, spec.dimension, spec.model, prefix)
 
 
 def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEncoder | None:
@@ -86,14 +93,12 @@ def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEn
 
 
 def make_engine(settings: Settings, embedder: Embedder,
-                sparse: LocalSparseEncoder | None) -> tuple[Embedder, Any]:
+                sparse: LocalSparseEncoder | None) -> tuple[StreamingEmbedder, SparseEncoder | None]:
     """The process's embedding engine around one embedder (and its sparse encoder): documents of
-    every job go through one queue, batched across jobs (``adapters/embedders/batch_engine.py``)."""
-    from .adapters.embedders.engine_embedders import EngineEmbedder, apply_engine
+    every job go through one queue, batched across jobs (``adapters/embedders/batch_engine.py``). Every
+    embedder the services get is behind one: the embedding service streams from it."""
+    from .adapters.embedders.engine_embedders import apply_engine
     from .adapters.embedders.model_threads import default_copies, default_threads
-
-    if isinstance(embedder, EngineEmbedder):  # already wrapped (one engine per embedder instance)
-        return embedder, sparse
     threads = settings.embed_threads or default_threads()
     return apply_engine(embedder, sparse, threads=threads,
                         local_batch=settings.local_embed_micro_batch,
@@ -103,8 +108,16 @@ def make_engine(settings: Settings, embedder: Embedder,
                         copies=settings.embed_model_copies or default_copies(threads))
 
 
-def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default",
-                      collection_prefix: str = "urag") -> VectorStore:
+def make_vector_store(settings: Settings, db: Database, dimension: int, model: str = "default") -> VectorStore:
+    if settings.vector_store in ("milvus", "qdrant"):
+        return _collection_store(settings, dimension, model, "urag")
+    if settings.vector_store != "pgvector":
+        raise ValueError(f"unsupported vector store {settings.vector_store!r}: 'pgvector', 'milvus' or 'qdrant'")
+    return PgVectorStore(db, dimension)
+
+
+def _collection_store(settings: Settings, dimension: int, model: str, collection_prefix: str) -> GenerationStore:
+    """A Milvus or Qdrant collection (the dense side: the sparse one stays in PostgreSQL)."""
     if settings.vector_store == "milvus":
         from .adapters.vectors.milvus import MilvusVectorStore
 
@@ -120,9 +133,7 @@ def make_vector_store(settings: Settings, db: Database, dimension: int, model: s
         return QdrantVectorStore(url=settings.qdrant_url, api_key=settings.qdrant_api_key, path=settings.qdrant_path,
                                  dimension=dimension, model=model, batch_size=settings.qdrant_batch_size,
                                  timeout=settings.qdrant_timeout_seconds, collection_prefix=collection_prefix)
-    if settings.vector_store != "pgvector":
-        raise ValueError(f"unsupported vector store {settings.vector_store!r}: 'pgvector', 'milvus' or 'qdrant'")
-    return PgVectorStore(db, dimension)
+    raise ValueError(f"unsupported vector store {settings.vector_store!r}: 'pgvector', 'milvus' or 'qdrant'")
 
 
 def parse_limits(settings: Settings) -> ParseLimits:
@@ -135,7 +146,7 @@ def parse_limits(settings: Settings) -> ParseLimits:
                        max_sheets=settings.parse_max_sheets, max_cells=settings.parse_max_cells, ocr=settings.ocr)
 
 
-def make_vision(settings: Settings) -> Any:
+def make_vision(settings: Settings) -> ImageDescriber | None:
     """The image describer, or None: then alt text, captions and figure labels describe images."""
     if not settings.vision_base_url or not settings.vision_model:
         return None

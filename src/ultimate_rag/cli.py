@@ -215,7 +215,7 @@ def cmd_janitor(args: argparse.Namespace) -> int:
         container = build(settings, url=url, pool_size=3)
         await container.open()
         try:
-            report = await container.janitor.with_grace(args.grace_seconds).sweep()
+            report = await container.maintenance.janitor.with_grace(args.grace_seconds).sweep()
         finally:
             await container.close()
         for key in report.objects:

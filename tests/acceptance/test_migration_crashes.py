@@ -45,7 +45,7 @@ def migrating_workers(workers: WorkerProcesses, settings: Settings) -> Iterator[
 
 
 async def _items(container: Any, migration_id: int) -> dict[str, int]:
-    rows = await container.db.fetchall("SELECT status, count(*) AS n FROM embedding_migration_items"
+    rows = await container.infra.db.fetchall("SELECT status, count(*) AS n FROM embedding_migration_items"
                                        " WHERE migration_id = %s GROUP BY status", (migration_id,))
     return {r["status"]: r["n"] for r in rows}
 
@@ -57,11 +57,11 @@ async def test_sigkill_during_a_migration_completes_it_with_nothing_left_behind(
     first = migrating_workers.start()
 
     async def all_ready() -> bool:
-        rows = await container.db.fetchall("SELECT status FROM documents WHERE knowledge_base_id = %s", (kb,))
+        rows = await container.infra.db.fetchall("SELECT status FROM documents WHERE knowledge_base_id = %s", (kb,))
         return [r["status"] for r in rows] == ["READY"] * len(docs)
 
     await eventually(all_ready, timeout=300)
-    migration = await container.migrations.start(await container.knowledge_bases.get(kb),
+    migration = await container.embedding.migrations.start(await container.ingest.knowledge_bases.get(kb),
                                                  EmbeddingSpec("openai", "e5-small-http", 384))
 
     async def one_running() -> bool:
@@ -75,27 +75,27 @@ async def test_sigkill_during_a_migration_completes_it_with_nothing_left_behind(
     migrating_workers.start()
 
     async def finished() -> bool:
-        row = await container.migrations.repository.get(migration["id"])
+        row = await container.embedding.migrations.repository.get(migration["id"])
         return row["status"] != "RUNNING"
 
     await eventually(finished, timeout=300)
-    done = await container.migrations.repository.get(migration["id"])
+    done = await container.embedding.migrations.repository.get(migration["id"])
     assert done["status"] == "SWITCHED", done
     assert await _items(container, migration["id"]) == {"DONE": len(docs)}
-    attempts = await container.db.fetchall("SELECT attempts FROM embedding_migration_items WHERE migration_id = %s",
+    attempts = await container.infra.db.fetchall("SELECT attempts FROM embedding_migration_items WHERE migration_id = %s",
                                            (migration["id"],))
     assert max(r["attempts"] for r in attempts) == 2  # the killed worker's item ran again
 
     # every READY document has exactly its chunks in the new generation; nothing in the old one
     table = generation_table(UUID(str(kb)), 1)
     for doc in docs:
-        chunks = await container.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc,))
-        vectors = await container.db.fetchall(f"SELECT chunk_id FROM {table} WHERE document_id = %s", (doc,))
+        chunks = await container.infra.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc,))
+        vectors = await container.infra.db.fetchall(f"SELECT chunk_id FROM {table} WHERE document_id = %s", (doc,))
         assert sorted(r["chunk_id"] for r in vectors) == sorted(r["id"] for r in chunks)
-    old = await container.db.fetchone("SELECT count(*) AS n FROM chunk_vectors_384 WHERE knowledge_base_id = %s",
+    old = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunk_vectors_384 WHERE knowledge_base_id = %s",
                                       (kb,))
     assert old["n"] == 0
-    report = await container.janitor.with_grace(0).sweep()
+    report = await container.maintenance.janitor.with_grace(0).sweep()
     assert report.generations == [] and not report.vectors, report.summary()
-    results = await container.search.search(kb, "storage cluster nightly load test", 3)
+    results = await container.retrieval.search.search(kb, "storage cluster nightly load test", 3)
     assert {r.document_id for r in results} <= set(docs) and results

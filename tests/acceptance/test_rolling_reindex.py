@@ -16,8 +16,8 @@ from uuid import UUID
 import pytest
 
 from ultimate_rag.domain.search import SearchFilters, SearchMode
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.lifecycle import BulkReindexFilter
-from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from ..integration.helpers import new_kb, queue_document
@@ -39,7 +39,7 @@ def text_of(topic: str, marker: str = "") -> str:
 
 
 async def published(container, doc: UUID) -> int | None:
-    row = await container.db.fetchone("SELECT published_revision FROM documents WHERE id = %s", (doc,))
+    row = await container.infra.db.fetchone("SELECT published_revision FROM documents WHERE id = %s", (doc,))
     return row["published_revision"] if row else None
 
 
@@ -51,12 +51,12 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
     old_ids = {}
     for doc in docs.values():
         assert await published(container, doc) == 1
-        old_ids[doc] = {c.id for c in await container.documents.chunks(doc)}
+        old_ids[doc] = {c.id for c in await container.ingest.documents.chunks(doc)}
 
     # a parser upgrade, as far as the index can tell: the same documents now yield a new last line
     for topic, doc in docs.items():
-        row = await container.db.fetchone("SELECT object_key FROM documents WHERE id = %s", (doc,))
-        await container.storage.put(row["object_key"], text_of(topic, f"Revised edition marker ZEBRA-{topic}.").encode(),
+        row = await container.infra.db.fetchone("SELECT object_key FROM documents WHERE id = %s", (doc,))
+        await container.infra.storage.put(row["object_key"], text_of(topic, f"Revised edition marker ZEBRA-{topic}.").encode(),
                                     "text/plain")
 
     problems: list[str] = []
@@ -70,7 +70,7 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
             for topic, doc in docs.items():
                 mode = MODES[searches % len(MODES)]
                 before = await published(container, doc)
-                hits = await container.search.search(
+                hits = await container.retrieval.search.search(
                     kb, f"{topic} report marker ZEBRA", 10, mode=mode, filters=SearchFilters(document_ids=(doc,)))
                 after = await published(container, doc)
                 searches += 1
@@ -92,13 +92,13 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
     loop = asyncio.create_task(search_loop())
     try:
         await eventually(lambda: asyncio.sleep(0, result=searches >= len(docs)), timeout=60)
-        queued, skipped = await container.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL)
+        queued, skipped = await container.ingest.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL)
         assert (queued, skipped) == (len(docs), 0)
         first = workers.start()
         workers.start()
 
         async def first_is_busy() -> bool:
-            row = await container.db.fetchone(
+            row = await container.infra.db.fetchone(
                 "SELECT count(*) AS n FROM ingestion_jobs j JOIN documents d ON d.id = j.document_id"
                 " WHERE j.status = 'RUNNING' AND j.locked_by LIKE %s AND d.status IN ('CHUNKING', 'EMBEDDING', 'INDEXING')",
                 (f"%:{first.pid}:%",))
@@ -110,7 +110,7 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
         workers.start()
 
         async def all_rebuilt() -> bool:
-            progress: dict[str, Any] | None = await container.lifecycle.rebuild_progress(kb)
+            progress: dict[str, Any] | None = await container.ingest.lifecycle.rebuild_progress(kb)
             assert progress is not None and progress["failed"] == 0, progress
             return progress["rebuilt"] == len(docs)
 
@@ -122,27 +122,27 @@ async def test_search_stays_whole_through_a_bulk_reindex_with_a_worker_killed(co
     assert not problems, problems[:20]
     assert searches > 3 * len(docs)
 
-    await container.janitor.with_grace(0).sweep()
+    await container.maintenance.janitor.with_grace(0).sweep()
     for doc in docs.values():
-        row = await container.db.fetchone(
+        row = await container.infra.db.fetchone(
             "SELECT d.status, d.published_revision, d.content_revision, d.chunk_count, j.status AS job"
             " FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.id = %s", (doc,))
         assert (row["status"], row["job"], row["published_revision"], row["content_revision"]) == (
             "READY", "SUCCEEDED", 2, 2), row
-        chunks = await container.db.fetchall("SELECT id, revision FROM chunks WHERE document_id = %s", (doc,))
+        chunks = await container.infra.db.fetchall("SELECT id, revision FROM chunks WHERE document_id = %s", (doc,))
         assert {c["revision"] for c in chunks} == {2} and len(chunks) == row["chunk_count"]
         chunk_ids = {c["id"] for c in chunks}
         assert not chunk_ids & old_ids[doc]
-        vectors = await container.db.fetchall(
-            f"SELECT chunk_id FROM {container.vectors.table} WHERE document_id = %s", (doc,))
+        vectors = await container.infra.db.fetchall(
+            f"SELECT chunk_id FROM {container.embedding.default_index.table} WHERE document_id = %s", (doc,))
         assert {v["chunk_id"] for v in vectors} == chunk_ids and len(vectors) == len(chunk_ids)
-        sparse = await container.db.fetchall("SELECT chunk_id FROM chunk_sparse_vectors WHERE document_id = %s",
+        sparse = await container.infra.db.fetchall("SELECT chunk_id FROM chunk_sparse_vectors WHERE document_id = %s",
                                              (doc,))
         assert {v["chunk_id"] for v in sparse} <= chunk_ids
         folder = settings.snapshots_dir / str(kb) / str(doc)
         snapshot = json.loads((folder / "chunks.json").read_text())
         assert {UUID(c["id"]) for c in snapshot["chunks"]} == chunk_ids
         assert not list(folder.glob("chunks.r*.json"))
-    stuck = await container.db.fetchone(
+    stuck = await container.infra.db.fetchone(
         "SELECT count(*) AS n FROM ingestion_jobs WHERE status IN ('PENDING', 'RUNNING')")
     assert stuck["n"] == 0

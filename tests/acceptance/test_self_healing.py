@@ -170,7 +170,7 @@ def test_a_database_outage_answers_503_and_the_connection_stays_usable(tmp_path:
 
 
 async def _doc(container, doc):
-    return await container.db.fetchone(
+    return await container.infra.db.fetchone(
         "SELECT d.status, d.error_message, j.status AS job_status, j.error_history FROM documents d"
         " JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.id = %s", (doc,))
 
@@ -217,7 +217,7 @@ async def test_a_crash_loop_fails_no_healthy_document(container, workers) -> Non
         ids = {str(p.pid) for p in running}
 
         async def new_workers_busy() -> bool:
-            rows = await container.db.fetchall("SELECT locked_by FROM ingestion_jobs WHERE status = 'RUNNING'")
+            rows = await container.infra.db.fetchall("SELECT locked_by FROM ingestion_jobs WHERE status = 'RUNNING'")
             return len({r["locked_by"].split(":")[1] for r in rows} & ids) == len(ids)  # noqa: B023
 
         try:

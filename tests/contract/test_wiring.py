@@ -64,7 +64,7 @@ async def test_readyz_reports_each_backend(db_url, tmp_path, embedder, seaweed: 
             r = await client.get("/readyz")
             assert r.status_code == 200 and r.json() == {"status": "ready", "database": True, "storage": True,
                                                          "vectors": True}
-            container.storage._client.meta.events.register(  # type: ignore[attr-defined]
+            container.infra.storage._client.meta.events.register(  # type: ignore[attr-defined]
                 "before-send.s3.HeadBucket", lambda **_: (_ for _ in ()).throw(ConnectionError("down")))
             r = await client.get("/readyz")
             assert r.status_code == 503 and r.json()["storage"] is False and r.json()["database"] is True

@@ -8,7 +8,7 @@ import hashlib
 import httpx
 import pytest
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
 
@@ -135,7 +135,7 @@ async def test_path_traversal_filename_is_kept_as_its_basename(client: httpx.Asy
         assert r.status_code == 202, r.text
         body = r.json()
         assert "/" not in body["filename"] and "\\" not in body["filename"] and ".." not in body["filename"]
-        doc = await container.documents.get(body["id"])
+        doc = await container.ingest.documents.get(body["id"])
         assert doc.object_key == f"{kb}/{body['id']}/source.txt"
     root = container.settings.objects_dir.resolve()
     assert all(root in p.resolve().parents for p in root.rglob("*") if p.is_file())
@@ -185,15 +185,15 @@ async def test_search_never_returns_chunks_of_documents_that_are_not_ready(clien
     # a crashed worker may leave vectors and chunks behind for a document that has no published
     # revision (SPEC §4 rule 3: it never reached READY, or it was deleted or outdated)
     for status in ("PENDING", "EMBEDDING", "INDEXING", "FAILED", "DELETED", "OUTDATED"):
-        await container.db.execute("UPDATE documents SET status = %s, published_revision = NULL WHERE id = %s",
+        await container.infra.db.execute("UPDATE documents SET status = %s, published_revision = NULL WHERE id = %s",
                                    (status, doc))
-        assert await container.vectors.count_by_document(doc) > 0
+        assert await container.embedding.default_index.count_by_document(doc) > 0
         r = await client.post(f"/api/knowledge-bases/{kb}/search", json=query)
         assert r.json()["results"] == [], status
     # nor chunks of another revision than the published one, whatever the status says
-    await container.db.execute("UPDATE documents SET status = 'READY', published_revision = 1 WHERE id = %s", (doc,))
+    await container.infra.db.execute("UPDATE documents SET status = 'READY', published_revision = 1 WHERE id = %s", (doc,))
     assert len((await client.post(f"/api/knowledge-bases/{kb}/search", json=query)).json()["results"]) == 1
-    await container.db.execute("UPDATE chunks SET revision = 2 WHERE document_id = %s", (doc,))
+    await container.infra.db.execute("UPDATE chunks SET revision = 2 WHERE document_id = %s", (doc,))
     assert (await client.post(f"/api/knowledge-bases/{kb}/search", json=query)).json()["results"] == []
 
 
@@ -226,7 +226,7 @@ async def test_scoped_keys_see_only_their_knowledge_base(client: httpx.AsyncClie
 
     a, b = await make_kb(client, "a"), await make_kb(client, "b")
     doc_b = (await upload(client, b, "b.txt", b"secret of b")).json()["id"]
-    keys = ApiKeyRepository(container.db)
+    keys = ApiKeyRepository(container.infra.db)
     reader = await keys.create(is_admin=False, scopes={__import__("uuid").UUID(a): Role.READER})
     h = {"Authorization": f"Bearer {reader}"}
     assert [k["id"] for k in (await client.get("/api/knowledge-bases", headers=h)).json()["items"]] == [a]
@@ -298,7 +298,7 @@ async def test_an_upload_and_its_audit_entry_commit_together(client: httpx.Async
     from ultimate_rag.domain.auth import Role, key_prefix
 
     kb = await make_kb(client, "audited")
-    writer = await ApiKeyRepository(container.db).create(is_admin=False, scopes={__import__("uuid").UUID(kb): Role.EDITOR})
+    writer = await ApiKeyRepository(container.infra.db).create(is_admin=False, scopes={__import__("uuid").UUID(kb): Role.EDITOR})
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("notes.txt", b"audited words")},
                           headers={"Authorization": f"Bearer {writer}"})
     assert r.status_code == 202, r.text
@@ -309,7 +309,7 @@ async def test_an_upload_and_its_audit_entry_commit_together(client: httpx.Async
     assert entry["detail"] == {"filename": "notes.txt", "size_bytes": "13",
                                "sha256": hashlib.sha256(b"audited words").hexdigest()}
 
-    await container.db.execute("UPDATE knowledge_bases SET deleting = true WHERE id = %s", (kb,))
+    await container.infra.db.execute("UPDATE knowledge_bases SET deleting = true WHERE id = %s", (kb,))
     assert (await upload(client, kb, "late.txt", b"too late")).status_code == 409
     uploads = [e for e in (await client.get("/api/audit")).json()["items"] if e["action"] == "document.upload"]
     assert [e["document_id"] for e in uploads] == [doc["id"]]

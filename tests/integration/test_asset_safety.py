@@ -60,7 +60,7 @@ async def test_docx_image_part_declared_html_is_never_an_asset(client, container
             archive.writestr(name, HTML if name == media else data)
     doc = await ingest(client, container, await make_kb(client), "xss.docx", out.getvalue())
     assert doc["status"] == "READY", doc
-    assert await container.documents.assets(UUID(doc["id"])) == []
+    assert await container.ingest.documents.assets(UUID(doc["id"])) == []
     assert doc["warnings"] == [f"the image {media} was left out: it is not an image in an allowed raster "
                                "format (PNG, JPEG, GIF, WebP, BMP, TIFF)"]
 
@@ -74,7 +74,7 @@ async def test_svg_data_image_is_left_out_and_a_raster_one_is_served_inline_safe
     assert doc["status"] == "READY", doc
     assert doc["warnings"] == ["a data: image (image/svg+xml) was left out: it is not an image in an allowed "
                                "raster format (PNG, JPEG, GIF, WebP, BMP, TIFF)"]
-    [asset] = await container.documents.assets(UUID(doc["id"]))
+    [asset] = await container.ingest.documents.assets(UUID(doc["id"]))
     assert asset.mime_type == "image/png"  # what the bytes are, not what the page declared
     served = await client.get(f"/api/documents/{doc['id']}/assets/{asset.id}")
     assert served.status_code == 200 and served.content == png()
@@ -90,8 +90,8 @@ async def test_an_asset_stored_as_html_or_svg_is_only_ever_an_attachment(client,
     for mime, data in (("image/svg+xml", SVG), ("text/html", HTML)):
         ident = uuid4()
         key = f"{kb_id}/{doc_id}/assets/{ident}.bin"
-        await container.storage.put(key, data, mime)
-        async with container.db.transaction() as conn:
+        await container.infra.storage.put(key, data, mime)
+        async with container.infra.db.transaction() as conn:
             from ultimate_rag.adapters.postgres.pipeline import replace_asset_rows
 
             await replace_asset_rows(conn, doc_id, [DocumentAsset(
@@ -121,8 +121,8 @@ async def test_html_uploaded_as_svg_is_stored_and_served_as_an_html_attachment(c
 async def test_one_oversized_image_never_fails_its_document(client, container) -> None:
     doc = await ingest(client, container, await make_kb(client), "big.pdf", make_pdf(image=png(800, 600)))
     assert doc["status"] == "READY", doc
-    [asset] = await container.documents.assets(UUID(doc["id"]))
-    width, height = Image.open(io.BytesIO(await container.storage.get(asset.object_key))).size
+    [asset] = await container.ingest.documents.assets(UUID(doc["id"]))
+    width, height = Image.open(io.BytesIO(await container.infra.storage.get(asset.object_key))).size
     assert width * height <= 200_000
     assert doc["warnings"] == [f"an image on page 1 (800×600 pixels) was downscaled to {width}×{height} pixels "
                                "to fit the limits of 200000 pixels and 32.0 MB per image"]
@@ -135,7 +135,7 @@ async def test_one_oversized_image_never_fails_its_document(client, container) -
 async def test_inline_pdf_image_is_an_asset_with_its_page(client, container) -> None:
     doc = await ingest(client, container, await make_kb(client), "inline.pdf", inline_image_pdf())
     assert doc["status"] == "READY" and doc["warnings"] == [], doc
-    [asset] = await container.documents.assets(UUID(doc["id"]))
+    [asset] = await container.ingest.documents.assets(UUID(doc["id"]))
     assert asset.page == 1 and asset.mime_type == "image/png"
     figure = next(c for c in await chunks(client, doc["id"]) if "[Image on page 1]" in c["content"])
     assert figure["locator"]["page"] == 1 and figure["metadata"]["assets"][0]["id"] == str(asset.id)
@@ -143,14 +143,14 @@ async def test_inline_pdf_image_is_an_asset_with_its_page(client, container) -> 
 
 async def test_downloads_stream_from_storage_and_a_missing_object_is_a_404(client, container, monkeypatch) -> None:
     doc = await ingest(client, container, await make_kb(client), "t.pdf", make_pdf(image=png()))
-    [asset] = await container.documents.assets(UUID(doc["id"]))
+    [asset] = await container.ingest.documents.assets(UUID(doc["id"]))
 
     async def whole(key: str) -> bytes:
         raise AssertionError(f"{key} was read whole")
 
-    monkeypatch.setattr(container.storage, "get", whole)
+    monkeypatch.setattr(container.infra.storage, "get", whole)
     assert (await client.get(f"/api/documents/{doc['id']}/assets/{asset.id}")).status_code == 200
     assert (await client.get(f"/api/documents/{doc['id']}/source")).status_code == 200
-    await container.storage.delete(asset.object_key)
+    await container.infra.storage.delete(asset.object_key)
     missing = await client.get(f"/api/documents/{doc['id']}/assets/{asset.id}")
     assert missing.status_code == 404 and missing.json()["detail"] == "the asset is no longer stored"

@@ -22,7 +22,8 @@ import pytest
 
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 from ultimate_rag.domain.auth import Role
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.domain.errors import TransientError
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 
@@ -156,7 +157,7 @@ async def process(container) -> None:
 
 
 async def docs_by_item(container, kb: UUID) -> dict[str, dict]:
-    rows = await container.db.fetchall(
+    rows = await container.infra.db.fetchall(
         "SELECT d.*, j.status AS job_status, j.attempts FROM documents d JOIN ingestion_jobs j ON j.document_id = d.id"
         " WHERE d.knowledge_base_id = %s", (kb,))
     return {r["external_id"]: r for r in rows}
@@ -191,7 +192,7 @@ async def test_urls_first_sync_unchanged_changed_removed_404_and_oversize(client
     assert "404" in docs[missing]["error_message"] and "limit" in docs[big]["error_message"]
     assert docs[b]["filename"] == "b.html" and docs[b]["mime_type"].startswith("text/html")
     assert docs[a]["source"] == {"kind": "connector", "connector_id": connector, "external_id": a}
-    assert await container.storage.get(docs[a]["object_key"]) == site.pages["/a.md"].body
+    assert await container.infra.storage.get(docs[a]["object_key"]) == site.pages["/a.md"].body
     await process(container)
     docs = await docs_by_item(container, kb)
     assert docs[a]["status"] == docs[b]["status"] == "READY"
@@ -212,9 +213,9 @@ async def test_urls_first_sync_unchanged_changed_removed_404_and_oversize(client
     assert counts(third, "new", "updated", "unchanged") == (0, 1, 1)
     changed = (await docs_by_item(container, kb))[a]
     assert changed["status"] == "PENDING" and changed["content_revision"] == 2
-    assert not await container.storage.exists(docs[a]["object_key"])
+    assert not await container.infra.storage.exists(docs[a]["object_key"])
     await process(container)
-    chunks = await container.documents.chunks(changed["id"])
+    chunks = await container.ingest.documents.chunks(changed["id"])
     assert any("glaciers" in c.content for c in chunks)
 
     # removed from the list -> soft-deleted through the delete job
@@ -225,7 +226,7 @@ async def test_urls_first_sync_unchanged_changed_removed_404_and_oversize(client
     await process(container)
     final = await docs_by_item(container, kb)
     assert final[b]["status"] == "DELETED" and final[missing]["status"] == "DELETED" and final[a]["status"] == "READY"
-    assert await container.storage.exists(final[b]["object_key"])  # soft: the source stays
+    assert await container.infra.storage.exists(final[b]["object_key"])  # soft: the source stays
 
     # the item comes back unchanged -> restored by a reindex
     await client.patch(f"/api/knowledge-bases/{kb}/connectors/{connector}", json={"config": {"urls": [a, b]}})
@@ -257,7 +258,7 @@ async def test_unsupported_content_fails_the_item_before_storing(client, contain
     assert counts(sync, "new", "failed") == (0, 1)
     doc = (await docs_by_item(container, kb))[png]
     assert doc["status"] == "FAILED" and "unsupported" in doc["error_message"] and doc["object_key"] == ""
-    assert [k async for k, _ in container.storage.list_keys("")] == []
+    assert [k async for k, _ in container.infra.storage.list_keys("")] == []
 
 
 async def test_ssrf_through_a_redirect_is_refused(client, container, site) -> None:
@@ -314,7 +315,7 @@ async def test_directory_connector(client, container, roots: Path, tmp_path: Pat
     (folder / "escape.txt").symlink_to(secret)
     (folder / "big.txt").write_text("y" * (MAX_ITEM + 1))
 
-    editor = await ApiKeyRepository(container.db).create(is_admin=False, scopes={kb: Role.EDITOR})
+    editor = await ApiKeyRepository(container.infra.db).create(is_admin=False, scopes={kb: Role.EDITOR})
     r = await client.post(f"/api/knowledge-bases/{kb}/connectors", headers={"Authorization": f"Bearer {editor}"},
                           json={"kind": "directory", "config": {"path": str(folder)}})
     assert r.status_code == 403
@@ -372,7 +373,7 @@ async def test_abort_mid_sync_fails_the_documents_being_fetched(client, containe
     await asyncio.wait_for(task, 20)
     docs = await docs_by_item(container, kb)
     assert later not in docs and docs[fast]["status"] == "PENDING" and docs[slow]["status"] == "FAILED"
-    keys = [k async for k, _ in container.storage.list_keys("")]
+    keys = [k async for k, _ in container.infra.storage.list_keys("")]
     assert keys == [docs[fast]["object_key"]]  # what the stopped worker stored was removed
     assert (await client.post(f"/api/knowledge-bases/{kb}/connectors/{connector}/abort")).status_code == 409
     # the next sync picks the failed item up again
@@ -390,7 +391,7 @@ async def test_expired_lease_is_resumed_and_exhausted_one_fails_its_documents(cl
     lease = await queue.claim("dead-worker")
     assert lease is not None
     doc = await queue.start_new_item(lease, a, "a.md", 3)  # the dead worker got this far
-    await container.db.execute("UPDATE connector_syncs SET locked_at = now() - interval '1 hour'")
+    await container.infra.db.execute("UPDATE connector_syncs SET locked_at = now() - interval '1 hour'")
     await container.connectors.runner.run_until_idle("w2")  # reclaims and resumes
     sync = (await client.get(f"/api/knowledge-bases/{kb}/connectors/{connector}")).json()["syncs"][0]
     assert sync["status"] == "SUCCEEDED" and sync["attempts"] == 2 and counts(sync, "new") == (2,)
@@ -407,7 +408,7 @@ async def test_expired_lease_is_resumed_and_exhausted_one_fails_its_documents(cl
     lease = await queue.claim("dying")
     assert lease is not None
     await queue.start_new_item(lease, site.url + "/c.md", "c.md", 3)
-    await container.db.execute("UPDATE connector_syncs SET attempts = max_attempts,"
+    await container.infra.db.execute("UPDATE connector_syncs SET attempts = max_attempts,"
                                " locked_at = now() - interval '1 hour' WHERE status = 'RUNNING'")
     assert await queue.claim("other") is None
     ended = (await client.get(f"/api/knowledge-bases/{kb}/connectors/{connector}")).json()["syncs"][0]
@@ -464,15 +465,15 @@ async def test_a_sync_stops_when_its_knowledge_base_is_being_deleted(client, con
     folder.mkdir()
     directory = await create(client, kb, "directory", {"path": str(folder)})
     await client.post(f"/api/knowledge-bases/{kb}/connectors/{connector}/sync")
-    await container.db.execute("UPDATE knowledge_bases SET deleting = true WHERE id = %s", (kb,))
+    await container.infra.db.execute("UPDATE knowledge_bases SET deleting = true WHERE id = %s", (kb,))
     await container.connectors.runner.run_until_idle("w")
     sync = (await client.get(f"/api/knowledge-bases/{kb}/connectors/{connector}")).json()["syncs"][0]
     assert sync["status"] == "FAILED" and "being deleted" in sync["error"] and sync["attempts"] == 1
     assert await docs_by_item(container, kb) == {}
     assert (await client.post(f"/api/knowledge-bases/{kb}/connectors/{connector}/sync")).status_code == 409
     # a configuration that became invalid (its root was removed from the settings) fails at once
-    await container.db.execute("UPDATE knowledge_bases SET deleting = false WHERE id = %s", (kb,))
-    await container.db.execute("UPDATE connectors SET config = '{\"path\": \"/etc\"}' WHERE id = %s", (directory,))
+    await container.infra.db.execute("UPDATE knowledge_bases SET deleting = false WHERE id = %s", (kb,))
+    await container.infra.db.execute("UPDATE connectors SET config = '{\"path\": \"/etc\"}' WHERE id = %s", (directory,))
     r = await client.post(f"/api/knowledge-bases/{kb}/connectors/{directory}/sync")
     await container.connectors.runner.run_until_idle("w")
     sync = (await client.get(f"/api/knowledge-bases/{kb}/connectors/{directory}")).json()["syncs"][0]
@@ -495,13 +496,34 @@ async def test_storing_new_bytes_fails_then_the_previous_content_is_kept(client,
     monkeypatch.setattr(storage, "put", broken_put)
     sync = await sync_now(client, container, kb, connector)
     monkeypatch.undo()
-    assert counts(sync, "failed", "updated") == (1, 0) and "disk full" in sync["errors"][0]["error"]
+    assert counts(sync, "failed", "updated") == (1, 0) and "disk full" not in str(sync["errors"])
+    assert sync["errors"][0]["error"] == "a storage or network operation failed (OSError)"  # the raw text: the log
     doc = (await docs_by_item(container, kb))[a]
     assert doc["status"] == "FAILED" and "previous content is kept" in doc["error_message"]
-    assert doc["object_key"] == before["object_key"] and await container.storage.exists(doc["object_key"])
+    assert doc["object_key"] == before["object_key"] and await container.infra.storage.exists(doc["object_key"])
     assert (await client.post(f"/api/documents/{doc['id']}/reindex")).status_code == 202
     await process(container)
-    chunks = await container.documents.chunks(doc["id"])
+    chunks = await container.ingest.documents.chunks(doc["id"])
     assert any("rivers" in c.content for c in chunks)
     # the next sync brings the new content in
     assert counts(await sync_now(client, container, kb, connector), "updated") == (1,)
+
+
+async def test_an_item_failure_reads_as_its_reason_never_the_backends_raw_words(client, container, site,
+                                                                                 monkeypatch) -> None:
+    """docs/security.md: readers of a knowledge base see why a connector's document failed, never
+    the hosts, buckets or users in an infrastructure error's own text (those go to the log)."""
+    kb = await new_kb(container)
+    a = site.put("/a.md", "# A\n\nabout rivers\n")
+    connector = await create(client, kb, "urls", {"urls": [a]})
+
+    async def unavailable(key: str, data: bytes, content_type: str) -> None:
+        raise TransientError("PUT s3://acme-prod-docs/kb at s3.internal:9000 as rag_owner: 503",
+                             service="object storage", code="HTTP 503")
+
+    monkeypatch.setattr(container.connectors.service._storage, "put", unavailable)
+    sync = await sync_now(client, container, kb, connector)
+    doc = (await docs_by_item(container, kb))[a]
+    assert doc["status"] == "FAILED" and doc["error_message"].startswith("the object storage failed (HTTP 503)")
+    shown = str(sync) + doc["error_message"] + str((await client.get(f"/api/documents/{doc['id']}")).json())
+    assert not any(raw in shown for raw in ("acme-prod-docs", "s3.internal", "rag_owner"))

@@ -55,7 +55,7 @@ async def test_editors_cannot_abort_admin_only_connector_syncs(client, container
     (roots / "docs").mkdir()
     connector = await create(client, kb, "directory", {"path": str(roots / "docs")})
     assert (await client.post(f"/api/knowledge-bases/{kb}/connectors/{connector}/sync")).status_code == 202
-    editor = await ApiKeyRepository(container.db).create(is_admin=False, scopes={kb: Role.EDITOR})
+    editor = await ApiKeyRepository(container.infra.db).create(is_admin=False, scopes={kb: Role.EDITOR})
     abort = f"/api/knowledge-bases/{kb}/connectors/{connector}/abort"
     refused = await client.post(abort, headers=bearer(editor))
     assert refused.status_code == 403 and "admin only" in refused.json()["detail"]  # as sync, patch, delete
@@ -153,7 +153,7 @@ async def test_connector_credentials_and_resolved_addresses_are_never_shown(
     sync = await sync_now(client, container, kb, connector)
     assert sync["counts"]["new"] == 1 and sync["counts"]["failed"] == 2, sync
 
-    keys = ApiKeyRepository(container.db)
+    keys = ApiKeyRepository(container.infra.db)
     reader = await keys.create(is_admin=False, scopes={kb: Role.READER})
     editor = await keys.create(is_admin=False, scopes={kb: Role.EDITOR})
     base = f"/api/knowledge-bases/{kb}/connectors"

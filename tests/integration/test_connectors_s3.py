@@ -51,7 +51,7 @@ async def test_s3_prefix_sync(client, container, bucket) -> None:
     bucket.put_object(Bucket=BUCKET, Key="docs/big.txt", Body=b"z" * 20_001)
     bucket.put_object(Bucket=BUCKET, Key="other/c.md", Body=b"# C\n\nnot under the prefix\n")
 
-    editor = await ApiKeyRepository(container.db).create(is_admin=False, scopes={kb: Role.EDITOR})
+    editor = await ApiKeyRepository(container.infra.db).create(is_admin=False, scopes={kb: Role.EDITOR})
     r = await client.post(f"/api/knowledge-bases/{kb}/connectors", headers={"Authorization": f"Bearer {editor}"},
                           json={"kind": "s3", "config": {"bucket": BUCKET, "prefix": "docs"}})
     assert r.status_code == 403

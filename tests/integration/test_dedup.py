@@ -9,8 +9,9 @@ import asyncio
 import httpx
 import pytest
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
+from .helpers import use_embedder
 from .test_api import make_kb, upload
 from .test_pipeline_faults import FlakyEmbedder
 
@@ -37,7 +38,7 @@ async def doc(client: httpx.AsyncClient, doc_id: str) -> dict:
 
 async def test_identical_upload_outdates_the_older_and_reuses_embeddings(client, container, embedder) -> None:
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
-    container.processor._embedding.embedder = spy
+    use_embedder(container, spy)
     kb = await make_kb(client)  # the default mode is exact
     first = (await upload(client, kb, "ferries.md", EN.encode())).json()["id"]
     await run(container)
@@ -50,7 +51,7 @@ async def test_identical_upload_outdates_the_older_and_reuses_embeddings(client,
     assert new["status"] == "READY" and new["dedup"]["compared_document_id"] == first
     assert new["dedup"]["score"] == 1.0 and new["dedup"]["method"] == "exact"
     assert spy.calls == calls  # the identical chunks came from the embedding cache
-    assert await container.vectors.count_by_document(first) == 0 and old["chunk_count"] == 0
+    assert await container.embedding.default_index.count_by_document(first) == 0 and old["chunk_count"] == 0
     hits = (await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "harbour ferry"})).json()["results"]
     assert {h["document_id"] for h in hits} == {second}
 
@@ -128,10 +129,10 @@ async def test_hash_bands_go_with_the_document(client, container) -> None:
     d = (await upload(client, kb, "a.md", EN.encode())).json()["id"]
     await run(container)
     count = "SELECT count(*) AS n FROM document_hash_bands WHERE document_id = %s"
-    assert (await container.db.fetchone(count, (d,)))["n"] == 32
+    assert (await container.infra.db.fetchone(count, (d,)))["n"] == 32
     await client.delete(f"/api/documents/{d}")
     await run(container)
-    assert (await container.db.fetchone(count, (d,)))["n"] == 0
+    assert (await container.infra.db.fetchone(count, (d,)))["n"] == 0
     # and a new upload of the same text is not a duplicate of a deleted document
     again = (await upload(client, kb, "a.md", EN.encode())).json()["id"]
     await run(container)

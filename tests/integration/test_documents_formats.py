@@ -19,7 +19,7 @@ import pytest
 
 from ultimate_rag.adapter_factories import make_vision
 from ultimate_rag.adapters.parsers.pdf import PdfParser
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 
@@ -64,7 +64,7 @@ async def run_worker(container) -> None:
 
     async def pending() -> int:
         await worker.run_until_idle()
-        row = await container.db.fetchone("SELECT count(*) AS n FROM ingestion_jobs WHERE status = 'PENDING'")
+        row = await container.infra.db.fetchone("SELECT count(*) AS n FROM ingestion_jobs WHERE status = 'PENDING'")
         return int(row["n"])
 
     await eventually(pending, lambda n: n == 0, what="jobs still pending")
@@ -106,9 +106,9 @@ async def test_pdf_with_images_is_searchable_by_page_and_links_its_image(client,
         assert text in joined
     assert ("Ferry Timetable",) in {tuple(c["heading_path"]) for c in items}
 
-    assets = await container.documents.assets(doc_id)
+    assets = await container.ingest.documents.assets(doc_id)
     assert len(assets) == 1 and assets[0].page == 1 and assets[0].mime_type == "image/jpeg"
-    assert await container.storage.get(assets[0].object_key) == picture
+    assert await container.infra.storage.get(assets[0].object_key) == picture
 
     snapshot = json.loads((await client.get(f"/api/documents/{doc_id}/snapshot")).content)
     assert snapshot["parser"] == {"name": "pdf", "version": PdfParser.version}
@@ -132,28 +132,28 @@ async def test_assets_are_replaced_on_reupload_and_removed_with_the_document(cli
     kb = await make_kb(client)
     doc_id = (await upload(client, kb, "timetable.pdf", make_pdf(image=png()))).json()["id"]
     await run_worker(container)
-    old = await container.documents.assets(doc_id)
-    assert len(old) == 1 and await container.storage.exists(old[0].object_key)
+    old = await container.ingest.documents.assets(doc_id)
+    assert len(old) == 1 and await container.infra.storage.exists(old[0].object_key)
 
     r = await client.put(f"/api/documents/{doc_id}/content",
                          files={"file": ("timetable.pdf", make_pdf(), "application/pdf")})
     assert r.status_code == 202, r.text
     await run_worker(container)
     assert (await document(client, doc_id))["status"] == "READY"
-    assert await container.documents.assets(doc_id) == []
-    assert not await container.storage.exists(old[0].object_key)
+    assert await container.ingest.documents.assets(doc_id) == []
+    assert not await container.infra.storage.exists(old[0].object_key)
     assert (await client.get(f"/api/documents/{doc_id}/assets/{old[0].id}")).status_code == 404
 
     r = await client.put(f"/api/documents/{doc_id}/content",
                          files={"file": ("timetable.pdf", make_pdf(image=png()), "application/pdf")})
     await run_worker(container)
-    again = await container.documents.assets(doc_id)
+    again = await container.ingest.documents.assets(doc_id)
     # the same locator in a new revision: a new id and key, stored beside the published revision's
     assert [a.locator_key for a in again] == [old[0].locator_key] and again[0].id != old[0].id
     r = await client.delete(f"/api/documents/{doc_id}", params={"force": "true"})
     assert r.status_code == 202, r.text
     await run_worker(container)
-    assert not await container.storage.exists(again[0].object_key)
+    assert not await container.infra.storage.exists(again[0].object_key)
 
 
 async def test_docx_html_and_csv_reach_ready_with_their_structure(client, container) -> None:
@@ -317,7 +317,7 @@ def vision_server() -> Iterator[str]:
 
 
 async def test_vision_descriptions_go_into_the_asset_and_the_chunk(client, container, vision_server) -> None:
-    container.processor._vision = make_vision(container.settings.model_copy(update={
+    container.ingest.processor._vision = make_vision(container.settings.model_copy(update={
         "vision_base_url": vision_server, "vision_model": "tiny-vision", "vision_api_key": "k-123"}))
     kb = await make_kb(client)
     picture = jpeg()
@@ -329,7 +329,7 @@ async def test_vision_descriptions_go_into_the_asset_and_the_chunk(client, conta
     assert sent["body"]["model"] == "tiny-vision"
     image_part = sent["body"]["messages"][0]["content"][1]
     assert image_part["image_url"]["url"].startswith("data:image/jpeg;base64,")
-    assets = await container.documents.assets(doc_id)
+    assets = await container.ingest.documents.assets(doc_id)
     assert assets[0].description == "A blue rectangle marking the ferry terminal."
     linked = [c for c in await chunks(client, doc_id) if c["metadata"].get("assets")]
     assert "[Image on page 1: A blue rectangle marking the ferry terminal.]" in linked[0]["content"]
@@ -337,7 +337,7 @@ async def test_vision_descriptions_go_into_the_asset_and_the_chunk(client, conta
 
 async def test_a_failing_vision_call_is_retried_as_transient(client, container, vision_server) -> None:
     _CannedChat.status = 503
-    container.processor._vision = make_vision(container.settings.model_copy(update={
+    container.ingest.processor._vision = make_vision(container.settings.model_copy(update={
         "vision_base_url": vision_server, "vision_model": "tiny-vision"}))
     kb = await make_kb(client)
     doc_id = (await upload(client, kb, "timetable.pdf", make_pdf(image=png()))).json()["id"]
@@ -352,7 +352,7 @@ async def test_a_failing_vision_call_is_retried_as_transient(client, container, 
 
 
 async def test_a_document_is_never_ready_while_an_asset_could_not_be_stored(client, container) -> None:
-    storage = container.processor._storage
+    storage = container.ingest.processor._storage
     real_put = storage.put
     failures = {"left": 1}
 
@@ -374,7 +374,7 @@ async def test_a_document_is_never_ready_while_an_asset_could_not_be_stored(clie
         assert await chunks(client, doc_id) == []
         await run_worker(container)
         assert (await document(client, doc_id))["status"] == "READY"
-        [asset] = await container.documents.assets(doc_id)
-        assert await container.storage.exists(asset.object_key)
+        [asset] = await container.ingest.documents.assets(doc_id)
+        assert await container.infra.storage.exists(asset.object_key)
     finally:
         storage.put = real_put

@@ -15,7 +15,7 @@ from ultimate_rag.adapters.embedders.cache import EmbeddingCache
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 from ultimate_rag.domain.auth import Role
 
-from .helpers import new_kb
+from .helpers import new_kb, use_embedder
 from .test_api import make_kb, process_all, upload
 from .test_pipeline_faults import FlakyEmbedder
 
@@ -28,7 +28,7 @@ def record_progress(container) -> dict[str, list[dict[str, Any]]]:
     its event stream) could have read while it was EMBEDDING, and as it entered INDEXING (which
     carries the final count on)."""
     seen: dict[str, list[dict[str, Any]]] = {}
-    store = container.processor._store
+    store = container.ingest.processor._store
     report, enter = store.report_progress, store.enter_stage
 
     def note(lease, progress) -> None:
@@ -57,12 +57,12 @@ async def editor_upload(client: httpx.AsyncClient, key: str, kb: str, name: str,
 async def test_an_editor_of_another_knowledge_base_learns_nothing_from_the_cache(client, container, embedder) -> None:
     progress = record_progress(container)
     spy = FlakyEmbedder(embedder, failures=0, error=RuntimeError())
-    container.processor._embedding.embedder = spy
+    use_embedder(container, spy)
     a, b = await make_kb(client, "vault"), await make_kb(client, "guesser")
     (await upload(client, a, "vault.txt", SECRET.encode())).raise_for_status()
     other = (await upload(client, a, "alarm.txt", OTHER_SECRET.encode())).json()["id"]
     await process_all(container)
-    editor = await ApiKeyRepository(container.db).create(is_admin=False, scopes={UUID(b): Role.EDITOR})
+    editor = await ApiKeyRepository(container.infra.db).create(is_admin=False, scopes={UUID(b): Role.EDITOR})
 
     calls = spy.calls
     guess = await editor_upload(client, editor, b, "guess.txt", SECRET)
@@ -93,7 +93,7 @@ async def test_a_knowledge_bases_entries_go_with_it(client, container) -> None:
     await process_all(container)
 
     async def entries(kb: str) -> int:
-        row = await container.db.fetchone(
+        row = await container.infra.db.fetchone(
             "SELECT count(*) AS n FROM embedding_cache WHERE knowledge_base_id = %s", (UUID(kb),))
         return int(row["n"])
 
@@ -105,16 +105,16 @@ async def test_a_knowledge_bases_entries_go_with_it(client, container) -> None:
 
 
 async def test_the_janitor_keeps_the_cache_at_its_bound_least_recently_used_first(container) -> None:
-    cache = EmbeddingCache(container.db)
+    cache = EmbeddingCache(container.infra.db)
     kb = await new_kb(container)
     texts = [f"passage {i}" for i in range(12)]
     await cache.put_many(kb, "m", [(t, [float(i), 1.0, 0.0]) for i, t in enumerate(texts)])
-    await container.db.execute("UPDATE embedding_cache SET last_used_at = now() - interval '1 day'"
+    await container.infra.db.execute("UPDATE embedding_cache SET last_used_at = now() - interval '1 day'"
                                " WHERE knowledge_base_id = %s", (kb,))
     recent = texts[7:10]
     assert len(await cache.get_many(kb, "m", recent)) == 3  # a hit refreshes last_used_at
 
-    janitor = container.janitor.with_grace(3600)
+    janitor = container.maintenance.janitor.with_grace(3600)
     janitor.cache_max_entries = 3
     report = await janitor.sweep()
     assert report.cache_entries == 9 and report.removed_anything
@@ -122,7 +122,7 @@ async def test_the_janitor_keeps_the_cache_at_its_bound_least_recently_used_firs
     assert len(left) == 3 and len(await cache.get_many(kb, "m", recent)) == 3
     again = await janitor.sweep()
     assert again.cache_entries == 0
-    row = await container.db.fetchone("SELECT count(*) AS n FROM embedding_cache")
+    row = await container.infra.db.fetchone("SELECT count(*) AS n FROM embedding_cache")
     assert row["n"] == 3
 
 
@@ -135,13 +135,13 @@ async def test_entries_come_back_exactly_in_binary_with_or_without_the_vector_ty
     kb = await new_kb(container)
     dense = [0.1 * i - 3.0 for i in range(384)]
     sparse = {3: 0.5, 16383: 1.25}
-    cache = EmbeddingCache(container.db)
+    cache = EmbeddingCache(container.infra.db)
     await cache.put_many(kb, "m", [("a text", dense)])
     await cache.put_sparse(kb, "s", 16384, [("a text", sparse)])
-    unregistered = Database(container.db.url, min_size=1, max_size=1, register_vector=False)
+    unregistered = Database(container.infra.db.url, min_size=1, max_size=1, register_vector=False)
     await unregistered.open()
     try:
-        for db in (container.db, unregistered):
+        for db in (container.infra.db, unregistered):
             got = (await EmbeddingCache(db).get_many(kb, "m", ["a text", "another"]))
             assert list(got.values()) == [np.asarray(dense, dtype=np.float32).astype(float).tolist()]
             assert list((await EmbeddingCache(db).get_sparse(kb, "s", ["a text"])).values()) == [sparse]
@@ -153,13 +153,13 @@ async def test_a_documents_two_vectors_come_from_one_pass_and_fill_both_caches(c
                                                                               container) -> None:
     """The local model's engine computes a text's dense and sparse vectors together; a text with its
     dense vector cached but not its sparse one gets only the sparse pass, one with both gets none."""
-    service = container.embedding
+    service = container.embedding.service
     kb = UUID(await make_kb(client, "pairs"))
     both, dense_only, neither = ("Both cached: the pier opens at five.", "Dense cached: the ferry is late.",
                                  "Neither cached: the lighthouse is closed.")
     assert service.sparse is not None and service.embedder.pairs  # hybrid on, the local model's engine
-    cache = EmbeddingCache(container.db)
-    model = container.embedder.inner.model()
+    cache = EmbeddingCache(container.infra.db)
+    model = container.embedding.embedder.inner.model()
     (v_both, s_both), (v_dense, _) = service.sparse.inner.pairs_with_model(model, [both, dense_only])
     await cache.put_many(kb, service.embedder.name, [(both, v_both), (dense_only, v_dense)])
     await cache.put_sparse(kb, service.sparse.name, service.sparse.dimension, [(both, s_both)])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from uuid import UUID
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .test_api import make_kb, upload
@@ -20,7 +20,7 @@ def long_text(word: str) -> str:
 
 
 async def test_a_lost_lease_withdraws_only_that_jobs_texts(client, container) -> None:
-    engine = container.embedder.engine
+    engine = container.embedding.embedder.engine
     real = engine._backend
     sent: list[str] = []
     release = asyncio.Event()
@@ -69,7 +69,7 @@ async def test_a_lost_lease_withdraws_only_that_jobs_texts(client, container) ->
     assert len(alpha_sent) <= engine.batch_size * engine.max_in_flight
     final = await state(container, lost)
     assert (final["status"], final["error_message"]) == ("FAILED", "cancelled by operator")
-    assert await container.vectors.count_by_document(lost) == 0
-    cache = container.embedding._cache  # what the lost job had in the model was not written anywhere
+    assert await container.embedding.default_index.count_by_document(lost) == 0
+    cache = container.embedding.service._cache  # what the lost job had in the model was not written anywhere
     # (which job's texts reach the model first is the chunking's race: Alpha's may never have been sent)
-    assert await cache.get_many(UUID(kb), container.embedder.name, alpha_sent) == {}
+    assert await cache.get_many(UUID(kb), container.embedding.embedder.name, alpha_sent) == {}

@@ -15,10 +15,10 @@ from uuid import UUID
 import httpx
 import pytest
 
-from ultimate_rag.adapters.vectors.generations import Generation, generation_prefix, generation_table
+from ultimate_rag.adapters.vectors.generations import generation_prefix, generation_table
 from ultimate_rag.client import AsyncClient
-from ultimate_rag.domain.embedding_models import EmbeddingSpec
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
 
@@ -87,15 +87,15 @@ async def _run_migration(container: Any, kb: str, client: httpx.AsyncClient) -> 
         body = (await client.get(f"/api/knowledge-bases/{kb}/embedding-migration")).json()
         if body["status"] != "RUNNING":
             return body
-        await container.migrations.step("test-worker")
+        await container.embedding.migrations.step("test-worker")
     raise AssertionError(f"the migration did not finish: {body}")
 
 
 async def _generation_exists(container: Any, kb: str, generation: int) -> bool:
     if container.settings.vector_store == "pgvector":
-        row = await container.db.fetchone("SELECT to_regclass(%s) AS t", (generation_table(UUID(kb), generation),))
+        row = await container.infra.db.fetchone("SELECT to_regclass(%s) AS t", (generation_table(UUID(kb), generation),))
         return row["t"] is not None
-    names = await container.indexes.generation_names()
+    names = await container.embedding.indexes.generation_names()
     return any(n.startswith(generation_prefix(UUID(kb), generation) + "_") for n in names)
 
 
@@ -126,7 +126,7 @@ async def test_local_to_http_server_and_back(client: httpx.AsyncClient, containe
     assert await _found(client, kb, ids) == set(DOCS)  # queries now embedded by the server
     assert await _generation_exists(container, kb, 1)
     if container.settings.vector_store == "pgvector":  # the shared generation 0 no longer holds this KB's rows
-        row = await container.db.fetchone("SELECT count(*) AS n FROM chunk_vectors_384 WHERE knowledge_base_id = %s",
+        row = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunk_vectors_384 WHERE knowledge_base_id = %s",
                                           (kb,))
         assert row["n"] == 0
 
@@ -158,7 +158,7 @@ async def test_search_never_loses_a_document_and_new_uploads_go_to_both(client: 
     # the product's grace before the losing generation is dropped (this file's settings have none, so
     # that other tests see the drop at once): a search that read the settings just before the switch
     # still finds the old generation, which is what the grace is for
-    container.migrations.drop_grace_seconds = Settings().embedding_migration_grace_seconds
+    container.embedding.migrations.drop_grace_seconds = Settings().embedding_migration_grace_seconds
     kb = (await client.post("/api/knowledge-bases", json={"name": "live"})).json()["id"]
     first = dict(list(DOCS.items())[:3])
     ids = await _ingest(client, container, kb, first)
@@ -181,12 +181,12 @@ async def test_search_never_loses_a_document_and_new_uploads_go_to_both(client: 
             await asyncio.sleep(0)
 
     loop = asyncio.create_task(search_loop())
-    await container.migrations.step("test-worker")  # one document done in the new generation
+    await container.embedding.migrations.step("test-worker")  # one document done in the new generation
     # an upload during the migration is embedded for both generations
     ids = ids | await _ingest(client, container, kb, {"comets.txt": DOCS["comets.txt"]})
     new_doc = ids["comets.txt"]
     for table in ("chunk_vectors_384", target):
-        row = await container.db.fetchone(f"SELECT count(*) AS n FROM {table} WHERE document_id = %s", (new_doc,))
+        row = await container.infra.db.fetchone(f"SELECT count(*) AS n FROM {table} WHERE document_id = %s", (new_doc,))
         assert row["n"] > 0, table
     done = await _run_migration(container, kb, client)
     stop.set()
@@ -216,22 +216,22 @@ async def test_abort_drops_the_new_generation_and_bad_requests_are_422(client: h
     rag = AsyncClient(http=client)  # the Python client, over the same app
     started = await rag.migrate_embedding(kb, "openai", HTTP_MODEL, 384)
     assert started is not None and started.status == "RUNNING" and started.progress["total"] == 2
-    await container.migrations.step("test-worker")
+    await container.embedding.migrations.step("test-worker")
     assert (await rag.embedding_migration(kb)).progress["done"] == 1  # type: ignore[union-attr]
     assert await _generation_exists(container, kb, 1)
     aborted = await rag.abort_embedding_migration(kb)
     assert aborted is not None and aborted.status == "ABORTED"
     assert not await _generation_exists(container, kb, 1)
     # a pipeline run that planned both generations before the abort writes the current one only
-    plan = await container.indexes.plan(UUID(kb))
+    plan = await container.embedding.indexes.plan(UUID(kb))
     target = Generation(EmbeddingSpec("openai", HTTP_MODEL, 384), 1)
-    await container.indexes.write(UUID(kb), [(plan.current, []), (target, [])])
+    await container.embedding.indexes.write(UUID(kb), [(plan.current, []), (target, [])])
     assert not await _generation_exists(container, kb, 1)
     assert (await client.get(url)).json()["progress"]["pending"] == 0
     shown = (await client.get(f"/api/knowledge-bases/{kb}")).json()
     assert shown["embedding"]["embedder"] == "local" and shown["embedding_migration"] is None
     assert await _found(client, kb, ids) == set(ids)
-    assert not await container.migrations.step("test-worker")  # nothing left to claim
+    assert not await container.embedding.migrations.step("test-worker")  # nothing left to claim
     # a generation left behind (a write racing the abort) is the janitor's: it is swept
-    await container.db.execute(f"CREATE TABLE {generation_table(UUID(kb), 7)} (chunk_id uuid)")
-    assert await container.migrations.sweep_orphans() == [generation_table(UUID(kb), 7)]
+    await container.infra.db.execute(f"CREATE TABLE {generation_table(UUID(kb), 7)} (chunk_id uuid)")
+    assert await container.embedding.migrations.sweep_orphans() == [generation_table(UUID(kb), 7)]

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ultimate_rag.adapters.vectors.generations import generation_table
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
 from ultimate_rag.testing.servers import Fault
@@ -48,7 +48,7 @@ async def test_a_document_the_new_model_fails_on_stops_the_switch(client: httpx.
     for _ in range(20):
         if (await client.get(url)).json()["status"] != "RUNNING":
             break
-        await container.migrations.step("test-worker")
+        await container.embedding.migrations.step("test-worker")
     body = (await client.get(url)).json()
     assert body["status"] == "FAILED", body
     assert body["progress"]["failed"] == 1 and body["progress"]["done"] == 1
@@ -56,7 +56,7 @@ async def test_a_document_the_new_model_fails_on_stops_the_switch(client: httpx.
     assert "could not be embedded with the new model" in body["error_message"]
     shown = (await client.get(f"/api/knowledge-bases/{kb}")).json()
     assert shown["embedding"]["embedder"] == "local" and shown["embedding"]["generation"] == 0
-    row = await container.db.fetchone("SELECT to_regclass(%s) AS t", (generation_table(UUID(kb), 1),))
+    row = await container.infra.db.fetchone("SELECT to_regclass(%s) AS t", (generation_table(UUID(kb), 1),))
     assert row["t"] is None  # the new generation is dropped
     hits = (await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "turbines and tides"})).json()
     assert len({h["document_id"] for h in hits["results"]}) == 2
@@ -67,7 +67,7 @@ async def test_a_document_the_new_model_fails_on_stops_the_switch(client: httpx.
     for _ in range(20):
         if (await client.get(url)).json()["status"] != "RUNNING":
             break
-        await container.migrations.step("test-worker")
+        await container.embedding.migrations.step("test-worker")
     again = (await client.get(url)).json()
     assert again["status"] == "SWITCHED" and again["progress"]["chunks_from_cache"] >= 1
 
@@ -92,7 +92,7 @@ async def test_an_upload_the_new_model_fails_on_is_ready_and_its_item_retries(cl
     for _ in range(20):
         if (await client.get(url)).json()["status"] != "RUNNING":
             break
-        await container.migrations.step("test-worker")
+        await container.embedding.migrations.step("test-worker")
     done = (await client.get(url)).json()
     assert done["status"] == "SWITCHED" and done["progress"]["done"] == 2, done
     hits = (await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "how are fjords made"})).json()

@@ -129,13 +129,13 @@ async def test_every_writer_is_covered_not_only_the_api(container, base_url: str
     doc = await queue_document(container, kb)
     async with events(base_url, kb) as stream:
         # as a worker (or a person with psql) would: progress, then status
-        await container.db.execute(
+        await container.infra.db.execute(
             "UPDATE documents SET progress = '{\"stage\": \"EMBEDDING\", \"done\": 1, \"total\": 2}' WHERE id = %s",
             (doc,))
-        await container.db.execute("UPDATE documents SET status = 'PARSING' WHERE id = %s", (doc,))
+        await container.infra.db.execute("UPDATE documents SET status = 'PARSING' WHERE id = %s", (doc,))
         seen = await stream.documents_until(doc, "PARSING")
         assert [e["status"] for e in seen if e["id"] == str(doc)] == ["PENDING", "PARSING"]  # progress, then status
-        await container.db.execute("DELETE FROM documents WHERE id = %s", (doc,))
+        await container.infra.db.execute("DELETE FROM documents WHERE id = %s", (doc,))
         gone = await stream.documents_until(doc, "REMOVED")
         assert gone[-1]["op"] == "D"
 
@@ -144,8 +144,8 @@ async def test_an_update_that_changes_nothing_visible_is_not_sent(container, bas
     kb = await new_kb(container)
     noisy, marker = await queue_document(container, kb), await queue_document(container, kb)
     async with events(base_url, kb) as stream:
-        await container.db.execute("UPDATE documents SET stage_timings = stage_timings WHERE id = %s", (noisy,))
-        await container.db.execute("UPDATE documents SET status = 'PARSING' WHERE id = %s", (marker,))
+        await container.infra.db.execute("UPDATE documents SET stage_timings = stage_timings WHERE id = %s", (noisy,))
+        await container.infra.db.execute("UPDATE documents SET status = 'PARSING' WHERE id = %s", (marker,))
         seen = await stream.documents_until(marker, "PARSING")
         assert [e["id"] for e in seen] == [str(marker)]
 
@@ -163,7 +163,7 @@ async def test_events_of_another_knowledge_base_never_leak(container, base_url: 
 
 async def test_auth_is_enforced(container, base_url: str) -> None:
     a, b = await new_kb(container), await new_kb(container)
-    keys = ApiKeyRepository(container.db)
+    keys = ApiKeyRepository(container.infra.db)
     reader_a = await keys.create(is_admin=False, scopes={a: Role.READER})
     async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
         url = f"/api/knowledge-bases/{a}/events"
@@ -184,7 +184,8 @@ async def test_the_stream_ends_after_max_seconds_and_asks_to_reconnect(container
 
 
 async def test_without_listen_the_client_is_told_to_poll(container, base_url: str, monkeypatch) -> None:
-    from ultimate_rag.adapters.postgres.events import DocumentEventHub, EventsUnavailable
+    from ultimate_rag.adapters.postgres.events import DocumentEventHub
+    from ultimate_rag.domain.errors import EventsUnavailable
 
     async def refuse(self: DocumentEventHub) -> None:
         raise EventsUnavailable("no LISTEN through this pooler")
@@ -200,11 +201,11 @@ async def test_without_listen_the_client_is_told_to_poll(container, base_url: st
 async def test_one_listen_connection_serves_all_subscribers_and_closes_with_the_last(container) -> None:
     from ultimate_rag.adapters.postgres.events import DocumentEventHub
 
-    hub = DocumentEventHub(container.db.url)
+    hub = DocumentEventHub(container.infra.db.url)
     kb = await new_kb(container)
 
     async def listeners() -> int:
-        row = await container.db.fetchone(
+        row = await container.infra.db.fetchone(
             "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
             (APPLICATION_NAME,))
         return int(row["n"]) if row else 0
@@ -222,10 +223,10 @@ async def test_one_listen_connection_serves_all_subscribers_and_closes_with_the_
 async def test_a_lost_listen_connection_tells_subscribers_to_resync(container) -> None:
     from ultimate_rag.adapters.postgres.events import DocumentEventHub
 
-    hub = DocumentEventHub(container.db.url)
+    hub = DocumentEventHub(container.infra.db.url)
     kb = await new_kb(container)
     async with hub.subscribe(kb) as sub:
-        await container.db.execute(
+        await container.infra.db.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND application_name = %s", (APPLICATION_NAME,))
         assert (await asyncio.wait_for(sub.queue.get(), DEFAULT_TIMEOUT)) == {"type": "lost"}
@@ -263,7 +264,7 @@ async def test_the_workbench_list_answers_right_at_100k_documents(client: httpx.
     with the status counts each time — answers right in a knowledge base of 100k documents (how
     fast: ``bench/suite_timings.py``, in bench/RESULTS.md)."""
     kb = await new_kb(container)
-    await seed_documents(container.db, kb, 100_000)
+    await seed_documents(container.infra.db, kb, 100_000)
     url = f"/api/knowledge-bases/{kb}/documents"
 
     async def get(params: dict[str, Any]) -> dict[str, Any]:
@@ -278,7 +279,7 @@ async def test_the_workbench_list_answers_right_at_100k_documents(client: httpx.
         page = await get({"limit": 50, "cursor": cursor})
         cursor, seen = page["next_cursor"], seen + [d["id"] for d in page["items"]]
     assert len(seen) == len(set(seen)) == 200
-    row = await container.db.fetchone(
+    row = await container.infra.db.fetchone(
         "SELECT created_at, id FROM documents WHERE knowledge_base_id = %s ORDER BY created_at DESC, id DESC"
         " OFFSET 99000 LIMIT 1", (kb,))
     from ultimate_rag.adapters.postgres.documents import encode_cursor
@@ -320,19 +321,19 @@ async def test_documents_notify_only_while_a_hub_is_registered(container) -> Non
     from ultimate_rag.adapters.postgres.events import DocumentEventHub
 
     kb = await new_kb(container)
-    raw = await _raw_listener(container.db.url)
+    raw = await _raw_listener(container.infra.db.url)
     try:
         await queue_document(container, kb)
-        await container.db.execute("INSERT INTO document_event_listeners VALUES (gen_random_uuid(), now() - interval '1 s')")
+        await container.infra.db.execute("INSERT INTO document_event_listeners VALUES (gen_random_uuid(), now() - interval '1 s')")
         await queue_document(container, kb)
-        hub = DocumentEventHub(container.db.url)
+        hub = DocumentEventHub(container.infra.db.url)
         async with hub.subscribe(kb) as sub:
             doc = await queue_document(container, kb)
             event = await asyncio.wait_for(sub.queue.get(), DEFAULT_TIMEOUT)
             assert event["id"] == str(doc)
         heard = [json.loads(p)["id"] for p in await _notes(raw, 0.5)]
         assert heard == [str(doc)]  # the two documents queued before the hub went unheard
-        rows = await container.db.fetchall("SELECT id FROM document_event_listeners WHERE expires_at > now()")
+        rows = await container.infra.db.fetchall("SELECT id FROM document_event_listeners WHERE expires_at > now()")
         assert rows == []
         await queue_document(container, kb)
         assert await _notes(raw, 0.5) == []
@@ -350,15 +351,15 @@ async def test_a_subscription_is_ready_only_after_writers_that_missed_the_hub_co
 
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
-    writer = await psycopg.AsyncConnection.connect(container.db.url)
-    hub = DocumentEventHub(container.db.url)
+    writer = await psycopg.AsyncConnection.connect(container.infra.db.url)
+    hub = DocumentEventHub(container.infra.db.url)
     try:
         await writer.execute("UPDATE documents SET progress = '{\"n\": 1}' WHERE id = %s", (doc,))  # open
         subscription = hub.subscribe(kb)
         subscribing = asyncio.create_task(subscription.__aenter__())
 
         async def waiting_for_the_lock() -> int:
-            row = await container.db.fetchone(
+            row = await container.infra.db.fetchone(
                 "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
             return int(row["n"]) if row else 0
 
@@ -366,9 +367,9 @@ async def test_a_subscription_is_ready_only_after_writers_that_missed_the_hub_co
         assert not subscribing.done()
         await writer.commit()
         sub = await asyncio.wait_for(subscribing, DEFAULT_TIMEOUT)
-        row = await container.db.fetchone("SELECT progress FROM documents WHERE id = %s", (doc,))
+        row = await container.infra.db.fetchone("SELECT progress FROM documents WHERE id = %s", (doc,))
         assert row is not None and row["progress"] == {"n": 1}
-        await container.db.execute("UPDATE documents SET status = 'FAILED' WHERE id = %s", (doc,))
+        await container.infra.db.execute("UPDATE documents SET status = 'FAILED' WHERE id = %s", (doc,))
         event = await asyncio.wait_for(sub.queue.get(), DEFAULT_TIMEOUT)
         assert event == {"type": "document", "id": str(doc), "status": "FAILED", "op": "U"}
         await subscription.__aexit__(None, None, None)

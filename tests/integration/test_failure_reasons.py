@@ -11,11 +11,12 @@ import psycopg
 import pytest
 
 from ultimate_rag.adapters.embedders.openai import OpenAICompatibleEmbedder
+from ultimate_rag.adapters.postgres.errors import translated
 from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.services.failures import explain
 from ultimate_rag.testing.servers import free_port
 
-from .helpers import job_row, new_kb, queue_document
+from .helpers import job_row, new_kb, queue_document, use_embedder
 from .test_pipeline_faults import run_all, worker_for
 
 DB_MESSAGE = ('connection to server at "db.internal" (10.0.3.7), port 5432 failed: FATAL: '
@@ -34,23 +35,6 @@ class NulChunker:
         return [replace(chunks[0], content=chunks[0].content + "\x00tail"), *chunks[1:]]
 
 
-class BrokenVectors:
-    """The real pgvector store, whose writes fail with the database driver's raw message (fault
-    injection: the connection error a lost database gives)."""
-
-    def __init__(self, real, error: Exception) -> None:
-        self.real, self.error = real, error
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-    async def upsert(self, *args, **kwargs) -> None:
-        raise self.error
-
-    async def write(self, *args, **kwargs) -> None:
-        raise self.error  # the index generations' write (each knowledge base's current generation)
-
-
 async def shown(client, doc) -> dict:
     r = await client.get(f"/api/documents/{doc}")
     assert r.status_code == 200
@@ -58,16 +42,16 @@ async def shown(client, doc) -> dict:
 
 
 async def test_a_nul_character_fails_the_document_once_with_a_readable_reason(container) -> None:
-    container.processor._chunker = NulChunker(container.processor._chunker)
+    container.ingest.processor._chunker = NulChunker(container.ingest.processor._chunker)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "A sentence.\n\nAnother sentence about the harbour.")
     await worker_for(container).run_until_idle(max_jobs=1)  # one attempt, no retry scheduled
-    final = await container.documents.get(doc)
+    final = await container.ingest.documents.get(doc)
     assert final.status == D.FAILED and final.attempts == 1
     assert final.error_message == "the document contains data the database cannot store: a NUL character (0x00) in its text"
     job = await job_row(container, doc)
     assert job["status"] == "FAILED" and [h["error"] for h in job["error_history"]] == [final.error_message]
-    assert await container.vectors.count_by_document(doc) == 0
+    assert await container.embedding.default_index.count_by_document(doc) == 0
 
 
 @pytest.mark.parametrize(("error", "expected"), [
@@ -79,15 +63,17 @@ async def test_a_nul_character_fails_the_document_once_with_a_readable_reason(co
     (psycopg.errors.ProgramLimitExceeded("index row size 9000 exceeds btree version 4 maximum 2704"),
      "a value larger than a database limit allows"),
 ])
-def test_deterministic_data_errors_are_permanent(error: Exception, expected: str) -> None:
-    failure = explain(error)
+def test_deterministic_data_errors_are_permanent(error: psycopg.Error, expected: str) -> None:
+    failure = explain(translated(error))  # as the postgres adapters raise it
     assert failure.permanent and failure.reason.startswith("the document contains data the database cannot store: ")
     assert expected in failure.reason
 
 
-async def test_a_database_error_reaches_readers_without_host_or_user(client, container) -> None:
-    broken = BrokenVectors(container.processor._vectors, psycopg.OperationalError(DB_MESSAGE))
-    container.processor._vectors = container.processor._generations = broken
+async def test_a_database_error_reaches_readers_without_host_or_user(client, container, monkeypatch) -> None:
+    async def broken(*_: object) -> None:  # the index generations' write fails as a lost database does
+        raise psycopg.OperationalError(DB_MESSAGE)
+
+    monkeypatch.setattr(container.embedding.indexes, "write", broken)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "text")
     await worker_for(container).run_until_idle(max_jobs=1)
@@ -102,10 +88,10 @@ async def test_a_database_error_reaches_readers_without_host_or_user(client, con
 
 async def test_an_unreachable_embedding_service_is_named_without_its_address(client, container) -> None:
     port = free_port()  # nothing listens there: a real connection refusal from the real HTTP embedder
-    real = container.processor._embedding.embedder
+    real = container.embedding.service.embedder
     http = OpenAICompatibleEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model=real.name,
                                     dimension=real.dimension, max_retries=0, connect_timeout=2)
-    container.processor._embedding.embedder = http
+    use_embedder(container, http)
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "Some text for a service that is down.", max_attempts=1)
     try:

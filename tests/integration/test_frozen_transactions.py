@@ -15,12 +15,12 @@ import sys
 import textwrap
 from uuid import UUID
 
-import psycopg
 import pytest
 
 from ultimate_rag.adapters.postgres.database import Database
 from ultimate_rag.adapters.postgres.queue import JobQueue
 from ultimate_rag.bootstrap import build
+from ultimate_rag.domain.errors import DatabaseError
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually, eventually_sync
 
@@ -63,7 +63,7 @@ async def test_a_frozen_workers_transaction_ends_and_another_worker_takes_the_jo
         eventually_sync(lambda: _stopped(frozen.pid), timeout=30)
 
         # without the server's limit the job row stays locked and every claim skips it
-        other = JobQueue(container.queue.db, lease_seconds=1.0, retry_delay_seconds=0.01)
+        other = JobQueue(container.infra.queue.db, lease_seconds=1.0, retry_delay_seconds=0.01)
         leases = await eventually(lambda: other.claim("second-worker"), timeout=60)
         assert [x.document_id for x in leases] == [doc] and leases[0].attempt == 2
 
@@ -75,7 +75,7 @@ async def test_a_frozen_workers_transaction_ends_and_another_worker_takes_the_jo
             os.kill(frozen.pid, signal.SIGKILL)
             frozen.wait()
     assert outcome != "committed"
-    row = await container.db.fetchone("SELECT d.progress, j.locked_by FROM documents d JOIN ingestion_jobs j"
+    row = await container.infra.db.fetchone("SELECT d.progress, j.locked_by FROM documents d JOIN ingestion_jobs j"
                                       " ON j.document_id = d.id WHERE d.id = %s", (doc,))
     assert row is not None and "late" not in row["progress"] and row["locked_by"] == "second-worker"
 
@@ -109,15 +109,15 @@ async def test_outside_work_keeps_its_transaction_open_past_the_limit(container,
         async with short_limit_db.kept_open(conn):
             await asyncio.sleep(3)  # the outside work: three times the server's limit
         await conn.execute(write, ('{"kept": 2}', doc))
-    assert await _progress(container.db, doc) == {"kept": 2}
+    assert await _progress(container.infra.db, doc) == {"kept": 2}
 
     # the control: the same pause without kept_open ends the transaction, nothing of it commits
-    with pytest.raises(psycopg.Error):
+    with pytest.raises(DatabaseError):  # the driver's error, as the adapters raise it
         async with short_limit_db.transaction() as conn:
             await conn.execute(write, ('{"kept": 3}', doc))
             await asyncio.sleep(3)
             await conn.execute(write, ('{"kept": 4}', doc))
-    assert await _progress(container.db, doc) == {"kept": 2}
+    assert await _progress(container.infra.db, doc) == {"kept": 2}
 
 
 async def test_the_products_pools_carry_the_limit(settings: Settings, embedder) -> None:
@@ -126,7 +126,7 @@ async def test_the_products_pools_carry_the_limit(settings: Settings, embedder) 
     container = build(settings, embedder=embedder)
     await container.open()
     try:
-        for db in (container.db, container.queue.db):
+        for db in (container.infra.db, container.infra.queue.db):
             row = await db.fetchone("SHOW idle_in_transaction_session_timeout")
             assert row is not None and row["idle_in_transaction_session_timeout"] == "30s"
     finally:

@@ -26,15 +26,15 @@ async def _fetching_document(client, container):
 
 async def test_a_fetching_document_has_an_idle_job_nothing_claims(client, container) -> None:
     syncs, lease, doc = await _fetching_document(client, container)
-    job = await container.db.fetchone("SELECT status, finished_at, locked_by FROM ingestion_jobs"
+    job = await container.infra.db.fetchone("SELECT status, finished_at, locked_by FROM ingestion_jobs"
                                       " WHERE document_id = %s", (doc,))
     assert job == {"status": "IDLE", "finished_at": None, "locked_by": None}
-    assert await container.queue.claim("ingest") == []  # an idle job is never claimed
+    assert await container.infra.queue.claim("ingest") == []  # an idle job is never claimed
     got = (await client.get(f"/api/documents/{doc}")).json()
     assert got["status"] == "FETCHING" and got["job_status"] == "IDLE"
     # the sync ends with the item still on its way: document and job fail together
     await syncs.fail(lease, "remote gone", will_retry=False, delay_seconds=0)
-    job = await container.db.fetchone("SELECT status, finished_at FROM ingestion_jobs WHERE document_id = %s", (doc,))
+    job = await container.infra.db.fetchone("SELECT status, finished_at FROM ingestion_jobs WHERE document_id = %s", (doc,))
     assert job["status"] == "FAILED" and job["finished_at"] is not None
     got = (await client.get(f"/api/documents/{doc}")).json()
     assert got["status"] == "FAILED" and "remote gone" in got["error_message"]
@@ -43,7 +43,7 @@ async def test_a_fetching_document_has_an_idle_job_nothing_claims(client, contai
 async def test_fail_item_ends_an_idle_job(client, container) -> None:
     syncs, lease, doc = await _fetching_document(client, container)
     assert await syncs.fail_item(lease, doc, "unsupported content")
-    job = await container.db.fetchone("SELECT status, last_error FROM ingestion_jobs WHERE document_id = %s", (doc,))
+    job = await container.infra.db.fetchone("SELECT status, last_error FROM ingestion_jobs WHERE document_id = %s", (doc,))
     assert job == {"status": "FAILED", "last_error": "unsupported content"}
 
 
@@ -58,5 +58,5 @@ async def test_migration_turns_placeholder_jobs_idle(client, container, db_url: 
                      " CHECK (status IN ('PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED'))")
         conn.execute("DELETE FROM schema_migrations WHERE version = 14")
     assert migrate(db_url) == [14]
-    job = await container.db.fetchone("SELECT status FROM ingestion_jobs WHERE document_id = %s", (doc,))
+    job = await container.infra.db.fetchone("SELECT status FROM ingestion_jobs WHERE document_id = %s", (doc,))
     assert job["status"] == "IDLE"

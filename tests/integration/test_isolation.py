@@ -83,7 +83,7 @@ current_path = ""
 @pytest.fixture
 async def world(container):
     a, b = await new_kb(container, "A"), await new_kb(container, "B")
-    keys = ApiKeyRepository(container.db)
+    keys = ApiKeyRepository(container.infra.db)
     tokens = {
         "admin": container.settings.admin_key,
         "reader A": await keys.create(is_admin=False, scopes={a: Role.READER}),
@@ -93,20 +93,20 @@ async def world(container):
         "expired": await keys.create(is_admin=True, scopes={}, expires_at=datetime.now(UTC) + timedelta(seconds=1)),
     }
     await keys.revoke(tokens["revoked"].split("_")[1])
-    await container.db.execute("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE prefix = %s",
+    await container.infra.db.execute("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE prefix = %s",
                                (tokens["expired"].split("_")[1],))
     return {"a": a, "b": b, "tokens": tokens}
 
 
 async def document_with_asset(container, kb: UUID) -> tuple[UUID, UUID]:
     doc = await queue_document(container, kb, "some text")
-    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
+    await container.infra.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
     asset, key = uuid4(), f"{kb}/{doc}/assets/a.png"
-    await container.storage.put(key, b"\x89PNG fake bytes", "image/png")
-    await container.db.execute(
+    await container.infra.storage.put(key, b"\x89PNG fake bytes", "image/png")
+    await container.infra.db.execute(
         "INSERT INTO document_assets (id, document_id, knowledge_base_id, object_key, mime_type, size_bytes,"
         " locator_key) VALUES (%s, %s, %s, %s, 'image/png', 15, 'p1')", (asset, doc, kb, key))
-    await container.snapshots.save(knowledge_base_id=kb, document_id=doc, snapshot={"chunks": []})
+    await container.infra.snapshots.save(knowledge_base_id=kb, document_id=doc, snapshot={"chunks": []})
     return doc, asset
 
 
@@ -126,7 +126,7 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
         kb = world["a"] if not (path == "/api/knowledge-bases/{kb_id}" and method == "DELETE" and who == "admin") \
             else await new_kb(container)  # the admin really deletes: give it its own
         doc, asset = await document_with_asset(container, world["a"])
-        victim = await ApiKeyRepository(container.db).create(is_admin=False, scopes={world["a"]: Role.READER})
+        victim = await ApiKeyRepository(container.infra.db).create(is_admin=False, scopes={world["a"]: Role.READER})
         connector = await container.connectors.repository.create(  # a fresh one: an admin really deletes
             world["a"], kind="urls", name="", config={"urls": ["https://example.com/a.md"]}, schedule_seconds=None)
         params = {"kb_id": kb, "document_id": doc, "asset_id": asset, "key_id": victim.split("_")[1],

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
+from .helpers import use_embedder
 from .test_api import make_kb, upload
 from .test_lifecycle import SlowEmbedder, ready_doc, wait_status
 
@@ -16,8 +17,7 @@ async def test_delete_a_knowledge_base_mid_pipeline_leaves_nothing(client, conta
     other = await make_kb(client, "kept")
     kept_doc = await ready_doc(client, container, other, "k.md", "# Kept\n\nThis knowledge base stays.\n")
     ready = await ready_doc(client, container, kb, "r.md", "# Ready\n\nAlready indexed text about tea.\n")
-    container.processor._embedding.embedder = SlowEmbedder(embedder, delay=0.2)
-    container.processor._embedding._batch_size = 1
+    use_embedder(container, SlowEmbedder(embedder, delay=0.2), batch_size=1)
     text = "\n\n".join(f"## Part {i}\n\nParagraph {i} about ferries and harbours." for i in range(10))
     busy = (await upload(client, kb, "busy.md", text.encode())).json()["id"]
     queued = [(await upload(client, kb, f"q{i}.txt", f"queued {i}".encode())).json()["id"] for i in range(3)]
@@ -46,7 +46,7 @@ async def test_delete_a_knowledge_base_mid_pipeline_leaves_nothing(client, conta
     for doc in [ready, busy, *queued]:
         assert (await client.get(f"/api/documents/{doc}")).status_code == 404
     for table in ("documents", "chunks", "document_assets", "chunk_vectors_384"):
-        row = await container.db.fetchone(f"SELECT count(*) AS n FROM {table} WHERE knowledge_base_id = %s", (kb,))
+        row = await container.infra.db.fetchone(f"SELECT count(*) AS n FROM {table} WHERE knowledge_base_id = %s", (kb,))
         assert row["n"] == 0, table
     assert not (settings.objects_dir / kb).exists()
     assert not (settings.snapshots_dir / kb).exists()

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from ultimate_rag.domain.models import Lease
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+from ultimate_rag.services.job_loop import IngestionWorker, WorkerConfig
 
 OLD = b"# Tides\n\nThe harbour master posts the spring tide table every Monday at the pier office.\n"
 NEW = b"# Tides\n\nThe harbour master now posts the tide table on Sundays; the table code is WALRUS.\n"
@@ -37,8 +37,8 @@ def cleanup_after_a_refused_renewal(container, monkeypatch: pytest.MonkeyPatch,
                                     refused: asyncio.Event) -> list[str]:
     """The previous revision's removal starts only once a renewal was refused after the commit."""
     steps: list[str] = []
-    for name in ("remove_superseded", "delete_document_except"):
-        real = getattr(container.indexes, name)
+    for name in ("remove_superseded",):
+        real = getattr(container.embedding.indexes, name)
 
         async def waiting(*args: Any, real: Callable[..., Any] = real, name: str = name) -> Any:
             steps.append(f"{name} waits")
@@ -49,7 +49,7 @@ def cleanup_after_a_refused_renewal(container, monkeypatch: pytest.MonkeyPatch,
             steps.append(f"{name} done")
             return result
 
-        monkeypatch.setattr(container.indexes, name, waiting)
+        monkeypatch.setattr(container.embedding.indexes, name, waiting)
     return steps
 
 
@@ -60,7 +60,7 @@ async def check_finished(client: httpx.AsyncClient, container, worker: Ingestion
     assert not worker.metrics.registry.get_sample_value("ultimate_rag_worker_lease_losses_total")
     assert not [r for r in caplog.records if "lease lost" in r.getMessage()]
     chunks = (await client.get(f"/api/documents/{doc}/chunks")).json()["items"]
-    assert await container.vectors.count_by_document(UUID(doc)) == len(chunks)  # the old revision's vectors went
+    assert await container.embedding.default_index.count_by_document(UUID(doc)) == len(chunks)  # the old revision's vectors went
     assert (await client.get(f"/api/documents/{doc}")).json()["status"] == "READY"
 
 
@@ -69,7 +69,7 @@ async def test_a_renewal_refused_by_the_ready_commit_lets_the_cleanup_finish_on_
 ) -> None:
     _, doc = await rebuilt_document(client, container)
     refused = asyncio.Event()
-    renew = container.queue.heartbeat
+    renew = container.infra.queue.heartbeat
 
     async def heartbeat(lease: Lease) -> bool:
         alive = await renew(lease)
@@ -77,7 +77,7 @@ async def test_a_renewal_refused_by_the_ready_commit_lets_the_cleanup_finish_on_
             refused.set()
         return bool(alive)
 
-    monkeypatch.setattr(container.queue, "heartbeat", heartbeat)
+    monkeypatch.setattr(container.infra.queue, "heartbeat", heartbeat)
     steps = cleanup_after_a_refused_renewal(container, monkeypatch, refused)
     worker = container.worker(WorkerConfig(heartbeat_seconds=0.05, lease_keeper=False))
     with caplog.at_level(logging.INFO):

@@ -20,13 +20,13 @@ from ultimate_rag.domain.models import Lease
 async def claimed(client: httpx.AsyncClient, container) -> Lease:
     kb = (await client.post("/api/knowledge-bases", json={"name": "keeper"})).json()["id"]
     await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("k.txt", b"Keep me alive.")})
-    leases = await container.queue.claim("keeper-test-worker", 1)
+    leases = await container.infra.queue.claim("keeper-test-worker", 1)
     assert len(leases) == 1
     return leases[0]
 
 
 def keeping(container, interval: float, stall: float = 30.0) -> JobLeaseKeeping:
-    keeper = JobLeaseKeeping(container.queue.db.url, interval=interval, lease_seconds=stall)
+    keeper = JobLeaseKeeping(container.infra.queue.db.url, interval=interval, lease_seconds=stall)
     keeper.start()
     return keeper
 
@@ -42,7 +42,7 @@ async def test_a_lease_is_renewed_while_the_event_loop_cannot_run(client: httpx.
         renewed = keeper.keeper.renewals - before
         stop()
         assert renewed >= 3 and not lost
-        assert await container.queue.heartbeat(lease)  # still ours
+        assert await container.infra.queue.heartbeat(lease)  # still ours
     finally:
         keeper.close()
 
@@ -59,7 +59,7 @@ async def test_a_lease_taken_away_is_reported_on_the_event_loop(client: httpx.As
 
     try:
         keeper.keep(lease, on_lost)
-        await container.db.execute("UPDATE ingestion_jobs SET locked_by = 'someone-else' WHERE id = %(id)s",
+        await container.infra.db.execute("UPDATE ingestion_jobs SET locked_by = 'someone-else' WHERE id = %(id)s",
                                    {"id": lease.job_id})
         await asyncio.wait_for(told.wait(), 30)
         assert threads == [threading.get_ident()]  # called on the loop's thread, once
@@ -72,7 +72,7 @@ async def test_a_lease_taken_away_is_reported_on_the_event_loop(client: httpx.As
 async def test_a_hung_event_loop_lets_its_leases_expire(client: httpx.AsyncClient, container,
                                                         caplog: pytest.LogCaptureFixture) -> None:
     lease = await claimed(client, container)
-    keeper = LeaseKeeper(container.queue.db.url, interval=0.1, stall_seconds=2.0)
+    keeper = LeaseKeeper(container.infra.queue.db.url, interval=0.1, stall_seconds=2.0)
     keeper.start()
     try:
         with caplog.at_level(logging.WARNING):
@@ -95,7 +95,7 @@ async def test_a_job_row_held_by_the_jobs_own_transaction_is_no_loss(client: htt
     lost: list[int] = []
     try:
         keeper.keep(lease, lambda: lost.append(1))
-        async with container.queue.fenced(lease):  # the job's own fenced transaction holds the row
+        async with container.infra.queue.fenced(lease):  # the job's own fenced transaction holds the row
             await asyncio.sleep(1.0)
         renewals = keeper.keeper.renewals
         await asyncio.sleep(1.5)  # retried a second later, once the row is free

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 import httpx
 import pytest
 
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.lifecycle import BulkReindexFilter
-from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
+from .helpers import use_embedder
 from .test_api import PNG, make_kb, upload
 
 
@@ -29,7 +30,7 @@ async def ready_doc(client: httpx.AsyncClient, container, kb: str, name: str = "
 
 
 async def state(container, doc: str) -> dict:
-    return await container.db.fetchone(
+    return await container.infra.db.fetchone(
         "SELECT d.status, d.error_message, d.object_key, d.content_revision, d.chunk_count, d.updated_at,"
         " j.status AS job_status, j.operation, j.force, j.attempts FROM documents d"
         " JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.id = %s", (doc,))
@@ -53,7 +54,7 @@ async def test_soft_delete_hides_at_once_then_reindex_restores_the_same_chunks(c
     body = (await client.get(f"/api/documents/{doc}")).json()
     assert body["status"] == "DELETED" and body["deleted_at"] and body["chunk_count"] == 0
     assert (await client.get(f"/api/documents/{doc}/chunks")).json()["items"] == []
-    assert await container.vectors.count_by_document(doc) == 0
+    assert await container.embedding.default_index.count_by_document(doc) == 0
     assert not (settings.snapshots_dir / kb / doc).exists()
     assert (await client.get(f"/api/documents/{doc}/source")).status_code == 200  # the source is kept
     assert (await client.delete(f"/api/documents/{doc}")).status_code == 409  # already deleted
@@ -75,7 +76,7 @@ async def test_hard_delete_leaves_nothing_anywhere(client, container, settings) 
     assert (await client.get(f"/api/documents/{doc}")).status_code == 404
     for table, column in (("documents", "id"), ("ingestion_jobs", "document_id"), ("chunks", "document_id"),
                           ("document_assets", "document_id"), ("chunk_vectors_384", "document_id")):
-        row = await container.db.fetchone(f"SELECT count(*) AS n FROM {table} WHERE {column} = %s", (doc,))
+        row = await container.infra.db.fetchone(f"SELECT count(*) AS n FROM {table} WHERE {column} = %s", (doc,))
         assert row["n"] == 0, table
     assert not (settings.objects_dir / kb / doc).exists()
     assert not (settings.snapshots_dir / kb / doc).exists()
@@ -112,7 +113,7 @@ async def test_re_upload_replaces_the_content_and_then_the_old_source(client, co
     contents = [c["content"] for c in (await client.get(f"/api/documents/{doc}/chunks")).json()["items"]]
     assert contents == ["Menu\n\nLemon cake."]  # the heading leads its section's first chunk
     assert (await client.get(f"/api/documents/{doc}/source")).content == b"# Menu\n\nLemon cake.\n"
-    assert await container.vectors.count_by_document(doc) == 1
+    assert await container.embedding.default_index.count_by_document(doc) == 1
 
 
 async def test_re_upload_is_validated_before_anything_changes(client, container) -> None:
@@ -165,8 +166,7 @@ async def wait_status(container, doc: str, status: str, timeout: float = 60) -> 
 @pytest.mark.parametrize("operation", ["fail", "recover"])
 async def test_fail_or_recover_during_embedding_stops_the_worker_for_good(client, container, embedder,
                                                                           operation) -> None:
-    container.processor._embedding.embedder = SlowEmbedder(embedder, delay=0.3)
-    container.processor._embedding._batch_size = 1
+    use_embedder(container, SlowEmbedder(embedder, delay=0.3), batch_size=1)
     kb = await make_kb(client)
     text = "\n\n".join(f"## Part {i}\n\nThe ferry number {i} leaves the harbour at dawn." for i in range(12))
     doc = (await upload(client, kb, "ferries.md", text.encode())).json()["id"]
@@ -189,10 +189,10 @@ async def test_fail_or_recover_during_embedding_stops_the_worker_for_good(client
     if operation == "fail":
         assert (final["status"], final["job_status"], final["error_message"]) == (
             "FAILED", "FAILED", "cancelled by operator")
-        assert await container.vectors.count_by_document(doc) == 0 and final["chunk_count"] == 0
+        assert await container.embedding.default_index.count_by_document(doc) == 0 and final["chunk_count"] == 0
     else:
         assert final["status"] == "PENDING" and final["attempts"] == 0
-        container.processor._embedding.embedder = embedder
+        use_embedder(container, embedder)
         await run_worker(container)
         assert (await state(container, doc))["status"] == "READY"
 
@@ -230,8 +230,8 @@ async def test_bulk_reindex_counts_and_filters(client, container) -> None:
     kb = await make_kb(client)
     ready = [await ready_doc(client, container, kb, f"d{i}.md", f"# Doc {i}\n\nbody {i}\n") for i in range(3)]
     queued = (await upload(client, kb, "q.txt", b"still queued")).json()["id"]
-    await container.db.execute("UPDATE documents SET status = 'FAILED' WHERE id = %s", (ready[0],))
-    await container.db.execute("UPDATE documents SET parser_version = '0.1.0' WHERE id = %s", (ready[1],))
+    await container.infra.db.execute("UPDATE documents SET status = 'FAILED' WHERE id = %s", (ready[0],))
+    await container.infra.db.execute("UPDATE documents SET parser_version = '0.1.0' WHERE id = %s", (ready[1],))
 
     r = await client.post(f"/api/knowledge-bases/{kb}/reindex", json={"filter": "failed"})
     assert r.status_code == 202 and r.json() == {"queued": 1, "skipped_active": 1}
@@ -253,14 +253,14 @@ async def test_bulk_reindex_works_in_batches(container) -> None:
     from .helpers import new_kb
 
     kb = await new_kb(container)
-    await container.db.execute(
+    await container.infra.db.execute(
         "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status)"
         " SELECT gen_random_uuid(), %s, 'f', 'text/plain', 1, 'x', 'k',"
         " CASE WHEN g %% 10 = 0 THEN 'PARSING' ELSE 'READY' END FROM generate_series(1, 2500) g", (kb,))
-    await container.db.execute(
+    await container.infra.db.execute(
         "INSERT INTO ingestion_jobs (id, document_id, status, attempts, max_attempts)"
         " SELECT gen_random_uuid(), id, 'SUCCEEDED', 1, 3 FROM documents")
-    queued, skipped = await container.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL, batch_size=300)
+    queued, skipped = await container.ingest.lifecycle.bulk_reindex(kb, BulkReindexFilter.ALL, batch_size=300)
     assert (queued, skipped) == (2250, 250)
 
 
@@ -280,7 +280,7 @@ async def test_every_operation_in_every_status(client, container, status) -> Non
     kb = await make_kb(client)
     for operation, expected in zip(OPERATIONS, EXPECTED[status], strict=True):
         doc = (await upload(client, kb, "a.md", b"# A\n\ntext\n")).json()["id"]
-        await container.db.execute("UPDATE documents SET status = %s WHERE id = %s", (status, doc))
+        await container.infra.db.execute("UPDATE documents SET status = %s WHERE id = %s", (status, doc))
         before = await state(container, doc)
         if operation == "reindex":
             r = await client.post(f"/api/documents/{doc}/reindex")

@@ -26,7 +26,7 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 @pytest.fixture
 async def keys(container):
     a, b = await new_kb(container, "alpha"), await new_kb(container, "beta")
-    repo = ApiKeyRepository(container.db)
+    repo = ApiKeyRepository(container.infra.db)
     revoked = await repo.create(is_admin=True, scopes={})
     await repo.revoke(revoked.split("_")[1])
     return {"a": a, "b": b, "admin": container.settings.admin_key, "revoked": revoked,
@@ -101,7 +101,7 @@ async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container,
         local = await mcp.call_tool("upload_document", {"knowledge_base": "alpha", "filename": "p",
                                                         "path": "/etc/passwd"})
         assert local.is_error and "only available over stdio" in first_text(local)
-    rows = await container.db.fetchall("SELECT id FROM documents")
+    rows = await container.infra.db.fetchall("SELECT id FROM documents")
     assert rows == []
 
 
@@ -115,7 +115,7 @@ async def test_an_editor_key_uploads_and_another_kbs_document_is_invisible(conta
         got = payload(await mcp.call_tool("get_document", {"document_id": doc["id"]}))
         assert got["status"] in ("PENDING", "PARSING", "CHUNKING", "EMBEDDING", "INDEXING", "READY")
 
-    async with mcp_client(container, (await ApiKeyRepository(container.db).create(
+    async with mcp_client(container, (await ApiKeyRepository(container.infra.db).create(
             is_admin=False, scopes={keys["b"]: Role.EDITOR}))) as other:
         hidden = await other.call_tool("get_document", {"document_id": doc["id"]})
         assert hidden.is_error and "not found" in first_text(hidden) and "404" in first_text(hidden)

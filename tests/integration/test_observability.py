@@ -16,9 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from ultimate_rag.domain.auth import Role
 from ultimate_rag.domain.errors import TransientError
 from ultimate_rag.logs import log_context, make_handler
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
-from .helpers import new_kb, queue_document
+from .helpers import new_kb, queue_document, use_embedder
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -27,7 +27,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 async def push_back(container, document_id: UUID, seconds: float) -> None:
-    await container.db.execute(
+    await container.infra.db.execute(
         "UPDATE documents SET updated_at = now() - make_interval(secs => %s) WHERE id = %s", (seconds, document_id))
 
 
@@ -57,9 +57,9 @@ async def test_metrics_report_queue_depth_oldest_due_job_and_stuck_documents(cli
     due_recent = await queue_document(container, kb, "one")
     due_old = await queue_document(container, kb, "two")
     later = await queue_document(container, kb, "three")
-    await container.db.execute(
+    await container.infra.db.execute(
         "UPDATE ingestion_jobs SET available_at = now() - interval '120 seconds' WHERE document_id = %s", (due_old,))
-    await container.db.execute(
+    await container.infra.db.execute(
         "UPDATE ingestion_jobs SET available_at = now() + interval '1 hour' WHERE document_id = %s", (later,))
     await push_back(container, due_old, 7200)
     assert due_recent
@@ -85,9 +85,9 @@ async def test_worker_metrics_count_claims_outcomes_failure_classes_and_stage_du
     async def unavailable() -> None:
         raise TransientError("embedding service returned 503")
 
-    container.processor._embedding.embedder = ScriptedEmbedder(embedder, {1: unavailable})
+    use_embedder(container, ScriptedEmbedder(embedder, {1: unavailable}))
     worker = container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=0))
-    worker.metrics.watch_embedding(container.embedding)
+    worker.metrics.watch_embedding(container.embedding.service)
     kb = await new_kb(container)
     flaky = await queue_document(container, kb, "The lighthouse keeper logs every passing ship.")
     await worker.run_until_idle(max_jobs=1)  # attempt 1 fails and is retried
@@ -96,8 +96,8 @@ async def test_worker_metrics_count_claims_outcomes_failure_classes_and_stage_du
     await worker.run_until_idle()
 
     value = worker.metrics.registry.get_sample_value
-    assert (await container.documents.get(flaky)).status == "READY"
-    assert (await container.documents.get(empty)).status == "FAILED"
+    assert (await container.ingest.documents.get(flaky)).status == "READY"
+    assert (await container.ingest.documents.get(empty)).status == "FAILED"
     assert value("ultimate_rag_worker_jobs_claimed_total") == 3
     assert value("ultimate_rag_worker_jobs_succeeded_total", {"operation": "ingest"}) == 1
     assert value("ultimate_rag_worker_job_retries_total") == 1
@@ -111,13 +111,13 @@ async def test_worker_metrics_count_claims_outcomes_failure_classes_and_stage_du
     assert value("ultimate_rag_worker_embedder_seconds_total") > 0
 
     # an already READY document completes without a run: no second observation
-    await container.db.execute("UPDATE ingestion_jobs SET status = 'PENDING' WHERE document_id = %s", (flaky,))
+    await container.infra.db.execute("UPDATE ingestion_jobs SET status = 'PENDING' WHERE document_id = %s", (flaky,))
     await worker.run_until_idle()
     assert value("ultimate_rag_worker_stage_duration_seconds_count", {"stage": "PARSING"}) == 1
     assert value("ultimate_rag_worker_jobs_succeeded_total", {"operation": "ingest"}) == 2
 
     # a delete is one stage, timed by the worker
-    await container.lifecycle.delete(flaky, hard=True)
+    await container.ingest.lifecycle.delete(flaky, hard=True)
     await worker.run_until_idle()
     assert value("ultimate_rag_worker_jobs_succeeded_total", {"operation": "delete"}) == 1
     assert value("ultimate_rag_worker_stage_duration_seconds_count", {"stage": "DELETING"}) == 1
@@ -128,12 +128,12 @@ async def test_worker_metrics_count_a_lease_lost_to_an_operator(container, embed
     doc = await queue_document(container, kb, "Cancelled while it was being embedded.")
 
     async def operator_cancels() -> None:
-        await container.lifecycle.fail(doc)
+        await container.ingest.lifecycle.fail(doc)
 
-    container.processor._embedding.embedder = ScriptedEmbedder(embedder, {1: operator_cancels})
+    use_embedder(container, ScriptedEmbedder(embedder, {1: operator_cancels}))
     worker = container.worker(WorkerConfig(heartbeat_seconds=5))
     await worker.run_until_idle()
-    assert (await container.documents.get(doc)).status == "FAILED"
+    assert (await container.ingest.documents.get(doc)).status == "FAILED"
     assert worker.metrics.registry.get_sample_value("ultimate_rag_worker_lease_losses_total") == 1
     assert worker.metrics.registry.get_sample_value("ultimate_rag_worker_jobs_succeeded_total",
                                                     {"operation": "ingest"}) is None
@@ -159,7 +159,7 @@ async def test_json_logs_carry_the_job_ids_and_no_secrets(container, embedder) -
     async def unavailable() -> None:
         raise TransientError("embedding service returned 503")
 
-    container.processor._embedding.embedder = ScriptedEmbedder(embedder, {1: unavailable})
+    use_embedder(container, ScriptedEmbedder(embedder, {1: unavailable}))
     stream = io.StringIO()
     handler = make_handler("json", secrets=["sk-very-secret-key"], stream=stream)
     logger = logging.getLogger("ultimate_rag")
@@ -182,7 +182,7 @@ async def test_json_logs_carry_the_job_ids_and_no_secrets(container, embedder) -
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
     failure = next(line for line in lines if "attempt 1/" in line["message"] and "failed" in line["message"])
     assert failure["document_id"] == str(doc) and failure["worker_id"] == "worker-7" and failure["job_id"]
-    assert failure["level"] == "WARNING" and failure["logger"] == "ultimate_rag.services.worker"
+    assert failure["level"] == "WARNING" and failure["logger"] == "ultimate_rag.services.job_loop"
     last = next(line["message"] for line in lines if line["message"].startswith("connecting to"))
     assert "hunter2" not in last and "sk-very-secret-key" not in last
     assert "postgresql://rag:***@db/rag" in last
@@ -198,7 +198,7 @@ async def test_stuck_documents_are_listed_oldest_first_for_admins_only(client, c
     await push_back(container, stuck, 2000)
     await push_back(container, older, 5000)
     ready = await queue_document(container, kb, "ready")
-    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (ready,))
+    await container.infra.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (ready,))
     await push_back(container, ready, 9000)  # stable documents are never stuck
 
     r = await client.get("/api/documents/stuck")
@@ -217,7 +217,7 @@ async def test_stuck_documents_are_listed_oldest_first_for_admins_only(client, c
     assert (await client.get("/api/documents/stuck", params={"limit": 501})).status_code == 422
     assert (await client.get(f"/api/documents/{fresh}")).status_code == 200
 
-    editor = await ApiKeyRepository(container.db).create(is_admin=False, scopes={kb: Role.EDITOR})
+    editor = await ApiKeyRepository(container.infra.db).create(is_admin=False, scopes={kb: Role.EDITOR})
     r = await client.get("/api/documents/stuck", headers={"Authorization": f"Bearer {editor}"})
     assert r.status_code == 403
     assert (await client.get("/api/documents/stuck", headers={"Authorization": ""})).status_code == 401

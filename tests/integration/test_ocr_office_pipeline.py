@@ -32,7 +32,7 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
 
 def record_progress(container) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
-    queue = container.processor._store
+    queue = container.ingest.processor._store
     real = queue.report_progress
 
     async def spy(lease, progress):

@@ -22,7 +22,7 @@ def item(kb: UUID, doc: UUID, vector: tuple[float, ...], ordinal: int = 0) -> Em
 
 
 async def test_upsert_search_and_delete(container) -> None:
-    store, rng = container.vectors, random.Random(7)
+    store, rng = container.embedding.default_index, random.Random(7)
     kb, doc_a, doc_b = uuid4(), uuid4(), uuid4()
     target = unit(rng)
     near = tuple(0.9 * t + 0.1 * x for t, x in zip(target, unit(rng), strict=True))
@@ -43,18 +43,18 @@ async def test_upsert_search_and_delete(container) -> None:
 async def test_small_knowledge_base_inside_a_big_index_still_finds_its_vectors(container) -> None:
     """Without iterative index scans a filtered HNSW query looks at the nearest ef_search vectors
     only, which may all belong to other knowledge bases: the small one would get nothing back."""
-    store, rng = container.vectors, random.Random(11)
+    store, rng = container.embedding.default_index, random.Random(11)
     big, small = uuid4(), uuid4()
     for _ in range(4):
         await store.upsert(big, [item(big, uuid4(), unit(rng)) for _ in range(500)])
     mine = [item(small, uuid4(), unit(rng)) for _ in range(5)]
     await store.upsert(small, mine)
-    await container.db.execute("ANALYZE chunk_vectors_384")
+    await container.infra.db.execute("ANALYZE chunk_vectors_384")
     query = unit(rng)
     hits = await store.search(small, query, 5)
     assert sorted(h.chunk_id for h in hits) == sorted(i.chunk.id for i in mine)
     # and after most of the big one is deleted
-    await container.db.execute(
+    await container.infra.db.execute(
         "DELETE FROM chunk_vectors_384 WHERE knowledge_base_id = %s AND random() < 0.9", (big,))
     hits = await store.search(small, query, 5)
     assert len(hits) == 5

@@ -10,7 +10,7 @@ from .helpers import new_kb
 
 
 async def test_the_audit_list_filters_by_page_and_knowledge_base(container) -> None:
-    audit = AuditLog(container.db)
+    audit = AuditLog(container.infra.db)
     kb, other = await new_kb(container), await new_kb(container)
     prefix = f"p{kb.hex[:6]}"
     for n, where in enumerate((kb, other, kb, None)):
@@ -25,7 +25,7 @@ async def test_the_audit_list_filters_by_page_and_knowledge_base(container) -> N
 
 
 async def test_a_connector_update_changes_only_what_it_is_given(container) -> None:
-    repo = ConnectorRepository(container.db, sync_max_attempts=3)
+    repo = ConnectorRepository(container.infra.db, sync_max_attempts=3)
     kb = await new_kb(container)
     made = await repo.create(kb, kind="urls", name="pages", config={"urls": ["http://a"]}, schedule_seconds=60)
     assert made.next_sync_at is not None
@@ -46,5 +46,5 @@ async def test_json_parameters_round_trip_exactly(container) -> None:
     from psycopg.types.json import Jsonb
 
     value = {1: "one", "big": 2**70 + 1, "text": "naïve 中文 한국어 \u2028", "nested": [1.5, None, True]}
-    row = await container.db.fetchone("SELECT %(v)s::jsonb AS v", {"v": Jsonb(value)})
+    row = await container.infra.db.fetchone("SELECT %(v)s::jsonb AS v", {"v": Jsonb(value)})
     assert row == {"v": {"1": "one", "big": 2**70 + 1, "text": "naïve 中文 한국어 \u2028", "nested": [1.5, None, True]}}

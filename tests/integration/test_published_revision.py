@@ -11,7 +11,7 @@ from uuid import UUID
 
 import httpx
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .test_search_hybrid import backend, milvus_server, settings  # noqa: F401 - the store-parametrised fixtures
 
@@ -72,7 +72,7 @@ async def test_a_rebuild_serves_the_previous_revision_until_its_swap(client, con
     # the moment the new revision's vectors are in the store, before the swap commits: the store
     # proposes them, PostgreSQL still serves only the published revision
     seen_before_swap: dict[str, list[str]] = {}
-    store, write = container.indexes, container.indexes.write  # the knowledge base's index generations
+    store, write = container.embedding.indexes, container.embedding.indexes.write  # the knowledge base's index generations
 
     async def write_then_search(kb_id: UUID, items: Any) -> None:
         await write(kb_id, items)
@@ -97,7 +97,7 @@ async def test_a_rebuild_serves_the_previous_revision_until_its_swap(client, con
         assert found and all("QUOKKA" in c for c in found), (mode, found)
     chunks = (await client.get(f"/api/documents/{doc}/chunks")).json()["items"]
     assert not {c["id"] for c in chunks} & old_chunks  # new ids, beside the old ones until the swap
-    assert await container.vectors.count_by_document(UUID(doc)) == len(chunks)  # the old ones went after it
+    assert await container.embedding.default_index.count_by_document(UUID(doc)) == len(chunks)  # the old ones went after it
     snapshot = (await client.get(f"/api/documents/{doc}/snapshot")).json()
     assert snapshot["document"]["content_revision"] == 2
 
@@ -118,7 +118,7 @@ async def test_a_failed_rebuild_keeps_the_previous_revision_served_and_says_so(c
     for mode in MODES:
         found = await served(client, kb, doc, mode)
         assert found and all("nine" in c for c in found), (mode, found)
-    assert await container.vectors.count_by_document(UUID(doc)) == chunk_count
+    assert await container.embedding.default_index.count_by_document(UUID(doc)) == chunk_count
 
     # delete unpublishes at once, before any worker runs
     assert (await client.delete(f"/api/documents/{doc}")).status_code == 202
@@ -203,24 +203,24 @@ async def test_a_crash_between_swap_and_cleanup_leaves_only_what_the_janitor_rem
     async def crashed(*_: Any) -> None:  # the process died right after the READY commit
         return None
 
-    container.processor._after_swap = crashed
+    container.ingest.processor._ready.after_swap = crashed
     try:
         r = await client.put(f"/api/documents/{doc}/content", files={"file": ("ferry.md", NEW, "text/markdown")})
         assert r.status_code == 202
         await run_worker(container)
     finally:
-        del container.processor._after_swap
+        del container.ingest.processor._ready.after_swap
     chunks = (await client.get(f"/api/documents/{doc}/chunks")).json()["items"]
-    assert await container.vectors.count_by_document(UUID(doc)) > len(chunks)  # the old revision's are left
+    assert await container.embedding.default_index.count_by_document(UUID(doc)) > len(chunks)  # the old revision's are left
     for mode in MODES:  # the store proposes them, PostgreSQL serves the published revision only
         found = await served(client, kb, doc, mode)
         assert found and all("QUOKKA" in c for c in found), (mode, found)
     folder = settings.snapshots_dir / kb / doc
     assert (await client.get(f"/api/documents/{doc}/snapshot")).json()["document"]["content_revision"] == 2
 
-    await container.janitor.with_grace(0).sweep()
+    await container.maintenance.janitor.with_grace(0).sweep()
     if backend["vector_store"] == "pgvector":  # the janitor sweeps the vectors it can see (pgvector's table)
-        assert await container.vectors.count_by_document(UUID(doc)) == len(chunks)
+        assert await container.embedding.default_index.count_by_document(UUID(doc)) == len(chunks)
     assert not list(folder.glob("chunks.r*.json"))
     assert json.loads((folder / "chunks.json").read_text())["document"]["content_revision"] == 2
 

@@ -18,7 +18,7 @@ import pytest
 from ultimate_rag.adapters.postgres.centroids import LanguageCentroids
 from ultimate_rag.adapters.postgres.pipeline import replace_asset_rows
 from ultimate_rag.domain.models import Chunk, DocumentAsset, EmbeddedChunk, SourceLocator
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .helpers import new_kb, queue_document
 
@@ -32,8 +32,8 @@ async def run_worker(container) -> int:
 
 async def counts(container, document_id: UUID) -> tuple[int, int]:
     """(vectors of the document in the store, its language centroid chunk count)."""
-    row = await container.db.fetchone("SELECT coalesce(sum(n), 0) AS n FROM language_centroids")
-    return await container.vectors.count_by_document(document_id), int(row["n"]) if row else 0
+    row = await container.infra.db.fetchone("SELECT coalesce(sum(n), 0) AS n FROM language_centroids")
+    return await container.embedding.default_index.count_by_document(document_id), int(row["n"]) if row else 0
 
 
 class StatementCounter:
@@ -77,14 +77,14 @@ async def _statements_for(container, monkeypatch: pytest.MonkeyPatch, kb: UUID, 
     writes that depend on time (progress during a stage, the lease's heartbeat)."""
     doc = await queue_document(container, kb, text)
     with monkeypatch.context() as patched:
-        patched.setattr(container.processor, "_progress_interval", 3600.0)  # no progress write mid-stage
+        patched.setattr(container.ingest.processor, "_progress_interval", 3600.0)  # no progress write mid-stage
 
         counter = StatementCounter(patched)
         worker = container.worker(WorkerConfig(heartbeat_seconds=3600))  # no heartbeat
         assert await worker.run_until_idle() == 1
     counted = counter.snapshot()
-    chunks = await container.db.fetchone("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc,))
-    status = await container.db.fetchone("SELECT status FROM documents WHERE id = %s", (doc,))
+    chunks = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc,))
+    status = await container.infra.db.fetchone("SELECT status FROM documents WHERE id = %s", (doc,))
     assert status["status"] == "READY"
     del counted[""]  # the pool's full check of a connection that was not quiet (a pool matter, not the pipeline's)
     return sum(counted.values()) - 1, counter.transactions, int(chunks["n"])  # the last claim found nothing
@@ -124,32 +124,32 @@ async def test_a_failed_ready_commit_leaves_no_vector_and_no_centroid_share(clie
     await run_worker(container)
     before = await counts(container, doc)
     assert before[0] > 0 and before[1] > 0
-    published = {r["id"] for r in await container.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc,))}
+    published = {r["id"] for r in await container.infra.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc,))}
 
     r = await client.put(f"/api/documents/{doc}/content",
                          files={"file": ("doc.txt", ("A different text about quokkas on an island. " * 30).encode(),
                                          "text/plain")})
     assert r.status_code == 202, r.text
-    publish, failures = container.snapshots.publish, []
+    publish, failures = container.infra.snapshots.publish, []
 
     async def failing_publish(*args: Any) -> None:
         failures.append(args)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(container.snapshots, "publish", failing_publish)
+    monkeypatch.setattr(container.infra.snapshots, "publish", failing_publish)
     worker = container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=30))
     assert await worker.run_until_idle(max_jobs=1) == 1
     assert failures  # the commit reached its last step, then failed
-    row = await container.db.fetchone("SELECT status, published_revision FROM documents WHERE id = %s", (doc,))
+    row = await container.infra.db.fetchone("SELECT status, published_revision FROM documents WHERE id = %s", (doc,))
     assert (row["status"], row["published_revision"]) == ("PENDING", 1)
     assert await counts(container, doc) == before  # no new vector, no old one gone, no centroid share
-    chunk_ids = {r["id"] for r in await container.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc,))}
+    chunk_ids = {r["id"] for r in await container.infra.db.fetchall("SELECT id FROM chunks WHERE document_id = %s", (doc,))}
     assert chunk_ids == published
 
-    monkeypatch.setattr(container.snapshots, "publish", publish)
-    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
+    monkeypatch.setattr(container.infra.snapshots, "publish", publish)
+    await container.infra.db.execute("UPDATE ingestion_jobs SET available_at = now() WHERE document_id = %s", (doc,))
     assert await run_worker(container) == 1
-    row = await container.db.fetchone("SELECT status, published_revision, chunk_count FROM documents WHERE id = %s",
+    row = await container.infra.db.fetchone("SELECT status, published_revision, chunk_count FROM documents WHERE id = %s",
                                       (doc,))
     assert (row["status"], row["published_revision"]) == ("READY", 2)
     vectors, centroid_chunks = await counts(container, doc)
@@ -165,22 +165,22 @@ async def test_a_revision_without_assets_removes_an_interrupted_runs_asset_rows(
     doc = await queue_document(container, kb, TEXT)
     ident = uuid4()
     key = f"{kb}/{doc}/assets/{ident}.png"
-    await container.storage.put(key, b"\x89PNG leftover", "image/png")
-    async with container.db.transaction() as conn:
+    await container.infra.storage.put(key, b"\x89PNG leftover", "image/png")
+    async with container.infra.db.transaction() as conn:
         await replace_asset_rows(conn, doc, [DocumentAsset(
             id=ident, document_id=doc, knowledge_base_id=kb, object_key=key, mime_type="image/png",
             size_bytes=13, page=None, description="", locator_key="figure-1")], 1)
     assert await run_worker(container) == 1
-    assert await container.documents.assets(doc) == []
+    assert await container.ingest.documents.assets(doc) == []
     with pytest.raises(Exception):  # noqa: B017 - the object is gone, whatever the storage calls it
-        await container.storage.get(key)
+        await container.infra.storage.get(key)
 
 
 async def test_centroid_shares_added_at_once_are_all_counted(container) -> None:
     """Concurrent adds to a language row that does not exist yet: one makes it, every add locks
     it in turn (one statement makes and locks), none is lost."""
     kb = await new_kb(container)
-    centroids = LanguageCentroids(container.db)
+    centroids = LanguageCentroids(container.infra.db)
     doc = uuid4()
 
     def item(n: int) -> EmbeddedChunk:
@@ -195,7 +195,7 @@ async def test_centroid_shares_added_at_once_are_all_counted(container) -> None:
     means = await centroids.means(kb, "m")
     assert list(means) == ["latin"]
     [(dense, sparse)] = means.values()
-    row = await container.db.fetchone("SELECT n FROM language_centroids WHERE knowledge_base_id = %s", (kb,))
+    row = await container.infra.db.fetchone("SELECT n FROM language_centroids WHERE knowledge_base_id = %s", (kb,))
     assert row["n"] == 48
     assert np.allclose(dense, [0.25, 0.25, 0.25, 0.25])
     assert np.isclose(sparse.sum(), 1.0) and np.count_nonzero(sparse) == 48
@@ -208,26 +208,26 @@ async def test_a_generation_switch_during_the_run_rolls_the_ready_commit_back(co
     centroid share), and the job runs again."""
     kb = await new_kb(container)
     doc = await queue_document(container, kb, TEXT)
-    write = container.indexes.write
+    write = container.embedding.indexes.write
 
     async def write_then_switch(kb_id: UUID, items: Any) -> None:
         await write(kb_id, items)
-        await container.db.execute("UPDATE knowledge_bases SET settings = settings || '{\"index_generation\": 9}'"
+        await container.infra.db.execute("UPDATE knowledge_bases SET settings = settings || '{\"index_generation\": 9}'"
                                    " WHERE id = %s", (kb_id,))
 
-    monkeypatch.setattr(container.indexes, "write", write_then_switch)
+    monkeypatch.setattr(container.embedding.indexes, "write", write_then_switch)
     worker = container.worker(WorkerConfig(heartbeat_seconds=5, retry_delay_seconds=30))
     assert await worker.run_until_idle(max_jobs=1) == 1
-    row = await container.db.fetchone(
+    row = await container.infra.db.fetchone(
         "SELECT d.status, d.published_revision, d.error_message, j.status AS job FROM documents d "
         "JOIN ingestion_jobs j ON j.document_id = d.id WHERE d.id = %s", (doc,))
     assert (row["status"], row["published_revision"], row["job"]) == ("PENDING", None, "PENDING"), row
     assert "switched to another embedding model" in row["error_message"]
     assert (await counts(container, doc))[1] == 0  # no centroid share (the vectors it wrote in the generation
     # it planned are that generation's to drop: a real migration's end drops it)
-    chunks = await container.db.fetchone("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc,))
+    chunks = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc,))
     assert chunks["n"] == 0
-    assert not container.snapshots.path(kb, doc).exists()
+    assert not container.infra.snapshots.path(kb, doc).exists()
 
 
 def _item(kb: UUID, doc: UUID, n: int, content: str, width: int = 4) -> EmbeddedChunk:
@@ -245,10 +245,10 @@ async def test_centroid_sums_from_before_the_database_added_them_still_count(con
     legacy_dense = np.array([4.0, 0.0, 0.0, 0.0], dtype=np.float32)  # 4 chunks, all on the first axis
     legacy_sparse = np.zeros(16384, dtype=np.float32)
     legacy_sparse[16000] = 4.0
-    await container.db.execute(
+    await container.infra.db.execute(
         "INSERT INTO language_centroids (knowledge_base_id, model, language, n, dense, sparse) "
         "VALUES (%s, 'm', 'latin', 4, %s, %s)", (kb, legacy_dense.tobytes(), legacy_sparse.tobytes()))
-    centroids = LanguageCentroids(container.db, ttl=0)
+    centroids = LanguageCentroids(container.infra.db, ttl=0)
     doc = uuid4()
     await centroids.add(kb, "m", [_item(kb, doc, 1, "english text"), _item(kb, doc, 2, "english words"),
                                   _item(kb, doc, 3, "中文文本"), _item(kb, doc, 9000, "更多中文")])
@@ -261,7 +261,7 @@ async def test_centroid_sums_from_before_the_database_added_them_still_count(con
     assert np.allclose(dense, [0.5, 0.0, 0.0, 0.5]) and np.isclose(sparse[9000], 0.5) and np.isclose(sparse[3], 0.5)
     from ultimate_rag.adapters.postgres.database import Database
 
-    unregistered = Database(container.db.url, min_size=1, max_size=1, register_vector=False)
+    unregistered = Database(container.infra.db.url, min_size=1, max_size=1, register_vector=False)
     await unregistered.open()  # a connection opened before the vector type existed reads them as text
     try:
         again = await LanguageCentroids(unregistered, ttl=0).means(kb, "m")
@@ -275,7 +275,7 @@ async def test_a_centroid_of_another_width_starts_over_and_shares_without_sparse
     the new share (vectors of two widths do not add); a share without sparse vectors adds to the
     dense sum and count only."""
     kb = await new_kb(container)
-    centroids = LanguageCentroids(container.db, ttl=0)
+    centroids = LanguageCentroids(container.infra.db, ttl=0)
     doc = uuid4()
     await centroids.add(kb, "m", [_item(kb, doc, 0, "english text")])
     await centroids.add(kb, "m", [_item(kb, doc, 1, "english text", width=6)])

@@ -14,7 +14,7 @@ import httpx
 import pymupdf
 import pytest
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
 
@@ -134,7 +134,7 @@ async def test_modes_filters_and_citations(client: httpx.AsyncClient, container,
     # SPEC §4 rule 3: no published revision (never READY, deleted, outdated), never returned — in every
     # mode, with every filter, whatever vectors and chunks a crashed worker left
     for status in ("PENDING", "EMBEDDING", "FAILED", "DELETED", "OUTDATED"):
-        await container.db.execute("UPDATE documents SET status = %s, published_revision = NULL WHERE id = %s",
+        await container.infra.db.execute("UPDATE documents SET status = %s, published_revision = NULL WHERE id = %s",
                                    (status, ids["manual.md"]))
         for mode in MODES:
             for flt in ({}, {"filename": "*.md"}, {"heading": "Error"}, {"document_ids": [ids["manual.md"]]}):

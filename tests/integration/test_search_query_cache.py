@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.search import QueryCache
-from ultimate_rag.services.worker import WorkerConfig
 
 
 def test_query_cache_is_bounded_and_least_recently_used() -> None:
@@ -26,7 +26,7 @@ async def test_a_repeated_query_is_embedded_once(client: httpx.AsyncClient, cont
     await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("a.txt", b"The ferry leaves at six.")})
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
     calls: list[str] = []
-    dense, sparse = container.embedder.embed_query, container.embedding.sparse.encode_query
+    dense, sparse = container.embedding.embedder.embed_query, container.embedding.service.sparse.encode_query
 
     async def counted_dense(text: str) -> list[float]:  # the real model, counted
         calls.append("dense")
@@ -36,15 +36,15 @@ async def test_a_repeated_query_is_embedded_once(client: httpx.AsyncClient, cont
         calls.append("sparse")
         return await sparse(text)
 
-    pair = container.embedding.sparse.encode_query_pair
+    pair = container.embedding.service.sparse.encode_query_pair
 
     async def counted_pair(text: str) -> tuple[list[float], dict[int, float]]:  # both vectors, one pass
         calls.append("pair")
         return await pair(text)
 
-    monkeypatch.setattr(container.embedder, "embed_query", counted_dense)
-    monkeypatch.setattr(container.embedding.sparse, "encode_query", counted_sparse)
-    monkeypatch.setattr(container.embedding.sparse, "encode_query_pair", counted_pair)
+    monkeypatch.setattr(container.embedding.embedder, "embed_query", counted_dense)
+    monkeypatch.setattr(container.embedding.service.sparse, "encode_query", counted_sparse)
+    monkeypatch.setattr(container.embedding.service.sparse, "encode_query_pair", counted_pair)
     body = {"query": "when does the ferry leave?"}
     first = (await client.post(f"/api/knowledge-bases/{kb}/search", json=body)).json()
     second = (await client.post(f"/api/knowledge-bases/{kb}/search", json=body)).json()

@@ -9,7 +9,7 @@ import logging
 from contextlib import asynccontextmanager
 
 from ultimate_rag.domain.status import DocumentStatus as D
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .helpers import new_kb, queue_document
@@ -20,11 +20,11 @@ async def test_no_lease_lost_warning_when_the_job_finished_during_the_heartbeat_
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
     worker = container.worker(WorkerConfig(heartbeat_seconds=0.3))
-    [lease] = await container.queue.claim(worker.worker_id)
+    [lease] = await container.infra.queue.claim(worker.worker_id)
 
     async def finish() -> None:  # the job succeeds while the heartbeat sleeps
-        await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
-        await container.pipeline.complete_already_ready(lease)
+        await container.infra.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
+        await container.ingest.pipeline.complete_already_ready(lease)
 
     work = asyncio.create_task(finish())
     lost = asyncio.Event()
@@ -32,7 +32,7 @@ async def test_no_lease_lost_warning_when_the_job_finished_during_the_heartbeat_
         await worker.runner.heartbeat(lease, work, lost)
     assert not lost.is_set()
     assert "lease lost" not in caplog.text
-    assert (await container.documents.get(doc)).status == D.READY
+    assert (await container.ingest.documents.get(doc)).status == D.READY
 
 
 async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock(client, container) -> None:
@@ -40,9 +40,9 @@ async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock
     between (READY -> PENDING), so the fail starts from PENDING, and that is what is recorded."""
     kb = await new_kb(container)
     doc = await queue_document(container, kb)
-    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
-    await container.db.execute("UPDATE ingestion_jobs SET status = 'SUCCEEDED' WHERE document_id = %s", (doc,))
-    lifecycle, repo = container.lifecycle, container.lifecycle._repo
+    await container.infra.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
+    await container.infra.db.execute("UPDATE ingestion_jobs SET status = 'SUCCEEDED' WHERE document_id = %s", (doc,))
+    lifecycle, repo = container.ingest.lifecycle, container.ingest.lifecycle._repo
 
     @asynccontextmanager
     async def reindexed_meanwhile(document_id):
@@ -60,7 +60,7 @@ async def test_the_audit_log_records_the_status_fail_started_from_under_the_lock
 
 
 async def _age(container, doc, seconds: float) -> None:
-    await container.db.execute(
+    await container.infra.db.execute(
         "UPDATE documents SET updated_at = now() - make_interval(secs => %s) WHERE id = %s", (seconds, doc))
 
 
@@ -83,23 +83,23 @@ async def test_a_healthy_backlog_is_not_stuck_but_a_silent_worker_and_an_idle_qu
     container.settings.stuck_after_seconds = 600
     kb = await new_kb(container)
     running = await queue_document(container, kb, "being processed")
-    [lease] = await container.queue.claim("busy-worker")
+    [lease] = await container.infra.queue.claim("busy-worker")
     for stage in (D.PARSING, D.CHUNKING, D.EMBEDDING):
-        await container.pipeline.enter_stage(lease, stage)
+        await container.ingest.pipeline.enter_stage(lease, stage)
     backlog = [await queue_document(container, kb, f"queued {i}") for i in range(3)]
     for doc in [running, *backlog]:
         await _age(container, doc, 3600)  # an hour in their status, a big ingest
-    await container.queue.heartbeat(lease)
+    await container.infra.queue.heartbeat(lease)
     assert await _stuck(client) == [] and await _stuck_gauge(client) == 0  # workers are busy on it
 
     # the worker stops heartbeating: its document is stuck, and nobody works on the backlog either
-    await container.db.execute("UPDATE ingestion_jobs SET locked_at = now() - interval '1 hour'"
+    await container.infra.db.execute("UPDATE ingestion_jobs SET locked_at = now() - interval '1 hour'"
                                " WHERE document_id = %s", (running,))
     assert sorted(await _stuck(client)) == sorted(str(d) for d in [running, *backlog])
     assert await _stuck_gauge(client) == 4
 
     # a retry waiting its backoff is not stuck either
-    await container.db.execute("UPDATE ingestion_jobs SET available_at = now() + interval '1 hour'"
+    await container.infra.db.execute("UPDATE ingestion_jobs SET available_at = now() + interval '1 hour'"
                                " WHERE document_id = ANY(%s)", (backlog,))
     assert await _stuck(client) == [str(running)]
 
@@ -117,20 +117,20 @@ async def test_progress_moves_in_small_steps_and_shows_waiting_for_the_embedder(
     kb = await new_kb(container)
     docs = [await queue_document(container, kb, f"Document {n}. {LONG_TEXT}") for n in range(2)]
     reports: dict[object, list[dict]] = {d: [] for d in docs}
-    real = container.pipeline.report_progress
+    real = container.ingest.pipeline.report_progress
 
     async def recording(lease, progress):
         reports[lease.document_id].append(dict(progress))
         await real(lease, progress)
 
-    container.pipeline.report_progress = recording
-    container.processor._progress_interval = 0.0
+    container.ingest.pipeline.report_progress = recording
+    container.ingest.processor._progress_interval = 0.0
     worker = container.worker(WorkerConfig(concurrency=2, heartbeat_seconds=5))
     stop = asyncio.Event()
     run = asyncio.create_task(worker.run(stop))
 
     async def all_ready() -> bool:
-        return [(await container.documents.get(d)).status for d in docs] == [D.READY] * len(docs)
+        return [(await container.ingest.documents.get(d)).status for d in docs] == [D.READY] * len(docs)
 
     try:
         await eventually(all_ready, timeout=300)
@@ -156,14 +156,14 @@ async def test_storage_unavailable_answers_503_with_retry_after_and_stores_nothi
 
     class Unavailable:
         def __getattr__(self, name):
-            return getattr(container.storage, name)
+            return getattr(container.infra.storage, name)
 
         async def put(self, *args, **kwargs):
             raise TransientError("S3 could not store the object: SlowDown")
 
-    container.ingestion._storage = Unavailable()
+    container.ingest.ingestion._storage = Unavailable()
     r = await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("a.md", b"# A\n\ntext")})
     assert r.status_code == 503 and r.headers["Retry-After"] == "5"
     assert "S3 could not store" in r.json()["detail"]
-    row = await container.db.fetchone("SELECT count(*) AS n FROM documents WHERE knowledge_base_id = %s", (kb,))
+    row = await container.infra.db.fetchone("SELECT count(*) AS n FROM documents WHERE knowledge_base_id = %s", (kb,))
     assert row["n"] == 0

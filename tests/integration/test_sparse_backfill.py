@@ -7,12 +7,12 @@ import asyncio
 
 import httpx
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 
 async def sparse_rows(container) -> int:
-    row = await container.db.fetchone("SELECT count(*) AS n FROM chunk_sparse_vectors")
+    row = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunk_sparse_vectors")
     return int(row["n"])
 
 
@@ -22,13 +22,13 @@ async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient
                        ("b.txt", "서울 지하철 2호선은 순환선이다."), ("c.md", "# Tea\n\n龙井茶用八十度的水冲泡。")):
         await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": (name, text.encode())})
     await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
-    chunks = (await container.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]
+    chunks = (await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks"))["n"]
     assert await sparse_rows(container) == chunks
-    indexed = await container.db.fetchall("SELECT language, n FROM language_centroids ORDER BY language")
+    indexed = await container.infra.db.fetchall("SELECT language, n FROM language_centroids ORDER BY language")
     assert [(r["language"], r["n"]) for r in indexed] == [("ko", 1), ("latin", 1), ("zh", 1)]  # written at indexing
     # as the knowledge base was before migration 0015
-    await container.db.execute("DELETE FROM chunk_sparse_vectors")
-    await container.db.execute("DELETE FROM language_centroids")
+    await container.infra.db.execute("DELETE FROM chunk_sparse_vectors")
+    await container.infra.db.execute("DELETE FROM language_centroids")
     body = {"query": "E-4821", "top_k": 1}
     hit = (await client.post(f"/api/knowledge-bases/{kb}/search", json=body)).json()["results"][0]
     assert hit["filename"] == "a.txt"  # hybrid falls back on the dense side
@@ -48,6 +48,6 @@ async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient
         await task
     hits = (await client.post(f"/api/knowledge-bases/{kb}/search", json={**body, "mode": "sparse"})).json()["results"]
     assert hits[0]["filename"] == "a.txt"
-    languages = await container.db.fetchall("SELECT language, n FROM language_centroids ORDER BY language")
+    languages = await container.infra.db.fetchall("SELECT language, n FROM language_centroids ORDER BY language")
     assert [(r["language"], r["n"]) for r in languages] == [("ko", 1), ("latin", 1), ("zh", 1)]
-    assert container.backfill.done or await container.backfill.step() == 0
+    assert container.maintenance.backfill.done or await container.maintenance.backfill.step() == 0

@@ -18,7 +18,7 @@ from .helpers import new_kb, queue_document
 
 async def test_any_valid_key_reads_the_vocabulary_and_no_key_is_refused(client: httpx.AsyncClient, container) -> None:
     kb = await new_kb(container)
-    reader = await ApiKeyRepository(container.db).create(is_admin=False, scopes={kb: Role.READER})
+    reader = await ApiKeyRepository(container.infra.db).create(is_admin=False, scopes={kb: Role.READER})
     for headers in ({}, {"Authorization": f"Bearer {reader}"}):
         r = await client.get("/api/statuses", headers=headers)
         assert r.status_code == 200, r.text
@@ -51,7 +51,7 @@ async def test_the_api_allows_exactly_the_operations_the_vocabulary_lists(client
     for status in DocumentStatus:
         for op in Op:  # a fresh document for each: a successful operation changes (or removes) it
             doc = await queue_document(container, kb, f"text for {status} {op}")
-            await container.db.execute(
+            await container.infra.db.execute(
                 "UPDATE documents SET status = %s, deleted_at = CASE WHEN %s = 'DELETED' THEN now() END WHERE id = %s",
                 (status.value, status.value, doc))
             outcomes[status.value, op.value] = await _attempt(client, str(doc), op) != 409
@@ -63,7 +63,7 @@ async def test_the_409s_and_the_vocabulary_read_one_table(client: httpx.AsyncCli
     vocabulary it serves follow: the lifecycle decides from that table and from nothing else."""
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "one table")
-    await container.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
+    await container.infra.db.execute("UPDATE documents SET status = 'READY' WHERE id = %s", (doc,))
 
     def ready_operations(body: dict) -> list[str]:
         return next(s["operations"] for s in body["document_statuses"] if s["name"] == "READY")

@@ -37,7 +37,7 @@ async def lenient_client(container) -> httpx.AsyncClient:
 
 
 async def keys_of(container, kb: str, doc: str) -> list[str]:
-    return sorted([k async for k, _ in container.storage.list_keys(f"{kb}/{doc}/")])
+    return sorted([k async for k, _ in container.infra.storage.list_keys(f"{kb}/{doc}/")])
 
 
 @pytest.mark.parametrize("failure", ["storage", "commit"])
@@ -47,11 +47,11 @@ async def test_a_reupload_whose_commit_fails_restores_the_document_at_once(clien
     before = await state(container, doc)
     objects = await keys_of(container, kb, doc)
     if failure == "storage":
-        container.lifecycle._storage = FailingPut(container.storage)
+        container.ingest.lifecycle._storage = FailingPut(container.infra.storage)
     else:
         async def commit_fails(*args, **kwargs):
             raise psycopg.OperationalError("connection to server at \"db.internal\" (10.0.3.7) lost")
-        container.lifecycle.finish_upload = commit_fails
+        container.ingest.lifecycle.finish_upload = commit_fails
 
     async with await lenient_client(container) as api:
         r = await api.put(f"/api/documents/{doc}/content", files={"file": ("menu.md", b"# Menu\n\nPlum tart.\n")})
@@ -73,9 +73,9 @@ async def test_a_failed_document_keeps_its_reason_when_a_reupload_is_undone(clie
     await run_worker(container)
     reason = (await state(container, doc))["error_message"]
     assert (await state(container, doc))["status"] == "FAILED" and reason
-    container.lifecycle._storage = FailingPut(container.storage)
+    container.ingest.lifecycle._storage = FailingPut(container.infra.storage)
     with pytest.raises(TransientError):
-        await container.lifecycle.replace_content(doc, "e.txt", "text/plain", b"now with text")
+        await container.ingest.lifecycle.replace_content(doc, "e.txt", "text/plain", b"now with text")
     assert ((await state(container, doc))["status"], (await state(container, doc))["error_message"]) == (
         "FAILED", reason)
 
@@ -85,15 +85,15 @@ async def test_an_upload_left_by_a_killed_api_is_converged_by_the_workers(client
     doc = await ready_doc(client, container, kb)
     before = await state(container, doc)
     # the API marked the document UPLOADING, then died before storing or committing anything
-    _, token = await container.lifecycle.begin_upload(doc)
+    _, token = await container.ingest.lifecycle.begin_upload(doc)
     assert (await state(container, doc))["status"] == "UPLOADING"
     assert (await client.post(f"/api/documents/{doc}/reindex")).status_code == 409
     await run_worker(container)  # the lease has not expired: nothing moves
     assert (await state(container, doc))["status"] == "UPLOADING"
     # a janitor pass meanwhile keeps the previous revision's vectors
-    await container.janitor.with_grace(0).sweep()
+    await container.maintenance.janitor.with_grace(0).sweep()
 
-    await container.db.execute("UPDATE documents SET upload_expires_at = now() - interval '1 second'"
+    await container.infra.db.execute("UPDATE documents SET upload_expires_at = now() - interval '1 second'"
                                " WHERE id = %s", (doc,))  # as the lease leaves it once the deadline passed
     await run_worker(container)  # any worker's claim converges it: no manual step
     after = await state(container, doc)
@@ -101,7 +101,7 @@ async def test_an_upload_left_by_a_killed_api_is_converged_by_the_workers(client
         "READY", before["object_key"], before["content_revision"], None)
     assert [h["document_id"] for h in await search(client, kb, "green tea")] == [doc]
     with pytest.raises(ConflictError):  # the dead API's late commit cannot land on the restored document
-        await container.lifecycle.finish_upload(doc, token, object_key="x", filename="x", mime_type="text/plain",
+        await container.ingest.lifecycle.finish_upload(doc, token, object_key="x", filename="x", mime_type="text/plain",
                                                 size_bytes=1, sha256="0", revision=before["content_revision"] + 1)
 
     r = await client.put(f"/api/documents/{doc}/content", files={"file": ("a.md", b"# Tea\n\nOolong is rolled.\n")})
@@ -117,8 +117,8 @@ async def test_an_expired_upload_of_a_deleted_document_stays_deleted(client, con
     (await client.delete(f"/api/documents/{doc}")).raise_for_status()
     await run_worker(container)
     assert (await state(container, doc))["status"] == "DELETED"
-    await container.lifecycle.begin_upload(doc)
-    await container.db.execute("UPDATE documents SET upload_expires_at = now() - interval '1 second'"
+    await container.ingest.lifecycle.begin_upload(doc)
+    await container.infra.db.execute("UPDATE documents SET upload_expires_at = now() - interval '1 second'"
                                " WHERE id = %s", (doc,))
     await run_worker(container)
     assert (await state(container, doc))["status"] == "DELETED"

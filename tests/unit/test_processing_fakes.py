@@ -2,14 +2,16 @@
 queue's leases, the pipeline store, the deduplication store, fenced and checked against the
 transition table like the real ones), with the real text parser, chunker, parse runner, object
 storage and snapshot store. The embedder and the vector store are fakes too: the local model
-costs seconds per test, and the vector stores have their own contract suite. The real-database
+costs seconds per test, and the vector stores have their own contract suite; the fake embedder
+runs behind the real embedding engine, as every embedder does in production, and the fake vector
+store is an index generations router (``ports.IndexRouter``) with one generation. The real-database
 versions of these cases are ``tests/integration/test_pipeline*.py``, ``test_dedup*.py`` and
 ``test_queue*.py``; these run in milliseconds."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,18 +21,30 @@ import pytest
 
 import ultimate_rag
 from ultimate_rag.adapters.chunking.chunker import StructuredChunker
+from ultimate_rag.adapters.embedders.engine_embedders import EngineEmbedder, apply_engine
 from ultimate_rag.adapters.parsers.isolation import ParseRunner
 from ultimate_rag.adapters.parsers.text import PlainTextParser
 from ultimate_rag.adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
 from ultimate_rag.adapters.storage.local import LocalObjectStorage
+from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
 from ultimate_rag.domain.errors import InvalidDocumentError, InvalidTransitionError, LeaseLostError
-from ultimate_rag.domain.models import DocumentSource, EmbeddedChunk, KnowledgeBaseSettings, Lease, OlderTwin, VectorHit
-from ultimate_rag.domain.ports import DedupStore, JobLeasesPort, Parser, PipelineStore, VectorStore
+from ultimate_rag.domain.models import (
+    DocumentSource,
+    EmbeddedChunk,
+    IndexState,
+    KnowledgeBaseSettings,
+    Lease,
+    OlderTwin,
+    VectorHit,
+)
+from ultimate_rag.domain.ports import DedupStore, IndexRouter, JobLeases, Parser, PipelineStore, StreamingEmbedder
+from ultimate_rag.domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ultimate_rag.domain.status import DocumentStatus, JobStatus
 from ultimate_rag.services.dedup import Deduplicator
 from ultimate_rag.services.embedding import EmbeddingService
+from ultimate_rag.services.embedding.models import EmbeddingModels
+from ultimate_rag.services.job_loop import IngestionWorker, WorkerConfig
 from ultimate_rag.services.processing import DocumentProcessor
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 
 from .pipeline_fakes import MemoryDedupStore, MemoryLeases, MemoryPipeline, Row, World
 
@@ -66,12 +80,13 @@ class WordEmbedder:
 
 
 class MemoryVectors:
-    """``ports.VectorStore`` in a dict; records whether the job row was held at each upsert."""
+    """``ports.IndexRouter`` in a dict, one generation; records whether the job row was held at each write."""
 
     dimension = 3
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, spec: EmbeddingSpec) -> None:
         self.world = world
+        self.generation = Generation(spec, 0)
         self.items: dict[UUID, EmbeddedChunk] = {}
         self.deleted: list[UUID] = []
         self.written_under_job_lock: list[bool] = []
@@ -98,6 +113,26 @@ class MemoryVectors:
 
     async def count_by_document(self, document_id: UUID) -> int:
         return sum(1 for v in self.items.values() if v.chunk.document_id == document_id)
+
+    async def plan(self, knowledge_base_id: UUID) -> IndexPlan:
+        return IndexPlan(knowledge_base_id, self.generation)
+
+    def plan_from(self, knowledge_base_id: UUID, state: IndexState) -> IndexPlan:
+        return IndexPlan(knowledge_base_id, self.generation)
+
+    async def write(self, knowledge_base_id: UUID,
+                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None:
+        for _, items in items_by_generation:
+            await self.upsert(knowledge_base_id, items)
+
+    async def remove_superseded(self, knowledge_base_id: UUID, document_id: UUID, keep: Sequence[UUID],
+                                generations: Sequence[Generation]) -> None:
+        await self.delete_document_except(document_id, keep)
+
+    async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
+                         filters: SearchFilters | None = None,
+                         plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]:
+        return [], True
 
 
 class TextOnly:
@@ -142,22 +177,52 @@ class Pipeline:
         return IngestionWorker(self.leases, self.processor, WorkerConfig(heartbeat_seconds=30, retry_delay_seconds=2))
 
 
+_ENGINES: list[EngineEmbedder] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_engines() -> AsyncIterator[None]:
+    yield
+    while _ENGINES:
+        await _ENGINES.pop().aclose()
+
+
+def engined(embedder: WordEmbedder) -> StreamingEmbedder:
+    """The embedder behind the process's embedding engine, as the composition root wraps every one."""
+    wrapped, _ = apply_engine(embedder, None, threads=1, local_batch=8, remote_batch=8, max_in_flight=1, max_wait=0.0)
+    _ENGINES.append(wrapped)
+    return wrapped
+
+
+def models_of(embedder: WordEmbedder) -> EmbeddingModels:
+    """One embedding model (the knowledge bases' default), behind the engine."""
+    def service(model: StreamingEmbedder) -> EmbeddingService:
+        return EmbeddingService(model, None, batch_size=8)
+
+    def no_other(spec: EmbeddingSpec) -> StreamingEmbedder:
+        raise AssertionError(f"no other model here: {spec}")
+
+    return EmbeddingModels(default=service(engined(embedder)), local=EmbeddingSpec("local", "e5", 384),
+                           make_embedder=no_other, make_service=service, openai_configured=True, max_dimension=2000)
+
+
 def pipeline(tmp_path: Path, embedder: WordEmbedder | None = None) -> Pipeline:
     world = World()
-    vectors = MemoryVectors(world)
+    embedder = embedder or WordEmbedder()
+    models = models_of(embedder)
+    vectors = MemoryVectors(world, models.default)
     store = MemoryPipeline(world, vectors)
     storage = LocalObjectStorage(tmp_path / "objects")
-    embedder = embedder or WordEmbedder()
     processor = DocumentProcessor(
         store=store, storage=storage, parsers=TextOnly(), chunker=StructuredChunker(embedder.count_tokens),
-        embedding=EmbeddingService(embedder, None, batch_size=8), vectors=vectors,
-        snapshots=FilesystemChunkSnapshotStore(tmp_path / "snapshots"), parse_runner=ParseRunner(isolate=False),
-        default_chunk_size=24, default_overlap=0, dedup=Deduplicator(MemoryDedupStore(world), vectors, min_chars=20))
+        models=models, indexes=vectors, snapshots=FilesystemChunkSnapshotStore(tmp_path / "snapshots"),
+        parse_runner=ParseRunner(isolate=False), default_chunk_size=24, default_overlap=0,
+        dedup=Deduplicator(MemoryDedupStore(world), vectors, min_chars=20))
     return Pipeline(world, MemoryLeases(world), store, storage, vectors, embedder, processor)
 
 
-@pytest.mark.parametrize("module", ["processing", "worker", "deletion", "dedup", "progress", "ingestion", "lifecycle",
-                                    "knowledge_base_removal"])
+@pytest.mark.parametrize("module", ["processing", "job_loop", "document_deletion", "dedup", "progress",
+                                    "ingestion", "lifecycle", "knowledge_base_deletion"])
 def test_the_core_services_depend_on_ports_not_on_adapters(module: str) -> None:
     """bootstrap.py builds the adapters; the core services see them as ports (domain/ports.py)."""
     path = Path(ultimate_rag.__file__).parent / "services" / f"{module}.py"
@@ -169,10 +234,10 @@ def test_the_core_services_depend_on_ports_not_on_adapters(module: str) -> None:
 
 def test_the_fakes_implement_the_ports(tmp_path: Path) -> None:
     p = pipeline(tmp_path)
-    leases: JobLeasesPort = p.leases
+    leases: JobLeases = p.leases
     store: PipelineStore = p.store
     dedup: DedupStore = MemoryDedupStore(p.world)
-    vectors: VectorStore = p.vectors
+    vectors: IndexRouter = p.vectors
     assert leases and store and dedup and vectors
 
 

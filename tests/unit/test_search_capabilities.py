@@ -1,8 +1,8 @@
-"""What the search service asks of its vector store (domain/ports.py): a store that is a
-``CandidateSearch`` gives the candidates with both similarities, one that is a
-``PlannedCandidateSearch`` gives them from the generation of the plan the search read, and any other
-store answers dense ``search`` alone. In-memory stores stand in for the real ones so that each
-capability can be offered alone; the real stores run in tests/integration/test_search*.py."""
+"""What the search service asks of its one vector store, the index generations router
+(``ports.IndexRouter``): the knowledge base's plan, read once per search, then candidates from the
+generation that plan names, with the query embedded by that generation's own model. In-memory
+stand-ins replace the router and the models (the real router runs in tests/integration/test_search*.py
+and test_embedding_migration*.py); the vector stores behind the router offer ``CandidateSearch``."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from ultimate_rag.adapters.vectors.pgvector import PgVectorStore
 from ultimate_rag.adapters.vectors.qdrant import QdrantVectorStore
 from ultimate_rag.adapters.vectors.sparse_pg import HybridVectors
 from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
-from ultimate_rag.domain.models import EmbeddedChunk, VectorHit
-from ultimate_rag.domain.ports import CandidateSearch, PlannedCandidateSearch
+from ultimate_rag.domain.errors import GenerationGone
+from ultimate_rag.domain.models import EmbeddedChunk, IndexState, VectorHit
+from ultimate_rag.domain.ports import CandidateSearch, GenerationAdmin, IndexRouter
 from ultimate_rag.domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ultimate_rag.services.search import SearchService
 
@@ -44,13 +45,15 @@ class Embedder:
         return [1.0, 0.0, 0.0]
 
 
-class DenseStore:
-    """The VectorStore port and nothing more."""
+class Router:
+    """``ports.IndexRouter``: one plan; ``gone`` candidates calls raise ``GenerationGone`` first."""
 
     dimension = 3
 
-    def __init__(self) -> None:
+    def __init__(self, gone: int = 0) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.index_plan = IndexPlan(KB, Generation(SPEC, 2))
+        self.gone = gone
 
     async def ensure_ready(self) -> None: ...
     async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None: ...
@@ -62,30 +65,28 @@ class DenseStore:
         return 1
 
     async def search(self, knowledge_base_id: UUID, vector: Sequence[float], limit: int) -> list[VectorHit]:
-        self.calls.append(("search", limit))
-        return [VectorHit(CHUNK, 0.9)]
-
-
-class CandidateStore(DenseStore, CandidateSearch):
-    async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
-                         filters: SearchFilters | None = None) -> tuple[list[ScoredChunk], bool]:
-        self.calls.append(("candidates", mode, filters))
-        return [ScoredChunk(CHUNK, 0.8, 0.0)], True
-
-
-class PlannedStore(DenseStore, PlannedCandidateSearch):
-    def __init__(self) -> None:
-        super().__init__()
-        self.index_plan = IndexPlan(KB, Generation(SPEC, 2))
+        raise AssertionError("search asks for candidates, never a dense-only search")
 
     async def plan(self, knowledge_base_id: UUID) -> IndexPlan:
         self.calls.append(("plan", knowledge_base_id))
         return self.index_plan
 
+    def plan_from(self, knowledge_base_id: UUID, state: IndexState) -> IndexPlan:
+        return self.index_plan
+
+    async def write(self, knowledge_base_id: UUID,
+                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None: ...
+
+    async def remove_superseded(self, knowledge_base_id: UUID, document_id: UUID, keep: Sequence[UUID],
+                                generations: Sequence[Generation]) -> None: ...
+
     async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
                          filters: SearchFilters | None = None,
                          plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]:
         self.calls.append(("candidates", mode, filters, plan))
+        if self.gone:
+            self.gone -= 1
+            raise GenerationGone("switched")
         return [ScoredChunk(CHUNK, 0.7, 0.0)], True
 
 
@@ -110,50 +111,31 @@ class Models:
         return self.other
 
 
-def service(store: DenseStore, models: Models | None = None) -> tuple[SearchService, Embedder]:
-    embedder = Embedder("default-model")
-    documents: Any = ReadyChunks()
-    return SearchService(embedder=embedder, vectors=store, documents=documents, max_top_k=10, max_query_chars=100,
-                         models=models), embedder
+def service(router: Router, models: Models) -> SearchService:
+    stand_in: Any = models  # EmbeddingModels' one method search calls
+    return SearchService(vectors=router, models=stand_in, documents=ReadyChunks(), max_top_k=10, max_query_chars=100)
 
 
 def test_the_real_stores_offer_what_they_implement() -> None:
     assert issubclass(PgVectorStore, CandidateSearch) and issubclass(HybridVectors, CandidateSearch)
-    assert issubclass(IndexGenerations, PlannedCandidateSearch)
-    assert not issubclass(PgVectorStore, PlannedCandidateSearch)
     # Milvus and Qdrant hold dense vectors only: HybridVectors puts them beside the sparse side
     assert not issubclass(MilvusVectorStore, CandidateSearch) and not issubclass(QdrantVectorStore, CandidateSearch)
+    ports: tuple[type[IndexRouter], type[GenerationAdmin]] = (IndexGenerations, IndexGenerations)  # checked by mypy
+    assert all(hasattr(IndexGenerations, name) for name in ("plan", "write", "candidates", "create", "generation_of"))
+    assert ports
 
 
-async def test_a_store_without_candidates_answers_a_dense_search() -> None:
-    store = DenseStore()
-    search, _ = service(store)
-    [hit] = await search.search(KB, "answer", 3)
-    assert (hit.chunk_id, hit.score) == (CHUNK, 0.9)
-    assert store.calls == [("search", 50)]
-
-
-async def test_a_candidate_search_gives_the_candidates_with_the_filters() -> None:
-    store = CandidateStore()
-    search, _ = service(store)
+async def test_a_search_reads_the_plan_once_and_asks_its_generation_with_its_model() -> None:
+    router, models = Router(), Models()
     filters = SearchFilters(filename="*.txt")
-    [hit] = await search.search(KB, "answer", 3, mode=SearchMode.DENSE, filters=filters)
-    assert hit.dense_score == 0.8
-    assert store.calls == [("candidates", SearchMode.DENSE, filters)]
-
-
-async def test_a_planned_search_reads_the_plan_once_and_asks_its_generation_with_its_model() -> None:
-    store, models = PlannedStore(), Models()
-    search, default = service(store, models)
-    [hit] = await search.search(KB, "answer", 3)
+    [hit] = await service(router, models).search(KB, "answer", 3, mode=SearchMode.DENSE, filters=filters)
     assert hit.dense_score == 0.7
-    assert store.calls == [("plan", KB), ("candidates", SearchMode.DENSE, SearchFilters(), store.index_plan)]
-    assert models.asked == [SPEC] and models.other.queries == ["answer"] and default.queries == []
+    assert router.calls == [("plan", KB), ("candidates", SearchMode.DENSE, filters, router.index_plan)]
+    assert models.asked == [SPEC] and models.other.queries == ["answer"]
 
 
-async def test_without_the_models_a_planned_store_gives_plain_candidates() -> None:
-    store = PlannedStore()
-    search, default = service(store)
-    await search.search(KB, "answer", 3)
-    assert store.calls == [("candidates", SearchMode.DENSE, SearchFilters(), None)]
-    assert default.queries == ["answer"]
+async def test_a_generation_dropped_meanwhile_makes_the_search_read_the_plan_again() -> None:
+    router, models = Router(gone=1), Models()
+    [hit] = await service(router, models).search(KB, "answer", 3)
+    assert hit.chunk_id == CHUNK
+    assert [c[0] for c in router.calls] == ["plan", "candidates", "plan", "candidates"]

@@ -8,14 +8,14 @@ from uuid import UUID
 
 from fastapi import Depends
 
-from ..adapters.postgres.audit import AuditLog
 from ..domain.auth import Principal
-from .deps import ContainerDep, PrincipalDep
+from ..domain.ports import AuditTrail
+from .deps import AuditTrailDep, PrincipalDep
 
 
 @dataclass
 class Auditor:
-    log: AuditLog
+    log: AuditTrail
     who: Principal
 
     async def record(self, action: str, *, knowledge_base_id: UUID | None = None, document_id: UUID | None = None,
@@ -24,8 +24,8 @@ class Auditor:
                               document_id=document_id, detail={k: str(v) for k, v in detail.items()})
 
 
-async def auditor(container: ContainerDep, who: PrincipalDep) -> Auditor:
-    return Auditor(container.audit, who)
+async def auditor(trail: AuditTrailDep, who: PrincipalDep) -> Auditor:
+    return Auditor(trail, who)
 
 
 AuditDep = Annotated[Auditor, Depends(auditor)]

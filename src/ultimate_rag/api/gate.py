@@ -29,7 +29,8 @@ class ApiKeyGate:
         container = cast(Container, getattr(scope["app"].state, "container", None))
         header = next((v for k, v in scope.get("headers") or [] if k == b"authorization"), None)
         try:
-            who = await authenticate(container, header.decode("latin-1") if header is not None else None)
+            who = await authenticate(container.access.api_keys, container.settings,
+                                     header.decode("latin-1") if header is not None else None)
         except AuthenticationError as exc:
             await _answer(send, 401, exc.message, [(b"www-authenticate", b"Bearer")])
             return

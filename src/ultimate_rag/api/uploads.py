@@ -10,7 +10,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException
 
 from ..domain.errors import InvalidRequestError
-from .deps import ContainerDep
+from .deps import SettingsDep
 
 UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
     "type": "object", "required": ["file"],
@@ -18,11 +18,11 @@ UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"mu
 }}}}}
 
 
-async def uploaded_file(request: Request, container: ContainerDep) -> UploadFile:
+async def uploaded_file(request: Request, settings: SettingsDep) -> UploadFile:
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise InvalidRequestError("send the file as multipart/form-data in a field named 'file'")
     try:
-        form = await request.form(max_files=1, max_fields=container.settings.max_multipart_fields,
+        form = await request.form(max_files=1, max_fields=settings.max_multipart_fields,
                                   max_part_size=64 * 1024)
     except MultiPartException as exc:
         raise InvalidRequestError(f"invalid multipart body: {exc.message}") from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -282,6 +283,27 @@ class Chunk:
         return f"{self.context}\n\n{self.content}" if self.context else self.content
 
 
+def embedding_text(content: str, path: tuple[str, ...], context: str) -> str:
+    """The heading context, then the content; nothing added when the content already starts with
+    the section's headings (the first chunk of a section)."""
+    if not context or _starts_with_headings(content, path):
+        return content
+    return f"{context}\n\n{content}"
+
+
+def _starts_with_headings(content: str, path: tuple[str, ...]) -> bool:
+    head = " ".join(" ".join(path).split())
+    text = " ".join(content[:len(head) * 2 + 16].split())
+    return text == head or text.startswith(head + " ")
+
+
+def stored_embedding_text(content: str, heading_path: Sequence[str] | None) -> str:
+    """A stored chunk's embedding text, rebuilt from its row as the chunker made it (the sparse
+    backfill and an embedding-model migration embed chunks read back from the database)."""
+    path = tuple(heading_path or ())
+    return embedding_text(content, path, " > ".join(path))
+
+
 @dataclass(frozen=True, slots=True)
 class EmbeddedChunk:
     chunk: Chunk
@@ -313,12 +335,14 @@ class IndexState:
 @dataclass(frozen=True, slots=True)
 class ReadyOutcome:
     """What the READY commit leaves the caller: the object keys of the asset rows it removed (their
-    objects go after the commit), the stage timestamps of the run it ended (for the metrics) and the
-    revision search served before it (None: none, the document's first publication)."""
+    objects go after the commit), the stage timestamps of the run it ended (for the metrics), the
+    revision search served before it (None: none, the document's first publication) and the
+    knowledge base's index state as the commit read it (None: not read)."""
 
     stale_assets: tuple[str, ...] = ()
     stage_timings: dict[str, str] = field(default_factory=dict)
     previous_revision: int | None = None
+    index_state: IndexState | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,7 @@ class McpEndpoint:
         if container.settings.admin_key and same_secret(key, container.settings.admin_key):
             return None
         try:
-            found = await container.api_keys.authenticate(key)
+            found = await container.access.api_keys.authenticate(key)
         except UltimateRagError as exc:
             return exc.message
         return None if found is not None else "invalid API key"

@@ -11,26 +11,22 @@ import logging
 from typing import Any
 from uuid import UUID
 
-from ..adapters.chunking.chunker import embedding_text
-from ..adapters.embedders.cache import EmbeddingCache
-from ..adapters.postgres.backfill import BackfillRepository
-from ..adapters.postgres.centroids import LanguageCentroids
-from ..adapters.postgres.database import Database
-from ..adapters.vectors.sparse_pg import PostgresSparseIndex
 from ..domain.ids import text_hash
-from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
-from .embedding import EmbeddingService
+from ..domain.models import Chunk, EmbeddedChunk, SourceLocator, stored_embedding_text
+from ..domain.ports import BackfillStore, CentroidStore, EmbeddingCacheStore, SparseIndexWriter
+from .embedding.passages import EmbeddingService
 
 log = logging.getLogger(__name__)
 
+
 class SparseBackfill:
-    def __init__(self, db: Database, embedding: EmbeddingService, cache: EmbeddingCache | None,
-                 centroids: LanguageCentroids | None, *, batch_size: int = 8) -> None:
-        self._chunks = BackfillRepository(db)
+    def __init__(self, *, chunks: BackfillStore, sparse_index: SparseIndexWriter, embedding: EmbeddingService,
+                 cache: EmbeddingCacheStore | None, centroids: CentroidStore | None, batch_size: int = 8) -> None:
+        self._chunks = chunks
         self._embedding = embedding
         self._cache = cache
         self._centroids = centroids
-        self._sparse = PostgresSparseIndex(db)
+        self._sparse = sparse_index
         self._batch = batch_size
         self._after = UUID(int=0)
         self.done = embedding.sparse is None  # nothing to backfill without a sparse encoder
@@ -54,8 +50,7 @@ class SparseBackfill:
         return len(rows)
 
     async def _fill(self, kb: UUID, rows: list[dict[str, Any]]) -> None:
-        texts = [embedding_text(r["content"], tuple(r["heading_path"] or ()), " > ".join(r["heading_path"] or ()))
-                 for r in rows]
+        texts = [stored_embedding_text(r["content"], r["heading_path"]) for r in rows]
         sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=kb) or []
         model = self._embedding.embedder.name
         dense = await self._cache.get_many(kb, model, texts) if self._cache else {}

@@ -30,13 +30,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
-from ..adapters.embedders.cache import EmbeddingCache
-from ..adapters.postgres.maintenance import MaintenanceRepository, ObjectOwner
-from ..adapters.snapshots.filesystem import FilesystemChunkSnapshotStore
-from ..domain.ports import ObjectStorage
+from ..domain.ports import (
+    EmbeddingCacheStore,
+    GenerationSweeper,
+    MaintenanceStore,
+    ObjectOwner,
+    ObjectStorage,
+    SweptSnapshots,
+)
 from ..domain.status import DocumentStatus
 
 log = logging.getLogger(__name__)
@@ -71,12 +74,15 @@ class SweepReport:
 
 
 class Janitor:
-    def __init__(self, *, maintenance: MaintenanceRepository, storage: ObjectStorage,
-                 snapshots: FilesystemChunkSnapshotStore, vector_table: str | None, grace_seconds: float,
-                 batch_size: int = 500, cache: EmbeddingCache | None = None, cache_max_entries: int = 0,
-                 generations: Any = None) -> None:
+    def __init__(self, *, maintenance: MaintenanceStore, storage: ObjectStorage, snapshots: SweptSnapshots,
+                 vector_table: str | None, grace_seconds: float, batch_size: int = 500,
+                 cache: EmbeddingCacheStore | None = None, cache_max_entries: int = 0,
+                 generations: GenerationSweeper | None = None) -> None:
+        """``vector_table``: pgvector's table, whose orphan vectors are swept (None: Milvus or
+        Qdrant, whose leftovers are never served); ``generations``: sweeps index generations
+        nothing uses (the embedding-model migrations)."""
         self._maintenance = maintenance
-        self.generations = generations  # EmbeddingMigrations: sweeps index generations nothing uses
+        self.generations = generations
         self._cache = cache
         self.cache_max_entries = cache_max_entries
         self._storage = storage

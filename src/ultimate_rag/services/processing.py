@@ -1,18 +1,22 @@
 """The ingestion pipeline (SPEC §5, seed 002 §5): parse -> chunk (+assets, snapshot) -> embed ->
 index -> READY. Status before action: each stage is committed before its work starts. Every write
 goes through the pipeline store's fenced methods (``ports.PipelineStore``), so a worker that lost
-its lease commits nothing; the READY commit gets its contents as data (``ReadyCommit``)."""
+its lease commits nothing; the READY commit gets its contents as data (``ReadyCommit``) and its
+steps outside the database from ``ready_commit.py``, where all nine are listed in order."""
 
 from __future__ import annotations
 
 import logging
 import mimetypes
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 from uuid import UUID
 
+from ..domain.dedup import Decision
+from ..domain.embedding_models import IndexPlan
 from ..domain.errors import InvalidDocumentError, ResourceNotFoundError, TransientError, UltimateRagError
 from ..domain.ids import asset_id, asset_object_key
 from ..domain.models import (
@@ -21,7 +25,6 @@ from ..domain.models import (
     DocumentAsset,
     DocumentSource,
     EmbeddedChunk,
-    IndexState,
     Lease,
     ParsedAsset,
     ParsedDocument,
@@ -31,21 +34,27 @@ from ..domain.models import (
     figure_text,
 )
 from ..domain.ports import (
+    CentroidStore,
     Chunker,
     ChunkSnapshotStore,
-    IndexGenerationsPort,
-    IndexPlanView,
+    Embedder,
+    ImageDescriber,
+    IndexRouter,
+    MigrationItemQueue,
     ObjectStorage,
+    ParseExecutor,
+    Parser,
     ParserResolver,
-    ParseRunnerPort,
     PipelineStore,
-    VectorStore,
+    Truncating,
 )
 from ..domain.status import DocumentStatus as S
 from ..offload import run_sized
 from .dedup import Deduplicator
-from .embedding import EmbeddingService
+from .embedding.models import EmbeddingModels
+from .embedding.passages import EmbeddingService
 from .progress import EmbeddingProgress, parse_progress
+from .ready_commit import Publication, ReadyCommitSteps, VectorWrites
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,27 +75,30 @@ async def _deterministic(work: Awaitable[T], what: str) -> T:
 
 class DocumentProcessor:
     def __init__(self, *, store: PipelineStore, storage: ObjectStorage, parsers: ParserResolver, chunker: Chunker,
-                 embedding: EmbeddingService, vectors: VectorStore, snapshots: ChunkSnapshotStore,
-                 parse_runner: ParseRunnerPort, default_chunk_size: int, default_overlap: int,
-                 progress_interval: float = 1.0, generations: IndexGenerationsPort | None = None,
-                 vision: Any = None, dedup: Deduplicator | None = None, centroids: Any = None,
-                 models: Any = None) -> None:
+                 models: EmbeddingModels, indexes: IndexRouter, snapshots: ChunkSnapshotStore,
+                 parse_runner: ParseExecutor, default_chunk_size: int, default_overlap: int,
+                 progress_interval: float = 1.0, vision: ImageDescriber | None = None,
+                 dedup: Deduplicator | None = None, centroids: CentroidStore | None = None,
+                 migration_items: MigrationItemQueue | None = None) -> None:
+        """``models``: each knowledge base's embedding model; ``indexes``: the one vector store
+        (writes per index generation); ``vision``: an image describer, or None (alt text and
+        captions describe images); ``migration_items``: where a document the migration's new model
+        failed on goes back to (the migration's own item retries it)."""
         self._store = store
-        self._models = models  # EmbeddingModels: each knowledge base's own embedder (services/embedding_models.py)
-        self._centroids = centroids  # LanguageCentroids: per-language means for search's language centring
         self._storage = storage
         self._parsers = parsers
         self._chunker = chunker
-        self._embedding = embedding
-        self._vectors = vectors
-        self._generations = generations  # the index generations (embedding-model migrations), or None
+        self._models = models
+        self._indexes = indexes
         self._snapshots = snapshots
+        self._parse_runner = parse_runner
         self._chunk_size = default_chunk_size
         self._overlap = default_overlap
         self._progress_interval = progress_interval
-        self._parse_runner = parse_runner
-        self._vision = vision  # an image describer (adapters/vision) or None
+        self._vision = vision
         self._dedup = dedup
+        self._migration_items = migration_items
+        self._ready = ReadyCommitSteps(indexes=indexes, snapshots=snapshots, storage=storage, centroids=centroids)
 
     async def process(self, lease: Lease) -> dict[str, str] | None:
         """Run the pipeline for the leased document; returns the stage timestamps of the run that
@@ -97,12 +109,31 @@ class DocumentProcessor:
         if doc.status == S.READY:  # idempotent: nothing to do, the job just completes
             await self._store.complete_already_ready(lease)
             return None
+        plan = self._indexes.plan_from(doc.knowledge_base_id, doc.index_state)
+        embedding = self._models.embedding(plan.current.spec)
+        parser, parsed = await self._parse(lease, doc)
+        chunks, assets = await self._chunk(lease, doc, parser, parsed, embedding.embedder)
+        entered = {"stage": "EMBEDDING", "done": 0, "total": len(chunks), "from_cache": 0}
+        decision = await self._judge(lease, doc, parsed, entered)
+        if decision.outdated_self:
+            return None  # the older of two duplicates: OUTDATED, nothing embedded
+        writes, from_cache = await self._embed(lease, doc, plan, embedding, chunks, entered)
+        await self._store.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": len(chunks),
+                                                          "from_cache": from_cache})
+        publication = Publication(doc, plan, writes, embedding.embedder.name)
+        commit = ReadyCommit(chunks=tuple(chunks), revision=doc.content_revision, outdate=decision.outdate,
+                             assets=tuple(a.id for a in assets))
+        outcome = await self._store.commit_ready(lease, commit, write_vectors=partial(self._ready.write_vectors,
+                                                                                      publication),
+                                                 finish=partial(self._ready.finish, publication))
+        await self._ready.after_swap(publication, outcome,
+                                     superseded=outcome.previous_revision is not None or lease.attempt > 1)
+        return outcome.stage_timings
 
-        kb_settings, kb_id = doc.kb_settings, doc.knowledge_base_id
-        gens = self._generations
-        plan = gens.plan_from(kb_id, doc.index_state) if gens is not None else None
-        embedding = self._models.embedding(plan.current.spec) if plan and self._models else self._embedding
-        try:  # the source and the parser for it, then PARSING (with that parser) in one write
+    async def _parse(self, lease: Lease, doc: PipelineDocument) -> tuple[Parser, ParsedDocument]:
+        """The source and the parser for it, then PARSING (with that parser) in one write, the
+        parse, the optional image descriptions and the parser's warnings."""
+        try:
             content = await self._storage.get(doc.object_key)
         except UltimateRagError:  # the storage adapter already said permanent or transient
             raise
@@ -118,120 +149,75 @@ class DocumentProcessor:
         warnings = [str(w) for w in parsed.metadata.get("warnings") or ()]
         if warnings:
             await self._store.record_warnings(lease, warnings)
+        return parser, parsed
 
+    async def _chunk(self, lease: Lease, doc: PipelineDocument, parser: Parser, parsed: ParsedDocument,
+                     embedder: Embedder) -> tuple[list[Chunk], list[DocumentAsset]]:
+        """CHUNKING: the chunks (none: the document is invalid, before anything is embedded), the
+        assets stored with their rows, and the revision's chunk snapshot."""
         await self._store.enter_stage(lease, S.CHUNKING)
+        settings = doc.kb_settings
         chunks = await _deterministic(run_sized(
             sum(len(block.text) for block in parsed.blocks), self._chunker.split, parsed, document_id=doc.id,
-            knowledge_base_id=kb_id,
-            revision=doc.content_revision, chunk_size=kb_settings.chunk_size_tokens or self._chunk_size,
-            overlap=kb_settings.chunk_overlap_tokens if kb_settings.chunk_size_tokens else self._overlap,
+            knowledge_base_id=doc.knowledge_base_id, revision=doc.content_revision,
+            chunk_size=settings.chunk_size_tokens or self._chunk_size,
+            overlap=settings.chunk_overlap_tokens if settings.chunk_size_tokens else self._overlap,
         ), "split the file into chunks")
         if not chunks:
             raise InvalidDocumentError("the document contains no text to index")
         stored = await self._persist_assets(lease, doc, parsed)
         chunks = [replace(c, metadata=_with_assets(c.metadata, stored, doc.id) | {
             "filename": doc.filename, "source_locator": c.locator.to_metadata()}) for c in chunks]
-        chunks = _note_truncation(chunks, embedding.embedder)
+        chunks = _note_truncation(chunks, embedder)
         await self._write_snapshot(doc, parser, parsed, chunks)
-        total = len(chunks)
-        entered = {"stage": "EMBEDDING", "done": 0, "total": total, "from_cache": 0}
-        entry = StageEntry(S.EMBEDDING, entered)
-        decision = await self._dedup.judge(lease, doc, parsed, entry) if self._dedup else None
-        if decision is not None and decision.outdated_self:
-            return None  # the older of two duplicates: OUTDATED, nothing embedded
-        if decision is None or not decision.entered:  # else written with the verdict
+        return chunks, list(stored.values())
+
+    async def _judge(self, lease: Lease, doc: PipelineDocument, parsed: ParsedDocument,
+                     entered: dict[str, Any]) -> Decision:
+        """Deduplication's verdict, then EMBEDDING: a unique document enters it with the verdict's
+        own write (``Decision.entered``), any other with a write of its own here."""
+        decision = await self._dedup.judge(lease, doc, parsed, StageEntry(S.EMBEDDING, entered)) \
+            if self._dedup else Decision()
+        if not decision.outdated_self and not decision.entered:
             await self._store.enter_stage(lease, S.EMBEDDING, entered)
+        return decision
+
+    async def _embed(self, lease: Lease, doc: PipelineDocument, plan: IndexPlan, embedding: EmbeddingService,
+                     chunks: list[Chunk], entered: dict[str, Any]) -> tuple[VectorWrites, int]:
+        """EMBEDDING: the dense and sparse vectors for the plan's current generation, and, while an
+        embedding-model migration runs, the dense ones of its target (``_embed_for_target``).
+        Returns each generation's vectors, the current one first, and how many came from the cache."""
         texts = [c.embedding_text for c in chunks]
+        kb_id = doc.knowledge_base_id
         report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False,  # INDEXING follows
                                    shown=entered)
         vectors, sparse = await embedding.embed_with_sparse(texts, report, knowledge_base_id=kb_id)
-        embedded = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
-                    for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
-        also = await self._embed_for_target(plan, chunks, texts, kb_id, lease.document_id)
+        current = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
+                   for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
+        return [(plan.current, current), *await self._embed_for_target(plan, chunks, texts, doc.id)], report.from_cache
 
-        await self._store.enter_stage(lease, S.INDEXING, {"stage": "INDEXING", "done": 0, "total": total,
-                                                          "from_cache": report.from_cache})
-
-        live: list[Any] = []  # the generations live at the commit (read in it): the old vectors go from each
-
-        async def write_vectors() -> None:
-            """Committed on their own, beside the published revision's, before the swap: a search
-            straddling the swap then finds one revision or the other (the old ones go after it)."""
-            if plan is None or gens is None:
-                await self._vectors.upsert(kb_id, embedded)
-                return
-            await gens.write(kb_id, [(plan.current, embedded), *also])
-
-        async def finish(within: object, state: IndexState | None) -> None:
-            if plan is not None:  # first: nothing may be published for a generation that is not the current one
-                live.extend((await self._check_plan(plan, [plan.current, *(g for g, _ in also)], state)).generations)
-            if self._centroids is not None:  # a row every document of the language adds to: locked last
-                await self._centroids.add(kb_id, embedding.embedder.name, embedded, within=within)
-            await self._snapshots.publish(kb_id, doc.id, doc.content_revision)  # READY readers find its chunks.json
-
-        commit = ReadyCommit(chunks=tuple(chunks), revision=doc.content_revision,
-                             outdate=decision.outdate if decision else None,
-                             assets=tuple(a.id for a in stored.values()))
-        outcome = await self._store.commit_ready(lease, commit, write_vectors=write_vectors,
-                                                 finish=finish)
-        superseded = outcome.previous_revision is not None or lease.attempt > 1
-        await self._after_swap(doc, [c.id for c in chunks], outcome.stale_assets, live, vectors=superseded)
-        return outcome.stage_timings
-
-    async def _after_swap(self, doc: PipelineDocument, published: list[UUID], stale_assets: Sequence[str],
-                          generations: list[Any], *, vectors: bool = True) -> None:
-        """The previous revision's vectors (all but ``published``'s, in each of ``generations``)
-        and asset objects go only now, after the swap committed; a failure (or a crash) here leaves
-        garbage the janitor removes, never a gap. (Its snapshot was replaced by the new one's
-        rename, the commit's last step.) ``vectors`` False: the document's first publication, by
-        its job's first attempt, has no other vectors to remove (search served nothing of it, and
-        every failed attempt before this job removed its own; what a killed earlier job, or an
-        attempt handed back at shutdown under other chunk ids, may have left is not served and is
-        the janitor's), so that statement is not sent."""
-        try:
-            if vectors and generations and self._generations is not None:
-                await self._generations.remove_superseded(doc.knowledge_base_id, doc.id, published, generations)
-            elif vectors:
-                await self._vectors.delete_document_except(doc.id, published)
-            for key in stale_assets:
-                await self._storage.delete(key)
-        except Exception:
-            log.exception("could not remove the previous revision of %s; the janitor will", doc.id)
-
-    async def _embed_for_target(self, plan: IndexPlanView | None, chunks: list[Chunk], texts: list[str],
-                                kb_id: UUID, document_id: UUID) -> list[tuple[Any, list[EmbeddedChunk]]]:
+    async def _embed_for_target(self, plan: IndexPlan, chunks: list[Chunk], texts: list[str],
+                                document_id: UUID) -> VectorWrites:
         """While an embedding-model migration runs, new content is embedded for both generations.
         The new model failing does not fail the document: the migration gets an item for it, which
         retries on its own attempts (and, if it fails for good, stops the switch)."""
-        if plan is None or plan.target is None or self._models is None:
+        if plan.target is None:
             return []
         try:
-            vectors = await self._models.embedding(plan.target.spec).embed_passages(texts, knowledge_base_id=kb_id)
+            vectors = await self._models.embedding(plan.target.spec).embed_passages(
+                texts, knowledge_base_id=plan.knowledge_base_id)
         except Exception as exc:
             log.warning("document %s: the migration's new model failed (%s); its item will retry", document_id, exc)
-            migrations = self._models.migrations
-            if migrations is not None and plan.migration_id is not None:
-                await migrations.requeue(plan.migration_id, document_id)
+            if self._migration_items is not None and plan.migration_id is not None:
+                await self._migration_items.requeue(plan.migration_id, document_id)
             return []
         items = [EmbeddedChunk(chunk=c, embedding=tuple(v)) for c, v in zip(chunks, vectors, strict=True)]
         return [(plan.target, items)]
 
-    async def _check_plan(self, plan: IndexPlanView, written: list[Any], state: IndexState | None) -> IndexPlanView:
-        """The knowledge base switched generations to one this run did not write (a migration that
-        began and ended while it ran): index again rather than serve a document from nowhere.
-        Returns the plan as it is now (``state``: as the READY commit read it; None: read here)."""
-        assert self._generations is not None  # a plan exists only with generations
-        kb_id = plan.knowledge_base_id
-        now = self._generations.plan_from(kb_id, state) if state is not None else await self._generations.plan(kb_id)
-        if now.current not in written:
-            raise TransientError("the knowledge base switched to another embedding model while this document was "
-                                 "indexed; it is indexed again with the new model")
-        return now
-
     async def cleanup_partial_index(self, lease: Lease) -> None:
         """A failed attempt: the vectors it wrote go; the published revision's stay and serve."""
         keep = await self._store.published_chunk_ids(lease.document_id)
-        await self._vectors.delete_document_except(lease.document_id, keep)
+        await self._indexes.delete_document_except(lease.document_id, keep)
 
     async def _describe_images(self, parsed: ParsedDocument) -> ParsedDocument:
         """The optional vision step: each image's description comes from the vision model and
@@ -276,7 +262,7 @@ class DocumentProcessor:
             await self._storage.delete(stale_key)
         return {a.locator_key: a for a in assets}
 
-    async def _write_snapshot(self, doc: PipelineDocument, parser: Any, parsed: ParsedDocument,
+    async def _write_snapshot(self, doc: PipelineDocument, parser: Parser, parsed: ParsedDocument,
                               chunks: list[Chunk]) -> None:
         snapshot = {
             "format_version": SNAPSHOT_FORMAT_VERSION,
@@ -299,7 +285,7 @@ class DocumentProcessor:
             raise TransientError(f"could not write the chunk snapshot: {exc.strerror or exc}") from exc
 
 
-def _with_assets(metadata: dict[str, Any], stored: dict[str, DocumentAsset], document_id: Any) -> dict[str, Any]:
+def _with_assets(metadata: dict[str, Any], stored: dict[str, DocumentAsset], document_id: UUID) -> dict[str, Any]:
     """Swap the chunker's asset locator keys for what a search result links: id, URL, page, type."""
     meta = dict(metadata)
     keys = meta.pop("asset_keys", ())
@@ -311,11 +297,11 @@ def _with_assets(metadata: dict[str, Any], stored: dict[str, DocumentAsset], doc
     return meta
 
 
-def _note_truncation(chunks: list[Chunk], embedder: object) -> list[Chunk]:
+def _note_truncation(chunks: list[Chunk], embedder: Embedder) -> list[Chunk]:
     """An embedder that truncates inputs over its token limit (the HTTP one: providers reject
     them) embeds only the start of a longer chunk: say so in that chunk's metadata."""
-    limit = getattr(embedder, "max_tokens", 0)
-    if getattr(embedder, "truncate", None) is None or not limit:
+    if not isinstance(embedder, Truncating) or not embedder.max_tokens:
         return chunks
+    limit = embedder.max_tokens
     return [replace(c, metadata={**c.metadata, "embedding_truncated": {"tokens": c.token_count, "max_tokens": limit}})
             if c.token_count > limit else c for c in chunks]

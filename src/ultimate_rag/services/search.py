@@ -13,27 +13,30 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 from uuid import UUID
 
-import numpy as np
-
-from ..adapters.embedders.sparse import LocalSparseEncoder, SparseVector
-from ..adapters.postgres.centroids import LanguageCentroids
-from ..adapters.postgres.documents import DocumentRepository
-from ..adapters.vectors.generations import GenerationGone
 from ..domain.embedding_models import IndexPlan
-from ..domain.errors import InvalidRequestError, TransientError
+from ..domain.errors import GenerationGone, InvalidRequestError, TransientError
 from ..domain.models import SearchResult, SourceLocator
-from ..domain.ports import CandidateSearch, Embedder, PairedQueries, PlannedCandidateSearch, VectorStore
+from ..domain.ports import (
+    CentroidStore,
+    Embedder,
+    IndexRouter,
+    PairedQueries,
+    ReadyChunks,
+    SearchTimings,
+    SparseEncoder,
+    SparseVector,
+)
 from ..domain.search import (
     Fusion,
     LanguageOffsets,
     QueryVectors,
-    ScoredChunk,
     SearchFilters,
     SearchMode,
     fuse,
     highlights,
     script_language,
 )
+from .embedding.models import EmbeddingModels
 
 MAX_FETCH = 16384
 MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw similarity ranks lower
@@ -47,15 +50,15 @@ class QueryCache:
 
     def __init__(self, size: int) -> None:
         self._size = max(0, size)
-        self._items: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], tuple[float, ...] | SparseVector] = OrderedDict()
 
-    def get(self, key: tuple[str, str]) -> Any:
+    def get(self, key: tuple[str, str]) -> Any:  # a dense vector or a sparse one, as the key's kind says
         value = self._items.get(key)
         if value is not None:
             self._items.move_to_end(key)
         return value
 
-    def put(self, key: tuple[str, str], value: Any) -> None:
+    def put(self, key: tuple[str, str], value: tuple[float, ...] | SparseVector) -> None:
         if not self._size:
             return
         self._items[key] = value
@@ -65,22 +68,17 @@ class QueryCache:
 
 
 class SearchService:
-    def __init__(self, *, embedder: Embedder, vectors: VectorStore, documents: DocumentRepository,
-                 max_top_k: int, max_query_chars: int, sparse: LocalSparseEncoder | None = None,
+    def __init__(self, *, vectors: IndexRouter, models: EmbeddingModels, documents: ReadyChunks,
+                 max_top_k: int, max_query_chars: int, sparse: SparseEncoder | None = None,
                  fusion: Fusion = Fusion.WEIGHTED, dense_weight: float = 0.6, query_cache_size: int = 1024,
-                 metrics: Any = None, centroids: LanguageCentroids | None = None, models: Any = None) -> None:
-        self._embedder = embedder
-        self._models = models  # EmbeddingModels: the query is embedded with the knowledge base's own model
+                 metrics: SearchTimings | None = None, centroids: CentroidStore | None = None) -> None:
+        """``vectors``: the index generations router (candidates from the generation of the plan a
+        search read); ``models``: the query is embedded with that generation's own model."""
+        self._vectors = vectors
+        self._models = models
         self._sparse = sparse
         # the local model beside its own sparse head: a query's two vectors from one pass
-        self._pairs: PairedQueries | None = (
-            sparse if isinstance(sparse, PairedQueries) and sparse.pairs_with(embedder) else None)
-        self._vectors = vectors
-        # what the store offers beyond the port: candidates with both similarities (else dense
-        # search alone), from the generation a plan names (when the query's model follows the plan)
-        self._candidate_search: CandidateSearch | None = vectors if isinstance(vectors, CandidateSearch) else None
-        self._planned: PlannedCandidateSearch | None = (
-            vectors if models is not None and isinstance(vectors, PlannedCandidateSearch) else None)
+        self._pairs: PairedQueries | None = sparse if isinstance(sparse, PairedQueries) else None
         self._documents = documents
         self._max_top_k = max_top_k
         self._max_query_chars = max_query_chars
@@ -119,19 +117,17 @@ class SearchService:
             self.metrics.observe(mode.value, time.perf_counter() - started)
         return results
 
-    async def _index_of(self, knowledge_base_id: UUID) -> tuple[IndexPlan | None, Embedder]:
+    async def _index_of(self, knowledge_base_id: UUID) -> tuple[IndexPlan, Embedder]:
         """The generation search reads and the model of its vectors, read on every search: after a
         migration's switch the next search uses the new model."""
-        if self._planned is None:
-            return None, self._embedder
-        plan = await self._planned.plan(knowledge_base_id)
+        plan = await self._vectors.plan(knowledge_base_id)
         return plan, self._models.embedder(plan.current.spec)
 
     async def _query_vectors(self, query: str, mode: SearchMode, embedder: Embedder) -> QueryVectors:
-        dense_key = ("dense", query) if embedder is self._embedder else (f"dense:{embedder.name}", query)
+        dense_key = (f"dense:{embedder.name}", query)
         dense = self._cache.get(dense_key)
         sparse: SparseVector | None = self._cache.get(("sparse", query)) if mode is not SearchMode.DENSE else {}
-        if dense is None and sparse is None and self._pairs is not None and embedder is self._embedder:
+        if dense is None and sparse is None and self._pairs is not None and self._pairs.pairs_with(embedder):
             dense_list, sparse = await self._pairs.encode_query_pair(query)
             dense = tuple(dense_list)
             self._cache.put(dense_key, dense)
@@ -151,24 +147,14 @@ class SearchService:
             self._cache.put(("sparse", query), sparse)
         return QueryVectors(dense=dense, sparse=sparse or {})
 
-    async def _candidates(self, knowledge_base_id: UUID, vectors: QueryVectors, limit: int, mode: SearchMode,
-                          filters: SearchFilters, plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]:
-        if plan is not None and self._planned is not None:
-            return await self._planned.candidates(knowledge_base_id, vectors, limit, mode=mode, filters=filters,
-                                                  plan=plan)
-        if self._candidate_search is not None:
-            return await self._candidate_search.candidates(knowledge_base_id, vectors, limit, mode=mode,
-                                                           filters=filters)
-        hits = await self._vectors.search(knowledge_base_id, vectors.dense, limit)  # a dense-only store
-        return [ScoredChunk(h.chunk_id, h.score, 0.0) for h in hits], len(hits) < limit
-
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
-                       filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan | None = None,
-                       embedder: Embedder | None = None) -> list[SearchResult]:
+                       filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan,
+                       embedder: Embedder) -> list[SearchResult]:
         fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
-        offsets = await self._offsets(knowledge_base_id, vectors, embedder or self._embedder)
+        offsets = await self._offsets(knowledge_base_id, vectors, embedder)
         while True:
-            found, exhausted = await self._candidates(knowledge_base_id, vectors, fetch, mode, filters, plan)
+            found, exhausted = await self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode,
+                                                              filters=filters, plan=plan)
             if mode is SearchMode.SPARSE:
                 found = [c for c in found if c.sparse > 0]
             dense_of = {c.chunk_id: c.dense for c in found}
@@ -189,17 +175,7 @@ class SearchService:
         """Language centring (domain/search.py): None when the knowledge base has one language."""
         if self._centroids is None:
             return None
-        means = await self._centroids.means(knowledge_base_id, embedder.name, min_chunks=MIN_LANGUAGE_CHUNKS)
-        if len(means) < 2:
-            return None
-        q = np.asarray(vectors.dense, dtype=np.float32)
-        idx = np.fromiter(vectors.sparse.keys(), dtype=np.int64, count=len(vectors.sparse))
-        val = np.fromiter(vectors.sparse.values(), dtype=np.float32, count=len(vectors.sparse))
-        dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _) in means.items()}
-        sparse = {lang: float(val @ s[idx]) if len(idx) else 0.0 for lang, (_, s) in means.items()}
-        dense_bar, sparse_bar = sum(dense.values()) / len(dense), sum(sparse.values()) / len(sparse)
-        return LanguageOffsets(dense={k: v - dense_bar for k, v in dense.items()},
-                               sparse={k: v - sparse_bar for k, v in sparse.items()})
+        return await self._centroids.offsets(knowledge_base_id, embedder.name, vectors, min_chunks=MIN_LANGUAGE_CHUNKS)
 
     @staticmethod
     def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], query: str, top_k: int,

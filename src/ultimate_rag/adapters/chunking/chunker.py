@@ -17,7 +17,7 @@ from functools import partial
 from uuid import UUID
 
 from ultimate_rag.domain.ids import chunk_id
-from ultimate_rag.domain.models import Block, Chunk, ParsedDocument, SourceLocator
+from ultimate_rag.domain.models import Block, Chunk, ParsedDocument, SourceLocator, embedding_text
 
 from .packing import Packer
 from .text_split import hard_split, table_header
@@ -75,20 +75,6 @@ class StructuredChunker:
                 context=embedded[:len(embedded) - len(draft.content)].rstrip("\n"),
             ))
         return chunks
-
-
-def embedding_text(content: str, path: tuple[str, ...], context: str) -> str:
-    """The heading context, then the content; nothing added when the content already starts with
-    the section's headings (the first chunk of a section)."""
-    if not context or _starts_with_headings(content, path):
-        return content
-    return f"{context}\n\n{content}"
-
-
-def _starts_with_headings(content: str, path: tuple[str, ...]) -> bool:
-    head = " ".join(" ".join(path).split())
-    text = " ".join(content[:len(head) * 2 + 16].split())
-    return text == head or text.startswith(head + " ")
 
 
 def _context(packer: Packer, path: tuple[str, ...]) -> str:

@@ -10,8 +10,9 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from ...domain.auth import Principal, Role, generate_key, hash_key, key_prefix, same_secret
-from ...domain.errors import ResourceNotFoundError
+from ...domain.errors import DatabaseError, ResourceNotFoundError, UnstorableValueError
 from .database import Database
+from .errors import caused_by
 from .sql import load_queries
 
 CREATE_ATTEMPTS = 5  # a new key whose random prefix is taken gets a fresh one
@@ -40,8 +41,8 @@ class ApiKeyRepository:
                 row = await self._db.fetchone(Q["insert_key"], {
                     "id": uuid4(), "prefix": prefix, "key_hash": hash_key(key), "is_admin": is_admin,
                     "scopes": scope_rows, "name": name, "expires_at": expires_at})
-            except UniqueViolation:  # the prefix is taken (1 in 4 billion per key): draw again
-                if attempt == CREATE_ATTEMPTS - 1:
+            except DatabaseError as exc:  # the prefix is taken (1 in 4 billion per key): draw again
+                if not caused_by(exc, UniqueViolation) or attempt == CREATE_ATTEMPTS - 1:
                     raise
                 continue
             assert row is not None
@@ -65,7 +66,10 @@ class ApiKeyRepository:
         prefix = key_prefix(key)
         if prefix is None:
             return None
-        row = await self._db.fetchone(Q["live_key"], {"interval": self._last_used_interval, "prefix": prefix})
+        try:
+            row = await self._db.fetchone(Q["live_key"], {"interval": self._last_used_interval, "prefix": prefix})
+        except UnstorableValueError:  # a key the database cannot even compare (a NUL byte): not a key
+            return None
         if row is None or not same_secret(row["key_hash"], hash_key(key)):
             return None
         if not row["recently_used"]:  # the condition again in the UPDATE: concurrent requests write once

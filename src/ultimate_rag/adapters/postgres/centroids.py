@@ -16,7 +16,7 @@ import numpy as np
 from pgvector import Vector
 
 from ...domain.models import EmbeddedChunk
-from ...domain.search import script_language
+from ...domain.search import LanguageOffsets, QueryVectors, script_language
 from ..embedders.sparse import SPARSE_DIMENSION
 from .database import Database, transaction_on
 from .sql import load_queries
@@ -73,6 +73,23 @@ class LanguageCentroids:
             self._cache.clear()
         self._cache[key] = (time.monotonic(), means)
         return means
+
+
+    async def offsets(self, knowledge_base_id: UUID, model: str, query: QueryVectors, *,
+                      min_chunks: int) -> LanguageOffsets | None:
+        """``ports.CentroidStore.offsets``: the query's similarity to each language's mean less
+        their average (None with fewer than two languages of ``min_chunks`` chunks)."""
+        means = await self.means(knowledge_base_id, model, min_chunks=min_chunks)
+        if len(means) < 2:
+            return None
+        q = np.asarray(query.dense, dtype=np.float32)
+        idx = np.fromiter(query.sparse.keys(), dtype=np.int64, count=len(query.sparse))
+        val = np.fromiter(query.sparse.values(), dtype=np.float32, count=len(query.sparse))
+        dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _) in means.items()}
+        sparse = {lang: float(val @ s[idx]) if len(idx) else 0.0 for lang, (_, s) in means.items()}
+        dense_bar, sparse_bar = sum(dense.values()) / len(dense), sum(sparse.values()) / len(sparse)
+        return LanguageOffsets(dense={k: v - dense_bar for k, v in dense.items()},
+                               sparse={k: v - sparse_bar for k, v in sparse.items()})
 
 
 _HALF = SPARSE_DIMENSION // 2  # the sparse sum's halves: sparse_low, sparse_high

@@ -24,6 +24,7 @@ from uuid import UUID, uuid4
 import psycopg
 from psycopg import sql
 
+from ...domain.errors import EventsUnavailable
 from .sql import load_queries
 
 log = logging.getLogger(__name__)
@@ -34,10 +35,6 @@ QUEUE_SIZE = 1000  # events a slow subscriber may fall behind before it is told 
 REGISTRATION_SECONDS = 60.0  # a registration not refreshed for this long no longer counts
 REFRESH_SECONDS = 20.0
 APPLICATION_NAME = "ultimate-rag document events"  # the hub's connection, as pg_stat_activity shows it
-
-
-class EventsUnavailable(Exception):
-    """LISTEN is not possible right now: callers fall back to polling."""
 
 
 @dataclass(eq=False)

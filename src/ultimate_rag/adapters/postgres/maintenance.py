@@ -8,40 +8,23 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import psycopg
 
+from ...domain.ports import ObjectOwner, Owners
 from ...domain.status import ACTIVE
 from .database import Connection, Database
+from .errors import translated
 from .sql import load_queries
 
 Q = load_queries("maintenance.sql")
 
 
-@dataclass(frozen=True)
-class ObjectOwner:
-    """A document row as the sweeper sees it, share-locked for the length of the removal."""
-
-    id: UUID
-    object_key: str
-    status: str
-    job_status: str | None
-    asset_keys: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Owners:
-    """``locked``: documents we hold; ``busy``: documents that exist but are being changed right now.
-    An id in neither has no row at all."""
-
-    locked: dict[UUID, ObjectOwner]
-    busy: frozenset[UUID]
-
-
 class MaintenanceRepository:
+    """``ports.MaintenanceStore`` on PostgreSQL."""
+
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -49,7 +32,11 @@ class MaintenanceRepository:
     async def exclusive(self) -> AsyncIterator[bool]:
         """Yields whether this process holds the sweep lock. The lock lives on a dedicated
         connection, never a pooled one: a session lock returned to the pool would stay held."""
-        async with await psycopg.AsyncConnection.connect(self._db.url, autocommit=True) as conn:
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._db.url, autocommit=True)
+        except psycopg.Error as exc:
+            raise translated(exc) from exc
+        async with conn:
             row = await (await conn.execute(Q["try_sweep_lock"])).fetchone()
             locked = bool(row and row[0])
             try:

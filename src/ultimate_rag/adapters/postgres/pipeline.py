@@ -126,10 +126,11 @@ class PipelineRepository:
                     **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
                     "chunks": Jsonb([_chunk_row(c) for c in commit.chunks])})).fetchone()
                 assert published is not None  # one row, always
-                await finish(SharedTransaction(self._queue.db.url, conn), rows.index_state(published))
+                state = rows.index_state(published)
+                await finish(SharedTransaction(self._queue.db.url, conn), state)
             lease.end.finished()  # committed: the job is SUCCEEDED, its cleanup is the caller's
             return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}),
-                                published["previous_revision"])
+                                published["previous_revision"], state)
 
     async def _outdate_twin(self, conn: Connection, twin: OlderTwin, *, newer: UUID) -> None:
         """Deduplication's statements (``dedup.sql``) on this commit's transaction; a twin that can

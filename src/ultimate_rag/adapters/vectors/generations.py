@@ -6,32 +6,31 @@ a migration builds generation N >= 1 in a table / collection of that knowledge b
 one DROP. The learned sparse vectors do not depend on the dense model: one table serves every
 generation, and only this router writes it.
 
-``IndexGenerations`` implements the VectorStore port for the services that do not care about
-generations (delete, dedup, knowledge-base removal): writes go to the current generation,
-deletes to every live one, searches read the current one — read from PostgreSQL on each call.
-For search it is a ``PlannedCandidateSearch`` (domain/ports.py): candidates from the generation of
-the plan the search read (the query embedded with that generation's model)."""
+``IndexGenerations`` is the one vector store the services see (``ports.IndexRouter``): the pipeline
+writes each generation of its plan, the services that do not care about generations (delete,
+dedup, knowledge-base removal) use the VectorStore part (writes to the current generation,
+deletes to every live one, the plan read from PostgreSQL on each call), and search gets its
+candidates from the generation of the plan it read (the query embedded with that generation's
+model). Migrations use its ``ports.GenerationAdmin`` side (make, find, drop, sweep generations)."""
 
 from __future__ import annotations
 
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
 import psycopg
 from psycopg import sql
 
-# Generation and IndexPlan are the domain's; the pipeline still imports them from here
-from ...domain.embedding_models import EmbeddingSpec
-from ...domain.embedding_models import Generation as Generation
-from ...domain.embedding_models import IndexPlan as IndexPlan
-from ...domain.errors import TransientError
+from ...domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
+from ...domain.errors import DatabaseError, GenerationGone, TransientError
 from ...domain.models import EmbeddedChunk, IndexState, VectorHit
-from ...domain.ports import PlannedCandidateSearch
+from ...domain.ports import Closable, VectorStore
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
+from ..postgres.errors import caused_by
 from ..postgres.sql import load_queries
 from .pgvector import PgVectorStore
 from .sparse_pg import HybridVectors, PostgresSparseIndex
@@ -58,16 +57,27 @@ def parse_generation(name: str) -> tuple[UUID, int]:
     return UUID(found[1]), int(found[2])
 
 
-class GenerationGone(Exception):
-    """The generation a search planned to read was dropped meanwhile (its migration switched)."""
+class GenerationStore(VectorStore, Protocol):
+    """One generation's dense store: a pgvector table, or a Milvus or Qdrant collection."""
+
+    async def exists(self) -> bool: ...
+    async def drop(self) -> None: ...
 
 
-DenseFactory = Callable[[EmbeddingSpec, int, UUID], Any]  # (spec, generation, kb) -> a dense store
+@runtime_checkable
+class CollectionStore(GenerationStore, Protocol):
+    """Milvus and Qdrant: every generation's collection is listed and dropped through the base one."""
+
+    async def list_collections(self) -> list[str]: ...
+    async def drop(self, name: str | None = None) -> None: ...
+
+
+DenseFactory = Callable[[EmbeddingSpec, int, UUID], GenerationStore]  # (spec, generation, kb) -> a dense store
 PlanReader = Callable[[UUID], Awaitable[IndexPlan | None]]
 PlanOf = Callable[[UUID, IndexState], IndexPlan | None]  # the plan from an index state read already
 
 
-class IndexGenerations(PlannedCandidateSearch):
+class IndexGenerations:
     def __init__(self, db: Database, make_dense: DenseFactory, read_plan: PlanReader, plan_of: PlanOf,
                  default: EmbeddingSpec) -> None:
         self._db = db
@@ -77,13 +87,13 @@ class IndexGenerations(PlannedCandidateSearch):
         self.dimension = default.dimension
         self.default = default
         self.sparse = PostgresSparseIndex(db)
-        self._stores: dict[tuple[Any, ...], Any] = {}
+        self._stores: dict[tuple[Any, ...], GenerationStore] = {}
         self._ready: set[tuple[Any, ...]] = set()
 
     def _key(self, kb_id: UUID, g: Generation) -> tuple[Any, ...]:
         return (g.spec.embedder, g.spec.model, g.spec.dimension, g.number) + ((kb_id,) if g.number else ())
 
-    async def dense(self, kb_id: UUID, g: Generation, *, create: bool = True) -> Any:
+    async def dense(self, kb_id: UUID, g: Generation, *, create: bool = True) -> GenerationStore:
         """The generation's dense store, built once per process; ``create``: make its table or
         collection when it is not there yet (never for a generation being dropped)."""
         key = self._key(kb_id, g)
@@ -95,7 +105,14 @@ class IndexGenerations(PlannedCandidateSearch):
             self._ready.add(key)
         return store
 
-    async def existing(self, kb_id: UUID, g: Generation) -> Any:
+    async def create(self, kb_id: UUID, g: Generation) -> None:
+        """A migration's new generation: its table or collection, empty."""
+        await self.dense(kb_id, g)
+
+    def generation_of(self, name: str) -> tuple[UUID, int]:
+        return parse_generation(name)
+
+    async def existing(self, kb_id: UUID, g: Generation) -> GenerationStore | None:
         """The generation's dense store if its table or collection exists (a migration's is made
         when the migration starts and never again: a write racing an abort must not bring it
         back), else None."""
@@ -171,6 +188,7 @@ class IndexGenerations(PlannedCandidateSearch):
         if isinstance(base, PgVectorStore):
             rows = await self._db.fetchall(Q["generation_tables"])
             return [r["tablename"] for r in rows]
+        assert isinstance(base, CollectionStore)
         return [n for n in await base.list_collections() if COLLECTION_GENERATION.match(n)]
 
     async def drop_named(self, name: str) -> None:
@@ -179,6 +197,7 @@ class IndexGenerations(PlannedCandidateSearch):
             if PG_GENERATION_TABLE.match(name):
                 await self._db.execute(sql.SQL(Q["drop_table"]).format(table=sql.Identifier(name)))
         elif COLLECTION_GENERATION.match(name):
+            assert isinstance(base, CollectionStore)
             await base.drop(name)
         self._stores = {k: v for k, v in self._stores.items()
                         if getattr(v, "table", getattr(v, "collection", "")) != name}
@@ -249,12 +268,13 @@ class IndexGenerations(PlannedCandidateSearch):
         store = await self.searchable(knowledge_base_id, plan.current)
         try:
             return await store.candidates(knowledge_base_id, query, limit, mode=mode, filters=filters)
-        except psycopg.errors.UndefinedTable as exc:  # dropped by another process after this one used it
-            self._ready.discard(self._key(knowledge_base_id, plan.current))
+        except DatabaseError as exc:
+            if not caused_by(exc, psycopg.errors.UndefinedTable):
+                raise
+            self._ready.discard(self._key(knowledge_base_id, plan.current))  # dropped by another process meanwhile
             raise GenerationGone(str(exc)) from exc
 
     async def aclose(self) -> None:
         for store in self._stores.values():
-            aclose = getattr(store, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            if isinstance(store, Closable):
+                await store.aclose()

@@ -9,11 +9,10 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, Field
 
-from ...adapters.postgres.audit import entry_out
 from ...domain.auth import Role
 from ...domain.errors import InvalidRequestError
 from ..audit import AuditDep
-from ..deps import AdminDep, ContainerDep, principal
+from ..deps import AdminDep, ApiKeysDep, AuditTrailDep, KnowledgeBasesDep, principal
 from ..schemas import ERROR_RESPONSES, Name
 
 router = APIRouter(prefix="/api", tags=["admin"], dependencies=[Depends(principal)],
@@ -70,14 +69,15 @@ class AuditList(BaseModel):
 
 
 @router.post("/keys", status_code=201, response_model=NewKeyOut)
-async def create_key(body: KeyIn, container: ContainerDep, _: AdminDep, audit: AuditDep) -> NewKeyOut:
+async def create_key(body: KeyIn, knowledge_bases: KnowledgeBasesDep, api_keys: ApiKeysDep, _: AdminDep,
+                     audit: AuditDep) -> NewKeyOut:
     if body.admin == bool(body.scopes):
         raise InvalidRequestError("a key is either admin or scoped to knowledge bases: give one of them")
     if body.expires_at is not None and body.expires_at.astimezone(UTC) <= datetime.now(UTC):
         raise InvalidRequestError("expires_at is in the past")
     for scope in body.scopes:
-        await container.knowledge_bases.get(scope.knowledge_base_id)  # 404 for an unknown knowledge base
-    key, record = await container.api_keys.create_with_record(
+        await knowledge_bases.get(scope.knowledge_base_id)  # 404 for an unknown knowledge base
+    key, record = await api_keys.create_with_record(
         is_admin=body.admin, scopes={s.knowledge_base_id: s.role for s in body.scopes}, name=body.name,
         expires_at=body.expires_at)
     await audit.record("key.create", prefix=record["prefix"], admin=body.admin)
@@ -85,25 +85,25 @@ async def create_key(body: KeyIn, container: ContainerDep, _: AdminDep, audit: A
 
 
 @router.get("/keys", response_model=KeyList)
-async def list_keys(container: ContainerDep, _: AdminDep) -> KeyList:
-    return KeyList(items=[KeyOut(**r) for r in await container.api_keys.list()])
+async def list_keys(api_keys: ApiKeysDep, _: AdminDep) -> KeyList:
+    return KeyList(items=[KeyOut(**r) for r in await api_keys.list()])
 
 
 @router.delete("/keys/{key_id}", response_model=KeyOut)
-async def revoke_key(key_id: Annotated[str, Path(max_length=64)], container: ContainerDep, _: AdminDep,
+async def revoke_key(key_id: Annotated[str, Path(max_length=64)], api_keys: ApiKeysDep, _: AdminDep,
                      audit: AuditDep) -> KeyOut:
     """Revoke by id or prefix; effective on the key's next request."""
-    record = await container.api_keys.revoke(key_id)
+    record = await api_keys.revoke(key_id)
     await audit.record("key.revoke", prefix=record["prefix"])
     return KeyOut(**record)
 
 
 @router.get("/audit", response_model=AuditList)
-async def read_audit_log(container: ContainerDep, _: AdminDep,
+async def read_audit_log(trail: AuditTrailDep, _: AdminDep,
                          limit: Annotated[int, Query(ge=1, le=500)] = 100,
                          cursor: Annotated[str | None, Query(max_length=20, pattern=r"^\d+$")] = None,
                          knowledge_base_id: UUID | None = None) -> AuditList:
-    rows = await container.audit.list(limit=limit + 1, before_id=int(cursor) if cursor else None,
-                                             knowledge_base_id=knowledge_base_id)
-    items = [AuditEntry(**entry_out(r)) for r in rows[:limit]]
+    rows = await trail.list(limit=limit + 1, before_id=int(cursor) if cursor else None,
+                            knowledge_base_id=knowledge_base_id)
+    items = [AuditEntry.model_validate({name: r[name] for name in AuditEntry.model_fields}) for r in rows[:limit]]
     return AuditList(items=items, next_cursor=str(items[-1].id) if len(rows) > limit else None)

@@ -14,7 +14,7 @@ from fastapi.responses import StreamingResponse
 from ...domain.errors import ProviderError
 from ...services.answering import Answer, AnswerService, Prepared
 from ..answer_schemas import ANSWER_RESPONSES, AnswerIn, AnswerOut, citations
-from ..deps import ContainerDep, ReadableKB, principal
+from ..deps import AnswersDep, ReadableKB, principal
 from ..schemas import ERROR_RESPONSES
 
 log = logging.getLogger(__name__)
@@ -23,11 +23,10 @@ router = APIRouter(prefix="/api/knowledge-bases", tags=["answers"], dependencies
 
 
 @router.post("/{kb_id}/answer", response_model=AnswerOut, responses=ANSWER_RESPONSES)
-async def answer(kb: ReadableKB, body: AnswerIn, container: ContainerDep) -> Any:
+async def answer(kb: ReadableKB, body: AnswerIn, service: AnswersDep) -> Any:
     """A grounded answer with numbered citations, in the question's language (docs/answers.md).
     Nothing relevant: says so without asking the model; no model configured: the passages and
     ``answer: null``; ``stream: true``: server-sent events ``citations``, ``delta``…, ``done`` / ``error``."""
-    service = container.answers
     filters = body.filters.to_domain() if body.filters else None
     prepared = await service.prepare(kb.id, body.question, top_k=body.top_k, filters=filters,
                                      history=body.history(), searchable=not kb.deleting)

@@ -12,15 +12,15 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, Field
 
-from ...adapters.postgres.connectors import Connector, Sync
 from ...domain.auth import Principal
+from ...domain.connectors import Connector, Sync
 from ...domain.errors import ConflictError, InvalidRequestError
 from ...domain.redact import redact_config, redact_text, restore_secrets
 from ...services.connectors.base import ADMIN_KINDS
 from ...services.connectors.runner import ConnectorServices
 from ...services.connectors.sources import validate_config
 from ..audit import AuditDep, Auditor
-from ..deps import ContainerDep, EditableKB, PrincipalDep, ReadableKB, principal
+from ..deps import ConnectorsDep, EditableKB, PrincipalDep, ReadableKB, principal
 from ..schemas import ERROR_RESPONSES, Name
 
 router = APIRouter(prefix="/api/knowledge-bases/{kb_id}/connectors", tags=["connectors"],
@@ -75,15 +75,6 @@ class ConnectorList(BaseModel):
     items: list[ConnectorOut]
 
 
-def _services(container: ContainerDep) -> ConnectorServices:
-    if container.connectors is None:  # pragma: no cover - always built by bootstrap
-        raise ConflictError("connectors are not configured in this process")
-    return container.connectors
-
-
-Services = Annotated[ConnectorServices, Depends(_services)]
-
-
 def _may_use(kind: str, who: Principal) -> None:
     if kind in ADMIN_KINDS and not who.is_admin:
         from fastapi import HTTPException
@@ -98,7 +89,7 @@ def _schedule(value: int | None, services: ConnectorServices) -> int | None:
 
 
 @router.post("", status_code=201, response_model=ConnectorOut)
-async def create_connector(kb: EditableKB, body: ConnectorIn, services: Services, who: PrincipalDep,
+async def create_connector(kb: EditableKB, body: ConnectorIn, services: ConnectorsDep, who: PrincipalDep,
                            audit: AuditDep) -> ConnectorOut:
     _may_use(body.kind, who)
     if kb.deleting:
@@ -113,18 +104,18 @@ async def create_connector(kb: EditableKB, body: ConnectorIn, services: Services
 
 
 @router.get("", response_model=ConnectorList)
-async def list_connectors(kb: ReadableKB, services: Services, who: PrincipalDep) -> ConnectorList:
+async def list_connectors(kb: ReadableKB, services: ConnectorsDep, who: PrincipalDep) -> ConnectorList:
     return ConnectorList(items=[ConnectorOut.of(c, who) for c in await services.repository.list(kb.id)])
 
 
 @router.get("/{connector_id}", response_model=ConnectorOut)
-async def get_connector(kb: ReadableKB, connector_id: UUID, services: Services, who: PrincipalDep) -> ConnectorOut:
+async def get_connector(kb: ReadableKB, connector_id: UUID, services: ConnectorsDep, who: PrincipalDep) -> ConnectorOut:
     connector = await services.repository.get(kb.id, connector_id)
     return ConnectorOut.of(connector, who, await services.repository.syncs(connector.id, limit=10))
 
 
 @router.patch("/{connector_id}", response_model=ConnectorOut)
-async def update_connector(kb: EditableKB, connector_id: UUID, body: ConnectorPatch, services: Services,
+async def update_connector(kb: EditableKB, connector_id: UUID, body: ConnectorPatch, services: ConnectorsDep,
                            who: PrincipalDep, audit: AuditDep) -> ConnectorOut:
     connector = await services.repository.get(kb.id, connector_id)
     _may_use(connector.kind, who)
@@ -141,7 +132,7 @@ async def update_connector(kb: EditableKB, connector_id: UUID, body: ConnectorPa
 
 
 @router.delete("/{connector_id}", status_code=204, response_class=Response)
-async def delete_connector(kb: EditableKB, connector_id: UUID, services: Services, who: PrincipalDep,
+async def delete_connector(kb: EditableKB, connector_id: UUID, services: ConnectorsDep, who: PrincipalDep,
                            audit: AuditDep) -> Response:
     """Aborts its sync (documents still being fetched become FAILED) and removes the connector and its
     history; the documents it brought in stay in the knowledge base."""
@@ -154,7 +145,7 @@ async def delete_connector(kb: EditableKB, connector_id: UUID, services: Service
 
 
 @router.post("/{connector_id}/sync", status_code=202, response_model=SyncOut)
-async def sync_connector(kb: EditableKB, connector_id: UUID, services: Services, who: PrincipalDep,
+async def sync_connector(kb: EditableKB, connector_id: UUID, services: ConnectorsDep, who: PrincipalDep,
                          audit: AuditDep) -> SyncOut:
     """Queue a sync; a worker runs it. 409 while one is queued or running."""
     return await _act_on_sync(kb.id, connector_id, services, who, audit, "connector.sync",
@@ -162,7 +153,7 @@ async def sync_connector(kb: EditableKB, connector_id: UUID, services: Services,
 
 
 @router.post("/{connector_id}/abort", response_model=SyncOut)
-async def abort_connector(kb: EditableKB, connector_id: UUID, services: Services, who: PrincipalDep,
+async def abort_connector(kb: EditableKB, connector_id: UUID, services: ConnectorsDep, who: PrincipalDep,
                           audit: AuditDep) -> SyncOut:
     """Abort the queued or running sync: the worker running it stops at its next write, and every
     document it was fetching becomes FAILED ("connector sync aborted"). 409 when none is active.
@@ -180,7 +171,7 @@ async def _act_on_sync(kb_id: UUID, connector_id: UUID, services: ConnectorServi
 
 
 @router.get("/{connector_id}/syncs", response_model=SyncList)
-async def list_syncs(kb: ReadableKB, connector_id: UUID, services: Services,
+async def list_syncs(kb: ReadableKB, connector_id: UUID, services: ConnectorsDep,
                      limit: Annotated[int, Query(ge=1, le=200)] = 20) -> SyncList:
     connector = await services.repository.get(kb.id, connector_id)
     return SyncList(items=[SyncOut.of(s) for s in await services.repository.syncs(connector.id, limit=limit)])

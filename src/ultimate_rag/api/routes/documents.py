@@ -15,7 +15,16 @@ from ...domain.errors import ResourceNotFoundError
 from ...domain.media import RASTER_IMAGE_TYPES
 from ...domain.ports import ObjectStorage
 from ..audit import AuditDep
-from ..deps import ContainerDep, EditableDocument, ReadableDocument, principal
+from ..deps import (
+    DocumentsDep,
+    EditableDocument,
+    LifecycleDep,
+    ReadableDocument,
+    SettingsDep,
+    SnapshotsDep,
+    StorageDep,
+    principal,
+)
 from ..schemas import ERROR_RESPONSES, ChunkList, ChunkOut, DocumentOut, body_of
 from ..uploads import UPLOAD_BODY, UploadedFile
 
@@ -24,28 +33,28 @@ router = APIRouter(prefix="/api/documents", tags=["documents"], dependencies=[De
 
 
 @router.get("/{document_id}", response_model=DocumentOut)
-async def get_document(doc: ReadableDocument, container: ContainerDep) -> DocumentOut:
-    return DocumentOut.of(doc, await container.documents.job_history(doc.id))
+async def get_document(doc: ReadableDocument, documents: DocumentsDep) -> DocumentOut:
+    return DocumentOut.of(doc, await documents.job_history(doc.id))
 
 
 @router.get("/{document_id}/chunks", response_model=ChunkList)
 async def get_chunks(
-    doc: ReadableDocument, container: ContainerDep,
+    doc: ReadableDocument, settings: SettingsDep, documents: DocumentsDep,
     limit: Annotated[int, Query(ge=1, le=10_000, description="chunks per page (at most the server's"
                                                              " max_chunks_page, default 500)")] = 100,
     cursor: Annotated[str | None, Query(max_length=12, pattern=r"^\d+$")] = None,
 ) -> ChunkList:
     """The document's chunks in order, a page at a time: pass ``next_cursor`` back as ``cursor``."""
-    limit = min(limit, container.settings.max_chunks_page)
-    found = await container.documents.chunks(doc.id, after_ordinal=int(cursor) if cursor else -1, limit=limit + 1)
+    limit = min(limit, settings.max_chunks_page)
+    found = await documents.chunks(doc.id, after_ordinal=int(cursor) if cursor else -1, limit=limit + 1)
     items = [ChunkOut.of(c) for c in found[:limit]]
     return ChunkList(items=items, next_cursor=str(items[-1].ordinal) if len(found) > limit else None)
 
 
 @router.get("/{document_id}/snapshot", responses=body_of("application/json", "the chunk snapshot (chunks.json)",
                                                             {"type": "object"}))
-async def get_snapshot(doc: ReadableDocument, container: ContainerDep) -> Response:
-    data = await container.snapshots.load(doc.knowledge_base_id, doc.id, doc.published_revision or doc.content_revision)
+async def get_snapshot(doc: ReadableDocument, snapshots: SnapshotsDep) -> Response:
+    data = await snapshots.load(doc.knowledge_base_id, doc.id, doc.published_revision or doc.content_revision)
     if data is None:
         raise ResourceNotFoundError("this document has no chunk snapshot yet")
     return Response(data, media_type="application/json; charset=utf-8")
@@ -82,8 +91,8 @@ async def _streamed(storage: ObjectStorage, key: str, missing: str) -> AsyncIter
 
 @router.get("/{document_id}/source", response_class=StreamingResponse,
             responses=body_of("*/*", "the original bytes as an attachment, with their detected media type"))
-async def get_source(doc: ReadableDocument, container: ContainerDep) -> StreamingResponse:
-    body = await _streamed(container.storage, doc.object_key, "the source file is no longer stored")
+async def get_source(doc: ReadableDocument, storage: StorageDep) -> StreamingResponse:
+    body = await _streamed(storage, doc.object_key, "the source file is no longer stored")
     return StreamingResponse(body, media_type=doc.mime_type, headers={
         **NO_SNIFFING, "Content-Disposition": _disposition("attachment", doc.filename),
         "Content-Length": str(doc.size_bytes)})
@@ -92,12 +101,13 @@ async def get_source(doc: ReadableDocument, container: ContainerDep) -> Streamin
 @router.get("/{document_id}/assets/{asset_id}", response_class=StreamingResponse,
             responses=body_of("*/*", "the image: PNG, JPEG, GIF, WebP, BMP or TIFF inline; anything else as an "
                                      "application/octet-stream attachment"))
-async def get_asset(doc: ReadableDocument, asset_id: UUID, container: ContainerDep) -> StreamingResponse:
-    for asset in await container.documents.assets(doc.id):
+async def get_asset(doc: ReadableDocument, asset_id: UUID, documents: DocumentsDep,
+                    storage: StorageDep) -> StreamingResponse:
+    for asset in await documents.assets(doc.id):
         if asset.id == asset_id:
             raster = asset.mime_type in RASTER_IMAGE_TYPES
             name = f"asset-{asset.id}{PurePosixPath(asset.object_key).suffix if raster else ''}"
-            body = await _streamed(container.storage, asset.object_key, "the asset is no longer stored")
+            body = await _streamed(storage, asset.object_key, "the asset is no longer stored")
             return StreamingResponse(body, media_type=asset.mime_type if raster else "application/octet-stream",
                                      headers={**NO_SNIFFING, "Content-Length": str(asset.size_bytes),
                                               "Content-Disposition": _disposition(
@@ -106,49 +116,49 @@ async def get_asset(doc: ReadableDocument, asset_id: UUID, container: ContainerD
 
 
 @router.post("/{document_id}/reindex", status_code=202, response_model=DocumentOut)
-async def reindex_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep) -> DocumentOut:
+async def reindex_document(doc: EditableDocument, lifecycle: LifecycleDep, audit: AuditDep) -> DocumentOut:
     """Parse, chunk, embed and index again (a soft-deleted document is restored). 409 while active."""
-    result = await container.lifecycle.reindex(doc.id)
+    result = await lifecycle.reindex(doc.id)
     await audit.record("document.reindex", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id)
     return DocumentOut.of(result)
 
 
 @router.delete("/{document_id}", status_code=202, response_model=DocumentOut)
-async def delete_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep,
+async def delete_document(doc: EditableDocument, lifecycle: LifecycleDep, audit: AuditDep,
                           force: Annotated[bool, Query(description="also remove the source and the record")] = False,
                           ) -> DocumentOut:
     """Soft delete (``force=false``): chunks, vectors, assets and snapshot go, the source stays, the
     document becomes DELETED and can be reindexed. Hard delete: nothing is left. 409 while active."""
-    result = await container.lifecycle.delete(doc.id, hard=force)
+    result = await lifecycle.delete(doc.id, hard=force)
     await audit.record("document.delete", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id, force=force)
     return DocumentOut.of(result)
 
 
 @router.put("/{document_id}/content", status_code=202, response_model=DocumentOut, openapi_extra=UPLOAD_BODY)
-async def replace_content(doc: EditableDocument, container: ContainerDep, audit: AuditDep,
+async def replace_content(doc: EditableDocument, settings: SettingsDep, lifecycle: LifecycleDep, audit: AuditDep,
                           file: UploadedFile) -> DocumentOut:
     """Re-upload: new bytes for a stable document (same limits and checks as an upload). 409 while active."""
-    content = await file.read(container.settings.max_upload_bytes + 1)
-    result = await container.lifecycle.replace_content(doc.id, file.filename, file.content_type, content)
+    content = await file.read(settings.max_upload_bytes + 1)
+    result = await lifecycle.replace_content(doc.id, file.filename, file.content_type, content)
     await audit.record("document.reupload", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
                        size_bytes=result.size_bytes, sha256=result.sha256)
     return DocumentOut.of(result)
 
 
 @router.post("/{document_id}/fail", response_model=DocumentOut)
-async def fail_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep) -> DocumentOut:
+async def fail_document(doc: EditableDocument, lifecycle: LifecycleDep, audit: AuditDep) -> DocumentOut:
     """Cancel: the job ends, the document is FAILED ("cancelled by operator"), and a worker still on it
     loses its lease and commits nothing more. 409 for stable documents and while a connector fetches."""
-    result, previous = await container.lifecycle.fail(doc.id)  # the status under the row lock
+    result, previous = await lifecycle.fail(doc.id)  # the status under the row lock
     await audit.record("document.fail", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
                        previous_status=previous)
     return DocumentOut.of(result)
 
 
 @router.post("/{document_id}/recover", status_code=202, response_model=DocumentOut)
-async def recover_document(doc: EditableDocument, container: ContainerDep, audit: AuditDep) -> DocumentOut:
+async def recover_document(doc: EditableDocument, lifecycle: LifecycleDep, audit: AuditDep) -> DocumentOut:
     """For a running document that seems stuck: fail it and queue a forced reindex, in one call."""
-    result, previous = await container.lifecycle.recover(doc.id)  # the status under the row lock
+    result, previous = await lifecycle.recover(doc.id)  # the status under the row lock
     await audit.record("document.recover", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
                        previous_status=previous)
     return DocumentOut.of(result)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from ...domain.errors import ConflictError
 from ..audit import AuditDep
-from ..deps import ContainerDep, EditableKB, ReadableKB, principal
+from ..deps import EditableKB, MigrationsDep, ModelsDep, ReadableKB, principal
 from ..schemas import ERROR_RESPONSES
 
 router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)],
@@ -43,34 +43,31 @@ class EmbeddingMigrationOut(BaseModel):
 
 
 @router.post("/{kb_id}/embedding-migration", status_code=202, response_model=EmbeddingMigrationOut)
-async def start_migration(kb: EditableKB, body: EmbeddingMigrationIn, container: ContainerDep,
+async def start_migration(kb: EditableKB, body: EmbeddingMigrationIn, models: ModelsDep, migrations: MigrationsDep,
                           audit: AuditDep) -> EmbeddingMigrationOut:
     """Embed every document with another model into a new index generation; search keeps the
     current one until all are done, then switches at once."""
-    assert container.models is not None and container.migrations is not None
     if kb.deleting:
         raise ConflictError("knowledge base is being deleted")
-    spec = container.models.validate(body.embedder, body.model, body.dimension)
-    row = await container.migrations.start(kb, spec)
+    spec = models.validate(body.embedder, body.model, body.dimension)
+    row = await migrations.start(kb, spec)
     await audit.record("knowledge_base.embedding_migration", knowledge_base_id=kb.id, migration_id=row["id"],
                        **spec.to_dict())
     return EmbeddingMigrationOut.of(row)
 
 
 @router.get("/{kb_id}/embedding-migration", response_model=EmbeddingMigrationOut | None)
-async def migration_progress(kb: ReadableKB, container: ContainerDep) -> EmbeddingMigrationOut | None:
+async def migration_progress(kb: ReadableKB, migrations: MigrationsDep) -> EmbeddingMigrationOut | None:
     """The latest migration of the knowledge base (running or finished) with its progress; null
     when it never changed its model."""
-    assert container.migrations is not None
-    row = await container.migrations.repository.latest(kb.id)
+    row = await migrations.repository.latest(kb.id)
     return EmbeddingMigrationOut.of(row) if row else None
 
 
 @router.delete("/{kb_id}/embedding-migration", response_model=EmbeddingMigrationOut)
-async def abort_migration(kb: EditableKB, container: ContainerDep, audit: AuditDep) -> EmbeddingMigrationOut:
+async def abort_migration(kb: EditableKB, migrations: MigrationsDep, audit: AuditDep) -> EmbeddingMigrationOut:
     """Stop the running migration; its index generation is dropped, the current model stays."""
-    assert container.migrations is not None
-    row = await container.migrations.abort(kb.id)
+    row = await migrations.abort(kb.id)
     if row is None:
         raise ConflictError("no embedding-model migration is running for this knowledge base")
     await audit.record("knowledge_base.embedding_migration_abort", knowledge_base_id=kb.id, migration_id=row["id"])

@@ -30,8 +30,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from ...adapters.postgres.events import EventsUnavailable
-from ..deps import ContainerDep, PrincipalDep, ReadableKB, principal, still_valid
+from ...domain.errors import EventsUnavailable
+from ...settings import Settings
+from ..deps import ApiKeysDep, EventsDep, PrincipalDep, ReadableKB, SettingsDep, principal, still_valid
 from ..schemas import ERROR_RESPONSES, body_of, error_response
 
 router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)],
@@ -68,10 +69,10 @@ class StreamSlots:
         return release
 
 
-def slots_of(request: Request, container: Any) -> StreamSlots:
+def slots_of(request: Request, settings: Settings) -> StreamSlots:
     slots: StreamSlots | None = getattr(request.app.state, "event_stream_slots", None)
     if slots is None:
-        slots = StreamSlots(container.settings.max_event_streams, container.settings.max_event_streams_per_key)
+        slots = StreamSlots(settings.max_event_streams, settings.max_event_streams_per_key)
         request.app.state.event_stream_slots = slots
     return slots
 
@@ -85,13 +86,12 @@ def _frame(event: str, data: dict[str, Any]) -> bytes:
                                  {"type": "string"}),
                        429: error_response("too many event streams open (for this key or on this server)")})
 async def knowledge_base_events(
-    kb: ReadableKB, request: Request, container: ContainerDep, who: PrincipalDep,
+    kb: ReadableKB, request: Request, hub: EventsDep, api_keys: ApiKeysDep, settings: SettingsDep, who: PrincipalDep,
     max_seconds: Annotated[int, Query(ge=1, le=60, description="end the stream after this many seconds")] = 25,
 ) -> StreamingResponse:
-    hub = container.events
     stream_seconds = float(max_seconds)
-    check_seconds = container.settings.event_stream_key_check_seconds
-    release = slots_of(request, container).take(who.key_prefix)
+    check_seconds = settings.event_stream_key_check_seconds
+    release = slots_of(request, settings).take(who.key_prefix)
 
     async def stream() -> AsyncIterator[bytes]:
         try:
@@ -107,7 +107,7 @@ async def knowledge_base_events(
                         yield _frame("reconnect", {})
                         return
                     if now >= next_check:
-                        if not await still_valid(container, who):
+                        if not await still_valid(api_keys, settings, who):
                             yield _frame("unauthorized", {"detail": "the API key was revoked or has expired"})
                             return
                         next_check = now + check_seconds

@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from ...domain.auth import same_secret
 from ...domain.errors import AuthenticationError
 from ...observability import DatabaseGauges
-from ..deps import ContainerDep
+from ..deps import AnswerMetricsDep, OperationsDep, ReadinessDep, SearchMetricsDep, SettingsDep
 from ..schemas import body_of
 
 router = APIRouter(tags=["health"])
@@ -21,17 +21,17 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(container: ContainerDep) -> JSONResponse:
+async def readyz(readiness: ReadinessDep) -> JSONResponse:
     """Every configured backend: the database, and S3 / Milvus / Qdrant / the HTTP embedder when set."""
-    checks = await container.readiness()
+    checks = await readiness()
     ok = all(checks.values())
     return JSONResponse({"status": "ready" if ok else "unavailable", **checks}, status_code=200 if ok else 503)
 
 
-async def metrics_access(container: ContainerDep, request: Request) -> None:
+async def metrics_access(settings: SettingsDep, request: Request) -> None:
     """With ``ULTIMATE_RAG_METRICS_TOKEN`` set, a scraper must send it as a bearer token. The
     metrics hold counts only (no names, ids or content), so they are open when it is unset."""
-    token = container.settings.metrics_token
+    token = settings.metrics_token
     if not token:
         return
     given = request.headers.get("authorization", "")
@@ -42,18 +42,17 @@ async def metrics_access(container: ContainerDep, request: Request) -> None:
 @router.get("/metrics", dependencies=[Depends(metrics_access)], response_class=PlainTextResponse,
             responses={**body_of("text/plain", "Prometheus text format", {"type": "string"}),
                        401: {"description": "the metrics token is required"}})
-async def metrics(container: ContainerDep) -> Response:
+async def metrics(queries: OperationsDep, settings: SettingsDep, answer_metrics: AnswerMetricsDep,
+                  search_metrics: SearchMetricsDep) -> Response:
     """Gauges read from PostgreSQL at scrape time, so they cover every API and worker process:
     documents per status, stuck documents, jobs, queue depth and the age of the oldest due job;
     and this API process's search latency by mode (``ultimate_rag_search_duration_seconds``).
     Each worker serves its own counters and histograms (``ULTIMATE_RAG_WORKER_METRICS_PORT``); the
     answer metrics (latency, tokens, provider errors: docs/answers.md) are this API process's own."""
-    queries = container.operations
-    stuck_after = container.settings.stuck_after_seconds
+    stuck_after = settings.stuck_after_seconds
     registry = CollectorRegistry()
-    documents = await queries.document_metrics(stuck_after, container.settings.lease_seconds)
+    documents = await queries.document_metrics(stuck_after, settings.lease_seconds)
     registry.register(DatabaseGauges(documents, await queries.job_metrics(), stuck_after))
-    registry.register(container.answer_metrics)  # this process's answer latency, tokens, provider errors
-    if container.search.metrics is not None:
-        registry.register(container.search.metrics)
+    registry.register(answer_metrics)  # this process's answer latency, tokens, provider errors
+    registry.register(search_metrics)  # and its search latency by mode
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

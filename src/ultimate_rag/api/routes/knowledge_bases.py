@@ -8,11 +8,29 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from ...domain.errors import ConflictError, InvalidRequestError, ResourceNotFoundError
-from ...domain.models import KnowledgeBase, KnowledgeBaseSettings
+from ...domain.knowledge_bases import new_settings
+from ...domain.models import KnowledgeBase
 from ...domain.status import DocumentStatus
+from ...services.embedding.migration import EmbeddingMigrations
+from ...services.embedding.models import EmbeddingModels
 from ...services.lifecycle import BulkReindexFilter
 from ..audit import AuditDep
-from ..deps import AdminDep, ContainerDep, EditableKB, PrincipalDep, ReadableKB, principal
+from ..deps import (
+    AdminDep,
+    DocumentsDep,
+    EditableKB,
+    IngestionDep,
+    KnowledgeBaseDeletionDep,
+    KnowledgeBasesDep,
+    LifecycleDep,
+    MigrationsDep,
+    ModelsDep,
+    PrincipalDep,
+    ReadableKB,
+    SearchDep,
+    SettingsDep,
+    principal,
+)
 from ..schemas import (
     ERROR_RESPONSES,
     DocumentList,
@@ -32,86 +50,68 @@ router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], depe
 
 
 @router.post("", status_code=201, response_model=KnowledgeBaseOut)
-async def create_knowledge_base(body: KnowledgeBaseIn, container: ContainerDep, _: AdminDep,
-                                audit: AuditDep) -> KnowledgeBaseOut:
-    s = container.settings
+async def create_knowledge_base(body: KnowledgeBaseIn, knowledge_bases: KnowledgeBasesDep, models: ModelsDep,
+                                settings: SettingsDep, _: AdminDep, audit: AuditDep) -> KnowledgeBaseOut:
     given = body.settings.model_dump(exclude_none=True) if body.settings else {}
-    spec = container.models.default if container.models else None
-    if container.models and "embedder" in given:
-        spec = container.models.validate(given["embedder"], given.get("embedding_model"),
-                                         given.get("embedding_dimension"))
-    settings = KnowledgeBaseSettings(
-        chunk_size_tokens=given.get("chunk_size_tokens", s.chunk_size_tokens),
-        chunk_overlap_tokens=given.get("chunk_overlap_tokens", s.chunk_overlap_tokens),
-        dedup_mode=given.get("dedup_mode", "exact"),
-        near_duplicate_threshold=given.get("near_duplicate_threshold", 0.9),
-        embedding_model=spec.model if spec else container.embedder.name,
-        embedding_dimension=spec.dimension if spec else container.embedder.dimension,
-        embedder=spec.embedder if spec else None,
-    )
-    if settings.chunk_overlap_tokens >= settings.chunk_size_tokens:
-        raise InvalidRequestError("chunk_overlap_tokens must be smaller than chunk_size_tokens")
-    kb = await container.knowledge_bases.create(body.name.strip(), body.description, settings)
+    model = models.requested(given.get("embedder"), given.get("embedding_model"), given.get("embedding_dimension"))
+    kb = await knowledge_bases.create(body.name.strip(), body.description, new_settings(
+        given, model, chunk_size=settings.chunk_size_tokens, chunk_overlap=settings.chunk_overlap_tokens))
     await audit.record("knowledge_base.create", knowledge_base_id=kb.id, name=kb.name)
-    return KnowledgeBaseOut.of(kb, {}, embedding=_embedding(container, kb))
+    return KnowledgeBaseOut.of(kb, {}, embedding=_embedding(models, kb))
 
 
-def _embedding(container: ContainerDep, kb: KnowledgeBase) -> dict[str, Any] | None:
-    if container.models is None:
-        return None
-    return container.models.spec_of(kb.settings).to_dict() | {"generation": kb.settings.index_generation}
+def _embedding(models: EmbeddingModels, kb: KnowledgeBase) -> dict[str, Any]:
+    return models.spec_of(kb.settings).to_dict() | {"generation": kb.settings.index_generation}
 
 
-async def _migration(container: ContainerDep, kb: KnowledgeBase) -> dict[str, Any] | None:
-    if container.migrations is None:
-        return None
-    row = await container.migrations.repository.latest(kb.id)
+async def _migration(migrations: EmbeddingMigrations, kb: KnowledgeBase) -> dict[str, Any] | None:
+    row = await migrations.repository.latest(kb.id)
     if row is None or row["status"] != "RUNNING":
         return None
     return {"id": row["id"], "status": row["status"], "target": row["target"], "progress": row["progress"]}
 
 
 @router.get("", response_model=KnowledgeBaseList)
-async def list_knowledge_bases(container: ContainerDep, who: PrincipalDep) -> KnowledgeBaseList:
-    kbs = [kb for kb in await container.knowledge_bases.list() if who.can_read(kb.id)]
-    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, embedding=_embedding(container, kb)) for kb in kbs])
+async def list_knowledge_bases(knowledge_bases: KnowledgeBasesDep, models: ModelsDep,
+                               who: PrincipalDep) -> KnowledgeBaseList:
+    kbs = [kb for kb in await knowledge_bases.list() if who.can_read(kb.id)]
+    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, embedding=_embedding(models, kb)) for kb in kbs])
 
 
 @router.get("/{kb_id}", response_model=KnowledgeBaseOut)
-async def get_knowledge_base(kb: ReadableKB, container: ContainerDep) -> KnowledgeBaseOut:
-    return KnowledgeBaseOut.of(kb, await container.knowledge_bases.status_counts(kb.id),
-                               embedding=_embedding(container, kb), migration=await _migration(container, kb))
+async def get_knowledge_base(kb: ReadableKB, knowledge_bases: KnowledgeBasesDep, models: ModelsDep,
+                             migrations: MigrationsDep) -> KnowledgeBaseOut:
+    return KnowledgeBaseOut.of(kb, await knowledge_bases.status_counts(kb.id),
+                               embedding=_embedding(models, kb), migration=await _migration(migrations, kb))
 
 
 @router.delete("/{kb_id}", status_code=202, response_model=KnowledgeBaseOut)
-async def delete_knowledge_base(kb: ReadableKB, container: ContainerDep, _: AdminDep,
-                                audit: AuditDep) -> KnowledgeBaseOut:
+async def delete_knowledge_base(kb: ReadableKB, migrations: MigrationsDep, kb_deletion: KnowledgeBaseDeletionDep,
+                                knowledge_bases: KnowledgeBasesDep, _: AdminDep, audit: AuditDep) -> KnowledgeBaseOut:
     """Everything the knowledge base owns is removed through the queue; it stops being searchable at
     once, refuses uploads (409), and disappears when its last document is gone."""
-    if container.migrations is not None:  # a model migration of a knowledge base being deleted stops
-        await container.migrations.abort(kb.id)
-    queued = await container.knowledge_base_removal.request(kb.id)
+    await migrations.abort(kb.id)  # a model migration of a knowledge base being deleted stops
+    queued = await kb_deletion.request(kb.id)
     await audit.record("knowledge_base.delete", knowledge_base_id=kb.id, name=kb.name, documents=queued)
     try:
-        kb = await container.knowledge_bases.get(kb.id)
+        kb = await knowledge_bases.get(kb.id)
     except ResourceNotFoundError:  # it owned nothing: already gone
         return KnowledgeBaseOut.of(replace(kb, deleting=True), {})
-    return KnowledgeBaseOut.of(kb, await container.knowledge_bases.status_counts(kb.id))
+    return KnowledgeBaseOut.of(kb, await knowledge_bases.status_counts(kb.id))
 
 
 @router.post("/{kb_id}/documents", status_code=202, response_model=DocumentOut, openapi_extra=UPLOAD_BODY)
-async def upload_document(kb: EditableKB, container: ContainerDep, audit: AuditDep, file: UploadedFile) -> DocumentOut:
-    limit = container.ingestion.max_upload_bytes
+async def upload_document(kb: EditableKB, ingestion: IngestionDep, audit: AuditDep, file: UploadedFile) -> DocumentOut:
+    limit = ingestion.max_upload_bytes
     content = await file.read(limit + 1)  # bounded read: one byte over the limit is enough to know
     # the audit entry ("document.upload": filename, size, sha256) is written with the document
-    doc = await container.ingestion.submit(kb, file.filename, file.content_type, content,
-                                           uploaded_by=audit.who.key_prefix)
+    doc = await ingestion.submit(kb, file.filename, file.content_type, content, uploaded_by=audit.who.key_prefix)
     return DocumentOut.of(doc)
 
 
 @router.get("/{kb_id}/documents", response_model=DocumentList)
 async def list_documents(
-    kb: ReadableKB, container: ContainerDep,
+    kb: ReadableKB, documents: DocumentsDep, knowledge_bases: KnowledgeBasesDep,
     status: Annotated[DocumentStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
@@ -119,40 +119,40 @@ async def list_documents(
 ) -> DocumentList:
     if q and "\x00" in q:
         raise InvalidRequestError("q must not contain NUL characters")
-    items, next_cursor = await container.documents.list(kb.id, status=status, limit=limit, cursor=cursor,
-                                                        filename_contains=q)
-    counts = await container.knowledge_bases.status_counts(kb.id)
+    items, next_cursor = await documents.list(kb.id, status=status, limit=limit, cursor=cursor,
+                                              filename_contains=q)
+    counts = await knowledge_bases.status_counts(kb.id)
     return DocumentList(items=[DocumentOut.of(d) for d in items], next_cursor=next_cursor, counts=counts)
 
 
 @router.post("/{kb_id}/reindex", status_code=202, response_model=ReindexOut)
-async def reindex_knowledge_base(kb: EditableKB, container: ContainerDep, audit: AuditDep,
+async def reindex_knowledge_base(kb: EditableKB, lifecycle: LifecycleDep, audit: AuditDep,
                                  body: ReindexIn | None = None) -> ReindexOut:
     """Queue every matching stable document again; active documents are skipped and counted."""
     which = body.filter if body else BulkReindexFilter.ALL
     if kb.deleting:
         raise ConflictError("knowledge base is being deleted")
-    queued, skipped = await container.lifecycle.bulk_reindex(kb.id, which)
+    queued, skipped = await lifecycle.bulk_reindex(kb.id, which)
     await audit.record("knowledge_base.reindex", knowledge_base_id=kb.id, filter=which, queued=queued,
                        skipped_active=skipped)
     return ReindexOut(queued=queued, skipped_active=skipped)
 
 
 @router.get("/{kb_id}/reindex", response_model=RebuildProgressOut)
-async def reindex_progress(kb: ReadableKB, container: ContainerDep) -> RebuildProgressOut:
+async def reindex_progress(kb: ReadableKB, lifecycle: LifecycleDep) -> RebuildProgressOut:
     """Progress of the last bulk reindex: rebuilt, pending and failed documents (none leaves search
     while it runs)."""
-    row = await container.lifecycle.rebuild_progress(kb.id)
+    row = await lifecycle.rebuild_progress(kb.id)
     if row is None:
         return RebuildProgressOut(started_at=None)
     return RebuildProgressOut(**row, finished=row["pending"] == 0)
 
 
 @router.post("/{kb_id}/search", response_model=SearchOut)
-async def search(kb: ReadableKB, body: SearchIn, container: ContainerDep) -> SearchOut:
+async def search(kb: ReadableKB, body: SearchIn, service: SearchDep) -> SearchOut:
     if kb.deleting:  # its documents stop being searchable the moment the delete is accepted
         return SearchOut(results=[])
-    results = await container.search.search(
+    results = await service.search(
         kb.id, body.query, body.top_k, mode=body.mode, filters=body.filters.to_domain() if body.filters else None,
         min_score=body.min_score, group_by_document=body.group_by_document)
     return SearchOut(results=[SearchHit.of(r) for r in results])

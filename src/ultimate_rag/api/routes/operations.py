@@ -11,7 +11,7 @@ from uuid import UUID
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from ..deps import AdminDep, ContainerDep
+from ..deps import AdminDep, OperationsDep, SettingsDep
 from ..schemas import ERROR_RESPONSES
 
 router = APIRouter(prefix="/api/documents", tags=["operations"], responses=ERROR_RESPONSES)
@@ -35,7 +35,7 @@ class StuckDocumentList(BaseModel):
 
 @router.get("/stuck", response_model=StuckDocumentList)
 async def stuck_documents(
-    _admin: AdminDep, container: ContainerDep,
+    _admin: AdminDep, settings: SettingsDep, operations: OperationsDep,
     older_than_seconds: Annotated[float | None, Query(ge=0, le=10 * 365 * 86400,
                                                       description="default: ULTIMATE_RAG_STUCK_AFTER_SECONDS")]
     = None,
@@ -46,6 +46,6 @@ async def stuck_documents(
     never finished; the longest-waiting first. A healthy backlog (queued behind busy workers) is not
     stuck. A worker that died is reclaimed automatically after its lease; ``/fail`` or ``/recover``
     act on what is left."""
-    threshold = container.settings.stuck_after_seconds if older_than_seconds is None else older_than_seconds
-    rows = await container.operations.stuck_documents(threshold, limit, container.settings.lease_seconds)
+    threshold = settings.stuck_after_seconds if older_than_seconds is None else older_than_seconds
+    rows = await operations.stuck_documents(threshold, limit, settings.lease_seconds)
     return StuckDocumentList(items=[StuckDocument(**row) for row in rows])

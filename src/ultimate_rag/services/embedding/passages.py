@@ -1,47 +1,54 @@
-"""Embedding a document's chunks: the knowledge base's cache first, then the embedder in batches,
-with progress, strict one-to-one alignment, and provider rate limits waited out without burning an
-attempt. An embedder failure that is not one of ours becomes a transient error of the embedding
-service (its raw text goes to the log, never to the document).
+"""Embedding a document's chunks: the knowledge base's cache first, then the process's embedding
+engine, with progress, strict one-to-one alignment, and provider rate limits waited out without
+burning an attempt. An embedder failure that is not one of ours becomes a transient error of the
+embedding service (its raw text goes to the log, never to the document).
 
-An embedder behind the process's embedding engine (``stream_documents``: ``adapters/embedders/
-batch_engine.py``) gets all of a document's missing texts at once; the engine batches them with other
-jobs' texts and streams the vectors back batch by batch, so progress moves in small steps; while
-other jobs' texts are ahead in the queue, progress says the document is waiting for the embedder.
-A plain embedder that runs one call at a time for the whole process (``busy()``) is called a few
-chunks at a time instead."""
+The embedder is always behind the engine (``ports.StreamingEmbedder``; the composition root wraps
+every model, and tests wrap their fakes the same way): all of a document's missing texts go in at
+once, the engine batches them with other jobs' texts and streams the vectors back batch by batch,
+so progress moves in small steps; while other jobs' texts are ahead in the queue, progress says
+the document is waiting for the embedder."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 from uuid import UUID
 
-from ..adapters.embedders.cache import EmbeddingCache
-from ..adapters.embedders.sparse import LocalSparseEncoder, SparseVector
-from ..domain.errors import PermanentError, RateLimitedError, TransientError, UltimateRagError
-from ..domain.ids import text_hash
-from ..domain.ports import Embedder, PairedDocuments
+from ...domain.errors import PermanentError, RateLimitedError, TransientError, UltimateRagError
+from ...domain.ids import text_hash
+from ...domain.ports import EmbeddingCacheStore, PairedDocuments, SparseEncoder, SparseVector, StreamingEmbedder
 
 log = logging.getLogger(__name__)
 ProgressCallback = Callable[..., Awaitable[None]]  # (done, total, from_cache, waiting=False)
-SERIAL_STEP = 4  # chunks per call to an embedder that runs one call at a time
 
 
 class EmbeddingService:
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache | None, *, batch_size: int,
-                 rate_limit_max_wait: float = 600.0, sparse: LocalSparseEncoder | None = None) -> None:
+    def __init__(self, embedder: StreamingEmbedder, cache: EmbeddingCacheStore | None, *, batch_size: int,
+                 rate_limit_max_wait: float = 600.0, sparse: SparseEncoder | None = None) -> None:
+        """``batch_size``: vectors per cache write while a document's vectors stream back."""
         self.embedder = embedder
         self.sparse = sparse
         self._cache = cache
         self._batch_size = batch_size
         self._rate_limit_max_wait = rate_limit_max_wait
-        self._seconds = 0.0  # wall time with at least one embedder call in flight (no engine)
         self._clock_offset = 0.0
-        self._in_flight = 0
-        self._busy_since = 0.0
+
+    async def embed_with_sparse(self, texts: Sequence[str], progress: ProgressCallback | None = None, *,
+                                knowledge_base_id: UUID) -> tuple[list[list[float]], list[SparseVector] | None]:
+        """A document's dense vectors and (with a sparse encoder) its sparse ones. When the embedder's
+        engine computes both in one pass (``ports.PairedDocuments``: the local model beside its
+        own sparse head), every text missing from the dense cache goes through it once for both;
+        otherwise the dense and the sparse vectors are computed one after the other."""
+        if self.sparse is None or not (isinstance(self.embedder, PairedDocuments) and self.embedder.pairs):
+            vectors = await self.embed_passages(texts, progress, knowledge_base_id=knowledge_base_id)
+            return vectors, await self.sparse_passages(texts, knowledge_base_id=knowledge_base_id)
+        sparse_cached = await self._cache.get_sparse(knowledge_base_id, self.sparse.name, texts) if self._cache else {}
+        pairs: list[SparseVector | None] = [sparse_cached.get(text_hash(t)) for t in texts]
+        vectors = await self.embed_passages(texts, progress, knowledge_base_id=knowledge_base_id, pairs=pairs)
+        return vectors, await self.sparse_passages(texts, knowledge_base_id=knowledge_base_id, known=pairs)
 
     async def embed_passages(self, texts: Sequence[str], progress: ProgressCallback | None = None, *,
                              knowledge_base_id: UUID, pairs: list[SparseVector | None] | None = None,
@@ -61,30 +68,9 @@ class EmbeddingService:
             else:
                 missing.append(i)
         from_cache = total - len(missing)
-        done = from_cache
         if progress:
-            await progress(done, total, from_cache)
-        stream = getattr(self.embedder, "stream_documents", None)
-        if stream is not None:
-            await self._embed_streaming(texts, missing, results, progress, from_cache, knowledge_base_id, pairs)
-            return results  # type: ignore[return-value]
-        busy = getattr(self.embedder, "busy", None)
-        step = min(self._batch_size, SERIAL_STEP) if busy is not None else self._batch_size
-        for start in range(0, len(missing), step):
-            idx = missing[start:start + step]
-            batch = [texts[i] for i in idx]
-            if progress and busy is not None and busy():  # another job holds the model: say so
-                await progress(done, total, from_cache, waiting=True)
-            vectors = await self._embed_with_rate_limit(batch)
-            if len(vectors) != len(batch):
-                raise TransientError(f"the embedder returned {len(vectors)} vectors for {len(batch)} chunks")
-            for i, vector in zip(idx, vectors, strict=True):
-                results[i] = self._checked(vector)
-            if self._cache:
-                await self._cache.put_many(knowledge_base_id, model, list(zip(batch, vectors, strict=True)))
-            done += len(batch)
-            if progress:
-                await progress(done, total, from_cache)
+            await progress(from_cache, total, from_cache)
+        await self._embed_streaming(texts, missing, results, progress, from_cache, knowledge_base_id, pairs)
         complete = [r for r in results if r is not None]
         if len(complete) != total:
             raise TransientError("some chunks were left without an embedding")
@@ -98,22 +84,6 @@ class EmbeddingService:
             )
         return vector
 
-    async def embed_with_sparse(self, texts: Sequence[str], progress: ProgressCallback | None = None, *,
-                                knowledge_base_id: UUID) -> tuple[list[list[float]], list[SparseVector] | None]:
-        """A document's dense vectors and (with a sparse encoder) its sparse ones. When the embedder's
-        engine computes both in one pass (``ports.PairedDocuments``: the local model beside its
-        own sparse head), every text missing from the dense cache goes through it once for both;
-        otherwise the dense and sparse vectors are computed one after the other."""
-        paired = isinstance(self.embedder, PairedDocuments) and self.embedder.pairs
-        if self.sparse is None or not paired:
-            vectors = await self.embed_passages(texts, progress, knowledge_base_id=knowledge_base_id)
-            return vectors, await self.sparse_passages(texts, knowledge_base_id=knowledge_base_id)
-        sparse_cached = await self._cache.get_sparse(knowledge_base_id, self.sparse.name, texts) if self._cache else {}
-        pairs: list[SparseVector | None] = [sparse_cached.get(text_hash(t)) for t in texts]
-        vectors = await self.embed_passages(texts, progress, knowledge_base_id=knowledge_base_id, pairs=pairs)
-        sparse = await self.sparse_passages(texts, knowledge_base_id=knowledge_base_id, known=pairs)
-        return vectors, sparse
-
     async def _embed_streaming(self, texts: Sequence[str], missing: list[int], results: list[list[float] | None],
                                progress: ProgressCallback | None, from_cache: int, knowledge_base_id: UUID,
                                pairs: list[SparseVector | None] | None = None) -> None:
@@ -124,7 +94,7 @@ class EmbeddingService:
         sparse cache) as they come."""
         total = len(texts)
         model = self.embedder.name
-        if progress and self.embedder.busy():  # type: ignore[attr-defined]  # other jobs' texts are ahead
+        if progress and self.embedder.busy():  # other jobs' texts are ahead
             await progress(total - len(missing), total, from_cache, waiting=True)
         waited = 0.0
         while True:
@@ -160,7 +130,7 @@ class EmbeddingService:
     def _stream(self, texts: list[str], paired: bool) -> AsyncIterator[tuple[list[int], list[Any]]]:
         if paired and isinstance(self.embedder, PairedDocuments):
             return self.embedder.stream_pairs(texts)
-        return self.embedder.stream_documents(texts)  # type: ignore[attr-defined, no-any-return]
+        return self.embedder.stream_documents(texts)
 
     async def _put(self, knowledge_base_id: UUID, model: str, dense: list[tuple[str, list[float]]],
                    sparse: list[tuple[str, SparseVector]]) -> None:
@@ -180,9 +150,9 @@ class EmbeddingService:
         self._clock_offset = self._clock() - value
 
     def _clock(self) -> float:
-        engines = {id(e): e for e in (getattr(self.embedder, "engine", None), getattr(self.sparse, "engine", None))
+        engines = {id(e): e for e in (self.embedder.engine, self.sparse.engine if self.sparse else None)
                    if e is not None}
-        return self._seconds + sum(float(e.busy_seconds) for e in engines.values())
+        return sum(float(e.busy_seconds) for e in engines.values())
 
     async def sparse_passages(self, texts: Sequence[str], *, knowledge_base_id: UUID,
                               known: list[SparseVector | None] | None = None) -> list[SparseVector] | None:
@@ -197,51 +167,21 @@ class EmbeddingService:
             known = [cached.get(text_hash(t)) for t in texts]
         results = list(known)
         missing = [i for i, r in enumerate(results) if r is None]
-        stream = getattr(self.sparse, "stream_documents", None)
-        if stream is not None and missing:  # the engine: all at once, cached as batches come back
-            pending: list[tuple[str, SparseVector]] = []
-            try:
-                async for positions, vectors in stream([texts[i] for i in missing]):
-                    for pos, vector in zip(positions, vectors, strict=True):
-                        results[missing[pos]] = vector
-                        pending.append((texts[missing[pos]], vector))
-                    if self._cache and len(pending) >= self._batch_size:
-                        await self._cache.put_sparse(knowledge_base_id, model, self.sparse.dimension, pending)
-                        pending = []
-            finally:
-                if self._cache and pending and not _cancelling():
-                    await self._cache.put_sparse(knowledge_base_id, model, self.sparse.dimension, pending)
+        if not missing:
             return [r or {} for r in results]
-        for start in range(0, len(missing), self._batch_size):
-            idx = missing[start:start + self._batch_size]
-            batch = [texts[i] for i in idx]
-            self._enter()
-            try:
-                vectors = await self.sparse.encode_documents(batch)
-            finally:
-                self._leave()
-            for i, vector in zip(idx, vectors, strict=True):
-                results[i] = vector
-            if self._cache:
-                await self._cache.put_sparse(knowledge_base_id, model, self.sparse.dimension,
-                                             list(zip(batch, vectors, strict=True)))
+        pending: list[tuple[str, SparseVector]] = []  # all at once to the engine, cached as batches come back
+        try:
+            async for positions, vectors in self.sparse.stream_documents([texts[i] for i in missing]):
+                for pos, vector in zip(positions, vectors, strict=True):
+                    results[missing[pos]] = vector
+                    pending.append((texts[missing[pos]], vector))
+                if self._cache and len(pending) >= self._batch_size:
+                    await self._cache.put_sparse(knowledge_base_id, model, self.sparse.dimension, pending)
+                    pending = []
+        finally:
+            if self._cache and pending and not _cancelling():
+                await self._cache.put_sparse(knowledge_base_id, model, self.sparse.dimension, pending)
         return [r or {} for r in results]
-
-    async def _embed_with_rate_limit(self, batch: list[str]) -> list[list[float]]:
-        waited = 0.0
-        while True:
-            self._enter()
-            try:
-                return await self.embedder.embed_documents(batch)
-            except RateLimitedError as exc:
-                rate_limited = exc
-            except UltimateRagError:
-                raise
-            except Exception as exc:
-                raise _as_transient(exc) from exc
-            finally:
-                self._leave()
-            waited += await self._wait_out(rate_limited, waited)  # outside the in-flight clock
 
     async def _wait_out(self, exc: RateLimitedError, waited: float) -> float:
         """The provider's ``Retry-After``, slept; ``exc`` again once the waits would pass
@@ -252,16 +192,6 @@ class EmbeddingService:
         log.info("embedding provider rate limited us; waiting %.1fs", delay)
         await asyncio.sleep(delay)
         return delay
-
-    def _enter(self) -> None:
-        if self._in_flight == 0:
-            self._busy_since = time.perf_counter()
-        self._in_flight += 1
-
-    def _leave(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0:
-            self._seconds += time.perf_counter() - self._busy_since
 
 
 def _cancelling() -> bool:

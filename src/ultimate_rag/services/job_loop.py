@@ -15,19 +15,19 @@ import time
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from uuid import UUID
 
-import psycopg
-
-from ..domain.errors import PermanentError
+from ..domain.errors import DatabaseError, PermanentError
 from ..domain.models import Lease
-from ..domain.ports import JobLeasesPort, LeaseKeeping
+from ..domain.ports import JobLeases, LeaseKeeping
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
+from .backfill import SparseBackfill
 from .connectors.runner import SyncRunner, start_syncs, stop_syncs
-from .deletion import DocumentDeleter
+from .document_deletion import DocumentDeletion
+from .embedding.migration import EmbeddingMigrations
 from .failures import explain
 from .janitor import Janitor, SweepReport
 from .leases import LeasedRunner, Outcome
@@ -52,22 +52,23 @@ class WorkerConfig:
 
 
 class IngestionWorker:
-    def __init__(self, queue: JobLeasesPort, processor: DocumentProcessor, config: WorkerConfig,
-                 worker_id: str | None = None, deleter: DocumentDeleter | None = None,
+    def __init__(self, queue: JobLeases, processor: DocumentProcessor, config: WorkerConfig,
+                 worker_id: str | None = None, document_deletion: DocumentDeletion | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None, backfill: Any = None, migrations: Any = None,
+                 connector_runner: SyncRunner | None = None, backfill: SparseBackfill | None = None,
+                 migrations: EmbeddingMigrations | None = None,
                  keeper: LeaseKeeping[Lease] | None = None) -> None:
         self.queue = queue
-        self.migrations = migrations  # EmbeddingMigrations: its items run one at a time beside the jobs
-        self.backfill = backfill  # SparseBackfill: run a batch whenever no job is due
+        self.migrations = migrations  # its items run one at a time beside the jobs
+        self.backfill = backfill  # a batch whenever no job is due
         self.processor = processor
-        self.deleter = deleter
+        self.document_deletion = document_deletion
         self.config = config
         self.worker_id = worker_id or new_worker_id()
         self.metrics = metrics or WorkerMetrics()
         self.janitor = janitor
         self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
-        self._timings: dict[Any, dict[str, str]] = {}  # job -> its finished run's stage timings (metrics)
+        self._timings: dict[UUID, dict[str, str]] = {}  # job -> its finished run's stage timings (metrics)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
         self.keeper = keeper  # the job leases' own renewal thread (closed when the worker stops)
         self.runner = LeasedRunner(_JobLeases(self), heartbeat_seconds=config.heartbeat_seconds,
@@ -122,7 +123,7 @@ class IngestionWorker:
             if free > 0:
                 try:
                     claimed = await self.queue.claim(self.worker_id, free, idle=not self._tasks)
-                except (psycopg.Error, OSError) as exc:
+                except (DatabaseError, OSError) as exc:
                     log.warning("claim failed (database unavailable?): %s", exc)
                     await _sleep_or_stop(stop, self.config.poll_interval_seconds)
                     continue
@@ -211,8 +212,8 @@ class IngestionWorker:
             timings = await self.processor.process(lease)
             if timings:
                 self._timings[lease.job_id] = timings
-        elif lease.operation == JobOperation.DELETE and self.deleter is not None:
-            await self.deleter.process(lease)
+        elif lease.operation == JobOperation.DELETE and self.document_deletion is not None:
+            await self.document_deletion.process(lease)
         else:
             raise PermanentError(f"operation {lease.operation} is not supported by this worker")
 
@@ -251,15 +252,6 @@ class _JobLeases:
     async def release(self, lease: Lease) -> None:
         await self._worker.queue.release(lease)
         self._worker.metrics.released.inc()
-
-
-def describe(exc: BaseException) -> str:
-    """A message a user can read (see ``services/failures.py``): ours as written, infrastructure
-    errors mapped to a reason without hosts, users or buckets; their raw text is logged here."""
-    failure = explain(exc)
-    if failure.mapped:
-        log.warning("%s [%s]", failure.reason, failure.detail)
-    return failure.reason
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -9,20 +9,20 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from ..adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
-from ..domain.embedding_models import EmbeddingSpec, Generation, IndexPlan, spec_of, validate_spec
-from ..domain.errors import PermanentError
-from ..domain.models import IndexState, KnowledgeBaseSettings
-from ..domain.ports import Embedder
-from .embedding import EmbeddingService
+from ...domain.embedding_models import EmbeddingSpec, Generation, IndexPlan, spec_of, validate_spec
+from ...domain.errors import PermanentError
+from ...domain.models import IndexState, KnowledgeBaseSettings
+from ...domain.ports import IndexStateReader, StreamingEmbedder
+from .passages import EmbeddingService
 
 
 class EmbeddingModels:
     def __init__(self, *, default: EmbeddingService, local: EmbeddingSpec,
-                 make_embedder: Callable[[EmbeddingSpec], Embedder],
-                 make_service: Callable[[Embedder], EmbeddingService],
-                 openai_configured: bool, max_dimension: int,
-                 migrations: EmbeddingMigrationRepository | None = None) -> None:
+                 make_embedder: Callable[[EmbeddingSpec], StreamingEmbedder],
+                 make_service: Callable[[StreamingEmbedder], EmbeddingService],
+                 openai_configured: bool, max_dimension: int, states: IndexStateReader | None = None) -> None:
+        """``states``: each knowledge base's index state (None: every knowledge base reads the
+        default model's first generation, as before migrations existed)."""
         embedder = default.embedder
         self.local = local
         self.default = local if embedder.name == local.model else EmbeddingSpec(
@@ -31,7 +31,7 @@ class EmbeddingModels:
         self._make_service = make_service
         self.openai_configured = openai_configured
         self.max_dimension = max_dimension
-        self.migrations = migrations
+        self._states = states
         self._services: dict[tuple[str, str, int], EmbeddingService] = {self.default.key: default}
 
     def spec_of(self, settings: KnowledgeBaseSettings | dict[str, Any] | None) -> EmbeddingSpec:
@@ -42,6 +42,10 @@ class EmbeddingModels:
     def validate(self, embedder: str, model: str | None, dimension: int | None) -> EmbeddingSpec:
         return validate_spec(embedder, model, dimension, local=self.local, openai_configured=self.openai_configured,
                              max_dimension=self.max_dimension)
+
+    def requested(self, embedder: str | None, model: str | None, dimension: int | None) -> EmbeddingSpec:
+        """The model a new knowledge base asked for (422 when it cannot be used), or the default."""
+        return self.default if embedder is None else self.validate(embedder, model, dimension)
 
     def embedding(self, spec: EmbeddingSpec) -> EmbeddingService:
         """The embedding service of ``spec`` (one embedder per model per process)."""
@@ -55,7 +59,7 @@ class EmbeddingModels:
             service = self._services[spec.key] = self._make_service(self._make_embedder(spec))
         return service
 
-    def embedder(self, spec: EmbeddingSpec) -> Embedder:
+    def embedder(self, spec: EmbeddingSpec) -> StreamingEmbedder:
         return self.embedding(spec).embedder
 
     def services(self) -> list[EmbeddingService]:
@@ -63,14 +67,14 @@ class EmbeddingModels:
 
     async def read_plan(self, kb_id: UUID) -> IndexPlan | None:
         """The knowledge base's current generation and its running migration's target (one read)."""
-        if self.migrations is None:
+        if self._states is None:
             return None
-        state = await self.migrations.index_state(kb_id)
+        state = await self._states.index_state(kb_id)
         return None if state is None else self.plan_of(kb_id, state)
 
     def plan_of(self, kb_id: UUID, state: IndexState) -> IndexPlan | None:
         """``read_plan``'s answer from a read made already (the pipeline's document carries it)."""
-        if self.migrations is None:
+        if self._states is None:
             return None
         current = self.current_generation(state.settings)
         if not state.migration_target:

@@ -14,15 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from typing import Any
 from uuid import UUID
 
-from ..adapters.chunking.chunker import embedding_text
-from ..adapters.postgres.database import Database
-from ..adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
-from ..adapters.vectors.generations import IndexGenerations, parse_generation
-from ..domain.embedding_models import EmbeddingSpec, Generation, ItemStatus, MigrationLease, MigrationStatus
-from ..domain.errors import (
+from ...domain.embedding_models import EmbeddingSpec, Generation, ItemStatus, MigrationLease, MigrationStatus
+from ...domain.errors import (
     ConflictError,
     InvalidRequestError,
     LeaseLostError,
@@ -30,19 +27,18 @@ from ..domain.errors import (
     TransientError,
     UnprocessableRequestError,
 )
-from ..domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator
-from ..domain.retry import backoff_seconds
-from .embedding_models import EmbeddingModels
+from ...domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator, stored_embedding_text
+from ...domain.ports import GenerationAdmin, MigrationStore
+from ...domain.retry import backoff_seconds
+from .models import EmbeddingModels
 
 log = logging.getLogger(__name__)
 GONE = ("DELETED", "OUTDATED", "FAILED")  # nothing searchable to embed: the item is skipped
 
 
 class EmbeddingMigrations:
-    def __init__(self, *, db: Database, repository: EmbeddingMigrationRepository, models: EmbeddingModels,
-                 indexes: IndexGenerations, retry_delay_seconds: float, drop_grace_seconds: float,
-                 defer_seconds: float = 2.0) -> None:
-        self._db = db
+    def __init__(self, *, repository: MigrationStore, models: EmbeddingModels, indexes: GenerationAdmin,
+                 retry_delay_seconds: float, drop_grace_seconds: float, defer_seconds: float = 2.0) -> None:
         self.repository = repository
         self._models = models
         self._indexes = indexes
@@ -60,7 +56,7 @@ class EmbeddingMigrations:
                 f"the knowledge base already uses {spec.model} ({spec.dimension} dimensions)")
         await self._check_dimension(spec)
         row = await self.repository.start(kb.id, current.to_dict(), spec.to_dict())
-        await self._indexes.dense(kb.id, Generation.from_dict(row["target"]))  # its table or collection, empty
+        await self._indexes.create(kb.id, Generation.from_dict(row["target"]))  # its table or collection, empty
         await self.repository.conclude(row["id"])  # a knowledge base without documents switches at once
         return await self.repository.get(row["id"])  # type: ignore[return-value]
 
@@ -129,7 +125,7 @@ class EmbeddingMigrations:
         await self._conclude(lease.migration_id)
         return True
 
-    async def _quiet(self, write: Any) -> None:
+    async def _quiet(self, write: Awaitable[None]) -> None:
         with contextlib.suppress(LeaseLostError):
             await write
 
@@ -152,8 +148,7 @@ class EmbeddingMigrations:
             return
         rows = await self.repository.document_chunks(lease.document_id)
         kb_id = lease.knowledge_base_id
-        texts = [embedding_text(r["content"], tuple(r["heading_path"] or ()), " > ".join(r["heading_path"] or ()))
-                 for r in rows]
+        texts = [stored_embedding_text(r["content"], r["heading_path"]) for r in rows]
         cached = 0
 
         async def progress(done: int, total: int, from_cache: int, waiting: bool = False) -> None:
@@ -185,7 +180,7 @@ class EmbeddingMigrations:
         live = await self.repository.live_generations()
         dropped: list[str] = []
         for name in await self._indexes.generation_names():
-            kb, number = parse_generation(name)
+            kb, number = self._indexes.generation_of(name)
             if (kb, number) not in live:
                 await self._indexes.drop_named(name)
                 dropped.append(name)

@@ -1,0 +1,21 @@
+"""What search and answers read besides the vectors: the chunks PostgreSQL says are searchable
+(the double filter), and where search reports its timings."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+from uuid import UUID
+
+from ..search import SearchFilters
+
+
+class ReadyChunks(Protocol):
+    async def ready_chunks(self, knowledge_base_id: UUID, chunk_ids: list[UUID],
+                           filters: SearchFilters) -> list[dict[str, Any]]:
+        """The rows of those chunks that belong to their document's published revision and pass
+        the filters (id, document_id, filename, content, heading_path, locator, metadata)."""
+        ...
+
+
+class SearchTimings(Protocol):
+    def observe(self, mode: str, seconds: float) -> None: ...
