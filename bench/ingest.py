@@ -29,7 +29,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from uuid import uuid4
 
@@ -317,26 +316,31 @@ def chunk_texts(container, docs: list[dict]) -> list[str]:
 def model_alone(container, texts: list[str]) -> tuple[list[str], float, float]:
     """The model on ``texts`` with nothing else running: seconds for the dense vectors alone, and
     for the dense and sparse vectors together (the pipeline's call with the sparse head on: one
-    pass with the single-pass encoder; 0 when off). On the engine's own model threads, at their priority, each copy of
-    the model taking its share of the texts one at a time (the engine's layout)."""
+    pass with the single-pass encoder; 0 when off). On the engine's own model threads, at their
+    priority, each copy of the model taking its share of the texts one at a time (the engine's
+    layout). With the sparse head on, each text is timed both ways back to back (dense, then
+    both), so that a machine whose speed drifts moves the two sides alike; each side's seconds
+    are the time its calls took, summed over the copies and divided by their number."""
     model_thread = container.embedding.embedder.model_thread
     model_thread.start()
     sparse = container.embedding.service.sparse
+    copies = model_thread.copies
 
-    def timed(one: Callable[[object, str], object]) -> float:
-        def share(part: list[str]) -> None:
-            model = model_thread.model()
-            for text in part:
-                one(model, text)
-        copies = model_thread.copies
-        t = time.perf_counter()
-        for future in [model_thread.executor().submit(share, texts[i::copies]) for i in range(copies)]:
-            future.result()
-        return time.perf_counter() - t
+    def share(part: list[str]) -> tuple[float, float]:
+        model = model_thread.model()
+        dense = pair = 0.0
+        for text in part:
+            t = time.perf_counter()
+            model.passage([text])
+            dense += time.perf_counter() - t
+            if sparse is not None:
+                t = time.perf_counter()
+                sparse.inner.pairs_with_model(model, [text])
+                pair += time.perf_counter() - t
+        return dense, pair
 
-    dense = timed(lambda model, text: model.passage([text]))  # type: ignore[attr-defined]
-    pair_seconds = timed(lambda model, text: sparse.inner.pairs_with_model(model, [text])) if sparse is not None else 0.0
-    return texts, dense, pair_seconds
+    shares = [f.result() for f in [model_thread.executor().submit(share, texts[i::copies]) for i in range(copies)]]
+    return texts, sum(d for d, _ in shares) / copies, sum(p for _, p in shares) / copies
 
 
 def report_model(container, stored: list[str], before: tuple[list[str], float, float], wall: float,

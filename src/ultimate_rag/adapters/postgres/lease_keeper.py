@@ -17,7 +17,7 @@ write (RUNNING, ``locked_by``, ``attempts``): it only prolongs a lease that is s
 * A renewal waits at most ``lock_timeout`` for the job row: the row is held only by a transaction
   of this worker's own job (its fenced writes, the READY commit), which nobody can take over
   meanwhile; it is tried again a second later, and the other leases are not held up.
-* A database error is logged and retried at the next beat on a new connection.
+* A database error is retried within two seconds on a new connection (one warning an outage).
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class LeaseKeeper:
         self._conn: psycopg.Connection[Any] | None = None
         self._loop_seen: dict[asyncio.AbstractEventLoop, float] = {}
         self._stalled = False
+        self._failing = False
         self.renewals = 0  # for the tests and the bench
 
     def start(self) -> None:
@@ -149,11 +150,16 @@ class LeaseKeeper:
         except errors.LockNotAvailable:  # held by this job's own transaction: still ours, try again soon
             entry.due = time.monotonic() + RETRY_SOON_SECONDS
             return
-        except (psycopg.Error, OSError) as exc:
-            log.warning("%s: lease renewal failed, will retry: %s", entry.label or "lease", str(exc).strip()[:300])
+        except (psycopg.Error, OSError) as exc:  # the database is away: one warning an outage
+            (log.debug if self._failing else log.warning)(
+                "%s: lease renewal failed, will retry: %s", entry.label or "lease", str(exc).strip()[:300])
+            self._failing = True
             self._disconnect()
             entry.due = time.monotonic() + min(self.interval, 2.0)
             return
+        if self._failing:
+            log.info("lease renewals work again")
+            self._failing = False
         entry.due = time.monotonic() + self.interval
         if alive:
             self.renewals += 1
