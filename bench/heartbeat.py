@@ -10,7 +10,7 @@ database records every renewal as it executes (a trigger on ``ingestion_jobs.loc
 measure does not depend on the worker's own clock: lateness = the gap between two renewals of a
 job minus the renewal interval; a gap longer than the lease is a lease another worker could take.
 
-    .venv/bin/python -m bench.heartbeat [--seconds 60] [--burners 8] [--lease 8] [--per-lang 20]
+    .venv/bin/python -m bench.heartbeat [--seconds 60] [--burners 8] [--lease 8] [--per-lang 20] [--concurrency 3]
 
 Prints ``RESULT`` lines per mode.
 """
@@ -67,7 +67,7 @@ async def run_mode(args: argparse.Namespace) -> dict[str, float]:
         kb = await container.ingest.knowledge_bases.create("heartbeat", "", KnowledgeBaseSettings())
         for doc in load_corpus().make_corpus(per_lang=args.per_lang):
             await container.ingest.ingestion.submit(kb, f"{doc['id']}.txt", None, doc["text"].encode())
-        worker = container.worker(WorkerConfig(concurrency=3, heartbeat_seconds=interval,
+        worker = container.worker(WorkerConfig(concurrency=args.concurrency, heartbeat_seconds=interval,
                                                lease_keeper=args.mode == "keeper"))
         if worker.keeper is not None:
             worker.keeper.start()  # as worker.py does: before the loop's priority is lowered
@@ -103,16 +103,18 @@ def main() -> None:
     parser.add_argument("--burners", type=int, default=8)
     parser.add_argument("--lease", type=float, default=8.0)
     parser.add_argument("--per-lang", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=3, help="the worker's job slots")
     args = parser.parse_args()
     if args.mode != "both":
         print(json.dumps(asyncio.run(run_mode(args))))
         return
     print(f"machine: {machine()}; {args.burners} CPU burners, lease {args.lease:g} s renewed every "
-          f"{args.lease / 4:g} s, {args.seconds:g} s a mode")
+          f"{args.lease / 4:g} s, {args.seconds:g} s a mode, {args.concurrency} job slots")
     for mode in ("loop", "keeper"):
         out = subprocess.run([sys.executable, "-m", "bench.heartbeat", "--mode", mode, "--seconds", str(args.seconds),
                               "--burners", str(args.burners), "--lease", str(args.lease),
-                              "--per-lang", str(args.per_lang)], capture_output=True, text=True,
+                              "--per-lang", str(args.per_lang), "--concurrency", str(args.concurrency)],
+                             capture_output=True, text=True,
                              cwd=Path(__file__).resolve().parents[1])
         lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
         if out.returncode or not lines:

@@ -225,7 +225,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 UPLOADER_CPU.append(report["cpu"])
                 return int(report["uploaded"])
 
-            before = None if zero else model_alone(container, chunk_texts(container, docs))
+            before = None if zero or args.wall_only else model_alone(container, chunk_texts(container, docs))
             profiler = None
             if args.profile:
                 import cProfile
@@ -258,6 +258,9 @@ async def main_async(args: argparse.Namespace) -> None:
               f"sparse {'on' if sparse_on else 'off'}")
         if zero:
             await report_ceiling(args, wall, rewall, len(texts), total_chars, container, len(docs))
+        elif args.wall_only:
+            print(f"RESULT ingest: wall {wall:.1f} s until all READY, {len(texts) / wall:.2f} chunks/s; "
+                  f"re-ingest {rewall:.2f} s")
         else:
             assert before is not None
             report_model(container, texts, before, wall, embed_seconds, rewall, re_embed, total_chars,
@@ -385,6 +388,9 @@ def main() -> None:
                         help="with --embedder zero: this many worker processes (bench/zero_worker.py, each with "
                              "--concurrency job slots) instead of the worker in this process")
     parser.add_argument("--profile", help="write a cProfile of this process (the worker) to this file")
+    parser.add_argument("--wall-only", action="store_true",
+                        help="the ingest's wall time only, without timing the model alone before and after it "
+                             "(shorter runs, to alternate modes on a busy machine)")
     parser.add_argument("--llamaindex-python", default=str(LLAMAINDEX_PYTHON))
     args = parser.parse_args()
     if args.worker_processes and args.embedder != "zero":
