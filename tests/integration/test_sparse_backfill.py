@@ -29,7 +29,7 @@ async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient
     # as the knowledge base was before migration 0015
     await container.infra.db.execute("DELETE FROM chunk_sparse_vectors")
     await container.infra.db.execute("DELETE FROM language_centroids")
-    body = {"query": "E-4821", "top_k": 1}
+    body = {"query": "toner cartridge not seated", "top_k": 1}  # no identifier: the vectors alone
     hit = (await client.post(f"/api/knowledge-bases/{kb}/search", json=body)).json()["results"][0]
     assert hit["filename"] == "a.txt"  # hybrid falls back on the dense side
     assert (await client.post(f"/api/knowledge-bases/{kb}/search", json={**body, "mode": "sparse"})).json()["results"] == []

@@ -134,6 +134,10 @@ class MemoryVectors:
                          plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]:
         return [], True
 
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode, plan: IndexPlan | None = None) -> list[ScoredChunk]:
+        return []
+
 
 class TextOnly:
     """``ports.ParserResolver`` with the real plain-text parser alone."""

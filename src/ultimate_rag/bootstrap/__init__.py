@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..adapter_factories import make_storage
+from ..adapters.postgres.identifiers import PostgresIdentifierIndex
 from ..adapters.postgres.lease_keeper import JobLeaseKeeping
 from ..adapters.postgres.migrations import migrate
 from ..domain.ports import ChatModel, Closable, Embedder, ObjectStorage, Pingable
@@ -111,7 +112,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     models = embedding.wire(settings, infra, embedder)
     documents = ingest.wire(settings, infra, models)
     return Container(settings=settings, infra=infra, embedding=models, ingest=documents,
-                     retrieval=retrieval.wire(settings, models, documents.documents, chat),
+                     retrieval=retrieval.wire(settings, models, documents.documents, chat,
+                                              PostgresIdentifierIndex(infra.db)),
                      connectors=connectors.wire(settings, infra),
                      maintenance=maintenance.wire(settings, infra, models), access=access.wire(settings, infra))
 

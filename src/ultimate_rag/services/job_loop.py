@@ -19,12 +19,11 @@ from uuid import UUID
 
 from ..domain.errors import DatabaseError, PermanentError
 from ..domain.models import Lease
-from ..domain.ports import JobLeases, LeaseKeeping
+from ..domain.ports import IdleBackfill, JobLeases, LeaseKeeping
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
-from .backfill import SparseBackfill
 from .connectors.runner import SyncRunner, start_syncs, stop_syncs
 from .document_deletion import DocumentDeletion
 from .embedding.migration import EmbeddingMigrations
@@ -55,7 +54,7 @@ class IngestionWorker:
     def __init__(self, queue: JobLeases, processor: DocumentProcessor, config: WorkerConfig,
                  worker_id: str | None = None, document_deletion: DocumentDeletion | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None, backfill: SparseBackfill | None = None,
+                 connector_runner: SyncRunner | None = None, backfill: IdleBackfill | None = None,
                  migrations: EmbeddingMigrations | None = None,
                  keeper: LeaseKeeping[Lease] | None = None) -> None:
         self.queue = queue
@@ -149,7 +148,7 @@ class IngestionWorker:
         try:
             return bool(await self.backfill.step())
         except Exception as exc:  # never let the backfill stop the worker; it tries again when idle
-            log.warning("sparse backfill failed: %s", exc)
+            log.warning("backfill failed: %s", exc)
             return False
 
     async def run_until_idle(self, max_jobs: int | None = None) -> int:

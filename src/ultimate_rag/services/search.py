@@ -2,7 +2,9 @@
 vector index for candidates of the knowledge base restricted by the filters inside its query, fuse
 dense and sparse similarity per chunk, then keep only chunks whose document PostgreSQL says is
 READY and passes the filters — even if a crashed worker left vectors behind (the double filter).
-Over-fetches until top_k results survive or the index has nothing more."""
+Over-fetches until top_k results survive or the index has nothing more. A query naming an
+identifier goes through the identifier stage too (identifier_stage.py): its chunks are candidates,
+and rank first."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from uuid import UUID
 
 from ..domain.embedding_models import IndexPlan
 from ..domain.errors import GenerationGone, InvalidRequestError, TransientError
-from ..domain.models import SearchResult, SourceLocator
+from ..domain.identifiers import IdentifierHits, QueryIdentifier, identifier_tier, spans_of
+from ..domain.models import SearchOutcome, SearchResult, SourceLocator
 from ..domain.ports import (
     CentroidStore,
     Embedder,
+    IdentifierIndex,
     IndexRouter,
     PairedQueries,
     ReadyChunks,
@@ -37,6 +41,7 @@ from ..domain.search import (
     script_language,
 )
 from .embedding.models import EmbeddingModels
+from .identifier_stage import IdentifierStage
 
 MAX_FETCH = 16384
 MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw similarity ranks lower
@@ -67,13 +72,19 @@ class QueryCache:
             self._items.popitem(last=False)
 
 
+async def _no_hits() -> IdentifierHits:
+    return IdentifierHits()
+
+
 class SearchService:
     def __init__(self, *, vectors: IndexRouter, models: EmbeddingModels, documents: ReadyChunks,
                  max_top_k: int, max_query_chars: int, sparse: SparseEncoder | None = None,
                  fusion: Fusion = Fusion.WEIGHTED, dense_weight: float = 0.6, query_cache_size: int = 1024,
-                 metrics: SearchTimings | None = None, centroids: CentroidStore | None = None) -> None:
+                 metrics: SearchTimings | None = None, centroids: CentroidStore | None = None,
+                 identifiers: IdentifierIndex | None = None) -> None:
         """``vectors``: the index generations router (candidates from the generation of the plan a
-        search read); ``models``: the query is embedded with that generation's own model."""
+        search read); ``models``: the query is embedded with that generation's own model;
+        ``identifiers``: the identifier index (None: no identifier stage)."""
         self._vectors = vectors
         self._models = models
         self._sparse = sparse
@@ -87,10 +98,18 @@ class SearchService:
         self._cache = QueryCache(query_cache_size)
         self.metrics = metrics
         self._centroids = centroids
+        self._identifiers = IdentifierStage(identifiers, vectors) if identifiers is not None else None
 
     async def search(self, knowledge_base_id: UUID, query: str, top_k: int, *,
                      mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
                      min_score: float | None = None, group_by_document: bool = False) -> list[SearchResult]:
+        return (await self.search_outcome(knowledge_base_id, query, top_k, mode=mode, filters=filters,
+                                          min_score=min_score, group_by_document=group_by_document)).results
+
+    async def search_outcome(self, knowledge_base_id: UUID, query: str, top_k: int, *,
+                             mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
+                             min_score: float | None = None, group_by_document: bool = False) -> SearchOutcome:
+        """``search``, with the identifiers the query names that no chunk it could return holds."""
         query = query.strip()
         if not query:
             raise InvalidRequestError("the query is empty")
@@ -101,13 +120,15 @@ class SearchService:
         if mode is SearchMode.SPARSE and self._sparse is None:
             raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
         effective = mode if self._sparse is not None else SearchMode.DENSE
+        asked = self._identifiers.asked(query) if self._identifiers is not None else []
         started = time.perf_counter()
         for _ in range(3):  # a switch between reading the plan and the index: read it again
             plan, embedder = await self._index_of(knowledge_base_id)
             vectors = await self._query_vectors(query, effective, embedder)
             try:
                 results = await self._collect(knowledge_base_id, query, vectors, top_k, effective,
-                                              filters or SearchFilters(), min_score, group_by_document, plan, embedder)
+                                              filters or SearchFilters(), min_score, group_by_document, plan, embedder,
+                                              asked)
                 break
             except GenerationGone:
                 continue
@@ -149,14 +170,18 @@ class SearchService:
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
                        filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan,
-                       embedder: Embedder) -> list[SearchResult]:
+                       embedder: Embedder, asked: list[QueryIdentifier]) -> SearchOutcome:
         fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
         offsets = await self._offsets(knowledge_base_id, vectors, embedder)
+        stage = self._identifiers
         while True:
-            found, exhausted = await self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode,
-                                                              filters=filters, plan=plan)
+            (found, exhausted), hits = await asyncio.gather(
+                self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode, filters=filters, plan=plan),
+                stage.lookup(knowledge_base_id, asked, filters, fetch) if stage is not None else _no_hits())
+            if stage is not None:
+                found = await stage.with_named(knowledge_base_id, vectors, found, hits, mode, plan)
             if mode is SearchMode.SPARSE:
-                found = [c for c in found if c.sparse > 0]
+                found = [c for c in found if c.sparse > 0 or c.chunk_id in hits.chunks]
             dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
@@ -164,10 +189,13 @@ class SearchService:
                 found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
                          if c.chunk_id in rows]
             ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
-            results = self._assemble(ranked, rows, query, top_k, min_score, group, dense_of)
+            held = stage.held(asked, rows) if stage is not None else {}
+            results = self._assemble(identifier_tier(ranked, {c: len(n) for c, n in held.items()}), rows, query,
+                                     top_k, min_score, group, dense_of, held, {a.text: a.key for a in asked})
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
-                return results
+                unmatched = stage.unmatched(asked, hits, held) if stage is not None else ()
+                return SearchOutcome(results, unmatched)
             fetch = min(fetch * 4, MAX_FETCH)
 
     async def _offsets(self, knowledge_base_id: UUID, vectors: QueryVectors,
@@ -179,7 +207,8 @@ class SearchService:
 
     @staticmethod
     def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], query: str, top_k: int,
-                  min_score: float | None, group: bool, dense_of: dict[UUID, float]) -> list[SearchResult]:
+                  min_score: float | None, group: bool, dense_of: dict[UUID, float],
+                  held: dict[UUID, tuple[str, ...]], key_of: dict[str, str]) -> list[SearchResult]:
         results: list[SearchResult] = []
         seen: set[UUID] = set()
         for chunk_id, score in ranked:
@@ -190,12 +219,15 @@ class SearchService:
                 if row["document_id"] in seen:
                     continue
                 seen.add(row["document_id"])
+            names = held.get(chunk_id, ())
+            exact = spans_of(row["content"], [key_of[n] for n in names]) if names else []
             results.append(SearchResult(
                 chunk_id=chunk_id, document_id=row["document_id"], filename=row["filename"],
                 content=row["content"], score=score, heading_path=tuple(row["heading_path"] or ()),
                 locator=SourceLocator.from_metadata(row["locator"]),
                 assets=tuple(row["metadata"].get("assets", ())) if row["metadata"] else (),
-                highlights=tuple(highlights(row["content"], query)), dense_score=dense_of.get(chunk_id),
+                highlights=tuple(highlights(row["content"], query, also=exact)), dense_score=dense_of.get(chunk_id),
+                identifiers=names,
             ))
             if len(results) == top_k:
                 break

@@ -23,10 +23,10 @@ from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
 from .pdf_fallback import ENCRYPTED, PAGE_TREE_WARNING, parse_with_pypdf, rebuild_page_tree
 from .pdf_images import page_images
-from .pdf_ocr import needs_ocr, ocr_page, ocr_warnings
+from .pdf_ocr import PdfOcr, needs_ocr
 from .pdf_text import Item as _Item
 from .pdf_text import mark_headings, text_items
-from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, unreadable_warnings
+from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, page_ranges, unreadable_warnings
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그�
 class PdfParser:
     extensions = (".pdf",)
     name = "pdf"
-    version = "1.2.0"
+    version = "1.3.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -61,9 +61,10 @@ class PdfParser:
         if doc is None:
             return parse_with_pypdf(content, self.limits, error)
         gate = AssetGate(self.limits)
-        ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]] = {}
+        ocr = PdfOcr(gate, self.limits)
         try:
-            pages = self._pages(doc, gate, ocr)
+            ocr_empty: list[int] = []  # pages OCR read and found no text on
+            pages = self._pages(doc, gate, ocr, ocr_empty)
             metadata = {k: v for k, v in (doc.metadata or {}).items() if v and k in ("title", "author", "subject")}
             metadata["page_count"] = doc.page_count
         finally:
@@ -72,10 +73,10 @@ class PdfParser:
         blocks: list[Block] = []
         assets: list[ParsedAsset] = []
         for number, items in enumerate(mark_headings(pages), start=1):
-            if number in ocr:
-                ocr_page_blocks, page_asset, _ = ocr[number]
+            if number in ocr.pages:
+                ocr_page_blocks, page_assets, _ = ocr.pages[number]
                 blocks.extend(ocr_page_blocks)
-                assets.extend([page_asset] if page_asset is not None else [])
+                assets.extend(page_assets)
                 continue
             for item in items:
                 locator = SourceLocator(page=number)
@@ -91,22 +92,25 @@ class PdfParser:
             if unreadable:
                 raise InvalidDocumentError(UNREADABLE_REASON)
             if not assets:
-                off = " and OCR is off" if self.limits.ocr not in ("auto", "force") else ""
-                raise InvalidDocumentError(f"the PDF has no extractable text (it may be scanned images only{off})")
+                raise InvalidDocumentError(
+                    f"the PDF has no text to index: OCR found no text on {_pages_text(ocr_empty)} (blank pages?)"
+                    if ocr_empty else "the PDF has no text to index: its pages are blank (no text layer, no image)")
         warnings = [*repaired, *unreadable_warnings(unreadable, partly, metadata["page_count"])]
-        if ocr:
-            metadata["ocr_pages"] = len(ocr)
-            warnings += ocr_warnings({n: why for n, (_, _, why) in ocr.items()}, metadata["page_count"])
+        if ocr_empty:
+            warnings.append(f"{_pages_text(ocr_empty)} of {metadata['page_count']}: OCR found no text (blank pages?)")
+        if ocr.pages:
+            metadata["ocr_pages"] = len(ocr.pages)
+        warnings += ocr.warnings(metadata["page_count"])
         return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, [*gate.warnings, *warnings]),
                               assets=tuple(assets))
 
-    def _pages(self, doc: pymupdf.Document, gate: AssetGate,
-               ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]]) -> list[list[_Item]]:
+    def _pages(self, doc: pymupdf.Document, gate: AssetGate, ocr: PdfOcr, ocr_empty: list[int]) -> list[list[_Item]]:
         """The text and image items of each page; pages read by OCR go into ``ocr`` instead (and
         are empty in the list). Progress: pages done / total."""
         if doc.page_count > self.limits.max_pages:
             raise InvalidDocumentError(
                 f"the PDF has {doc.page_count} pages, more than the limit of {self.limits.max_pages}")
+        ocr.check_page_count(doc)
         pages: list[list[_Item]] = []
         for index in range(doc.page_count):
             page = doc[index]
@@ -114,11 +118,11 @@ class PdfParser:
             progress.report(index, doc.page_count)
             why = needs_ocr(page, [it.text for it in items], self.limits.ocr)
             if why:
-                read = ocr_page(page, index + 1, gate, self.limits)
-                if read is not None:
-                    ocr[index + 1] = (*read, why)
+                if ocr.read(page, index + 1, why):
                     pages.append([])
                     continue
+                if why != "unreadable" and index + 1 not in ocr.foreign:  # those have their own warnings
+                    ocr_empty.append(index + 1)
             # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
             images = [_Item(*rect, asset=asset) for rect, asset in page_images(doc, page, index + 1, gate)]
             for image in images:
@@ -208,3 +212,7 @@ def reading_order(items: list[_Item], page_width: float) -> list[_Item]:
             band.append(item)
     flush()
     return ordered
+
+
+def _pages_text(numbers: list[int]) -> str:
+    return f"{'page' if len(numbers) == 1 else 'pages'} {page_ranges(numbers)}"

@@ -274,6 +274,18 @@ class IndexGenerations:
             self._ready.discard(self._key(knowledge_base_id, plan.current))  # dropped by another process meanwhile
             raise GenerationGone(str(exc)) from exc
 
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode, plan: IndexPlan | None = None) -> list[ScoredChunk]:
+        """Both similarities of the named chunks in the generation of ``plan`` (``candidates``' twin
+        for the chunks a search names rather than finds)."""
+        plan = plan or await self.plan(knowledge_base_id)
+        store = await self.searchable(knowledge_base_id, plan.current)
+        try:
+            return await store.scored(knowledge_base_id, query, chunk_ids, mode=mode)
+        except psycopg.errors.UndefinedTable as exc:
+            self._ready.discard(self._key(knowledge_base_id, plan.current))
+            raise GenerationGone(str(exc)) from exc
+
     async def aclose(self) -> None:
         for store in self._stores.values():
             if isinstance(store, Closable):

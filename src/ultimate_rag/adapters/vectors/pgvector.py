@@ -169,6 +169,21 @@ class PgVectorStore(CandidateSearch):
         exhausted = found[0][1]
         return list(chunks.values()), exhausted
 
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode) -> list[ScoredChunk]:
+        """Both similarities of the named chunks (those with a dense vector here), one statement by
+        primary key: the chunks the identifier stage of a search brings beside the index's top."""
+        if not chunk_ids:
+            return []
+        with_sparse = mode is not SearchMode.DENSE and bool(query.sparse)
+        params: dict[str, Any] = {"q": Vector(np.asarray(query.dense, dtype=np.float32)), "kb": knowledge_base_id,
+                                  "ids": list(chunk_ids)}
+        if with_sparse:
+            params["qs"] = as_sparsevec(query.sparse)
+        statement = _on("scored_with_sparse" if with_sparse else "scored", self.table, sparse=_SPARSE)
+        rows = await self._db.fetchall(statement, params)
+        return [ScoredChunk(r["chunk_id"], float(r["dense"]), float(r["sparse"])) for r in rows]
+
     async def _side(self, statement: sql.Composed, params: dict[str, Any], limit: int
                     ) -> tuple[list[dict[str, Any]], bool]:
         """One side through HNSW (iterative scan); run again exactly when it comes back short (see knn)."""

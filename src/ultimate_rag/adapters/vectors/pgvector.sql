@@ -85,3 +85,14 @@ WITH s AS MATERIALIZED (SELECT chunk_id, embedding <=> %(qs)s AS distance FROM {
     WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(qs)s LIMIT %(n)s)
 SELECT s.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, 1 - s.distance AS sparse
 FROM s LEFT JOIN {table} v ON v.chunk_id = s.chunk_id
+
+-- scored --
+-- Named chunks' dense similarity, read by primary key (the identifier stage's candidates: no index walk).
+SELECT v.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, 0 AS sparse FROM {table} v
+WHERE v.chunk_id = ANY(%(ids)s::uuid[]) AND v.knowledge_base_id = %(kb)s
+
+-- scored_with_sparse --
+-- scored, with each chunk's sparse similarity (0 without a sparse vector).
+SELECT v.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, COALESCE(1 - (sp.embedding <=> %(qs)s), 0) AS sparse
+FROM {table} v LEFT JOIN {sparse} sp ON sp.chunk_id = v.chunk_id
+WHERE v.chunk_id = ANY(%(ids)s::uuid[]) AND v.knowledge_base_id = %(kb)s

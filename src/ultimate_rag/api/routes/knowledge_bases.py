@@ -152,7 +152,8 @@ async def reindex_progress(kb: ReadableKB, lifecycle: LifecycleDep) -> RebuildPr
 async def search(kb: ReadableKB, body: SearchIn, service: SearchDep) -> SearchOut:
     if kb.deleting:  # its documents stop being searchable the moment the delete is accepted
         return SearchOut(results=[])
-    results = await service.search(
+    outcome = await service.search_outcome(
         kb.id, body.query, body.top_k, mode=body.mode, filters=body.filters.to_domain() if body.filters else None,
         min_score=body.min_score, group_by_document=body.group_by_document)
-    return SearchOut(results=[SearchHit.of(r) for r in results])
+    return SearchOut(results=[SearchHit.of(r) for r in outcome.results],
+                     unmatched_identifiers=list(outcome.unmatched_identifiers))

@@ -11,8 +11,9 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
     lifecycle    LifecycleStore, LifecycleSession, DocumentReader, KnowledgeBaseDeletionStore,
                  KnowledgeBaseReader, DocumentIntake
     migrations   MigrationStore, IndexStateReader, MigrationItemQueue
-    maintenance  MaintenanceStore, GenerationSweeper, BackfillStore, SparseIndexWriter
-    search       ReadyChunks, SearchTimings
+    maintenance  MaintenanceStore, GenerationSweeper, BackfillStore, SparseIndexWriter,
+                 IdentifierBackfillStore, IdleBackfill
+    search       ReadyChunks, IdentifierIndex, SearchTimings
     catalog      KnowledgeBaseStore, DocumentCatalog, ApiKeyStore, AuditTrail, OperationsReadout,
                  DocumentEvents (what the API reads and writes besides the services)
     connectors   ConnectorStore, ConnectorSyncs, OutboundFetch, VersionedObjects
@@ -54,11 +55,20 @@ from .lifecycle import (
     LifecycleStore,
     LockedDocument,
 )
-from .maintenance import BackfillStore, GenerationSweeper, MaintenanceStore, ObjectOwner, Owners, SparseIndexWriter
+from .maintenance import (
+    BackfillStore,
+    GenerationSweeper,
+    IdentifierBackfillStore,
+    IdleBackfill,
+    MaintenanceStore,
+    ObjectOwner,
+    Owners,
+    SparseIndexWriter,
+)
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
 from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
 from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, LeaseKeeping, PipelineStore, TaskLeases
-from .search import ReadyChunks, SearchTimings
+from .search import IdentifierIndex, ReadyChunks, SearchTimings
 from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
 
@@ -89,6 +99,9 @@ __all__ = [
     "FetchedResponse",
     "GenerationAdmin",
     "GenerationSweeper",
+    "IdentifierBackfillStore",
+    "IdentifierIndex",
+    "IdleBackfill",
     "ImageDescriber",
     "IndexRouter",
     "IndexStateReader",
