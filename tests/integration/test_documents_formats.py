@@ -249,7 +249,7 @@ async def test_hostile_inputs_fail_with_reasons_while_a_normal_document_gets_rea
         "corrupt.pdf": (b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog" + bytes(range(256)) * 16, "corrupt or truncated"),
         "truncated.pdf": (pdf[:200], "corrupt or truncated"),
         "locked.pdf": (pymupdf.open(stream=pdf, filetype="pdf").tobytes(
-            encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="o", user_pw="u"), "encrypted with a password"),  # type: ignore[attr-defined]
+            encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="o", user_pw="u"), "encrypted with a password"),  # type: ignore[attr-defined]  # PyMuPDF's constants are untyped
         "bomb.docx": (_zip_bomb(), "zip bomb"),
         "entities.docx": (_entity_docx(), "XML entity expansion"),
         "thousand.pdf": (_many_pages(1000), "has 1000 pages, more than the limit of 500"),

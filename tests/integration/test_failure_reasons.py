@@ -71,7 +71,7 @@ def test_deterministic_data_errors_are_permanent(error: psycopg.Error, expected:
 
 async def test_a_database_error_reaches_readers_without_host_or_user(client, container, monkeypatch) -> None:
     async def broken(*_: object) -> None:  # the index generations' write fails as a lost database does
-        raise psycopg.OperationalError(DB_MESSAGE)
+        raise translated(psycopg.OperationalError(DB_MESSAGE))
 
     monkeypatch.setattr(container.embedding.indexes, "write", broken)
     kb = await new_kb(container)

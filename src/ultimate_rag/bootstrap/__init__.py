@@ -104,11 +104,12 @@ class Container:
 
 def build(settings: Settings, *, url: str | None = None, embedder: Embedder | None = None,
           storage: ObjectStorage | None = None, pool_size: int = 10, acquire_timeout: float = 10.0,
-          chat: ChatModel | None = None) -> Container:
+          chat: ChatModel | None = None, statement_timeout: float | None = None) -> Container:
     """``embedder``, ``storage``, ``chat``: given instead of the settings' (tests, benchmarks);
-    ``acquire_timeout``: how long a caller waits for a pooled connection (infrastructure.py)."""
+    ``acquire_timeout``: how long a caller waits for a pooled connection, ``statement_timeout``:
+    how long one of its statements may run (infrastructure.py; the API bounds both)."""
     infra = infrastructure.wire(settings, url or database_url(settings), storage=storage, pool_size=pool_size,
-                                acquire_timeout=acquire_timeout)
+                                acquire_timeout=acquire_timeout, statement_timeout=statement_timeout)
     models = embedding.wire(settings, infra, embedder)
     documents = ingest.wire(settings, infra, models)
     return Container(settings=settings, infra=infra, embedding=models, ingest=documents,

@@ -87,6 +87,7 @@ class Document(DocumentFile):
     attempts: int = 0
     max_attempts: int = 0
     job_status: JobStatus | None = None
+    job_operation: JobOperation | None = None  # what its job does: a PENDING document may be queued for deletion
     dedup: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # what parsing left out or changed (ParsedDocument.metadata["warnings"])
     published_revision: int | None = None  # the revision search serves (SPEC §4 rule 3); None: not searchable

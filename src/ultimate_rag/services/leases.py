@@ -17,10 +17,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..domain.errors import DatabaseError, LeaseLostError
 from ..domain.ports import ClaimingLeases, LeaseKeeping, TaskLeases
+from .failures import explain, is_outage
+from .outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ class Outcome(StrEnum):
 
 class LeasedRunner(Generic[L]):
     def __init__(self, leases: TaskLeases[L], *, heartbeat_seconds: float, label: Callable[[L], str],
-                 context: Callable[[L], AbstractContextManager[Any]] | None = None,
+                 context: Callable[[L], AbstractContextManager[object]] | None = None,
                  keeper: LeaseKeeping[L] | None = None, ended: Callable[[L], Awaitable[bool]] | None = None,
                  ) -> None:
         """``keeper``: renews the leases on its own thread (else a heartbeat task on the loop);
@@ -134,8 +136,12 @@ class LeasedRunner(Generic[L]):
         except LeaseLostError:
             log.warning("%s: lease lost before the failure could be recorded", name)
             return Outcome.LOST
-        except Exception:
-            log.exception("%s: could not record the failure; its lease will expire and it is retried", name)
+        except Exception as recording:
+            if not is_outage(recording):
+                log.exception("%s: could not record the failure; its lease will expire and it is retried", name)
+            else:  # the database is down: one line, the traceback says nothing more
+                log.warning("%s: could not record the failure (%s); its lease will expire and it is retried",
+                            name, explain(recording).detail)
         return Outcome.FAILED
 
     async def _release(self, lease: L, name: str) -> None:
@@ -175,11 +181,13 @@ class OneAtATime(Generic[L]):
         return done
 
     async def run_periodically(self, worker_id: str, stop: asyncio.Event) -> None:
+        claims = OutageLog(f"claiming {self._what}", log)
         while not stop.is_set():
             try:
                 lease = await self._leases.claim(worker_id)
+                claims.succeeded()
             except (DatabaseError, OSError) as exc:
-                log.warning("%s claim failed (database unavailable?): %s", self._what, exc)
+                claims.failed(exc)
                 lease = None
             if lease is None:
                 with contextlib.suppress(TimeoutError):

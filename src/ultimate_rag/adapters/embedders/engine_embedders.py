@@ -114,7 +114,7 @@ class EngineSparseEncoder:
         return await self.inner.encode_query_pair(text)
 
 
-def _local_backend(sparse: LocalSparseEncoder | None, thread: ModelThread):  # type: ignore[no-untyped-def]
+def _local_backend(sparse: LocalSparseEncoder | None, thread: ModelThread):  # type: ignore[no-untyped-def]  # returns engine.Backend
     def run(kind: str, texts: list[str]) -> list[Any]:  # on a model thread, with its own copy
         model = thread.model()
         if kind == "pair":
@@ -126,7 +126,7 @@ def _local_backend(sparse: LocalSparseEncoder | None, thread: ModelThread):  # t
         return [v.tolist() for v in model.passage(texts)]
 
     async def backend(kind: str, texts: list[str]) -> list[Any]:
-        return await thread.call(run, kind, texts)  # type: ignore[no-any-return]
+        return await thread.call(run, kind, texts)  # type: ignore[no-any-return]  # call() is untyped
 
     return backend
 
@@ -156,7 +156,7 @@ def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threa
         sparse_thread = ModelThread(sparse.model, threads)
 
         async def local_sparse(kind: str, texts: list[str]) -> list[Any]:
-            return await sparse_thread.call(lambda: sparse.encode_with(sparse_thread.model(), texts))  # type: ignore[no-any-return]
+            return await sparse_thread.call(lambda: sparse.encode_with(sparse_thread.model(), texts))  # type: ignore[no-any-return]  # call() is untyped
 
         sparse_engine = EngineSparseEncoder(sparse, BatchEngine(local_sparse, batch_size=local_batch,
                                                                 max_in_flight=LOCAL_IN_FLIGHT, name=sparse.name))

@@ -72,7 +72,8 @@ async def record_content_hash(conn: Connection, document_id: UUID, text_hash: st
 
 async def outdate(conn: Connection, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
     """Make ``older`` OUTDATED (duplicate_of = ``newer``): its chunks and hash bands go, its job ends
-    (a worker still on it loses its lease). Locks its job row, then its document row. Returns False
+    (a worker still on it loses its lease), and the documents outdated in its favour before now
+    name ``newer`` (never a document that is itself OUTDATED). Locks its job row, then its document row. Returns False
     when it is no longer in a state that can be outdated."""
     await conn.execute(Q["lock_job"], {"id": older})
     row = await (await conn.execute(Q["lock_document"], {"id": older})).fetchone()
@@ -82,6 +83,7 @@ async def outdate(conn: Connection, *, older: UUID, newer: UUID, verdict: dict[s
     await conn.execute(Q["delete_chunks"], {"id": older})
     await conn.execute(Q["delete_bands"], {"id": older})
     await conn.execute(Q["outdate_document"], {"newer": newer, "verdict": Jsonb(verdict), "id": older})
+    await conn.execute(Q["repoint_duplicates"], {"newer": newer, "id": older})
     return True
 
 

@@ -108,7 +108,7 @@ class LeaseKeeper:
         self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10)
+            thread.join(timeout=2)  # a renewal in flight ends within its statement timeout anyway (daemon thread)
         self._thread = None
         self._loop_seen.clear()  # a later keep() starts its loop's ticks again
         self._disconnect()

@@ -1,7 +1,7 @@
 """Ports: what the services need from the outside world, one module per feature. Adapters implement
 these Protocols; the composition root (``bootstrap/``) decides which adapter plays which port.
 
-    storage      ObjectStorage, ChunkSnapshotStore, SweptSnapshots
+    storage      ObjectStorage, ChunkSnapshotStore, ChunkSnapshotReader, SweptSnapshots
     vectors      VectorStore, CandidateSearch, IndexRouter (the one vector store services see),
                  GenerationAdmin
     embedding    Embedder, StreamingEmbedder (the engine), SparseEncoder, EmbeddingCacheStore,
@@ -67,9 +67,18 @@ from .maintenance import (
 )
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
 from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
-from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, LeaseKeeping, PipelineStore, TaskLeases
+from .pipeline import (
+    ClaimingLeases,
+    DedupSession,
+    DedupStore,
+    JobLeases,
+    LeaseKeeping,
+    PipelineStore,
+    ProgressReports,
+    TaskLeases,
+)
 from .search import IdentifierIndex, ReadyChunks, SearchTimings
-from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
+from .storage import ChunkSnapshotReader, ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
 
 __all__ = [
@@ -79,6 +88,7 @@ __all__ = [
     "CandidateSearch",
     "CentroidStore",
     "ChatModel",
+    "ChunkSnapshotReader",
     "ChunkSnapshotStore",
     "Chunker",
     "ClaimingLeases",
@@ -128,6 +138,7 @@ __all__ = [
     "ParserResolver",
     "Pingable",
     "PipelineStore",
+    "ProgressReports",
     "ReadyChunks",
     "SearchTimings",
     "SparseEncoder",
