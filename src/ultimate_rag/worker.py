@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from .adapters.embedders.engined import EngineEmbedder
+from .adapters.embedders.engine_embedders import EngineEmbedder
 from .adapters.embedders.precedence import give_model_precedence
 from .bootstrap import Container, build, database_url, freeze_startup_heap, run_migrations
 from .logs import setup_logging_from
@@ -40,14 +40,16 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
                                   settings.poll_interval_seconds)
     container = build(settings, url=url, pool_size=concurrency + 4)
     await container.open()
-    model_first(container, settings)
-    freeze_startup_heap()
     worker = container.worker(WorkerConfig(
         concurrency=concurrency, heartbeat_seconds=settings.effective_heartbeat_seconds,
         poll_interval_seconds=settings.poll_interval_seconds, retry_delay_seconds=settings.retry_delay_seconds,
         shutdown_grace_seconds=settings.shutdown_grace_seconds,
         janitor_interval_seconds=settings.janitor_interval_seconds,
     ))
+    if worker.keeper is not None:  # the lease keeper's thread keeps the process's priority: started first
+        worker.keeper.start()
+    model_first(container, settings)
+    freeze_startup_heap()
     metrics = _serve_metrics(settings, container, worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -13,7 +13,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from ultimate_rag.adapters.embedders.engined import apply_engine
+from ultimate_rag.adapters.embedders.engine_embedders import apply_engine
 from ultimate_rag.adapters.embedders.local import MODEL_NAME
 from ultimate_rag.adapters.embedders.openai import (
     OpenAICompatibleEmbedder,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from uuid import UUID, uuid4
 
-from ultimate_rag.adapters.embedders.engined import apply_engine
+from ultimate_rag.adapters.embedders.engine_embedders import apply_engine
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.ports import Embedder
 

@@ -1,9 +1,10 @@
-"""The embedding engine (adapters/embedders/engine.py) on the real local model: batches formed
+"""The embedding engine (adapters/embedders/batch_engine.py, engine_embedders.py) on the real local model: batches formed
 across jobs, results streamed back per batch, a cancelled job's queued texts withdrawn (and only
 its own), a failed batch reaching only the jobs in it, and the local dense and sparse passes
 sharing the engine's one model thread.
 
-The backend below is the real model's ``passage``; a gate holds the first batch open so that the
+A document's pair batches (dense and sparse vectors of a text from one forward pass) run on the
+model thread through the single-pass call, nothing else. The backend below is the real model's ``passage``; a gate holds the first batch open so that the
 other jobs' texts are provably queued behind it (the only way to see batching without clocks)."""
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ultimate_rag.adapters.embedders.engine import BatchEngine
-from ultimate_rag.adapters.embedders.engined import EngineEmbedder, apply_engine
+from ultimate_rag.adapters.embedders.batch_engine import BatchEngine
+from ultimate_rag.adapters.embedders.engine_embedders import EngineEmbedder, apply_engine
 from ultimate_rag.adapters.embedders.local import LocalE5Embedder
+from ultimate_rag.adapters.embedders.pair import single_pass
 from ultimate_rag.adapters.embedders.sparse import LocalSparseEncoder
 from ultimate_rag.testing.eventually import eventually
 
@@ -178,6 +180,39 @@ async def test_local_dense_and_sparse_share_one_model_thread(embedder: LocalE5Em
     assert len(threads) == 1 and next(iter(threads)).startswith("e5-model") and not overlap
     assert np.allclose(np.array(dense), real_passage(texts_of("A", 3)), atol=1e-5)
     assert sparse_vectors == [sparse.encode_sync(t) for t in texts_of("B", 3)]
+
+
+async def test_a_documents_pairs_are_one_pass_each_on_the_model_thread(embedder: LocalE5Embedder) -> None:
+    """``stream_pairs``: each text's dense and sparse vectors from the single-pass call on the
+    model thread, never from the two-pass calls; the same vectors as asking for each alone."""
+    sparse = LocalSparseEncoder(loader=embedder.model, dense=embedder)
+    wrapped, wrapped_sparse = apply_engine(embedder, sparse, threads=1, local_batch=2, remote_batch=8,
+                                           max_in_flight=4, max_wait=0.0)
+    assert wrapped.pairs and wrapped_sparse is not None and wrapped_sparse.pairs_with(wrapped)
+    model = embedder.model()
+    native = single_pass(model)
+    assert native is not None
+    calls: list[str] = []
+    real_encode = native.encode
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        return real_encode(*args, **kwargs)
+
+    native.encode = counted  # type: ignore[method-assign]
+    model.passage = lambda *a: pytest.fail("a second pass for the dense vectors")  # type: ignore[attr-defined]
+    model.sparse = lambda *a, **k: pytest.fail("a second pass for the sparse vectors")  # type: ignore[attr-defined]
+    texts = texts_of("P", 3)
+    try:
+        got: dict[int, Any] = {}
+        async for positions, pairs in wrapped.stream_pairs(texts):
+            got.update(zip(positions, pairs, strict=True))
+    finally:
+        del native.encode, model.passage, model.sparse  # type: ignore[attr-defined]
+        await wrapped.aclose()
+    assert len(calls) == 2 and all(name.startswith("e5-model") for name in calls)  # 2 batches of <= 2 texts
+    assert [got[i][0] for i in range(3)] == [v.tolist() for v in model.passage(texts)]  # type: ignore[attr-defined]
+    assert [got[i][1] for i in range(3)] == sparse.encode_with(model, texts)
 
 
 async def test_each_model_copy_runs_on_its_own_thread_with_its_own_team(embedder: LocalE5Embedder) -> None:

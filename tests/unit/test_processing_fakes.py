@@ -19,7 +19,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from ultimate_rag.adapters.chunking.chunker import StructuredChunker
-from ultimate_rag.adapters.embedders.engined import EngineEmbedder, apply_engine
+from ultimate_rag.adapters.embedders.engine_embedders import EngineEmbedder, apply_engine
 from ultimate_rag.adapters.parsers.isolation import ParseRunner
 from ultimate_rag.adapters.parsers.text import PlainTextParser
 from ultimate_rag.adapters.snapshots.filesystem import FilesystemChunkSnapshotStore

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from ..adapter_factories import make_storage
 from ..adapters.postgres.identifiers import PostgresIdentifierIndex
+from ..adapters.postgres.lease_keeper import JobLeaseKeeping
 from ..adapters.postgres.migrations import migrate
 from ..domain.ports import ChatModel, Closable, Embedder, ObjectStorage, Pingable
 from ..services.connectors.runner import ConnectorServices
@@ -58,10 +59,12 @@ class Container:
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         """The job loop, with the document deletion, the connector syncs, the sparse backfill, the
         embedding-model migrations and the janitor beside it."""
+        keeper = JobLeaseKeeping(self.infra.queue.db.url, interval=config.heartbeat_seconds,
+                                 lease_seconds=self.infra.queue.lease_seconds) if config.lease_keeper else None
         return IngestionWorker(self.infra.queue, self.ingest.processor, config, worker_id=worker_id,
                                document_deletion=self.ingest.document_deletion, connector_runner=self.connectors.runner,
                                backfill=self.maintenance.backfill, migrations=self.embedding.migrations,
-                               janitor=self.maintenance.janitor)
+                               janitor=self.maintenance.janitor, keeper=keeper)
 
     async def open(self) -> None:
         await self.infra.db.open()

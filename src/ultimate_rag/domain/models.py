@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from .status import DocumentStatus, JobOperation, JobStatus
+from .work_end import WorkEnd
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +156,7 @@ class Lease:
     suspect: bool = False  # its last attempt ended in a lost lease: it runs alone in its worker
     # the document as the claim read it (read under no lock, like load_document); None: not read
     document: PipelineDocument | None = field(default=None, compare=False, repr=False)
+    end: WorkEnd = field(default_factory=WorkEnd, compare=False, repr=False)  # the work's own end (see WorkEnd)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from uuid import UUID
 
 from ..domain.errors import DatabaseError, PermanentError
 from ..domain.models import Lease
-from ..domain.ports import IdleBackfill, JobLeases
+from ..domain.ports import IdleBackfill, JobLeases, LeaseKeeping
 from ..domain.retry import backoff_seconds, outage_message, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
@@ -48,6 +48,7 @@ class WorkerConfig:
     retry_delay_seconds: float = 5.0
     shutdown_grace_seconds: float = 10.0
     janitor_interval_seconds: float = 0.0  # 0: this worker never sweeps orphans
+    lease_keeper: bool = True  # renew job leases on a thread of their own (ports.LeaseKeeping), else on the loop
 
 
 class IngestionWorker:
@@ -55,7 +56,8 @@ class IngestionWorker:
                  worker_id: str | None = None, document_deletion: DocumentDeletion | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
                  connector_runner: SyncRunner | None = None, backfill: IdleBackfill | None = None,
-                 migrations: EmbeddingMigrations | None = None) -> None:
+                 migrations: EmbeddingMigrations | None = None,
+                 keeper: LeaseKeeping[Lease] | None = None) -> None:
         self.queue = queue
         self.migrations = migrations  # its items run one at a time beside the jobs
         self.backfill = backfill  # a batch whenever no job is due
@@ -68,10 +70,12 @@ class IngestionWorker:
         self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
         self._timings: dict[UUID, dict[str, str]] = {}  # job -> its finished run's stage timings (metrics)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
+        self.keeper = keeper  # the job leases' own renewal thread (closed when the worker stops)
         self.runner = LeasedRunner(_JobLeases(self), heartbeat_seconds=config.heartbeat_seconds,
                                     label=lambda lease: f"job {lease.job_id}",
                                     context=lambda lease: log_context(document_id=lease.document_id,
-                                                                      job_id=lease.job_id, worker_id=self.worker_id))
+                                                                      job_id=lease.job_id, worker_id=self.worker_id),
+                                    keeper=keeper, ended=lambda lease: lease.end.settled())
         self._shutting_down = False
         self._hand_back = asyncio.Event()
         self._claims = OutageLog("claiming jobs", log)  # one warning per outage, not one per poll
@@ -88,6 +92,7 @@ class IngestionWorker:
             try:
                 await self._loop(stop)
             finally:
+                self._close_keeper()
                 if migrating is not None:
                     migrating.cancel()
                     await asyncio.gather(migrating, return_exceptions=True)
@@ -158,14 +163,21 @@ class IngestionWorker:
     async def run_until_idle(self, max_jobs: int | None = None) -> int:
         """Process due jobs one at a time until none is left (tests, benchmarks, one-shot runs)."""
         done = 0
-        while max_jobs is None or done < max_jobs:
-            leases = await self.queue.claim(self.worker_id, 1)
-            if not leases:
-                return done
-            self.metrics.claimed.inc()
-            await self._run_job(leases[0])
-            done += 1
-        return done
+        try:
+            while max_jobs is None or done < max_jobs:
+                leases = await self.queue.claim(self.worker_id, 1)
+                if not leases:
+                    return done
+                self.metrics.claimed.inc()
+                await self._run_job(leases[0])
+                done += 1
+            return done
+        finally:
+            self._close_keeper()
+
+    def _close_keeper(self) -> None:
+        if self.keeper is not None:
+            self.keeper.close()
 
     def hand_back_now(self) -> None:
         """Cut the shutdown's grace period short: in-flight jobs are handed back at once."""

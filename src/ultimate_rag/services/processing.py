@@ -195,8 +195,7 @@ class DocumentProcessor:
         kb_id = doc.knowledge_base_id
         report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False,  # INDEXING follows
                                    shown=entered)
-        vectors = await embedding.embed_passages(texts, report, knowledge_base_id=kb_id)
-        sparse = await embedding.sparse_passages(texts, knowledge_base_id=kb_id)
+        vectors, sparse = await embedding.embed_with_sparse(texts, report, knowledge_base_id=kb_id)
         current = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
                    for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
         return [(plan.current, current), *await self._embed_for_target(plan, chunks, texts, doc.id)], report.from_cache

@@ -24,6 +24,7 @@ from ..domain.ports import (
     Embedder,
     IdentifierIndex,
     IndexRouter,
+    PairedQueries,
     ReadyChunks,
     SearchTimings,
     SparseEncoder,
@@ -96,6 +97,8 @@ class SearchService:
         self._vectors = vectors
         self._models = models
         self._sparse = sparse
+        # the local model beside its own sparse head: a query's two vectors from one pass
+        self._pairs: PairedQueries | None = sparse if isinstance(sparse, PairedQueries) else None
         self._documents = documents
         self._max_top_k = max_top_k
         self._max_query_chars = max_query_chars
@@ -161,6 +164,12 @@ class SearchService:
         sparse_key = (knowledge_base_id, "sparse", query)
         dense = self._cache.get(dense_key)
         sparse: SparseVector | None = self._cache.get(sparse_key) if mode is not SearchMode.DENSE else {}
+        if dense is None and sparse is None and self._pairs is not None and self._pairs.pairs_with(embedder):
+            dense_list, sparse = await self._pairs.encode_query_pair(query)  # both from one pass
+            dense = tuple(dense_list)
+            self._cache.put(dense_key, dense)
+            self._cache.put(sparse_key, sparse)
+            return QueryVectors(dense=dense, sparse=sparse)
         jobs: list[Awaitable[Any]] = []
         if dense is None:
             jobs.append(embedder.embed_query(query))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -93,6 +93,7 @@ class _Session:
 
     conn: Connection
     current: DocumentStatus
+    outdated: list[UUID] = field(default_factory=list)  # documents this transaction made OUTDATED
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                          bands: list[tuple[int, int]] | None, exempt: list[UUID],
@@ -112,7 +113,10 @@ class _Session:
         await record_content_hash(self.conn, document_id, text_hash)
 
     async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
-        return await outdate(self.conn, older=older, newer=newer, verdict=verdict)
+        done = await outdate(self.conn, older=older, newer=newer, verdict=verdict)
+        if done:
+            self.outdated.append(older)
+        return done
 
 
 class PostgresDedupStore:
@@ -124,5 +128,9 @@ class PostgresDedupStore:
 
     @asynccontextmanager
     async def judging(self, lease: Lease, knowledge_base_id: UUID) -> AsyncIterator[_Session]:
-        async with self._queue.fenced(lease, lock_name(knowledge_base_id)) as (conn, current):
-            yield _Session(conn, current)
+        async with lease.end.writing():  # judging the document the older twin ends its job
+            async with self._queue.fenced(lease, lock_name(knowledge_base_id)) as (conn, current):
+                session = _Session(conn, current)
+                yield session
+            if lease.document_id in session.outdated:
+                lease.end.finished()

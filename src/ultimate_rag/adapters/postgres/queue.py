@@ -107,7 +107,7 @@ class JobQueue:
                 "upload_message": UPLOAD_EXPIRED_MESSAGE, "still_served": STILL_SERVED, **CLAIM_SOURCES}
 
     async def heartbeat(self, lease: Lease) -> bool:
-        row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))
+        row = await self._db.fetchone(Q["heartbeat"], lease_params(lease))
         return row is not None
 
     async def wait_for_work(self, timeout: float, stop: asyncio.Event) -> None:
@@ -153,7 +153,7 @@ class JobQueue:
         deduplication lock, taken in the same statement)."""
         async with self._db.transaction() as conn:
             row = await (await conn.execute(Q["lock_fenced"], {
-                **_lease_params(lease), "document_id": lease.document_id, "first": lock_first})).fetchone()
+                **lease_params(lease), "document_id": lease.document_id, "first": lock_first})).fetchone()
             if row is None:
                 raise LeaseLostError()
             if row["status"] is None:
@@ -166,14 +166,14 @@ class JobQueue:
         ``statement`` is a ``fenced_document_update`` composed once by its module (never user
         input); the document changes only from ``from_statuses`` (default: any)."""
         allowed = sorted(from_statuses if from_statuses is not None else DocumentStatus)
-        row = await self._db.fetchone(statement, {**_lease_params(lease), **params, "document_id": lease.document_id,
+        row = await self._db.fetchone(statement, {**lease_params(lease), **params, "document_id": lease.document_id,
                                                   "from_statuses": [s.value for s in allowed]})
         if row is None:
             await self._explain_refusal(lease, params.get("status"))
 
     async def lease_state(self, lease: Lease) -> tuple[bool, DocumentStatus | None]:
         """Why a fenced statement changed nothing: is the job still ours, and where is the document?"""
-        state = await self._db.fetchone(Q["fencing_state"], _lease_params(lease))
+        state = await self._db.fetchone(Q["fencing_state"], lease_params(lease))
         if state is None:
             return False, None
         status = state["document_status"]
@@ -236,7 +236,7 @@ async def _drain(gen: Any) -> None:
         pass
 
 
-def _lease_params(lease: Lease) -> dict[str, Any]:
+def lease_params(lease: Lease) -> dict[str, Any]:
     return {"job_id": lease.job_id, "worker_id": lease.worker_id, "attempt": lease.attempt}
 
 

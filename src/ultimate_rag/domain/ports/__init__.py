@@ -5,9 +5,9 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
     vectors      VectorStore, CandidateSearch, IndexRouter (the one vector store services see),
                  GenerationAdmin
     embedding    Embedder, StreamingEmbedder (the engine), SparseEncoder, EmbeddingCacheStore,
-                 CentroidStore, Truncating
+                 CentroidStore, Truncating, PairedDocuments, PairedQueries (one pass for both vectors)
     parsing      Parser, ParserResolver, ParseExecutor, ImageDescriber, Chunker
-    pipeline     TaskLeases, ClaimingLeases, JobLeases, PipelineStore, DedupStore, DedupSession
+    pipeline     TaskLeases, ClaimingLeases, LeaseKeeping, JobLeases, PipelineStore, DedupStore, DedupSession
     lifecycle    LifecycleStore, LifecycleSession, DocumentReader, KnowledgeBaseDeletionStore,
                  KnowledgeBaseReader, DocumentIntake
     migrations   MigrationStore, IndexStateReader, MigrationItemQueue
@@ -34,9 +34,12 @@ from .chat import ChatModel
 from .connectors import ConnectorStore, ConnectorSyncs, FetchedResponse, OutboundFetch, VersionedObjects
 from .embedding import (
     CentroidStore,
+    DensePair,
     Embedder,
     EmbeddingCacheStore,
     EngineLoad,
+    PairedDocuments,
+    PairedQueries,
     SparseEncoder,
     SparseVector,
     StreamingEmbedder,
@@ -64,7 +67,16 @@ from .maintenance import (
 )
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
 from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
-from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, ProgressReports, TaskLeases
+from .pipeline import (
+    ClaimingLeases,
+    DedupSession,
+    DedupStore,
+    JobLeases,
+    LeaseKeeping,
+    PipelineStore,
+    ProgressReports,
+    TaskLeases,
+)
 from .search import IdentifierIndex, ReadyChunks, SearchTimings
 from .storage import ChunkSnapshotReader, ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
@@ -85,6 +97,7 @@ __all__ = [
     "ConnectorSyncs",
     "DedupSession",
     "DedupStore",
+    "DensePair",
     "DocumentCatalog",
     "DocumentEvents",
     "DocumentIntake",
@@ -106,6 +119,7 @@ __all__ = [
     "KnowledgeBaseDeletionStore",
     "KnowledgeBaseReader",
     "KnowledgeBaseStore",
+    "LeaseKeeping",
     "LifecycleSession",
     "LifecycleStore",
     "LockedDocument",
@@ -117,11 +131,14 @@ __all__ = [
     "OperationsReadout",
     "OutboundFetch",
     "Owners",
+    "PairedDocuments",
+    "PairedQueries",
     "ParseExecutor",
     "Parser",
     "ParserResolver",
     "Pingable",
-    "PipelineStore", "ProgressReports",
+    "PipelineStore",
+    "ProgressReports",
     "ReadyChunks",
     "SearchTimings",
     "SparseEncoder",

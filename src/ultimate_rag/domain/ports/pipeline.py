@@ -31,6 +31,15 @@ class TaskLeases(Protocol[L_contra]):
     async def release(self, lease: L_contra) -> None: ...
 
 
+class LeaseKeeping(Protocol[L_contra]):
+    """Renews leases on a thread with its own connection (fenced), whatever the event loop does:
+    ``start`` before the loop is niced; ``keep`` returns its stop; ``on_lost`` runs on the loop."""
+
+    def start(self) -> None: ...
+    def keep(self, lease: L_contra, on_lost: Callable[[], None]) -> Callable[[], None]: ...
+    def close(self) -> None: ...
+
+
 class ClaimingLeases(TaskLeases[L], Protocol[L]):
     """Leases claimed one at a time (``None`` when nothing is due)."""
 
