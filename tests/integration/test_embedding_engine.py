@@ -182,7 +182,8 @@ async def test_local_dense_and_sparse_share_one_model_thread(embedder: LocalE5Em
     assert sparse_vectors == [sparse.encode_sync(t) for t in texts_of("B", 3)]
 
 
-async def test_a_documents_pairs_are_one_pass_each_on_the_model_thread(embedder: LocalE5Embedder) -> None:
+async def test_a_documents_pairs_are_one_pass_each_on_the_model_thread(
+        embedder: LocalE5Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
     """``stream_pairs``: each text's dense and sparse vectors from the single-pass call on the
     model thread, never from the two-pass calls; the same vectors as asking for each alone."""
     sparse = LocalSparseEncoder(loader=embedder.model, dense=embedder)
@@ -199,19 +200,19 @@ async def test_a_documents_pairs_are_one_pass_each_on_the_model_thread(embedder:
         calls.append(threading.current_thread().name)
         return real_encode(*args, **kwargs)
 
-    native.encode = counted  # type: ignore[method-assign]
-    model.passage = lambda *a: pytest.fail("a second pass for the dense vectors")  # type: ignore[attr-defined]
-    model.sparse = lambda *a, **k: pytest.fail("a second pass for the sparse vectors")  # type: ignore[attr-defined]
+    monkeypatch.setattr(native, "encode", counted)
+    monkeypatch.setattr(model, "passage", lambda *a: pytest.fail("a second pass for the dense vectors"))
+    monkeypatch.setattr(model, "sparse", lambda *a, **k: pytest.fail("a second pass for the sparse vectors"))
     texts = texts_of("P", 3)
     try:
         got: dict[int, Any] = {}
         async for positions, pairs in wrapped.stream_pairs(texts):
             got.update(zip(positions, pairs, strict=True))
     finally:
-        del native.encode, model.passage, model.sparse  # type: ignore[attr-defined]
+        monkeypatch.undo()
         await wrapped.aclose()
     assert len(calls) == 2 and all(name.startswith("e5-model") for name in calls)  # 2 batches of <= 2 texts
-    assert [got[i][0] for i in range(3)] == [v.tolist() for v in model.passage(texts)]  # type: ignore[attr-defined]
+    assert [got[i][0] for i in range(3)] == [v.tolist() for v in model.passage(texts)]
     assert [got[i][1] for i in range(3)] == sparse.encode_with(model, texts)
 
 

