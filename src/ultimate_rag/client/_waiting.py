@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import httpx
 
-from ._core import Calls, Id, RetryPolicy, SseReader, pending_of
+from ._core import Calls, Id, RetryPolicy, SseReader, pending_of, segment
 from ._flows import CloseEvents, Flow, NextLine, OpenEvents, Sleep, pages, send
 from .errors import ApiError, NotFound, ServerError, ServiceUnavailable, TransportError
 from .models import Document
@@ -176,7 +176,7 @@ def _follow(kb: str, group: list[str], watch: Watch, retry: RetryPolicy) -> Flow
     """Read one event stream; False when the server says to poll instead."""
     seconds = max(1, int(min(25.0, watch.left() + 1)))
     try:
-        yield OpenEvents(f"/api/knowledge-bases/{kb}/events", {"max_seconds": seconds})
+        yield OpenEvents(f"/api/knowledge-bases/{segment(kb)}/events", {"max_seconds": seconds})
         keep_streaming = yield from _read_events(set(group), watch, retry)
     except Exception:
         yield CloseEvents()

@@ -26,3 +26,4 @@ class ParseLimits:
     ocr: str = "auto"  # "off" | "auto" (pages without readable text, images) | "force" (every page)
     ocr_max_pixels: int = 12_000_000  # a page or image is scaled down to this many pixels before OCR
     max_ocr_pages: int = 500  # pages of one document to read by OCR (PDF pages, TIFF pages): checked before OCR
+    pdf_engine: str = "pdfium"  # "pdfium" (pypdfium2, the default) | "pymupdf" (the optional AGPL extra)

@@ -14,11 +14,7 @@ it was (its images; for an unreadable text layer, the warning that it was left o
 from __future__ import annotations
 
 import io
-import math
 from dataclasses import replace
-
-import pymupdf
-from PIL import Image
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, ParsedAsset, SourceLocator
@@ -27,6 +23,7 @@ from .assets import AssetGate
 from .limits import ParseLimits
 from .ocr import AUTO, FORCE, foreign_script_warning
 from .ocr_layout import admitted, read_page
+from .pdf_engine import OpenedPdf, render_page
 from .text_quality import page_is_unreadable, page_ranges
 
 OCR_DPI = 200
@@ -35,7 +32,7 @@ _SAID = {"unreadable": "the text layer cannot be read (its fonts have no Unicode
          "forced": "text read by OCR (ULTIMATE_RAG_OCR=force)"}
 
 
-def needs_ocr(page: pymupdf.Page, texts: list[str], mode: str) -> str:
+def needs_ocr(pdf: OpenedPdf, index: int, texts: list[str], mode: str) -> str:
     """Why the page is read by OCR ("unreadable", "scan", "forced"), or "" when it is not."""
     if mode == FORCE:
         return "forced"
@@ -43,7 +40,7 @@ def needs_ocr(page: pymupdf.Page, texts: list[str], mode: str) -> str:
         return ""
     if page_is_unreadable(texts):
         return "unreadable"
-    return "scan" if not any(text.strip() for text in texts) and page.get_image_info() else ""
+    return "scan" if not any(text.strip() for text in texts) and pdf.has_images(index) else ""
 
 
 class PdfOcr:
@@ -55,25 +52,25 @@ class PdfOcr:
         self.pages: dict[int, tuple[list[Block], list[ParsedAsset], str]] = {}
         self.foreign: list[int] = []
 
-    def check_page_count(self, doc: pymupdf.Document) -> None:
+    def check_page_count(self, pdf: OpenedPdf) -> None:
         """Refuse, before any OCR, a document with more pages to read by OCR than the limit (a
         small file can declare thousands of pages that all show one scan)."""
         limit = self.limits.max_ocr_pages
-        if self.limits.ocr not in (AUTO, FORCE) or doc.page_count <= limit:
+        if self.limits.ocr not in (AUTO, FORCE) or pdf.page_count <= limit:
             return
-        count = doc.page_count if self.limits.ocr == FORCE else sum(
-            1 for index in range(doc.page_count)
-            if not doc[index].get_text("text").strip() and doc[index].get_image_info())
+        count = pdf.page_count if self.limits.ocr == FORCE else sum(
+            1 for index in range(pdf.page_count) if not pdf.has_text(index) and pdf.has_images(index))
         if count > limit:
             raise InvalidDocumentError(
-                f"the PDF has {count} pages to read by OCR (of {doc.page_count}), more than the limit of {limit} "
+                f"the PDF has {count} pages to read by OCR (of {pdf.page_count}), more than the limit of {limit} "
                 "(ULTIMATE_RAG_PARSE_MAX_OCR_PAGES)")
 
-    def read(self, page: pymupdf.Page, number: int, why: str) -> bool:
+    def read(self, pdf: OpenedPdf, index: int, why: str) -> bool:
         """OCR the page; True when it read text (its blocks are then ``self.pages[number]``): a
         figure block for the rendered page (an asset, so citations can show it; the vision step may
         describe it), then the page's blocks in reading order."""
-        image, scale = _render(page, self.limits)
+        number = index + 1
+        image, scale = render_page(pdf, index, dpi=OCR_DPI, max_pixels=self.limits.ocr_max_pixels)
         key = f"page-{number}/scan"
         result = read_page(image, number, scale=scale, asset_key=key)
         if result.foreign_script:
@@ -108,16 +105,3 @@ class PdfOcr:
 
 def _pages(numbers: list[int]) -> str:
     return "page" if len(numbers) == 1 else "pages"
-
-
-def _render(page: pymupdf.Page, limits: ParseLimits) -> tuple[Image.Image, float]:
-    """The page as an RGB image at ``OCR_DPI`` (less when that would exceed the pixel limit) and
-    its scale in pixels per PDF point."""
-    rect = page.rect
-    zoom = OCR_DPI / 72
-    area = max(rect.width * rect.height, 1.0)
-    if area * zoom * zoom > limits.ocr_max_pixels:
-        zoom = math.sqrt(limits.ocr_max_pixels / area)
-    pixmap = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), colorspace=pymupdf.csRGB, alpha=False)
-    image = Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
-    return image, zoom
