@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 
+from ..conftest import ADMIN_KEY
 from .answering import PROVIDER_KEY, ingest, read_events, serve, standin, stream_answer, with_llm
 
 __all__ = ["standin"]
@@ -149,3 +153,29 @@ async def test_a_provider_that_drops_mid_answer_ends_the_stream_with_an_error(co
         standin.script({"reply": "Hold the power", "break": True})
         r = await client.post(f"/api/knowledge-bases/{ids['kb']}/answer", json=QUESTION)
         assert r.status_code == 502 and "broke" in r.json()["detail"]
+
+
+async def test_ask_prints_the_504_and_marks_an_answer_that_cites_nothing(container, standin) -> None:
+    """``ultimate-rag ask`` (a real process) against the served API: a model slower than the provider
+    timeout prints the server's 504 and its reason (never a client-side timeout, never "Expecting
+    value"); an answer citing none of its passages is marked."""
+    async with serve(container) as client:
+        ids = await ingest(client, container, files=("router.md",))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
+        env |= {"ULTIMATE_RAG_URL": str(client.base_url).rstrip("/"), "ULTIMATE_RAG_API_KEY": ADMIN_KEY}
+
+        async def ask(*more: str) -> subprocess.CompletedProcess[str]:
+            argv = [sys.executable, "-m", "ultimate_rag.cli", "ask", QUESTION["question"], "--kb", ids["kb"], *more]
+            return await asyncio.to_thread(subprocess.run, argv, env=env, capture_output=True, text=True, timeout=120)
+
+        standin.script({"stall": 3})
+        slow = await ask()
+        assert slow.returncode == 1 and "Traceback" not in slow.stderr, slow.stderr
+        assert slow.stderr.startswith(f"error: the language model at {standin.base_url} did not answer within 1 s")
+        assert slow.stderr.rstrip().endswith("(HTTP 504)") and "Expecting value" not in slow.stderr
+
+        standin.script({"reply": "Routers reset themselves."})  # (grounded in the JSON: test_answers.py)
+        human = await ask()
+        assert human.returncode == 0, human.stderr
+        assert human.stdout.startswith("Routers reset themselves.\nnot grounded: this answer cites none")
+        assert "router.md" in human.stdout

@@ -22,7 +22,7 @@ from .errors import ApiError, NotFound, ServerError, ServiceUnavailable, Transpo
 from .models import Document
 
 LIST_ABOVE = 20  # refresh more documents than this with the list endpoint
-MAX_RECONNECT_DELAY = 15.0
+MAX_RECONNECT_DELAY = 5.0  # a waiting client finds a restarted server within seconds (one request each)
 OnUpdate = Callable[[Document], None]
 OnConnection = Callable[[str | None], None]  # why the server cannot be reached; None: reached again
 
