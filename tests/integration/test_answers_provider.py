@@ -166,7 +166,8 @@ async def test_ask_prints_the_504_and_marks_an_answer_that_cites_nothing(contain
 
         async def ask(*more: str) -> subprocess.CompletedProcess[str]:
             argv = [sys.executable, "-m", "ultimate_rag.cli", "ask", QUESTION["question"], "--kb", ids["kb"], *more]
-            return await asyncio.to_thread(subprocess.run, argv, env=env, capture_output=True, text=True, timeout=120)
+            return await asyncio.to_thread(lambda: subprocess.run(argv, env=env, capture_output=True, text=True,
+                                                                  timeout=120))
 
         standin.script({"stall": 3})
         slow = await ask()
