@@ -165,7 +165,7 @@ async def test_ask_prints_the_504_and_marks_an_answer_that_cites_nothing(contain
         env |= {"ULTIMATE_RAG_URL": str(client.base_url).rstrip("/"), "ULTIMATE_RAG_API_KEY": ADMIN_KEY}
 
         async def ask(*more: str) -> subprocess.CompletedProcess[str]:
-            argv = [sys.executable, "-m", "ultimate_rag.cli", "ask", QUESTION["question"], "--kb", ids["kb"], *more]
+            argv = [sys.executable, "-m", "ultimate_rag.cli", "ask", str(QUESTION["question"]), "--kb", ids["kb"], *more]
             return await asyncio.to_thread(lambda: subprocess.run(argv, env=env, capture_output=True, text=True,
                                                                   timeout=120))
 
