@@ -164,12 +164,7 @@ class Client:
                          idle_timeout: float | None = None,
                          on_connection: Callable[[str | None], None] | None = None) -> list[Document]:
         """Wait until every document is stable (READY, FAILED, DELETED or OUTDATED) and return them, in
-        order. Follows the knowledge base's event stream; polls when the server has none.
-
-        ``on_update(doc)``: each document when first read and whenever it changes (status, progress,
-        error). A server that restarts or cannot be reached is waited for (reconnecting with backoff);
-        ``on_connection(why)`` says when it cannot be reached, ``on_connection(None)`` when it is back.
-        ``TimeoutError`` after ``timeout`` seconds in all, or ``idle_timeout`` seconds in which no
-        document changed."""
+        order; a server that restarts is waited for. The arguments and rules of
+        :meth:`AsyncClient.wait_until_ready`."""
         return self._run(waiting.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update,
                                                   idle_timeout, on_connection))
