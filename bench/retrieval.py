@@ -31,10 +31,11 @@ import numpy as np
 
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.domain.search import Fusion, SearchMode
+from ultimate_rag.domain.search import Fusion, FusionWeights, SearchMode
 from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
 
+from . import retrieval_public
 from .common import fresh_database, machine
 from .retrieval_set.build import files
 from .retrieval_set.questions import QUESTIONS
@@ -170,7 +171,12 @@ async def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000, help="synthetic chunks for the latency run (0: none)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-only", action="store_true", help="skip the quality runs")
+    parser.add_argument("--public", action="store_true", help="the public sets beside ours (bench/retrieval_public.py)")
+    retrieval_public.add_arguments(parser)
     args = parser.parse_args()
+    if args.public:
+        await retrieval_public.run(args)
+        return
     print(machine())
     url, server, root = fresh_database()
     settings = Settings(database_url=url, data_dir=Path(root) / "data", admin_key="bench-admin-key-0123456789")
@@ -181,14 +187,15 @@ async def main() -> None:
         for mode in () if args.latency_only else MODES:
             report(f"mode={mode.value}", await evaluate(container, kb, key_of, mode))
         search = container.retrieval.search
+        default = search.weights
         for weight in () if args.latency_only else (0.3, 0.4, 0.5, 0.6, 0.7):
-            search._fusion, search._dense_weight = Fusion.WEIGHTED, weight
+            search.fusion, search.weights = Fusion.WEIGHTED, FusionWeights(weight, default.lexical)
             report(f"mode=hybrid fusion=weighted dense_weight={weight}",
                    await evaluate(container, kb, key_of, SearchMode.HYBRID))
         if not args.latency_only:
-            search._fusion = Fusion.RRF
+            search.fusion = Fusion.RRF
             report("mode=hybrid fusion=rrf", await evaluate(container, kb, key_of, SearchMode.HYBRID))
-        search._fusion, search._dense_weight = Fusion(settings.search_fusion), settings.search_dense_weight
+        search.fusion, search.weights = Fusion(settings.search_fusion), default
         if args.chunks:
             await latency(container, await synthetic(container, args.chunks), args.repeat)
     finally:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..adapter_factories import make_chat_model
 from ..domain.ports import ChatModel, ReadyChunks
-from ..domain.search import Fusion
+from ..domain.search import Fusion, FusionWeights
 from ..observability import AnswerMetrics, SearchMetrics
 from ..services.answering import AnswerConfig, AnswerService
 from ..services.search import SearchService
@@ -45,6 +45,7 @@ def wire(settings: Settings, embedding: EmbeddingFeature, documents: ReadyChunks
     search = SearchService(vectors=embedding.indexes, models=embedding.models, documents=documents,
                            sparse=embedding.sparse, max_top_k=settings.max_search_top_k,
                            max_query_chars=settings.max_query_chars, fusion=Fusion(settings.search_fusion),
-                           dense_weight=settings.search_dense_weight, query_cache_size=settings.query_cache_size,
-                           metrics=metrics, centroids=embedding.centroids)
+                           weights=FusionWeights(settings.search_dense_weight, settings.search_lexical_weight),
+                           query_cache_size=settings.query_cache_size, metrics=metrics, centroids=embedding.centroids,
+                           lexical=embedding.indexes.sparse.lexical if settings.search_lexical_weight > 0 else None)
     return RetrievalFeature(search=search, search_metrics=metrics, answers=make_answers(settings, search, chat))

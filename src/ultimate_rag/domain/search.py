@@ -16,6 +16,8 @@ from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
 
+from .lexical import LexicalQuery
+
 
 class SearchMode(StrEnum):
     HYBRID = "hybrid"
@@ -59,19 +61,23 @@ class SearchFilters:
 
 @dataclass(frozen=True, slots=True)
 class QueryVectors:
-    """The query as the index sees it: the dense vector and the learned sparse one (index -> weight)."""
+    """The query as the index sees it: the dense vector, the learned sparse one (index -> weight)
+    and its BM25 terms (None: no query term is in the knowledge base, or a dense search)."""
 
     dense: tuple[float, ...]
     sparse: Mapping[int, float] = field(default_factory=dict)
+    lexical: LexicalQuery | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ScoredChunk:
-    """A candidate with both similarities (cosine; 0.0 where the chunk has no sparse vector)."""
+    """A candidate with its similarities: dense and learned sparse (cosine; 0.0 where the chunk has
+    no sparse vector) and BM25 (normalised by the query's total IDF, domain/lexical.py; 0.0 without)."""
 
     chunk_id: UUID
     dense: float
     sparse: float
+    lexical: float = 0.0
 
 
 def glob_to_regex(pattern: str) -> str:
@@ -96,21 +102,42 @@ def glob_to_regex(pattern: str) -> str:
     return "".join(out)
 
 
+@dataclass(frozen=True, slots=True)
+class FusionWeights:
+    """Weighted fusion: ``dense`` and ``sparse`` share the similarity (``sparse`` = 1 - ``dense``);
+    ``lexical`` adds the BM25 score on top (chosen across several sets: bench/RESULTS.md)."""
+
+    dense: float = 0.6
+    lexical: float = 0.1
+
+    @property
+    def sparse(self) -> float:
+        return 1.0 - self.dense
+
+
 def fuse(candidates: Iterable[ScoredChunk], mode: SearchMode, *, fusion: Fusion = Fusion.WEIGHTED,
-         dense_weight: float = 0.5) -> list[tuple[UUID, float]]:
-    """(chunk id, score) best first. ``dense``/``sparse`` mode: that similarity alone."""
+         weights: FusionWeights | None = None) -> list[tuple[UUID, float]]:
+    """(chunk id, score) best first. ``dense`` mode: the dense similarity alone; ``sparse``: the
+    lexical side, learned sparse and BM25 (the hybrid score without its dense part); ``hybrid``:
+    all three."""
     items = list(candidates)
+    weights = weights or FusionWeights()
     if mode is SearchMode.DENSE:
         scored = [(c.chunk_id, c.dense) for c in items]
-    elif mode is SearchMode.SPARSE:
-        scored = [(c.chunk_id, c.sparse) for c in items]
     elif fusion is Fusion.RRF:
-        by_dense = {c.chunk_id: r for r, c in enumerate(sorted(items, key=lambda c: -c.dense), 1)}
-        by_sparse = {c.chunk_id: r for r, c in enumerate(sorted(items, key=lambda c: -c.sparse), 1)}
-        scored = [(c.chunk_id, 1 / (RRF_K + by_dense[c.chunk_id]) + 1 / (RRF_K + by_sparse[c.chunk_id]))
-                  for c in items]
+        total = dict.fromkeys((c.chunk_id for c in items), 0.0)
+        ranks = [sorted((c for c in items if c.sparse), key=lambda c: -c.sparse),  # nothing on a side: no rank there
+                 sorted((c for c in items if c.lexical > 0), key=lambda c: -c.lexical)]
+        if mode is SearchMode.HYBRID:
+            ranks.append(sorted(items, key=lambda c: -c.dense))
+        for ranked in ranks:
+            for rank, c in enumerate(ranked, 1):
+                total[c.chunk_id] += 1 / (RRF_K + rank)
+        scored = list(total.items())
     else:
-        scored = [(c.chunk_id, dense_weight * c.dense + (1 - dense_weight) * c.sparse) for c in items]
+        dense = weights.dense if mode is SearchMode.HYBRID else 0.0
+        scored = [(c.chunk_id, dense * c.dense + weights.sparse * c.sparse + weights.lexical * c.lexical)
+                  for c in items]
     scored.sort(key=lambda pair: pair[1], reverse=True)
     return scored
 
@@ -199,4 +226,4 @@ class LanguageOffsets:
 
     def apply(self, chunk: ScoredChunk, language: str) -> ScoredChunk:
         sparse = chunk.sparse - self.sparse.get(language, 0.0) if chunk.sparse else 0.0  # none yet: no bonus
-        return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0), sparse)
+        return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0), sparse, chunk.lexical)

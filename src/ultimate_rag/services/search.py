@@ -1,7 +1,8 @@
-"""Search (SPEC §10): embed the query (dense and learned sparse, a small LRU in front), ask the
-vector index for candidates of the knowledge base restricted by the filters inside its query, fuse
-dense and sparse similarity per chunk, then keep only chunks whose document PostgreSQL says is
-READY and passes the filters — even if a crashed worker left vectors behind (the double filter).
+"""Search (SPEC §10): embed the query (dense and learned sparse, a small LRU in front) and weigh its
+BM25 terms by the knowledge base's document frequencies, ask the index for candidates of the
+knowledge base restricted by the filters inside its query, fuse dense, learned sparse and BM25
+per chunk (docs/search.md), then keep only chunks whose document PostgreSQL says is READY and
+passes the filters — even if a crashed worker left vectors behind (the double filter).
 Over-fetches until top_k results survive or the index has nothing more."""
 
 from __future__ import annotations
@@ -15,10 +16,21 @@ from uuid import UUID
 
 from ..domain.embedding_models import IndexPlan
 from ..domain.errors import GenerationGone, InvalidRequestError, TransientError
+from ..domain.lexical import LexicalQuery, lexical_query, query_indexes
 from ..domain.models import SearchResult, SourceLocator
-from ..domain.ports import CentroidStore, Embedder, IndexRouter, ReadyChunks, SearchTimings, SparseEncoder, SparseVector
+from ..domain.ports import (
+    CentroidStore,
+    Embedder,
+    IndexRouter,
+    LexicalStatistics,
+    ReadyChunks,
+    SearchTimings,
+    SparseEncoder,
+    SparseVector,
+)
 from ..domain.search import (
     Fusion,
+    FusionWeights,
     LanguageOffsets,
     QueryVectors,
     SearchFilters,
@@ -61,21 +73,24 @@ class QueryCache:
 class SearchService:
     def __init__(self, *, vectors: IndexRouter, models: EmbeddingModels, documents: ReadyChunks,
                  max_top_k: int, max_query_chars: int, sparse: SparseEncoder | None = None,
-                 fusion: Fusion = Fusion.WEIGHTED, dense_weight: float = 0.6, query_cache_size: int = 1024,
-                 metrics: SearchTimings | None = None, centroids: CentroidStore | None = None) -> None:
+                 fusion: Fusion = Fusion.WEIGHTED, weights: FusionWeights | None = None, query_cache_size: int = 1024,
+                 metrics: SearchTimings | None = None, centroids: CentroidStore | None = None,
+                 lexical: LexicalStatistics | None = None) -> None:
         """``vectors``: the index generations router (candidates from the generation of the plan a
-        search read); ``models``: the query is embedded with that generation's own model."""
+        search read); ``models``: the query is embedded with that generation's own model;
+        ``lexical``: the knowledge bases' BM25 statistics (None: no BM25 side)."""
         self._vectors = vectors
         self._models = models
         self._sparse = sparse
         self._documents = documents
         self._max_top_k = max_top_k
         self._max_query_chars = max_query_chars
-        self._fusion = fusion
-        self._dense_weight = dense_weight
+        self.fusion = fusion
+        self.weights = weights or FusionWeights()
         self._cache = QueryCache(query_cache_size)
         self.metrics = metrics
         self._centroids = centroids
+        self._lexical = lexical
 
     async def search(self, knowledge_base_id: UUID, query: str, top_k: int, *,
                      mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
@@ -89,11 +104,11 @@ class SearchService:
             raise InvalidRequestError(f"top_k must be between 1 and {self._max_top_k}")
         if mode is SearchMode.SPARSE and self._sparse is None:
             raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
-        effective = mode if self._sparse is not None else SearchMode.DENSE
+        effective = mode if self._sparse is not None or self._lexical is not None else SearchMode.DENSE
         started = time.perf_counter()
         for _ in range(3):  # a switch between reading the plan and the index: read it again
             plan, embedder = await self._index_of(knowledge_base_id)
-            vectors = await self._query_vectors(query, effective, embedder)
+            vectors = await self._query_vectors(knowledge_base_id, query, effective, embedder)
             try:
                 results = await self._collect(knowledge_base_id, query, vectors, top_k, effective,
                                               filters or SearchFilters(), min_score, group_by_document, plan, embedder)
@@ -112,7 +127,9 @@ class SearchService:
         plan = await self._vectors.plan(knowledge_base_id)
         return plan, self._models.embedder(plan.current.spec)
 
-    async def _query_vectors(self, query: str, mode: SearchMode, embedder: Embedder) -> QueryVectors:
+    async def _query_vectors(self, knowledge_base_id: UUID, query: str, mode: SearchMode,
+                             embedder: Embedder) -> QueryVectors:
+        """The query's dense and learned sparse vectors and its BM25 terms, computed at once."""
         dense_key = (f"dense:{embedder.name}", query)
         dense = self._cache.get(dense_key)
         sparse: SparseVector | None = self._cache.get(("sparse", query)) if mode is not SearchMode.DENSE else {}
@@ -121,6 +138,9 @@ class SearchService:
             jobs.append(embedder.embed_query(query))
         if sparse is None and self._sparse is not None:
             jobs.append(self._sparse.encode_query(query))
+        lexical = self._lexical_query(knowledge_base_id, query) if mode is not SearchMode.DENSE else None
+        if lexical is not None:
+            jobs.append(lexical)
         done = list(await asyncio.gather(*jobs))
         if dense is None:
             dense = tuple(done.pop(0))
@@ -128,7 +148,22 @@ class SearchService:
         if sparse is None:
             sparse = done.pop(0) if self._sparse is not None else {}
             self._cache.put(("sparse", query), sparse)
-        return QueryVectors(dense=dense, sparse=sparse or {})
+        return QueryVectors(dense=dense, sparse=sparse or {}, lexical=done.pop(0) if lexical is not None else None)
+
+    def _lexical_query(self, knowledge_base_id: UUID, query: str) -> Awaitable[LexicalQuery | None] | None:
+        """The query's BM25 terms weighted by their IDF in the knowledge base (a read of its
+        statistics); None without a lexical side."""
+        if self._lexical is None:
+            return None
+        statistics = self._lexical
+        indexes = query_indexes(knowledge_base_id, query)
+
+        async def weigh() -> LexicalQuery | None:
+            if not indexes:
+                return None
+            chunks, frequencies = await statistics.statistics(knowledge_base_id, indexes)
+            return lexical_query(indexes, chunks, frequencies)
+        return weigh()
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
                        filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan,
@@ -139,14 +174,14 @@ class SearchService:
             found, exhausted = await self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode,
                                                               filters=filters, plan=plan)
             if mode is SearchMode.SPARSE:
-                found = [c for c in found if c.sparse > 0]
+                found = [c for c in found if c.sparse > 0 or c.lexical > 0]
             dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
             if offsets is not None:
                 found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
                          if c.chunk_id in rows]
-            ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
+            ranked = fuse(found, mode, fusion=self.fusion, weights=self.weights)
             results = self._assemble(ranked, rows, query, top_k, min_score, group, dense_of)
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:

@@ -14,7 +14,7 @@ from uuid import UUID, uuid4
 
 from ..adapters.postgres.sql import load_queries
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
-from ..domain.search import QueryVectors, SearchFilters, SearchMode, fuse
+from ..domain.search import FusionWeights, QueryVectors, SearchFilters, SearchMode, fuse
 from .contracts import near, unit_vector
 from .eventually import eventually
 
@@ -98,7 +98,7 @@ class HybridVectorStoreContract:
             return any(c.chunk_id == target for c in chunks)
 
         found = await eventually(fetch, has_target, self.visibility_timeout)
-        fused = fuse(found, SearchMode.HYBRID, dense_weight=0.6)
+        fused = fuse(found, SearchMode.HYBRID, weights=FusionWeights(0.6))
         assert fused[0][0] == target
         assert len(found) >= 6  # and the dense top is there beside it
 

@@ -1,8 +1,9 @@
 """What search and answers read besides the vectors: the chunks PostgreSQL says are searchable
-(the double filter), and where search reports its timings."""
+(the double filter), the knowledge base's BM25 statistics, and where search reports its timings."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -19,3 +20,10 @@ class ReadyChunks(Protocol):
 
 class SearchTimings(Protocol):
     def observe(self, mode: str, seconds: float) -> None: ...
+
+
+class LexicalStatistics(Protocol):
+    async def statistics(self, knowledge_base_id: UUID, indexes: Sequence[int]) -> tuple[int, dict[int, int]]:
+        """The knowledge base's published chunk count and the document frequency (in chunks) of each
+        of the term ``indexes`` (domain/lexical.py) that occurs at all."""
+        ...
