@@ -181,15 +181,15 @@ async def ingest(container, s: EvalSet) -> tuple[UUID, dict[UUID, str]]:
     name = f"bench-{s.name}"
     row = await db.fetchone("SELECT id FROM knowledge_bases WHERE name = %s", (name,))
     if row is None:
-        kb = (await container.ingest.knowledge_bases.create(name, "", KnowledgeBaseSettings())).id
-        for _key, (filename, data) in s.files.items():
-            await container.ingest.ingestion.submit(kb, filename, None, data)
+        made = await container.ingest.knowledge_bases.create(name, "", KnowledgeBaseSettings())
+        kb = made.id
+        for filename, data in s.files.values():
+            await container.ingest.ingestion.submit(made, filename, None, data)
         started = time.perf_counter()
         await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
         print(f"ingested {s.name}: {len(s.files)} documents in {time.perf_counter() - started:.0f}s", flush=True)
     else:
         kb = row["id"]
-        await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()  # the backfill, if any
     rows = await db.fetchall("SELECT id, filename, status FROM documents WHERE knowledge_base_id = %s", (kb,))
     by_filename = {filename: key for key, (filename, _) in s.files.items()}
     bad = [r["filename"] for r in rows if r["status"] != "READY"]
@@ -229,7 +229,7 @@ async def run(args: argparse.Namespace) -> None:
                         query_cache_size=20_000)
     container = build(settings, url=url)
     await container.open()
-    sets = [ours(), ours(per_language=6)]
+    sets = [ours(), ours(per_language=6)] if args.ours else []
     sets += [load(args.limit) for name, load in (("xquad", xquad), ("korquad", korquad))
              if (PUBLIC / name).is_dir() and name in args.sets]
     try:
@@ -255,3 +255,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true", help="start the kept knowledge bases over")
     parser.add_argument("--limit", type=int, default=150, help="questions per category of a public set")
     parser.add_argument("--sets", default="xquad,korquad", help="public sets to run (comma-separated)")
+    parser.add_argument("--no-ours", dest="ours", action="store_false", help="skip our own set")

@@ -149,6 +149,14 @@ class Settings(BaseSettings):
     llm_temperature: float | None = Field(default=0.2, ge=0, le=2)
     answer_min_score: float = Field(default=0.78, ge=-1, le=1)  # less: not relevant, the model is not asked
 
+    # optional reranking (SPEC §10): a cross-encoder behind the /v1/rerank API re-scores the top candidates
+    rerank_base_url: str | None = None  # the server, or its /v1 root; unset: no reranking
+    rerank_model: str | None = None
+    rerank_api_key: str | None = Field(default=None, repr=False)
+    rerank_candidates: int = Field(default=30, ge=1, le=200)  # how many of the top results are re-scored
+    rerank_timeout_seconds: float = Field(default=10.0, gt=0)
+    rerank_max_retries: int = Field(default=2, ge=0)
+
     # connectors (SPEC §9)
     connector_directory_roots: str = ""  # comma-separated directories that directory connectors may read
     connector_max_item_bytes: int | None = Field(default=None, gt=0)  # per remote item; default: max_upload_bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..adapter_factories import make_chat_model
+from ..adapter_factories import make_chat_model, make_reranker
 from ..domain.ports import ChatModel, ReadyChunks
 from ..domain.search import Fusion, FusionWeights
 from ..observability import AnswerMetrics, SearchMetrics
@@ -47,5 +47,6 @@ def wire(settings: Settings, embedding: EmbeddingFeature, documents: ReadyChunks
                            max_query_chars=settings.max_query_chars, fusion=Fusion(settings.search_fusion),
                            weights=FusionWeights(settings.search_dense_weight, settings.search_lexical_weight),
                            query_cache_size=settings.query_cache_size, metrics=metrics, centroids=embedding.centroids,
-                           lexical=embedding.indexes.sparse.lexical if settings.search_lexical_weight > 0 else None)
+                           lexical=embedding.indexes.sparse.lexical if settings.search_lexical_weight > 0 else None,
+                           reranker=make_reranker(settings), rerank_candidates=settings.rerank_candidates)
     return RetrievalFeature(search=search, search_metrics=metrics, answers=make_answers(settings, search, chat))

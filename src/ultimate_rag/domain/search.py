@@ -9,9 +9,10 @@ so the gap between two close candidates survives (rank fusion would keep only th
 from __future__ import annotations
 
 import re
+import statistics
 import unicodedata
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
@@ -227,3 +228,22 @@ class LanguageOffsets:
     def apply(self, chunk: ScoredChunk, language: str) -> ScoredChunk:
         sparse = chunk.sparse - self.sparse.get(language, 0.0) if chunk.sparse else 0.0  # none yet: no bonus
         return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0), sparse, chunk.lexical)
+
+
+# BM25 across languages: a question shares its own language's common words and character bigrams
+# with every chunk in that language, so in a multilingual knowledge base BM25 alone would pull a
+# question towards its own language (the bias language centring removes from the similarities). A
+# chunk's BM25 score counts above its language's typical score among the candidates (their median,
+# over at least ``MIN_LEXICAL_PEERS`` of them; else nothing is taken off): a rare term still lifts
+# its chunk, a shared "what" or "什么" no longer lifts a language.
+MIN_LEXICAL_PEERS = 10
+
+
+def centre_lexical(chunks: Sequence[tuple[ScoredChunk, str]]) -> list[ScoredChunk]:
+    """``chunks``: candidates with their languages."""
+    by_language: dict[str, list[float]] = {}
+    for chunk, language in chunks:
+        by_language.setdefault(language, []).append(chunk.lexical)
+    baseline = {language: statistics.median(scores) if len(scores) >= MIN_LEXICAL_PEERS else 0.0
+                for language, scores in by_language.items()}
+    return [replace(chunk, lexical=max(0.0, chunk.lexical - baseline[language])) for chunk, language in chunks]

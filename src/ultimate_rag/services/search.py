@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -24,6 +25,7 @@ from ..domain.ports import (
     IndexRouter,
     LexicalStatistics,
     ReadyChunks,
+    Reranker,
     SearchTimings,
     SparseEncoder,
     SparseVector,
@@ -35,6 +37,7 @@ from ..domain.search import (
     QueryVectors,
     SearchFilters,
     SearchMode,
+    centre_lexical,
     fuse,
     highlights,
     script_language,
@@ -42,6 +45,12 @@ from ..domain.search import (
 from .embedding_models import EmbeddingModels
 
 MAX_FETCH = 16384
+
+
+def rerank_tier(result: SearchResult) -> int:
+    """Where a result stands before the reranker orders within its tier (lower first): one tier
+    until identifier exactness ranks exact matches above the rest."""
+    return 0
 MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw similarity ranks lower
 # A language's mean says "this language" only over enough chunks; over a handful it is their content,
 # and centring on it would cancel exactly the similarity that matters.
@@ -75,10 +84,12 @@ class SearchService:
                  max_top_k: int, max_query_chars: int, sparse: SparseEncoder | None = None,
                  fusion: Fusion = Fusion.WEIGHTED, weights: FusionWeights | None = None, query_cache_size: int = 1024,
                  metrics: SearchTimings | None = None, centroids: CentroidStore | None = None,
-                 lexical: LexicalStatistics | None = None) -> None:
+                 lexical: LexicalStatistics | None = None, reranker: Reranker | None = None,
+                 rerank_candidates: int = 30) -> None:
         """``vectors``: the index generations router (candidates from the generation of the plan a
         search read); ``models``: the query is embedded with that generation's own model;
-        ``lexical``: the knowledge bases' BM25 statistics (None: no BM25 side)."""
+        ``lexical``: the knowledge bases' BM25 statistics (None: no BM25 side); ``reranker``: the
+        optional cross-encoder that re-scores the top ``rerank_candidates`` results."""
         self._vectors = vectors
         self._models = models
         self._sparse = sparse
@@ -91,6 +102,8 @@ class SearchService:
         self.metrics = metrics
         self._centroids = centroids
         self._lexical = lexical
+        self.reranker = reranker
+        self._rerank_candidates = rerank_candidates
 
     async def search(self, knowledge_base_id: UUID, query: str, top_k: int, *,
                      mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
@@ -106,17 +119,21 @@ class SearchService:
             raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
         effective = mode if self._sparse is not None or self._lexical is not None else SearchMode.DENSE
         started = time.perf_counter()
+        wanted = max(top_k, self._rerank_candidates) if self.reranker is not None else top_k
         for _ in range(3):  # a switch between reading the plan and the index: read it again
             plan, embedder = await self._index_of(knowledge_base_id)
             vectors = await self._query_vectors(knowledge_base_id, query, effective, embedder)
             try:
-                results = await self._collect(knowledge_base_id, query, vectors, top_k, effective,
+                results = await self._collect(knowledge_base_id, query, vectors, wanted, effective,
                                               filters or SearchFilters(), min_score, group_by_document, plan, embedder)
                 break
             except GenerationGone:
                 continue
         else:
             raise TransientError("the knowledge base is switching embedding models; try again", service="search")
+        if self.reranker is not None:
+            results = await self._rerank(self.reranker, query, results)
+        results = results[:top_k]
         if self.metrics is not None:
             self.metrics.observe(mode.value, time.perf_counter() - started)
         return results
@@ -178,15 +195,27 @@ class SearchService:
             dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
-            if offsets is not None:
-                found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
-                         if c.chunk_id in rows]
+            if offsets is not None:  # a multilingual knowledge base: centre every signal on its language
+                languages = [(c, script_language(rows[c.chunk_id]["content"])) for c in found if c.chunk_id in rows]
+                found = centre_lexical([(offsets.apply(c, language), language) for c, language in languages])
             ranked = fuse(found, mode, fusion=self.fusion, weights=self.weights)
             results = self._assemble(ranked, rows, query, top_k, min_score, group, dense_of)
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
                 return results
             fetch = min(fetch * 4, MAX_FETCH)
+
+    @staticmethod
+    async def _rerank(reranker: Reranker, query: str, results: list[SearchResult]) -> list[SearchResult]:
+        """The cross-encoder's order and scores (its relevance, which ``score`` then is). A result's
+        tier — identifier exactness above everything else — stays above the reranker: it orders
+        within a tier (``rerank_tier``)."""
+        if not results:
+            return results
+        scores = await reranker.rerank(query, [r.content for r in results])
+        rescored = [replace(r, score=score) for r, score in zip(results, scores, strict=True)]
+        order = sorted(range(len(rescored)), key=lambda i: (rerank_tier(results[i]), -rescored[i].score, i))
+        return [rescored[i] for i in order]
 
     async def _offsets(self, knowledge_base_id: UUID, vectors: QueryVectors,
                        embedder: Embedder) -> LanguageOffsets | None:

@@ -12,7 +12,7 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
                  KnowledgeBaseReader, DocumentIntake
     migrations   MigrationStore, IndexStateReader, MigrationItemQueue
     maintenance  MaintenanceStore, GenerationSweeper, BackfillStore, SparseIndexWriter
-    search       ReadyChunks, SearchTimings, LexicalStatistics
+    search       ReadyChunks, SearchTimings, LexicalStatistics, Reranker
     catalog      KnowledgeBaseStore, DocumentCatalog, ApiKeyStore, AuditTrail, OperationsReadout,
                  DocumentEvents (what the API reads and writes besides the services)
     chat         ChatModel
@@ -53,7 +53,7 @@ from .maintenance import BackfillStore, GenerationSweeper, MaintenanceStore, Obj
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
 from .parsing import Chunker, ImageDescriber, Parser, ParserResolver, ParseRunnerPort
 from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeasesPort, PipelineStore, TaskLeases
-from .search import LexicalStatistics, ReadyChunks, SearchTimings
+from .search import LexicalStatistics, ReadyChunks, Reranker, SearchTimings
 from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
 
@@ -104,6 +104,7 @@ __all__ = [
     "Pingable",
     "PipelineStore",
     "ReadyChunks",
+    "Reranker",
     "SearchTimings",
     "SparseEncoder",
     "SparseIndexWriter",

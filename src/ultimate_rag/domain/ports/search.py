@@ -27,3 +27,10 @@ class LexicalStatistics(Protocol):
         """The knowledge base's published chunk count and the document frequency (in chunks) of each
         of the term ``indexes`` (domain/lexical.py) that occurs at all."""
         ...
+
+
+class Reranker(Protocol):
+    """A cross-encoder: each document's relevance to the query, in the documents' order. Fails with
+    ``ProviderError`` (``ProviderTimeoutError`` when it does not answer in time)."""
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]: ...
