@@ -94,40 +94,59 @@ class LanguageCentroids:
         self._cache[key] = (time.monotonic(), means)
         return means
 
-    def blended(self, own: Centroids, model: str, *, min_chunks: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Each counting language's mean: its own blended with the reference mean, weighted by
-        chunks (``PRIOR_CHUNKS`` for the reference). A language counts with at least ``min_share`` of
-        the chunks, and, without a reference mean, ``min_chunks`` of its own."""
+    def blended(self, own: Centroids, model: str, *,
+                min_chunks: int) -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
+        """Each language's mean, its own blended with the reference mean weighted by chunks
+        (``PRIOR_CHUNKS`` for the reference), and how much it counts, from 0 to 1: a language comes
+        in as its share of the chunks goes from half ``min_share`` to ``min_share`` (and, without a
+        reference mean, as its chunks go from half ``min_chunks`` to ``min_chunks``) — gradually, so
+        that a growing knowledge base sees no jump."""
         total = sum(n for _, _, n in own.values())
         prior = self._prior.means if self._prior is not None and self._prior.model == model else {}
-        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        out: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
         for language, (dense, sparse, n) in own.items():
-            if n < self._min_share * total or (language not in prior and n < min_chunks):
+            weight = _ramp(n / total if total else 0.0, self._min_share)
+            reference = prior.get(language)
+            if reference is None or reference[0].shape != dense.shape:
+                weight *= _ramp(float(n), float(min_chunks))
+                if weight > 0:
+                    out[language] = (dense, sparse, weight)
                 continue
-            if language not in prior or prior[language][0].shape != dense.shape:
-                out[language] = (dense, sparse)
-                continue
-            w = self._prior_chunks / (self._prior_chunks + n)
-            ref_dense, ref_sparse = prior[language]
-            out[language] = (w * ref_dense + (1 - w) * dense,
-                             w * ref_sparse + (1 - w) * sparse if ref_sparse.shape == sparse.shape else sparse)
+            if weight > 0:
+                w = self._prior_chunks / (self._prior_chunks + n)
+                ref_dense, ref_sparse = reference
+                out[language] = (w * ref_dense + (1 - w) * dense,
+                                 w * ref_sparse + (1 - w) * sparse if ref_sparse.shape == sparse.shape else sparse,
+                                 weight)
         return out
 
     async def offsets(self, knowledge_base_id: UUID, model: str, query: QueryVectors, *,
                       min_chunks: int) -> LanguageOffsets | None:
-        """``ports.CentroidStore.offsets``: the query's similarity to each language's mean less
-        their average (None with fewer than two counting languages)."""
+        """``ports.CentroidStore.offsets``: the query's similarity to each counting language's mean
+        less their (weighted) average, scaled by how much the language counts (None with fewer than
+        two languages counting)."""
         means = self.blended(await self.means(knowledge_base_id, model), model, min_chunks=min_chunks)
         if len(means) < 2:
             return None
         q = np.asarray(query.dense, dtype=np.float32)
         idx = np.fromiter(query.sparse.keys(), dtype=np.int64, count=len(query.sparse))
         val = np.fromiter(query.sparse.values(), dtype=np.float32, count=len(query.sparse))
-        dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _) in means.items()}
-        sparse = {lang: float(val @ s[idx]) if len(idx) and len(s) else 0.0 for lang, (_, s) in means.items()}
-        dense_bar, sparse_bar = sum(dense.values()) / len(dense), sum(sparse.values()) / len(sparse)
-        return LanguageOffsets(dense={k: v - dense_bar for k, v in dense.items()},
-                               sparse={k: v - sparse_bar for k, v in sparse.items()})
+        weights = {lang: w for lang, (_, _, w) in means.items()}
+        dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _, _) in means.items()}
+        sparse = {lang: float(val @ s[idx]) if len(idx) and len(s) else 0.0 for lang, (_, s, _) in means.items()}
+        return LanguageOffsets(dense=_centred(dense, weights), sparse=_centred(sparse, weights))
+
+
+def _ramp(value: float, full: float) -> float:
+    """0 up to half ``full``, 1 from ``full``, linear between."""
+    if full <= 0:
+        return 1.0
+    return min(1.0, max(0.0, (value - full / 2) / (full / 2)))
+
+
+def _centred(similarity: dict[str, float], weights: dict[str, float]) -> dict[str, float]:
+    mean = sum(similarity[k] * weights[k] for k in similarity) / sum(weights.values())
+    return {k: weights[k] * (v - mean) for k, v in similarity.items()}
 
 
 _HALF = SPARSE_DIMENSION // 2  # the sparse sum's halves: sparse_low, sparse_high

@@ -148,7 +148,9 @@ async def reindex_progress(kb: ReadableKB, lifecycle: LifecycleDep) -> RebuildPr
     return RebuildProgressOut(**row, finished=row["pending"] == 0)
 
 
-@router.post("/{kb_id}/search", response_model=SearchOut)
+@router.post("/{kb_id}/search", response_model=SearchOut, responses={
+    502: {"description": "the configured reranker failed (after retries) or refused the request"},
+    504: {"description": "the configured reranker did not answer in time (after retries)"}})
 async def search(kb: ReadableKB, body: SearchIn, service: SearchDep) -> SearchOut:
     if kb.deleting:  # its documents stop being searchable the moment the delete is accepted
         return SearchOut(results=[])
