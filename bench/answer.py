@@ -33,7 +33,7 @@ import httpx
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.services.grounding import answer_messages
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.llm_servers import LlamaCppChatServer, StandInChatServer, llama_runtime_missing
 

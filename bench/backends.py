@@ -33,7 +33,7 @@ from ultimate_rag.adapters.vectors.milvus import MilvusVectorStore
 from ultimate_rag.adapters.vectors.pgvector import PgVectorStore
 from ultimate_rag.bootstrap import build, prepare_storage
 from ultimate_rag.domain.models import Chunk, EmbeddedChunk, KnowledgeBaseSettings, SourceLocator
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.servers import MilvusLiteServer, SeaweedS3
 

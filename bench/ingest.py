@@ -39,7 +39,7 @@ import psutil
 from ultimate_rag.adapters.chunking.chunker import StructuredChunker
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import DocumentSource
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+from ultimate_rag.services.job_loop import IngestionWorker, WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.worker import model_first, run_event_loop
 

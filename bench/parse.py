@@ -33,7 +33,7 @@ from ultimate_rag.adapters.parsers.isolation import ParseRunner
 from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import DocumentSource, KnowledgeBaseSettings
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, machine

@@ -26,7 +26,7 @@ from ultimate_rag.adapter_factories import make_embedder
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings, ReadyCommit
 from ultimate_rag.domain.status import DocumentStatus
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from . import pgbench_queue

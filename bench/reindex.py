@@ -29,8 +29,8 @@ from uuid import UUID, uuid4
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import SearchFilters, SearchMode
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.lifecycle import BulkReindexFilter
-from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, load_corpus, machine, wait_for_documents

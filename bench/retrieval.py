@@ -3,7 +3,10 @@
 Quality: the set's documents go through the real pipeline (parse, chunk, dense + sparse embedding,
 index) into one knowledge base; every question is searched with ``group_by_document`` and scored
 at document level: top-1, MRR@10, recall@10, per mode (dense, sparse, hybrid), per question kind,
-and for hybrid per fusion (weighted at several dense weights, reciprocal-rank).
+and for hybrid per fusion (weighted at several dense weights, reciprocal-rank). The identifier
+family (``retrieval_set/families.py``: near-identical documents that differ only in their
+identifiers) goes into a knowledge base of its own and is reported per mode as
+``kind=identifier_family``, with the identifier stage and without it (``identifiers=off``).
 
 Latency: ``--chunks`` synthetic chunks (real chunk vectors of the set, perturbed) are inserted
 directly into a second knowledge base of the same tables; each mode's search latency p50/p95 over
@@ -32,37 +35,44 @@ import numpy as np
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import Fusion, FusionWeights, SearchMode
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from . import retrieval_public
 from .common import fresh_database, machine
 from .retrieval_set.build import files
+from .retrieval_set.documents import DOCUMENTS
+from .retrieval_set.families import FAMILY_DOCUMENTS, FAMILY_QUESTIONS
+from .retrieval_set.families import KIND as FAMILY_KIND
 from .retrieval_set.questions import QUESTIONS
 
 MODES = (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID)
 
 
-async def ingest(container) -> tuple[UUID, dict[UUID, str]]:
-    kb = await container.ingest.knowledge_bases.create("retrieval-eval", "", KnowledgeBaseSettings())
+async def ingest(container, name: str = "retrieval-eval",
+                 documents: dict[str, tuple[str, list[str]]] = DOCUMENTS) -> tuple[UUID, dict[UUID, str]]:
+    kb = await container.ingest.knowledge_bases.create(name, "", KnowledgeBaseSettings())
     key_of: dict[UUID, str] = {}
-    for key, (filename, data) in files().items():
+    for key, (filename, data) in files(documents).items():
         doc = await container.ingest.ingestion.submit(kb, filename, None, data)
         key_of[doc.id] = key
     started = time.perf_counter()
     await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
-    rows = await container.infra.db.fetchall("SELECT filename, status, error_message FROM documents")
+    rows = await container.infra.db.fetchall("SELECT filename, status, error_message FROM documents"
+                                             " WHERE knowledge_base_id = %s", (kb.id,))
     bad = [r for r in rows if r["status"] != "READY"]
     if bad:
         raise SystemExit(f"not READY: {bad}")
-    chunks = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks")
+    chunks = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks WHERE knowledge_base_id = %s",
+                                               (kb.id,))
     print(f"ingested {len(rows)} documents, {chunks['n']} chunks in {time.perf_counter() - started:.1f}s")
     return kb.id, key_of
 
 
-async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMode) -> dict[str, dict[str, float]]:
+async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMode,
+                   questions: list[tuple[str, str, str]] = QUESTIONS) -> dict[str, dict[str, float]]:
     per_kind: dict[str, list[int | None]] = defaultdict(list)
-    for question, expected, kind in QUESTIONS:
+    for question, expected, kind in questions:
         results = await container.retrieval.search.search(kb, question, 10, mode=mode, group_by_document=True)
         ranked = [key_of.get(r.document_id) for r in results]  # None: a document outside the set
         rank = ranked.index(expected) + 1 if expected in ranked else None
@@ -74,8 +84,9 @@ async def evaluate(container, kb: UUID, key_of: dict[UUID, str], mode: SearchMod
             for kind, ranks in per_kind.items()}
 
 
-def report(label: str, scores: dict[str, dict[str, float]]) -> None:
-    for kind in ("all", "paraphrase", "cross", "identifier"):
+def report(label: str, scores: dict[str, dict[str, float]],
+           kinds: tuple[str, ...] = ("all", "paraphrase", "cross", "identifier")) -> None:
+    for kind in kinds:
         s = scores[kind]
         print(f"RESULT retrieval {label} kind={kind} n={s['n']:.0f} top1={s['top1']:.3f} "
               f"mrr10={s['mrr10']:.3f} recall10={s['recall10']:.3f}")
@@ -166,6 +177,54 @@ async def latency(container, kb: UUID, repeat: int) -> None:
                   f"exact_reruns_all_modes={getattr(container.embedding.default_index, 'exact_reruns', 0) - reruns}")
 
 
+async def without_identifiers(container, kb: UUID, key_of: dict[UUID, str],
+                              questions: list[tuple[str, str, str]], kinds: tuple[str, ...]) -> None:
+    """Every mode with the identifier stage off: the fused ranking alone, for comparison."""
+    search = container.retrieval.search
+    stage, search._identifiers = search._identifiers, None
+    try:
+        for mode in MODES:
+            report(f"mode={mode.value} identifiers=off", await evaluate(container, kb, key_of, mode, questions), kinds)
+    finally:
+        search._identifiers = stage
+
+
+async def identifier_family(container) -> None:
+    """The identifier family in its own knowledge base, every mode, with the identifier stage and
+    without it."""
+    kb, key_of = await ingest(container, "identifier-family", FAMILY_DOCUMENTS)
+    for mode in MODES:
+        report(f"mode={mode.value} identifiers=on",
+               await evaluate(container, kb, key_of, mode, FAMILY_QUESTIONS), (FAMILY_KIND,))
+    await without_identifiers(container, kb, key_of, FAMILY_QUESTIONS, (FAMILY_KIND,))
+    await identifier_cost(container, kb, [q for q, _, _ in FAMILY_QUESTIONS])
+
+
+async def identifier_cost(container, kb: UUID, questions: list[str], repeat: int = 5) -> None:
+    """Hybrid search latency of the identifier questions with the stage and without it, the query
+    embeddings cached (what the stage adds: the lookup beside the vector index, the scoring by id),
+    each question both ways in a shuffled order."""
+    search = container.retrieval.search
+    stage = search._identifiers
+    samples: dict[str, list[float]] = defaultdict(list)
+    try:
+        for _ in range(repeat):
+            for q in random.sample(questions, len(questions)):
+                for label in random.sample(["on", "off"], 2):
+                    search._identifiers = stage if label == "on" else None
+                    started = time.perf_counter()
+                    await search.search(kb, q, 10)
+                    samples[label].append(time.perf_counter() - started)
+    finally:
+        search._identifiers = stage
+    off = statistics.median(samples["off"])
+    for label in ("on", "off"):
+        cut = statistics.quantiles(samples[label], n=20)
+        print(f"RESULT retrieval identifier_cost identifiers={label} n={len(samples[label])} "
+              f"p50_ms={statistics.median(samples[label]) * 1000:.1f} p95_ms={cut[18] * 1000:.1f} "
+              f"vs_off={statistics.median(samples[label]) / off:.2f}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000, help="synthetic chunks for the latency run (0: none)")
@@ -196,6 +255,9 @@ async def main() -> None:
             search.fusion = Fusion.RRF
             report("mode=hybrid fusion=rrf", await evaluate(container, kb, key_of, SearchMode.HYBRID))
         search.fusion, search.weights = Fusion(settings.search_fusion), default
+        if not args.latency_only:
+            await without_identifiers(container, kb, key_of, QUESTIONS, ("all", "paraphrase", "cross", "identifier"))
+            await identifier_family(container)
         if args.chunks:
             await latency(container, await synthetic(container, args.chunks), args.repeat)
     finally:

@@ -33,7 +33,7 @@ from ultimate_rag.adapters.vectors.sparse_pg import as_sparsevec
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import ScoredChunk, SearchMode
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, load_corpus, machine

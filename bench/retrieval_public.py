@@ -40,7 +40,7 @@ from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.lexical import terms
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import Fusion, FusionWeights, SearchMode, script_language
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
 from .common import REPO, machine

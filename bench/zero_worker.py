@@ -16,7 +16,7 @@ import signal
 from pathlib import Path
 
 from ultimate_rag.bootstrap import build, freeze_startup_heap
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.worker import run_event_loop
 

@@ -36,10 +36,10 @@ def pdf(paragraphs: list[str]) -> bytes:
     return bytes(doc.tobytes())
 
 
-def files() -> dict[str, tuple[str, bytes]]:
+def files(documents: dict[str, tuple[str, list[str]]] = DOCUMENTS) -> dict[str, tuple[str, bytes]]:
     """``key -> (filename, bytes)``."""
     out = {}
-    for key, (filename, paragraphs) in DOCUMENTS.items():
+    for key, (filename, paragraphs) in documents.items():
         data = pdf(paragraphs) if filename.endswith(".pdf") else "\n\n".join(paragraphs).encode()
         out[key] = (filename, data)
     return out

@@ -63,7 +63,7 @@ def make_embedder(settings: Settings) -> Embedder:
 
 
 def make_embedder_for(settings: Settings, spec: EmbeddingSpec, local: Embedder | None = None) -> Embedder:
-    """A knowledge base's embedder (services/embedding_models.py builds each once per process):
+    """A knowledge base's embedder (services/embedding/models.py builds each once per process):
     the local model (one instance per process: ``local`` when it is already loaded), or the
     OpenAI-compatible server of the settings with the knowledge base's model and dimension."""
     if spec.embedder == "local":

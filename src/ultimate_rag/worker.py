@@ -24,7 +24,7 @@ from .adapters.embedders.precedence import give_model_precedence
 from .bootstrap import Container, build, database_url, freeze_startup_heap, run_migrations
 from .logs import setup_logging_from
 from .observability import WorkerMetrics
-from .services.worker import IngestionWorker, WorkerConfig
+from .services.job_loop import IngestionWorker, WorkerConfig
 from .settings import Settings
 
 log = logging.getLogger("ultimate_rag.worker")

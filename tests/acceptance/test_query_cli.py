@@ -41,11 +41,12 @@ def test_search_prints_cited_results_and_json(live, kb) -> None:
     assert first.startswith("1. harbour.md · Harbour > Mooring") and "score" in first
     assert "north quay" in human.stdout
 
-    as_json = run(live, "search", "where do boats moor?", "--kb", kb["id"], "--json", "--filters",
+    as_json = run(live, "search", "where do boats moor, berth QY-77?", "--kb", kb["id"], "--json", "--filters",
                   json.dumps({"filename": "harbour*"}))
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)
     assert data["knowledge_base"]["name"] == kb["name"]
+    assert data["unmatched_identifiers"] == ["QY-77"]  # an identifier found nowhere
     hit = data["results"][0]
     assert hit["filename"] == "harbour.md" and hit["heading_path"] == ["Harbour", "Mooring"]
     assert hit["citation"] == "harbour.md · Harbour > Mooring · lines 1-5" and "chunk_id" in hit

@@ -16,8 +16,8 @@ from uuid import UUID
 import pytest
 
 from ultimate_rag.domain.search import SearchFilters, SearchMode
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.lifecycle import BulkReindexFilter
-from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from ..integration.helpers import new_kb, queue_document

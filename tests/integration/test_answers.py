@@ -147,7 +147,7 @@ async def test_readers_may_ask_and_only_their_knowledge_base_reaches_the_prompt(
         other = (await client.post("/api/knowledge-bases", json={"name": "other"})).json()["id"]
         r = await client.post(f"/api/knowledge-bases/{other}/documents",
                               files={"file": ("secret.md", b"# Secret\n\nThe router password is hunter2.\n")})
-        from ultimate_rag.services.worker import WorkerConfig
+        from ultimate_rag.services.job_loop import WorkerConfig
 
         await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
         keys = ApiKeyRepository(container.infra.db)

@@ -4,7 +4,7 @@ the worker and the routes use those (nothing is patched in after build or built 
 
 from __future__ import annotations
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 
 async def test_build_wires_everything_the_processes_use(container) -> None:
@@ -16,11 +16,11 @@ async def test_build_wires_everything_the_processes_use(container) -> None:
     assert container.maintenance.janitor.grace_seconds == container.settings.orphan_grace_seconds
     # the pipeline's services get their ports from here: the lease, the repository, the index generations
     assert worker.queue is container.infra.queue
-    assert container.ingest.processor._store is container.ingest.pipeline and container.ingest.deleter._store is container.ingest.pipeline
+    assert container.ingest.processor._store is container.ingest.pipeline and container.ingest.document_deletion._store is container.ingest.pipeline
     # one vector path: every service that writes, deletes or searches vectors sees the generations router
     indexes = container.embedding.indexes
     assert container.ingest.processor._indexes is indexes and container.retrieval.search._vectors is indexes
-    assert container.ingest.deleter._vectors is indexes and container.ingest.lifecycle._vectors is indexes
+    assert container.ingest.document_deletion._vectors is indexes and container.ingest.lifecycle._vectors is indexes
 
 
 async def test_routes_use_the_containers_events_hub(client, container, monkeypatch) -> None:

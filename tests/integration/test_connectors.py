@@ -22,7 +22,8 @@ import pytest
 
 from ultimate_rag.adapters.postgres.api_keys import ApiKeyRepository
 from ultimate_rag.domain.auth import Role
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.domain.errors import TransientError
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 
@@ -495,7 +496,8 @@ async def test_storing_new_bytes_fails_then_the_previous_content_is_kept(client,
     monkeypatch.setattr(storage, "put", broken_put)
     sync = await sync_now(client, container, kb, connector)
     monkeypatch.undo()
-    assert counts(sync, "failed", "updated") == (1, 0) and "disk full" in sync["errors"][0]["error"]
+    assert counts(sync, "failed", "updated") == (1, 0) and "disk full" not in str(sync["errors"])
+    assert sync["errors"][0]["error"] == "a storage or network operation failed (OSError)"  # the raw text: the log
     doc = (await docs_by_item(container, kb))[a]
     assert doc["status"] == "FAILED" and "previous content is kept" in doc["error_message"]
     assert doc["object_key"] == before["object_key"] and await container.infra.storage.exists(doc["object_key"])
@@ -505,3 +507,23 @@ async def test_storing_new_bytes_fails_then_the_previous_content_is_kept(client,
     assert any("rivers" in c.content for c in chunks)
     # the next sync brings the new content in
     assert counts(await sync_now(client, container, kb, connector), "updated") == (1,)
+
+
+async def test_an_item_failure_reads_as_its_reason_never_the_backends_raw_words(client, container, site,
+                                                                                 monkeypatch) -> None:
+    """docs/security.md: readers of a knowledge base see why a connector's document failed, never
+    the hosts, buckets or users in an infrastructure error's own text (those go to the log)."""
+    kb = await new_kb(container)
+    a = site.put("/a.md", "# A\n\nabout rivers\n")
+    connector = await create(client, kb, "urls", {"urls": [a]})
+
+    async def unavailable(key: str, data: bytes, content_type: str) -> None:
+        raise TransientError("PUT s3://acme-prod-docs/kb at s3.internal:9000 as rag_owner: 503",
+                             service="object storage", code="HTTP 503")
+
+    monkeypatch.setattr(container.connectors.service._storage, "put", unavailable)
+    sync = await sync_now(client, container, kb, connector)
+    doc = (await docs_by_item(container, kb))[a]
+    assert doc["status"] == "FAILED" and doc["error_message"].startswith("the object storage failed (HTTP 503)")
+    shown = str(sync) + doc["error_message"] + str((await client.get(f"/api/documents/{doc['id']}")).json())
+    assert not any(raw in shown for raw in ("acme-prod-docs", "s3.internal", "rag_owner"))

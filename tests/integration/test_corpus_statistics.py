@@ -12,7 +12,7 @@ from uuid import UUID
 import numpy as np
 
 from ultimate_rag.domain.lexical import term_index
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .helpers import new_kb, queue_document
 

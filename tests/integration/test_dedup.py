@@ -9,7 +9,7 @@ import asyncio
 import httpx
 import pytest
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .helpers import use_embedder
 from .test_api import make_kb, upload

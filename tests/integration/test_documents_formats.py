@@ -19,7 +19,7 @@ import pytest
 
 from ultimate_rag.adapter_factories import make_vision
 from ultimate_rag.adapters.parsers.pdf import PdfParser
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 
@@ -239,7 +239,7 @@ async def test_hostile_inputs_fail_with_reasons_while_a_normal_document_gets_rea
         "lying.txt": (pdf, 415, "application/pdf"),
         "garbage.txt": (random.Random(7).randbytes(4096), 415, "binary data"),
         "photo.pdf": (png(), 415, "image/png"),
-        "empty.pdf": (b"%PDF-1.7\n%binary\n", 415, "application/pdf"),
+        "empty.pdf": (b"%PDF-1.7\n%binary\n", 422, "the PDF is damaged"),  # a PDF we read, but not this one
     }
     for name, (data, code, reason) in refused.items():
         r = await upload(client, kb, name, data)

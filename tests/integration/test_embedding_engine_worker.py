@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from uuid import UUID
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .test_api import make_kb, upload

@@ -18,7 +18,7 @@ import pytest
 from ultimate_rag.adapters.vectors.generations import generation_prefix, generation_table
 from ultimate_rag.client import AsyncClient
 from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ultimate_rag.adapters.vectors.generations import generation_table
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
 from ultimate_rag.testing.servers import Fault

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from ultimate_rag.adapters.embedders.openai import OpenAICompatibleEmbedder
+from ultimate_rag.adapters.postgres.errors import translated
 from ultimate_rag.domain.status import DocumentStatus as D
 from ultimate_rag.services.failures import explain
 from ultimate_rag.testing.servers import free_port
@@ -62,8 +63,8 @@ async def test_a_nul_character_fails_the_document_once_with_a_readable_reason(co
     (psycopg.errors.ProgramLimitExceeded("index row size 9000 exceeds btree version 4 maximum 2704"),
      "a value larger than a database limit allows"),
 ])
-def test_deterministic_data_errors_are_permanent(error: Exception, expected: str) -> None:
-    failure = explain(error)
+def test_deterministic_data_errors_are_permanent(error: psycopg.Error, expected: str) -> None:
+    failure = explain(translated(error))  # as the postgres adapters raise it
     assert failure.permanent and failure.reason.startswith("the document contains data the database cannot store: ")
     assert expected in failure.reason
 

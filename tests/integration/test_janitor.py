@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 
 import psycopg
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .helpers import new_kb, queue_document

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .helpers import use_embedder

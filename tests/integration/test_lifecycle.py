@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import httpx
 import pytest
 
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.lifecycle import BulkReindexFilter
-from ultimate_rag.services.worker import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .helpers import use_embedder

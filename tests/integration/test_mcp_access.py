@@ -89,6 +89,8 @@ async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container,
 
         found = await mcp.call_tool("search", {"knowledge_base": "alpha", "query": "anything"})
         assert not found.is_error and payload(found)["results"] == []
+        named = payload(await mcp.call_tool("search", {"knowledge_base": "alpha", "query": "ticket SR-404?"}))
+        assert named["unmatched_identifiers"] == ["SR-404"]  # found nowhere: said so
         for other in ("beta", str(keys["b"])):  # by name or by id: it does not exist for this key
             refused = await mcp.call_tool("search", {"knowledge_base": other, "query": "anything"})
             assert refused.is_error and "no knowledge base" in first_text(refused)

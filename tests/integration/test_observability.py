@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ultimate_rag.domain.auth import Role
 from ultimate_rag.domain.errors import TransientError
 from ultimate_rag.logs import log_context, make_handler
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .helpers import new_kb, queue_document, use_embedder
 
@@ -182,7 +182,7 @@ async def test_json_logs_carry_the_job_ids_and_no_secrets(container, embedder) -
     assert lines and all({"time", "level", "logger", "message"} <= set(line) for line in lines)
     failure = next(line for line in lines if "attempt 1/" in line["message"] and "failed" in line["message"])
     assert failure["document_id"] == str(doc) and failure["worker_id"] == "worker-7" and failure["job_id"]
-    assert failure["level"] == "WARNING" and failure["logger"] == "ultimate_rag.services.worker"
+    assert failure["level"] == "WARNING" and failure["logger"] == "ultimate_rag.services.job_loop"
     last = next(line["message"] for line in lines if line["message"].startswith("connecting to"))
     assert "hunter2" not in last and "sk-very-secret-key" not in last
     assert "postgresql://rag:***@db/rag" in last

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ultimate_rag.domain.errors import RateLimitedError, TransientError
 from ultimate_rag.domain.status import DocumentStatus as D
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
+from ultimate_rag.services.job_loop import IngestionWorker, WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .helpers import job_row, new_kb, queue_document, use_embedder

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import httpx
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .test_search_hybrid import backend, milvus_server, settings  # noqa: F401 - the store-parametrised fixtures
 

@@ -4,7 +4,7 @@ lease-expiry convergence of a poison file (queue.sql)."""
 from __future__ import annotations
 
 from ultimate_rag.domain.status import DocumentStatus as D
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 from .helpers import new_kb, queue_document
 from .test_queue import _lose, lose_twice_while_another_succeeds

@@ -343,7 +343,7 @@ async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(container) -> N
     """With an hour-long poll interval, only LISTEN/NOTIFY can explain a job claimed within the
     test's deadline."""
     from ultimate_rag.adapters.postgres.documents import NOTIFY_CHANNEL
-    from ultimate_rag.services.worker import WorkerConfig
+    from ultimate_rag.services.job_loop import WorkerConfig
 
     kb = await new_kb(container)
     worker = container.worker(WorkerConfig(poll_interval_seconds=3600, heartbeat_seconds=5))

@@ -14,7 +14,7 @@ import httpx
 import pymupdf
 import pytest
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing import fixtures as servers
 

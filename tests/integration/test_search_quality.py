@@ -13,15 +13,16 @@ bench/RESULTS.md, "Retrieval on public sets", not tuned per question):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from uuid import UUID, uuid4
 
 import numpy as np
 import pytest
-
 from bench.retrieval_public import PUBLIC, EvalSet, bm25, ours, xquad
+
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import SearchMode
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 
 async def ingest(container, s: EvalSet) -> tuple[UUID, dict[UUID, str]]:
@@ -56,11 +57,11 @@ async def bare_ranks(container, kb: UUID, s: EvalSet, category: str) -> list[int
     return out
 
 
-def top1(found: list[int | None]) -> float:
+def top1(found: Sequence[int | None]) -> float:
     return sum(r == 1 for r in found) / len(found)
 
 
-def ndcg10(found: list[int | None]) -> float:
+def ndcg10(found: Sequence[int | None]) -> float:
     return sum(1 / math.log2(r + 1) for r in found if r and r <= 10) / len(found)
 
 

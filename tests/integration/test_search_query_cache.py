@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.services.search import QueryCache
-from ultimate_rag.services.worker import WorkerConfig
 
 
 def test_query_cache_is_bounded_and_least_recently_used() -> None:

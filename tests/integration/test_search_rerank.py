@@ -14,7 +14,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.rerank_standin import MODEL, RerankStandIn
 

@@ -9,7 +9,7 @@ import logging
 from contextlib import asynccontextmanager
 
 from ultimate_rag.domain.status import DocumentStatus as D
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 from .helpers import new_kb, queue_document

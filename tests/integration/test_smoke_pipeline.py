@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 
 
 async def make_kb(client, name="kb"):

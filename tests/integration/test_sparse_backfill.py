@@ -8,7 +8,7 @@ import asyncio
 
 import httpx
 
-from ultimate_rag.services.worker import WorkerConfig
+from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.testing.eventually import eventually
 
 
@@ -31,7 +31,7 @@ async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient
     for table in ("chunk_sparse_vectors", "chunk_lexical_vectors", "lexical_shares", "lexical_document_frequencies",
                   "lexical_corpus", "language_shares", "language_centroids"):
         await container.infra.db.execute(f"DELETE FROM {table}")
-    body = {"query": "E-4821", "top_k": 1}
+    body = {"query": "toner cartridge not seated", "top_k": 1}  # no identifier: the vectors alone
     hit = (await client.post(f"/api/knowledge-bases/{kb}/search", json=body)).json()["results"][0]
     assert hit["filename"] == "a.txt"  # hybrid falls back on the dense side
     assert (await client.post(f"/api/knowledge-bases/{kb}/search", json={**body, "mode": "sparse"})).json()["results"] == []

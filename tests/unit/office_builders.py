@@ -166,3 +166,58 @@ def make_odf(kind: str, body: str, *, extra: dict[str, bytes] | None = None, pro
 
 LAUGHS = ('<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
           '<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>')
+
+
+# -- files as Office and LibreOffice write them when a password or the Strict conformance is chosen ----
+
+_STRICT = {b"http://schemas.openxmlformats.org/spreadsheetml/2006/main": b"http://purl.oclc.org/ooxml/spreadsheetml/main",
+           b"http://schemas.openxmlformats.org/officeDocument/2006/relationships":
+           b"http://purl.oclc.org/ooxml/officeDocument/relationships"}
+
+
+def strict_xlsx(sheets: dict[str, list[list[object]]]) -> bytes:
+    """A workbook saved as "Strict Open XML Spreadsheet": the ISO/IEC 29500 Strict namespaces in every
+    part (relationship types included) and ``conformance="strict"`` on the workbook, as Excel writes it."""
+    with zipfile.ZipFile(io.BytesIO(make_xlsx(sheets))) as source:
+        parts = {name: source.read(name) for name in source.namelist()}
+    for name, data in parts.items():
+        if name.endswith((".xml", ".rels")):
+            for old, new in _STRICT.items():
+                data = data.replace(old, new)
+            if name == "xl/workbook.xml":
+                data = data.replace(b"<workbook ", b'<workbook conformance="strict" ', 1)
+            parts[name] = data
+    return package(parts)
+
+
+def encrypted_ooxml(content: bytes, password: str = "secret") -> bytes:
+    """An OOXML file protected with a password the way Office does it: an OLE compound file holding
+    ``EncryptionInfo`` and ``EncryptedPackage`` (agile encryption, msoffcrypto-tool)."""
+    from msoffcrypto.format.ooxml import OOXMLFile
+
+    out = io.BytesIO()
+    OOXMLFile(io.BytesIO(content)).encrypt(password, out)
+    return out.getvalue()
+
+
+def encrypted_odt(seed: int = 7) -> bytes:
+    """An ODT saved with a password by LibreOffice: its XML parts are AES-encrypted (random bytes here)
+    and the manifest lists an ``encryption-data`` entry for each of them."""
+    import random
+
+    rng = random.Random(seed)
+    parts = {name: rng.randbytes(1800) for name in ("content.xml", "styles.xml", "meta.xml", "settings.xml")}
+    entries = "".join(
+        f'<manifest:file-entry manifest:full-path="{name}" manifest:media-type="text/xml" manifest:size="{len(data) + 700}">'
+        '<manifest:encryption-data manifest:checksum-type="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0#sha256-1k" '
+        'manifest:checksum="qSVWgs2W7NSmd6kexZKqjWLFfUHEp7XnXN2YjQ+wq1E=">'
+        '<manifest:algorithm manifest:algorithm-name="http://www.w3.org/2001/04/xmlenc#aes256-cbc" '
+        'manifest:initialisation-vector="oTHBFEM+XPo0hLMjO925Ww=="/>'
+        '<manifest:key-derivation manifest:key-derivation-name="PBKDF2" manifest:key-size="32" '
+        'manifest:iteration-count="100000" manifest:salt="oCuj7qHUEUKnK+4d6VpRcg=="/>'
+        "</manifest:encryption-data></manifest:file-entry>" for name, data in parts.items())
+    manifest = ('<?xml version="1.0" encoding="UTF-8"?><manifest:manifest '
+                'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2">'
+                '<manifest:file-entry manifest:full-path="/" manifest:version="1.2" '
+                f'manifest:media-type="{ODF_MIMES["text"]}"/>{entries}</manifest:manifest>')
+    return package({"mimetype": ODF_MIMES["text"].encode(), **parts, "META-INF/manifest.xml": manifest.encode()})

@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the job pipeline's database ports (``JobLeasesPort``, ``PipelineStore``,
+"""In-memory stand-ins for the job pipeline's database ports (``JobLeases``, ``PipelineStore``,
 ``DedupStore``), for fast unit tests of processing, deduplication and the worker without
 PostgreSQL. They keep the two rules the real queue and repository enforce: every write is fenced
 (a lease that is no longer the job's raises ``LeaseLostError`` and writes nothing) and every status
@@ -130,7 +130,7 @@ class World:
 
 
 class MemoryLeases:
-    """``ports.JobLeasesPort`` over the world's job rows."""
+    """``ports.JobLeases`` over the world's job rows."""
 
     def __init__(self, world: World) -> None:
         self.world = world

@@ -9,10 +9,10 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from ultimate_rag.adapters.postgres.connectors import Connector, Sync
 from ultimate_rag.api.routes.connectors import ConnectorOut, SyncOut
 from ultimate_rag.api.schemas import DocumentOut
 from ultimate_rag.domain.auth import Principal
+from ultimate_rag.domain.connectors import Connector, Sync
 from ultimate_rag.domain.models import Document, DocumentFile
 from ultimate_rag.domain.redact import MASK
 from ultimate_rag.domain.status import DocumentStatus, JobStatus

@@ -10,8 +10,8 @@ from ultimate_rag.client import errors, models
 EXPORTED = {
     "DEFAULT_URL", "Answer", "AnswerCitation", "ApiError", "AsyncClient", "AuthenticationFailed", "BadRequest",
     "Chunk", "Citation", "Client", "Conflict", "Document", "EmbeddingMigration", "KnowledgeBase", "NotFound", "Page",
-    "PayloadTooLarge", "PermissionDenied", "RateLimited", "ReindexResult", "RetryPolicy", "SearchHit", "ServerError",
-    "ServiceUnavailable", "TransportError", "UltimateRagError", "UnsupportedFormat", "ValidationFailed",
+    "PayloadTooLarge", "PermissionDenied", "RateLimited", "ReindexResult", "RetryPolicy", "SearchHit", "SearchResults",
+    "ServerError", "ServiceUnavailable", "TransportError", "UltimateRagError", "UnsupportedFormat", "ValidationFailed",
 }
 
 

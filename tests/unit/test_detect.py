@@ -177,3 +177,25 @@ def test_the_control_pattern_is_unicodes_control_surrogate_and_private_use_categ
                 if chr(cp) not in _ALLOWED_CONTROLS and unicodedata.category(chr(cp)) in ("Cc", "Cs", "Co")]
     everything = "".join(chr(cp) for cp in range(sys.maxunicode + 1))
     assert [ord(ch) for ch in _CONTROL.findall(everything)] == expected
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_wide_text_without_a_byte_order_mark_is_text(encoding: str) -> None:
+    """Windows tools write UTF-16LE without a BOM; it was refused as "binary data"."""
+    text = f"{FRENCH}\n{GERMAN}\n{KOREAN}\n"
+    data = text.encode(encoding)
+    assert detect_kind(data, ".txt") == "text"
+    assert decode_text(data) == (text, encoding)
+
+
+def test_iso_2022_kr_and_jp_text_is_read() -> None:
+    korean = f"{KOREAN}\n" * 3
+    data = korean.encode("iso2022_kr")
+    assert b"\x0e" in data and detect_kind(data, ".txt") == "text"
+    assert decode_text(data) == (korean, "iso2022_kr")
+    japanese = f"{JAPANESE}\n"
+    assert decode_text(japanese.encode("iso2022_jp"))[0] == japanese
+
+
+def test_binary_with_scattered_nul_bytes_is_not_taken_for_utf16() -> None:
+    assert detect_kind(b"ab\x00cdefgh\x00ij" * 100, ".txt") == "binary:application/octet-stream"

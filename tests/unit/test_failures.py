@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from ultimate_rag.adapters.postgres.errors import translated
 from ultimate_rag.adapters.storage.s3 import _mapped
 from ultimate_rag.domain.errors import InvalidDocumentError, PermanentError, TransientError
 from ultimate_rag.services.failures import explain
@@ -28,8 +29,10 @@ def test_object_storage_errors_name_the_service_and_status_only() -> None:
 
 
 def test_database_and_foreign_errors_are_transient_and_mapped() -> None:
-    down = explain(psycopg.OperationalError('connection to server at "db.internal" (10.0.3.7) failed'))
-    assert not down.permanent and down.reason == "the database was unavailable"
+    down = explain(translated(psycopg.OperationalError('connection to server at "db.internal" (10.0.3.7) failed')))
+    assert not down.permanent and down.reason == "the database was unavailable" and "db.internal" in down.detail
+    stray = explain(psycopg.OperationalError("db.internal"))  # a driver error no adapter translated
+    assert not stray.permanent and stray.reason == "the database was unavailable"
     raw = explain(OSError(113, "No route to host: embed.internal"))
     assert not raw.permanent and "embed.internal" not in raw.reason
     assert explain(RuntimeError("secret at host")).reason == "an unexpected internal error occurred (RuntimeError)"
@@ -44,8 +47,8 @@ def test_our_own_words_pass_through() -> None:
 
 
 def test_a_nul_refused_by_the_driver_is_permanent() -> None:
-    failure = explain(psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes"))
-    assert failure.permanent
+    failure = explain(translated(psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")))
+    assert failure.permanent and "cannot contain NUL" in failure.detail
     assert failure.reason == "the document contains data the database cannot store: a NUL character (0x00) in its text"
 
 

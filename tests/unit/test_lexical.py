@@ -59,8 +59,10 @@ def test_query_weights_candidates_and_the_score_divisor() -> None:
     assert query.total > sum(query.weights.values())  # an absent term still counts in the divisor
     assert query.total == idf(1000, 2) + idf(1000, 900) + idf(1000, 0)
     assert query.candidates == (rare, common)
-    assert lexical_query([rare, common], 1000, {rare: 2, common: 900}, postings=100).candidates == (rare,)
-    assert lexical_query([common], 1000, {common: 900}, postings=100).candidates == (common,)  # never none
+    budget = lexical_query([rare, common], 1000, {rare: 2, common: 900}, postings=100)
+    assert budget is not None and budget.candidates == (rare,)
+    only_common = lexical_query([common], 1000, {common: 900}, postings=100)
+    assert only_common is not None and only_common.candidates == (common,)  # never none
     assert lexical_query([absent], 1000, {}) is None
     assert abs(query.score(query.total) - 1.0) < 1e-12
 

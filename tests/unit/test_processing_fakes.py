@@ -28,6 +28,7 @@ from ultimate_rag.adapters.snapshots.filesystem import FilesystemChunkSnapshotSt
 from ultimate_rag.adapters.storage.local import LocalObjectStorage
 from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
 from ultimate_rag.domain.errors import InvalidDocumentError, InvalidTransitionError, LeaseLostError
+from ultimate_rag.domain.lexical import LexicalShare
 from ultimate_rag.domain.models import (
     DocumentSource,
     EmbeddedChunk,
@@ -37,14 +38,14 @@ from ultimate_rag.domain.models import (
     OlderTwin,
     VectorHit,
 )
-from ultimate_rag.domain.ports import DedupStore, IndexRouter, JobLeasesPort, Parser, PipelineStore, StreamingEmbedder
+from ultimate_rag.domain.ports import DedupStore, IndexRouter, JobLeases, Parser, PipelineStore, StreamingEmbedder
 from ultimate_rag.domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ultimate_rag.domain.status import DocumentStatus, JobStatus
 from ultimate_rag.services.dedup import Deduplicator
 from ultimate_rag.services.embedding import EmbeddingService
-from ultimate_rag.services.embedding_models import EmbeddingModels
+from ultimate_rag.services.embedding.models import EmbeddingModels
+from ultimate_rag.services.job_loop import IngestionWorker, WorkerConfig
 from ultimate_rag.services.processing import DocumentProcessor
-from ultimate_rag.services.worker import IngestionWorker, WorkerConfig
 
 from .pipeline_fakes import MemoryDedupStore, MemoryLeases, MemoryPipeline, Row, World
 
@@ -121,7 +122,8 @@ class MemoryVectors:
         return IndexPlan(knowledge_base_id, self.generation)
 
     async def write(self, knowledge_base_id: UUID,
-                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None:
+                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]],
+                    share: LexicalShare | None = None) -> None:
         for _, items in items_by_generation:
             await self.upsert(knowledge_base_id, items)
 
@@ -133,6 +135,10 @@ class MemoryVectors:
                          filters: SearchFilters | None = None,
                          plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]:
         return [], True
+
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode, plan: IndexPlan | None = None) -> list[ScoredChunk]:
+        return []
 
 
 class TextOnly:
@@ -221,8 +227,8 @@ def pipeline(tmp_path: Path, embedder: WordEmbedder | None = None) -> Pipeline:
     return Pipeline(world, MemoryLeases(world), store, storage, vectors, embedder, processor)
 
 
-@pytest.mark.parametrize("module", ["processing", "worker", "deletion", "dedup", "progress", "ingestion", "lifecycle",
-                                    "knowledge_base_removal"])
+@pytest.mark.parametrize("module", ["processing", "job_loop", "document_deletion", "dedup", "progress",
+                                    "ingestion", "lifecycle", "knowledge_base_deletion"])
 def test_the_core_services_depend_on_ports_not_on_adapters(module: str) -> None:
     """bootstrap.py builds the adapters; the core services see them as ports (domain/ports.py)."""
     path = Path(ultimate_rag.__file__).parent / "services" / f"{module}.py"
@@ -234,7 +240,7 @@ def test_the_core_services_depend_on_ports_not_on_adapters(module: str) -> None:
 
 def test_the_fakes_implement_the_ports(tmp_path: Path) -> None:
     p = pipeline(tmp_path)
-    leases: JobLeasesPort = p.leases
+    leases: JobLeases = p.leases
     store: PipelineStore = p.store
     dedup: DedupStore = MemoryDedupStore(p.world)
     vectors: IndexRouter = p.vectors

@@ -17,6 +17,7 @@ from ultimate_rag.adapters.vectors.qdrant import QdrantVectorStore
 from ultimate_rag.adapters.vectors.sparse_pg import HybridVectors
 from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
 from ultimate_rag.domain.errors import GenerationGone
+from ultimate_rag.domain.lexical import LexicalShare
 from ultimate_rag.domain.models import EmbeddedChunk, IndexState, VectorHit
 from ultimate_rag.domain.ports import CandidateSearch, GenerationAdmin, IndexRouter
 from ultimate_rag.domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
@@ -50,10 +51,13 @@ class Router:
 
     dimension = 3
 
-    def __init__(self, gone: int = 0) -> None:
+    def __init__(self, gone: int = 0, found: Sequence[ScoredChunk] = (ScoredChunk(CHUNK, 0.7, 0.0),),
+                 named: Sequence[ScoredChunk] = ()) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.index_plan = IndexPlan(KB, Generation(SPEC, 2))
         self.gone = gone
+        self.found = list(found)  # what the index's top holds
+        self.named = {c.chunk_id: c for c in named}  # what scored() knows besides
 
     async def ensure_ready(self) -> None: ...
     async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None: ...
@@ -75,7 +79,8 @@ class Router:
         return self.index_plan
 
     async def write(self, knowledge_base_id: UUID,
-                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None: ...
+                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]],
+                    share: LexicalShare | None = None) -> None: ...
 
     async def remove_superseded(self, knowledge_base_id: UUID, document_id: UUID, keep: Sequence[UUID],
                                 generations: Sequence[Generation]) -> None: ...
@@ -87,7 +92,13 @@ class Router:
         if self.gone:
             self.gone -= 1
             raise GenerationGone("switched")
-        return [ScoredChunk(CHUNK, 0.7, 0.0)], True
+        return list(self.found), True
+
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode, plan: IndexPlan | None = None) -> list[ScoredChunk]:
+        self.calls.append(("scored", mode, tuple(chunk_ids), plan))
+        known = {c.chunk_id: c for c in [*self.found, *self.named.values()]}
+        return [known[c] for c in chunk_ids if c in known]
 
 
 class ReadyChunks:

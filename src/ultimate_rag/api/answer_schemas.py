@@ -37,7 +37,7 @@ class CitationOut(BaseModel):
     document_id: UUID
     filename: str
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     content: str
     score: float
     assets: list[dict[str, Any]]
@@ -66,6 +66,9 @@ class AnswerOut(BaseModel):
     reason: str | None = Field(default=None, description="why the model gave no answer")
     usage: UsageOut | None = None
     timing: dict[str, float]
+    unmatched_identifiers: list[str] = Field(
+        default_factory=list, description="identifiers the question names that no searchable chunk holds, as "
+                                          "written (the passages are then the usual search's)")
 
     @classmethod
     def of(cls, answer: Answer) -> AnswerOut:

@@ -28,10 +28,10 @@ from ..domain.ports import (
 from ..observability import AnswerMetrics, SearchMetrics
 from ..services.answering import AnswerService
 from ..services.connectors.runner import ConnectorServices
-from ..services.embedding_migration import EmbeddingMigrations
-from ..services.embedding_models import EmbeddingModels
+from ..services.embedding.migration import EmbeddingMigrations
+from ..services.embedding.models import EmbeddingModels
 from ..services.ingestion import IngestionService
-from ..services.knowledge_base_removal import KnowledgeBaseRemoval
+from ..services.knowledge_base_deletion import KnowledgeBaseDeletion
 from ..services.lifecycle import DocumentLifecycle
 from ..services.search import SearchService
 from ..settings import Settings
@@ -55,7 +55,7 @@ SnapshotsDep = Annotated[ChunkSnapshotStore, Depends(_part(lambda c: c.infra.sna
 EventsDep = Annotated[DocumentEvents, Depends(_part(lambda c: c.infra.events))]
 IngestionDep = Annotated[IngestionService, Depends(_part(lambda c: c.ingest.ingestion))]
 LifecycleDep = Annotated[DocumentLifecycle, Depends(_part(lambda c: c.ingest.lifecycle))]
-RemovalDep = Annotated[KnowledgeBaseRemoval, Depends(_part(lambda c: c.ingest.knowledge_base_removal))]
+KnowledgeBaseDeletionDep = Annotated[KnowledgeBaseDeletion, Depends(_part(lambda c: c.ingest.knowledge_base_deletion))]
 ModelsDep = Annotated[EmbeddingModels, Depends(_part(lambda c: c.embedding.models))]
 MigrationsDep = Annotated[EmbeddingMigrations, Depends(_part(lambda c: c.embedding.migrations))]
 SearchDep = Annotated[SearchService, Depends(_part(lambda c: c.retrieval.search))]

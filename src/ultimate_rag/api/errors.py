@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 
-import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -61,13 +60,12 @@ def install_error_handlers(app: FastAPI) -> None:
             body["supported_formats"] = list(exc.supported_formats)
         return JSONResponse(body, status_code=status, headers=headers)
 
-    @app.exception_handler(psycopg.OperationalError)
-    @app.exception_handler(psycopg.InterfaceError)
-    async def database_unavailable(request: Request, exc: psycopg.Error) -> JSONResponse:
+    @app.exception_handler(e.DatabaseUnavailableError)
+    async def database_unavailable(request: Request, exc: e.DatabaseUnavailableError) -> JSONResponse:
         # a connection that failed, broke or could not be had from the pool in time (PoolTimeout):
         # one line, no traceback, and an answer (the client's keep-alive connection stays usable)
-        log.warning("503 for %s %s: database unavailable (%s: %s)", request.method, request.url.path,
-                    exc.__class__.__name__, str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "")
+        log.warning("503 for %s %s: database unavailable (%s)", request.method, request.url.path,
+                    exc.message.splitlines()[0][:200] if exc.message else "")
         return _unavailable(DATABASE_UNAVAILABLE)
 
     @app.exception_handler(RequestValidationError)
@@ -83,10 +81,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": str(exc.detail)}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
-    @app.exception_handler(psycopg.DataError)
-    async def unstorable_value(_: Request, exc: psycopg.DataError) -> JSONResponse:
+    @app.exception_handler(e.UnstorableValueError)
+    async def unstorable_value(_: Request, exc: e.UnstorableValueError) -> JSONResponse:
         # a value the database refuses (a NUL byte, an out-of-range number) is the client's to fix
-        log.warning("refused a value the database cannot store: %s", exc.__class__.__name__)
+        log.warning("refused a value the database cannot store: %s", exc.__cause__.__class__.__name__)
         return JSONResponse({"detail": "the request holds a value that cannot be stored"}, status_code=400)
 
     @app.exception_handler(Exception)

@@ -81,3 +81,7 @@ class SearchHit(BaseModel):
 
 class SearchOut(BaseModel):
     results: list[SearchHit]
+    unmatched_identifiers: list[str] = Field(
+        default_factory=list, description="identifiers the query names (codes, ticket, part, clause or version "
+                                          "numbers) that no chunk this search could return holds, as the query "
+                                          "wrote them; the results are then ranked as usual")

@@ -22,10 +22,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..adapter_factories import make_storage
+from ..adapters.postgres.identifiers import PostgresIdentifierIndex
 from ..adapters.postgres.migrations import migrate
 from ..domain.ports import ChatModel, Closable, Embedder, ObjectStorage, Pingable
 from ..services.connectors.runner import ConnectorServices
-from ..services.worker import IngestionWorker, WorkerConfig
+from ..services.job_loop import IngestionWorker, WorkerConfig
 from ..settings import Settings
 from . import access, connectors, embedding, infrastructure, ingest, maintenance, retrieval
 from .access import AccessFeature
@@ -55,10 +56,10 @@ class Container:
     access: AccessFeature
 
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
-        """The job loop, with the deleter, the connector syncs, the sparse backfill, the
+        """The job loop, with the document deletion, the connector syncs, the sparse backfill, the
         embedding-model migrations and the janitor beside it."""
         return IngestionWorker(self.infra.queue, self.ingest.processor, config, worker_id=worker_id,
-                               deleter=self.ingest.deleter, connector_runner=self.connectors.runner,
+                               document_deletion=self.ingest.document_deletion, connector_runner=self.connectors.runner,
                                backfill=self.maintenance.backfill, migrations=self.embedding.migrations,
                                janitor=self.maintenance.janitor)
 
@@ -108,7 +109,8 @@ def build(settings: Settings, *, url: str | None = None, embedder: Embedder | No
     models = embedding.wire(settings, infra, embedder)
     documents = ingest.wire(settings, infra, models)
     return Container(settings=settings, infra=infra, embedding=models, ingest=documents,
-                     retrieval=retrieval.wire(settings, models, documents.documents, chat),
+                     retrieval=retrieval.wire(settings, models, documents.documents, chat,
+                                              PostgresIdentifierIndex(infra.db)),
                      connectors=connectors.wire(settings, infra),
                      maintenance=maintenance.wire(settings, infra, models), access=access.wire(settings, infra))
 

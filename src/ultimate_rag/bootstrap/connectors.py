@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from ..adapters.http.outbound import OutboundPolicy, SafeHttpClient
 from ..adapters.postgres.connector_syncs import SyncQueue
-from ..adapters.postgres.connectors import Connector, ConnectorRepository
+from ..adapters.postgres.connectors import ConnectorRepository
+from ..domain.connectors import Connector
+from ..domain.ports import VersionedObjects
 from ..services.connectors.base import Source
 from ..services.connectors.runner import ConnectorServices, SyncRunner
 from ..services.connectors.sources import ConnectorLimits, build_source
@@ -31,8 +33,13 @@ def wire(settings: Settings, infra: Infrastructure, client: SafeHttpClient | Non
     limits = connector_limits(settings)
     http = client or SafeHttpClient(OutboundPolicy(settings.outbound_allow_networks))
 
+    def open_bucket(bucket: str, prefix: str) -> VersionedObjects:
+        from ..adapters.storage.s3 import S3ObjectStorage  # boto3 only when an S3 connector syncs
+
+        return S3ObjectStorage(bucket, prefix, **limits.s3)
+
     def source_for(connector: Connector) -> Source:
-        return build_source(connector.kind, connector.config, limits, http)
+        return build_source(connector.kind, connector.config, limits, http, open_bucket)
 
     repository = ConnectorRepository(infra.db, sync_max_attempts=settings.connector_sync_max_attempts)
     queue = SyncQueue(infra.db, lease_seconds=settings.lease_seconds, max_attempts=settings.connector_sync_max_attempts)

@@ -26,9 +26,9 @@ from ..adapters.vectors.pgvector import PgVectorStore
 from ..adapters.vectors.sparse_pg import HybridVectors
 from ..domain.embedding_models import EmbeddingSpec
 from ..domain.ports import Embedder, SparseEncoder, StreamingEmbedder, VectorStore
-from ..services.embedding import EmbeddingService
-from ..services.embedding_migration import EmbeddingMigrations
-from ..services.embedding_models import EmbeddingModels
+from ..services.embedding.migration import EmbeddingMigrations
+from ..services.embedding.models import EmbeddingModels
+from ..services.embedding.passages import EmbeddingService
 from ..settings import Settings
 from .infrastructure import Infrastructure
 

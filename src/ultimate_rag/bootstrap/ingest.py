@@ -1,6 +1,6 @@
 """The ingest feature: knowledge bases and documents, the submit, the pipeline (its fenced
-repository on the queue's lease, the processor and the deleter), and the lifecycle operations
-(reindex, re-upload, delete, fail, recover, a knowledge base's removal)."""
+repository on the queue's lease, the processor and the document deletion), and the lifecycle operations
+(reindex, re-upload, delete, fail, recover, a knowledge base's deletion)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from ..adapters.postgres.knowledge_bases import KnowledgeBaseRepository
 from ..adapters.postgres.lifecycle import KnowledgeBaseDeletionRepository, LifecycleRepository
 from ..adapters.postgres.pipeline import PipelineRepository
 from ..services.dedup import Deduplicator
-from ..services.deletion import DocumentDeleter
+from ..services.document_deletion import DocumentDeletion
 from ..services.ingestion import IngestionService
-from ..services.knowledge_base_removal import KnowledgeBaseRemoval
+from ..services.knowledge_base_deletion import KnowledgeBaseDeletion
 from ..services.lifecycle import DocumentLifecycle
 from ..services.processing import DocumentProcessor
 from ..settings import Settings
@@ -32,9 +32,9 @@ class IngestFeature:
     ingestion: IngestionService
     pipeline: PipelineRepository  # the pipeline's fenced writes, on the queue's lease and pool
     processor: DocumentProcessor
-    deleter: DocumentDeleter
+    document_deletion: DocumentDeletion
     lifecycle: DocumentLifecycle
-    knowledge_base_removal: KnowledgeBaseRemoval
+    knowledge_base_deletion: KnowledgeBaseDeletion
 
 
 def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature) -> IngestFeature:
@@ -51,7 +51,7 @@ def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature)
         vision=make_vision(settings),
         dedup=Deduplicator(PostgresDedupStore(infra.queue), indexes, settings.dedup_min_chars),
         centroids=embedding.centroids, migration_items=embedding.migrations.repository)
-    removal = KnowledgeBaseRemoval(
+    kb_deletion = KnowledgeBaseDeletion(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=indexes, snapshots=snapshots)
     lifecycle = DocumentLifecycle(
@@ -64,6 +64,6 @@ def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature)
         ingestion=IngestionService(documents=documents, storage=storage, parsers=parsers,
                                    max_upload_bytes=settings.max_upload_bytes, max_attempts=settings.max_attempts,
                                    max_filename_length=settings.max_filename_length),
-        pipeline=pipeline, processor=processor, knowledge_base_removal=removal, lifecycle=lifecycle,
-        deleter=DocumentDeleter(store=pipeline, storage=storage, vectors=indexes, snapshots=snapshots,
-                                knowledge_bases=removal))
+        pipeline=pipeline, processor=processor, knowledge_base_deletion=kb_deletion, lifecycle=lifecycle,
+        document_deletion=DocumentDeletion(store=pipeline, storage=storage, vectors=indexes, snapshots=snapshots,
+                                knowledge_bases=kb_deletion))

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..adapters.postgres.backfill import BackfillRepository
+from ..adapters.postgres.identifiers import PostgresIdentifierIndex
 from ..adapters.postgres.maintenance import MaintenanceRepository, OperationsQueries
 from ..adapters.vectors.sparse_pg import PostgresSparseIndex
-from ..services.backfill import SparseBackfill
+from ..services.backfill import Backfills, IdentifierBackfill, SparseBackfill
 from ..services.janitor import Janitor
 from ..settings import Settings
 from .embedding import EmbeddingFeature
@@ -19,7 +20,7 @@ from .infrastructure import Infrastructure
 @dataclass
 class MaintenanceFeature:
     janitor: Janitor  # the CLI's ``--grace-seconds`` is ``janitor.with_grace(...)``
-    backfill: SparseBackfill
+    backfill: Backfills  # identifier keys, then sparse vectors, of chunks indexed before those existed
     operations: OperationsQueries
 
 
@@ -29,6 +30,7 @@ def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature)
                       vector_table=embedding.swept_table, grace_seconds=settings.orphan_grace_seconds,
                       cache=embedding.cache, cache_max_entries=settings.embedding_cache_max_entries,
                       generations=embedding.migrations)
-    backfill = SparseBackfill(chunks=BackfillRepository(db), sparse_index=PostgresSparseIndex(db),
-                              embedding=embedding.service, cache=embedding.cache, centroids=embedding.centroids)
+    sparse = SparseBackfill(chunks=BackfillRepository(db), sparse_index=PostgresSparseIndex(db),
+                            embedding=embedding.service, cache=embedding.cache, centroids=embedding.centroids)
+    backfill = Backfills(IdentifierBackfill(PostgresIdentifierIndex(db)), sparse)
     return MaintenanceFeature(janitor=janitor, backfill=backfill, operations=OperationsQueries(db))

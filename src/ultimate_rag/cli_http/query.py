@@ -53,14 +53,24 @@ async def _search(args: argparse.Namespace) -> int:
     if args.json:
         results = [{**h.raw, "citation": citation_line(h.raw)} for h in hits]
         print(json.dumps({"knowledge_base": {"id": kb.id, "name": kb.name}, "query": args.query,
-                          "results": results}, ensure_ascii=False, indent=2))
+                          "results": results, "unmatched_identifiers": hits.unmatched_identifiers},
+                         ensure_ascii=False, indent=2))
         return 0
+    _say_unmatched(out, hits.unmatched_identifiers, kb.name)
     if not hits:
         out.print(f"no results in {escape(kb.name)}")
     for n, h in enumerate(hits, 1):
         out.print(f"[bold]{n}.[/bold] {escape(citation_line(h.raw))}  [dim](score {h.score:.3f})[/dim]")
         out.print(f"   {escape(snippet(h.content))}", highlight=False)
     return 0
+
+
+def _say_unmatched(out: Any, identifiers: list[str], kb_name: str) -> None:
+    """An identifier the query names that nothing holds: said before the (usual) results."""
+    if identifiers:
+        out.print(f"[yellow]not found anywhere in {escape(kb_name)}[/yellow]: "
+                  + ", ".join(escape(i) for i in identifiers) + " [dim](results ranked as usual)[/dim]",
+                  highlight=False)
 
 
 async def _ask(args: argparse.Namespace) -> int:
@@ -77,6 +87,7 @@ async def _ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer.raw, ensure_ascii=False, indent=2))
         return 0
+    _say_unmatched(out, answer.unmatched_identifiers, kb.name)
     if answer.answer is None:
         out.print(f"[yellow]no answer[/yellow]: {escape(answer.reason or 'no model configured')}")
         if answer.citations:

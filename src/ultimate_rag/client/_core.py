@@ -26,7 +26,7 @@ from .models import (
     KnowledgeBase,
     Page,
     ReindexResult,
-    SearchHit,
+    SearchResults,
 )
 
 T = TypeVar("T")
@@ -239,10 +239,9 @@ class Calls:
 
     @staticmethod
     def search(kb: Id, query: str, top_k: int, mode: str | None, filters: dict[str, Any] | None,
-               min_score: float | None) -> Call[list[SearchHit]]:
+               min_score: float | None) -> Call[SearchResults]:
         body = _params(query=query, top_k=top_k, mode=mode, filters=filters or None, min_score=min_score)
-        return Call("POST", f"/api/knowledge-bases/{kb}/search",
-                    lambda d: [SearchHit.from_json(r) for r in d.get("results") or []], json=body, idempotent=True)
+        return Call("POST", f"/api/knowledge-bases/{kb}/search", SearchResults.from_json, json=body, idempotent=True)
 
     @staticmethod
     def answer(kb: Id, question: str, top_k: int | None, filters: dict[str, Any] | None,

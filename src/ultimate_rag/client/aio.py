@@ -13,7 +13,7 @@ import httpx
 from . import _flows as flows
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
 from ._flows import LIST_ABOVE as LIST_ABOVE  # re-exported: refresh more documents than this with one listing
-from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchHit
+from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchResults
 
 T = TypeVar("T")
 
@@ -145,7 +145,7 @@ class AsyncClient:
 
     # search and answers
     async def search(self, kb_id: Id, query: str, *, top_k: int = 10, mode: str | None = None,
-                     filters: dict[str, Any] | None = None, min_score: float | None = None) -> list[SearchHit]:
+                     filters: dict[str, Any] | None = None, min_score: float | None = None) -> SearchResults:
         return await self._send(Calls.search(kb_id, query, top_k, mode, filters, min_score))
 
     async def answer(self, kb_id: Id, question: str, *, top_k: int | None = None,

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 # what the package exports (client/__init__.py)
 __all__ = ["Answer", "AnswerCitation", "Chunk", "Citation", "Document", "EmbeddingMigration", "KnowledgeBase", "Page",
-           "ReindexResult", "SearchHit"]
+           "ReindexResult", "SearchHit", "SearchResults"]
 
 T = TypeVar("T")
 
@@ -76,12 +76,13 @@ class Document:
 
 @dataclass(frozen=True)
 class Citation:
-    """Where a passage comes from: the file, its heading path and its page (or pages, or lines)."""
+    """Where a passage comes from: the file, its heading path and its page (or pages), table and
+    rows, lines or paragraphs, and anchor."""
 
     document_id: str
     filename: str
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
 
     @property
     def page(self) -> int | None:
@@ -96,10 +97,17 @@ class Citation:
             parts.append(f"pages {loc['page_start']}-{loc['page_end']}")
         elif self.page:
             parts.append(f"page {self.page}")
+        if loc.get("table"):
+            parts.append(f"table {loc['table']}")
         if loc.get("row_start"):
             parts.append(_span("row", loc["row_start"], loc.get("row_end")))
         elif not self.page and loc.get("line_start"):
             parts.append(_span("line", loc["line_start"], loc.get("line_end")))
+        elif not self.page and loc.get("paragraph_start"):
+            parts.append(_span("paragraph", loc["paragraph_start"], loc.get("paragraph_end")))
+        if loc.get("anchor"):
+            anchor = str(loc["anchor"])
+            parts.append(anchor if "#" in anchor else f"#{anchor}")
         return " · ".join(parts)
 
     @classmethod
@@ -116,7 +124,7 @@ class SearchHit:
     content: str
     score: float
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     highlights: list[list[int]] = field(default_factory=list)
     assets: list[dict[str, Any]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -134,13 +142,30 @@ class SearchHit:
                    highlights=list(d.get("highlights") or []), assets=list(d.get("assets") or []), raw=d)
 
 
+class SearchResults(list[SearchHit]):
+    """The hits of a search, best first (a list), and ``unmatched_identifiers``: the identifiers the
+    query names (codes, ticket, part, clause or version numbers) that no chunk the search could
+    return holds, as the query wrote them."""
+
+    def __init__(self, hits: list[SearchHit], unmatched_identifiers: list[str] | None = None,
+                 raw: dict[str, Any] | None = None) -> None:
+        super().__init__(hits)
+        self.unmatched_identifiers: list[str] = list(unmatched_identifiers or [])
+        self.raw: dict[str, Any] = raw or {}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SearchResults:
+        return cls([SearchHit.from_json(r) for r in d.get("results") or []],
+                   [str(i) for i in d.get("unmatched_identifiers") or []], d)
+
+
 @dataclass(frozen=True)
 class Chunk:
     id: str
     ordinal: int
     content: str
     heading_path: list[str]
-    locator: dict[str, int]
+    locator: dict[str, Any]
     token_count: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -173,12 +198,14 @@ class Answer:
     citations: list[AnswerCitation]
     query: str = ""
     reason: str | None = None
+    unmatched_identifiers: list[str] = field(default_factory=list)  # named by the question, held by no chunk
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Answer:
         return cls(answer=d.get("answer"), citations=[AnswerCitation.from_json(c) for c in d.get("citations") or []],
-                   query=d.get("query") or "", reason=d.get("reason"), raw=d)
+                   query=d.get("query") or "", reason=d.get("reason"),
+                   unmatched_identifiers=[str(i) for i in d.get("unmatched_identifiers") or []], raw=d)
 
 
 @dataclass(frozen=True)

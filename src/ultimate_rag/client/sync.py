@@ -11,7 +11,7 @@ import httpx
 
 from . import _flows as flows
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
-from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchHit
+from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchResults
 
 T = TypeVar("T")
 
@@ -141,7 +141,7 @@ class Client:
 
     # search and answers
     def search(self, kb_id: Id, query: str, *, top_k: int = 10, mode: str | None = None,
-                     filters: dict[str, Any] | None = None, min_score: float | None = None) -> list[SearchHit]:
+                     filters: dict[str, Any] | None = None, min_score: float | None = None) -> SearchResults:
         return self._send(Calls.search(kb_id, query, top_k, mode, filters, min_score))
 
     def answer(self, kb_id: Id, question: str, *, top_k: int | None = None,

@@ -69,6 +69,27 @@ class InvalidTransitionError(ConflictError):
     """That status transition is not allowed."""
 
 
+class DatabaseError(UltimateRagError):
+    """A statement failed in the database (the driver's raw words are the message, and the driver's
+    error is the ``__cause__``; the postgres adapters raise these, never the driver's own)."""
+
+    def __init__(self, message: str | None = None, *, service: str | None = "database",
+                 code: str | None = None) -> None:
+        super().__init__(message, service=service, code=code)
+
+
+class DatabaseUnavailableError(DatabaseError, TransientError):
+    """The database could not be reached, broke the connection, or no pooled connection was free in time."""
+
+
+class UnstorableValueError(DatabaseError, PermanentError):
+    """A value the database can never store (a NUL character, a number out of range, a value beyond a
+    size limit): the same data fails the same way on every retry. The message says what, for users."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, service=None)
+
+
 class LeaseLostError(UltimateRagError):
     """This worker no longer owns the job (its lease expired or an operator ended it)."""
 

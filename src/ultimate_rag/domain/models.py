@@ -162,7 +162,12 @@ class Lease:
 class SourceLocator:
     """Where a chunk comes from in its source: page (paged formats) — ``page`` when it lies on one
     page, ``page_start``/``page_end`` when it spans several —, lines and characters, and for
-    tabular formats the data rows (1-based, the header row not counted)."""
+    tabular formats the data rows (1-based, the header row not counted). A table inside a
+    document (DOCX, HTML, Markdown, PPTX, ODF, PDF) is cited by ``table`` (its number in the
+    document, 1-based) and the rows as the table counts them (header rows included). Formats
+    without pages (DOCX, HTML, EPUB, ODT) cite ``paragraph_start``/``paragraph_end`` (DOCX: the
+    body's ``w:p`` elements in document order; HTML: the page's blocks as parsed, 1-based) and an
+    ``anchor`` where the source has one (an HTML ``id``, a DOCX heading bookmark)."""
 
     page: int | None = None
     page_start: int | None = None
@@ -176,6 +181,10 @@ class SourceLocator:
     # text read by OCR: its box on the page (x0, y0, x1, y1), in PDF points for PDF pages and in
     # pixels for uploaded images, origin at the top left
     bbox: tuple[int, int, int, int] | None = None
+    table: int | None = None
+    paragraph_start: int | None = None
+    paragraph_end: int | None = None
+    anchor: str | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         data: dict[str, Any] = {k: v for k in _LOCATOR_FIELDS if (v := getattr(self, k)) is not None}
@@ -195,7 +204,7 @@ class SourceLocator:
 
 
 _LOCATOR_FIELDS = ("page", "page_start", "page_end", "line_start", "line_end", "char_start", "char_end",
-                   "row_start", "row_end")
+                   "row_start", "row_end", "table", "paragraph_start", "paragraph_end", "anchor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +213,8 @@ class Block:
 
     kind: "heading" | "paragraph" | "code" | "table" | "list" | "quote"; ``level`` is the heading
     level (1..6) for headings. Code blocks and tables are kept whole by the chunker when they fit.
-    ``rows`` (tables from tabular files): the locator of each data row, in the order of the table's
-    lines after its header, so a chunk holding some rows cites exactly those.
+    ``rows`` (tables): the locator of each data row, in the order of the table's lines after its
+    header, so a chunk holding some rows cites exactly those.
     """
 
     kind: str
@@ -275,6 +284,7 @@ class Chunk:
     locator: SourceLocator
     metadata: dict[str, Any] = field(default_factory=dict)
     context: str = ""  # heading context embedded before the content (empty: content says it already)
+    identifiers: tuple[str, ...] | None = None  # its identifier keys (domain/identifiers.py); None: not computed
 
     @property
     def embedding_text(self) -> str:
@@ -378,3 +388,15 @@ class SearchResult:
     # the chunk's dense cosine similarity alone (``score`` may be a fusion): a relevance scale that
     # does not depend on the search mode, used to decide whether anything relevant was found
     dense_score: float | None = None
+    # the query's identifiers this chunk holds, as the query wrote them (the identifier stage
+    # ranked it above the chunks holding fewer; an answer cites it whatever its score)
+    identifiers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """A search's results, and the identifiers the query names that no chunk it could return holds
+    (as the query wrote them; SPEC §10 ``unmatched_identifiers``): the ranking is then the usual one."""
+
+    results: list[SearchResult]
+    unmatched_identifiers: tuple[str, ...] = ()

@@ -1,9 +1,10 @@
 """What a search asks for (SPEC §10) and the pure parts of answering it: filters, score fusion and
 the highlight rule. No I/O here; the adapters turn ``SearchFilters`` into their own query language.
 
-Fusion (chosen by measurement, see docs/architecture.md and bench/retrieval.py): a chunk's score is
-``dense_weight * dense + (1 - dense_weight) * sparse``, both cosine similarities of the same chunk,
-so the gap between two close candidates survives (rank fusion would keep only their order).
+Fusion (chosen by measurement across several sets, docs/search.md and bench/retrieval.py --public):
+a chunk's score is ``w * dense + (1 - w) * sparse + lexical_weight * bm25``, the similarities of the
+same chunk, so the gap between two close candidates survives (rank fusion would keep only their
+order).
 """
 
 from __future__ import annotations
@@ -166,17 +167,18 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
-def highlights(content: str, query: str, limit: int = 64) -> list[tuple[int, int]]:
-    """``[start, end)`` character offsets in ``content`` of what matched the query (rule above)."""
+def highlights(content: str, query: str, limit: int = 64,
+               also: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    """``[start, end)`` character offsets in ``content`` of what matched the query (rule above),
+    merged with ``also`` (the identifiers the chunk holds as the identifier stage matched them,
+    whatever their spelling: ``ＳＲ－８８３４６`` for ``SR-88346``)."""
+    spans: list[tuple[int, int]] = list(also)
     terms = query_terms(query)
-    if not terms:
-        return []
     folded = content.casefold()
     if len(folded) != len(content):  # casefold changed lengths (e.g. ß): match on lower() instead
         folded = content.lower()
     if len(folded) != len(content):
-        return []
-    spans: list[tuple[int, int]] = []
+        terms = []
     for term in terms:
         cjk = bool(_CJK_RUN.fullmatch(term))
         pattern = re.escape(term) if cjk else rf"(?<![^\W_]){re.escape(term)}(?![^\W_])"

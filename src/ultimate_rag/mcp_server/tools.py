@@ -68,11 +68,14 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
             "optional, combined with AND: document_ids, filename (glob), mime_types, created_after, "
             "created_before, updated_after, updated_before (ISO 8601), connector_id, heading"))] = None,
     ) -> dict[str, Any]:
-        """Search a knowledge base; every result cites its file, heading path and page."""
+        """Search a knowledge base; every result cites its file, heading path and page. A query naming
+        an identifier (error code, ticket, part, clause or version number) gets the passages holding it
+        first; ``unmatched_identifiers`` lists those no passage holds (the results are then the usual)."""
         async def work(rag: AsyncClient) -> dict[str, Any]:
             kb = await rag.find_knowledge_base(knowledge_base)
             hits = await rag.search(kb.id, query, top_k=top_k, mode=mode, filters=filters)
-            return {"knowledge_base": kb.name, "results": [_hit(h) for h in hits]}
+            return {"knowledge_base": kb.name, "results": [_hit(h) for h in hits],
+                    "unmatched_identifiers": hits.unmatched_identifiers}
         return await call(ctx, work)
 
     @server.tool(annotations=READ)
@@ -115,7 +118,8 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
                     raise ToolError("this server has no answer endpoint (no model configured); "
                                     "use search instead") from exc
                 raise
-            out: dict[str, Any] = {"answer": result.answer, "citations": [_cited(c) for c in result.citations]}
+            out: dict[str, Any] = {"answer": result.answer, "citations": [_cited(c) for c in result.citations],
+                                   "unmatched_identifiers": result.unmatched_identifiers}
             if result.answer is None:
                 out["reason"] = result.reason or "no model configured"
             return out
@@ -215,7 +219,7 @@ async def _window(chunks: AsyncIterator[Chunk], chunk_id: str | None, before: in
     return window
 
 
-def _citation(filename: str, heading_path: list[str], locator: dict[str, int]) -> dict[str, Any]:
+def _citation(filename: str, heading_path: list[str], locator: dict[str, Any]) -> dict[str, Any]:
     from ..client import Citation
 
     c = Citation(document_id="", filename=filename, heading_path=heading_path, locator=locator)

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from ..domain.chat import ChatMessage, ChatUsage
 from ..domain.errors import InvalidRequestError
+from ..domain.models import SearchOutcome
 from ..domain.ports import ChatModel
 from ..domain.search import SearchFilters
 from ..observability import AnswerMetrics
@@ -67,6 +68,7 @@ class Prepared:
     started: float = field(default_factory=time.perf_counter)
     timing: dict[str, float] = field(default_factory=dict)
     usage: ChatUsage | None = None
+    unmatched_identifiers: tuple[str, ...] = ()  # named by the question, held by no searchable chunk
 
 
 @dataclass
@@ -82,7 +84,8 @@ class Answer:
         """The JSON answer without the citations (the ``done`` event of a stream)."""
         p = self.prepared
         out: dict[str, Any] = {"answer": self.text, "query": p.query, "language": p.language, "cited": self.cited,
-                               "invalid_citations": self.invalid, "timing": self.timing}
+                               "invalid_citations": self.invalid, "timing": self.timing,
+                               "unmatched_identifiers": list(p.unmatched_identifiers)}
         if p.reason:
             out["reason"] = p.reason
         if self.usage is not None:
@@ -130,14 +133,17 @@ class AnswerService:
             rewrite_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
         # the search path itself: the same modes, filters (applied inside the vector query) and READY rule
-        results = await self._search.search(knowledge_base_id, query, top_k, filters=filters) if searchable else []
+        outcome = await self._search.search_outcome(knowledge_base_id, query, top_k, filters=filters) \
+            if searchable else SearchOutcome([])
+        results = outcome.results
         retrieval = time.perf_counter() - t1
         self.metrics.retrieval_seconds.observe(retrieval)
         passages = select_passages(results, budget_tokens=self._config.context_tokens,
                                    min_score=self._config.min_score, count_tokens=self._count)
         language = detect_language(question)
         prepared = Prepared(question=question, query=query, language=language, passages=passages, messages=None,
-                            started=started, usage=usage, timing={"retrieval_seconds": round(retrieval, 4)})
+                            started=started, usage=usage, timing={"retrieval_seconds": round(retrieval, 4)},
+                            unmatched_identifiers=outcome.unmatched_identifiers)
         if history and self._chat is not None:
             prepared.timing["rewrite_seconds"] = round(rewrite_seconds, 4)
         if not passages:

@@ -1,5 +1,6 @@
 """What an idle worker fills in for chunks indexed before a search feature existed, with no manual
-step and without taking any document out of search:
+step and without taking any document out of search: their identifier keys (migration 0021,
+``IdentifierBackfill``), and (``SparseBackfill``):
 
 1. learned sparse vectors (migration 0015), a few chunks at a time, computed from the stored
    chunk text; meanwhile those chunks are found by their dense vectors;
@@ -17,10 +18,19 @@ import logging
 from typing import Any
 from uuid import UUID
 
+from ..domain.identifiers import chunk_identifiers
 from ..domain.lexical import LexicalShare, chunk_terms
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator, stored_embedding_text
-from ..domain.ports import BackfillStore, CentroidStore, EmbeddingCacheStore, SparseIndexWriter
-from .embedding import EmbeddingService
+from ..domain.ports import (
+    BackfillStore,
+    CentroidStore,
+    EmbeddingCacheStore,
+    IdentifierBackfillStore,
+    IdleBackfill,
+    SparseIndexWriter,
+)
+from ..offload import run_sized
+from .embedding.passages import EmbeddingService
 
 log = logging.getLogger(__name__)
 
@@ -109,3 +119,51 @@ class SparseBackfill:
                      for i, (r, v) in enumerate(zip(rows, dense, strict=True))]
             await self._centroids.add(kb, self._embedding.embedder.name, items, document=(document_id, revision))
         log.info("backfilled the lexical and language shares of document %s (%d chunks)", document_id, len(rows))
+
+
+class IdentifierBackfill:
+    """Identifier keys (domain/identifiers.py) for chunks written before the identifier index
+    (migration 0021): computed from the stored text, a batch at a time by an idle worker. Until a
+    chunk has its keys, search finds it by its vectors and tiers it on keys computed from its text
+    (identifier_stage.py); only the index lookup misses it."""
+
+    def __init__(self, store: IdentifierBackfillStore, batch_size: int = 200) -> None:
+        self._store = store
+        self._batch = batch_size
+        self.done = False
+
+    async def step(self) -> int:
+        """One batch; 0 (and done) when no chunk is left without its keys."""
+        if self.done:
+            return 0
+        rows = await self._store.chunks_without_identifiers(self._batch)
+        if not rows:
+            self.done = True
+            return 0
+        keys = await run_sized(sum(len(r["content"]) for r in rows), _keys_of, rows)
+        await self._store.set_identifiers(keys)
+        log.info("backfilled the identifier keys of %d chunks", len(rows))
+        return len(rows)
+
+
+def _keys_of(rows: list[dict[str, Any]]) -> dict[UUID, list[str]]:
+    return {r["id"]: chunk_identifiers(r["content"], r["heading_path"] or ()) for r in rows}
+
+
+class Backfills:
+    """Several idle backfills as one: each step runs the first that is not done."""
+
+    def __init__(self, *parts: IdleBackfill) -> None:
+        self.parts = parts
+
+    @property
+    def done(self) -> bool:
+        return all(p.done for p in self.parts)
+
+    async def step(self) -> int:
+        for part in self.parts:
+            if not part.done:
+                looked = await part.step()
+                if looked:
+                    return looked
+        return 0

@@ -10,28 +10,19 @@ users read a mapped reason instead ("the database was unavailable", "the embeddi
 Deterministic data errors are permanent: a value the database refuses (a NUL character, a
 character outside the encoding, a number out of range, a value beyond a size limit) is refused
 again on every retry, so the document fails at once with a readable reason instead of retrying
-behind the backlog.
+behind the backlog. The postgres adapters decide that (``UnstorableValueError``): the driver's
+errors reach no service.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
-import psycopg
-from psycopg import errors as pg
-
-from ..domain.errors import PermanentError, UltimateRagError
+from ..domain.errors import DatabaseError, PermanentError, UltimateRagError
 
 MAX_DETAIL_CHARS = 2000
-
-# SQLSTATE classes whose errors depend only on the data written: the same data fails the same way
-_DATA_REASONS: tuple[tuple[type[BaseException], str], ...] = (
-    (pg.CharacterNotInRepertoire, "characters that are not valid in the database's encoding"),
-    (pg.UntranslatableCharacter, "characters the database's encoding cannot represent"),
-    (pg.NumericValueOutOfRange, "a number outside the range the database can store"),
-    (pg.StringDataRightTruncation, "a value longer than the database allows"),
-    (pg.ProgramLimitExceeded, "a value larger than a database limit allows"),
-)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,13 +48,12 @@ def _explain(exc: BaseException) -> Failure:
     detail = _raw(exc)
     if isinstance(exc, UltimateRagError):
         permanent = isinstance(exc, PermanentError)
-        if exc.service is None:
-            return Failure(permanent, exc.message, exc.message)
+        if exc.service is None:  # worded for users already; a refused value's raw words go to the log
+            raw = _raw(exc.__cause__) if isinstance(exc, DatabaseError) and exc.__cause__ else exc.message
+            return Failure(permanent, exc.message, raw)
         return Failure(permanent, service_reason(exc.service, exc.code, permanent=permanent),
                        exc.message[:MAX_DETAIL_CHARS])
-    if isinstance(exc, psycopg.DataError | pg.ProgramLimitExceeded):
-        return Failure(True, f"the document contains data the database cannot store: {_data_reason(exc)}", detail)
-    if isinstance(exc, psycopg.Error):
+    if _from_module(exc, "psycopg", "psycopg_pool"):  # one that did not pass the adapters' translation
         return Failure(False, service_reason("database", None, permanent=False), detail)
     if _from_module(exc, "botocore", "boto3", "s3transfer"):
         return Failure(False, service_reason("object storage", None, permanent=False), detail)
@@ -76,20 +66,19 @@ def _explain(exc: BaseException) -> Failure:
     return Failure(False, f"an unexpected internal error occurred ({exc.__class__.__name__})", detail, True)
 
 
+def reason_for(exc: BaseException) -> str:
+    """What users read about ``exc`` where no job log line carries its raw text (a connector's
+    document and its sync's errors): the mapped reason, the raw text logged here."""
+    failure = explain(exc)
+    if failure.mapped:
+        log.warning("%s [%s]", failure.reason, failure.detail)
+    return failure.reason
+
+
 def service_reason(service: str, code: str | None, *, permanent: bool) -> str:
     if permanent:
         return f"the {service} refused the request{f' ({code})' if code else ''}; an operator must check its settings"
     return f"the {service} failed ({code})" if code else f"the {service} was unavailable"
-
-
-def _data_reason(exc: BaseException) -> str:
-    text = str(exc)
-    if "NUL" in text or "\\u0000" in text:  # psycopg refuses these in a text itself; the server in JSON
-        return "a NUL character (0x00) in its text"
-    for kind, reason in _DATA_REASONS:
-        if isinstance(exc, kind):
-            return reason
-    return "a value the database refuses"
 
 
 def _storable(text: str) -> str:

@@ -68,11 +68,14 @@ def select_passages(results: Sequence[SearchResult], *, budget_tokens: int, min_
                     count_tokens: Callable[[str], int]) -> list[Passage]:
     """The relevant results, best first, while they fit in ``budget_tokens``; one that does not fit
     is skipped (a smaller one after it may), except the best, which is cut to fit. Relevance is
-    judged on the dense similarity when the search reports it (the same scale in every mode)."""
+    judged on the dense similarity when the search reports it (the same scale in every mode); a
+    result holding an identifier the question names is relevant whatever its score, and ranks as
+    the search ranked it (the identifier stage first)."""
     passages: list[Passage] = []
     left = budget_tokens
-    relevant = (r for r in results if (r.dense_score if r.dense_score is not None else r.score) >= min_score)
-    for result in sorted(relevant, key=lambda r: -r.score):
+    relevant = (r for r in results
+                if r.identifiers or (r.dense_score if r.dense_score is not None else r.score) >= min_score)
+    for result in sorted(relevant, key=lambda r: (-len(r.identifiers), -r.score)):
         candidate = Passage(len(passages) + 1, result, result.content.strip())
         cost = count_tokens(candidate.header()) + count_tokens(candidate.text) + 2
         if cost <= left:

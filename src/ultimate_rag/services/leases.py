@@ -13,9 +13,7 @@ from contextlib import AbstractContextManager
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-import psycopg
-
-from ..domain.errors import LeaseLostError
+from ..domain.errors import DatabaseError, LeaseLostError
 from ..domain.ports import ClaimingLeases, TaskLeases
 
 log = logging.getLogger(__name__)
@@ -84,7 +82,7 @@ class LeasedRunner(Generic[L]):
                 return
             try:
                 alive = await self.leases.heartbeat(lease)
-            except (psycopg.Error, OSError) as exc:
+            except (DatabaseError, OSError) as exc:
                 log.warning("%s: heartbeat failed, will retry: %s", self._label(lease), exc)
                 continue
             if not alive and work.done():  # it succeeded (or failed) while the renewal ran
@@ -141,7 +139,7 @@ class OneAtATime(Generic[L]):
         while not stop.is_set():
             try:
                 lease = await self._leases.claim(worker_id)
-            except (psycopg.Error, OSError) as exc:
+            except (DatabaseError, OSError) as exc:
                 log.warning("%s claim failed (database unavailable?): %s", self._what, exc)
                 lease = None
             if lease is None:

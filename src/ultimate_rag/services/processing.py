@@ -43,17 +43,17 @@ from ..domain.ports import (
     IndexRouter,
     MigrationItemQueue,
     ObjectStorage,
+    ParseExecutor,
     Parser,
     ParserResolver,
-    ParseRunnerPort,
     PipelineStore,
     Truncating,
 )
 from ..domain.status import DocumentStatus as S
 from ..offload import run_sized
 from .dedup import Deduplicator
-from .embedding import EmbeddingService
-from .embedding_models import EmbeddingModels
+from .embedding.models import EmbeddingModels
+from .embedding.passages import EmbeddingService
 from .progress import EmbeddingProgress, parse_progress
 from .ready_commit import Publication, ReadyCommitSteps, VectorWrites
 
@@ -77,7 +77,7 @@ async def _deterministic(work: Awaitable[T], what: str) -> T:
 class DocumentProcessor:
     def __init__(self, *, store: PipelineStore, storage: ObjectStorage, parsers: ParserResolver, chunker: Chunker,
                  models: EmbeddingModels, indexes: IndexRouter, snapshots: ChunkSnapshotStore,
-                 parse_runner: ParseRunnerPort, default_chunk_size: int, default_overlap: int,
+                 parse_runner: ParseExecutor, default_chunk_size: int, default_overlap: int,
                  progress_interval: float = 1.0, vision: ImageDescriber | None = None,
                  dedup: Deduplicator | None = None, centroids: CentroidStore | None = None,
                  migration_items: MigrationItemQueue | None = None) -> None:

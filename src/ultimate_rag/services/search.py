@@ -1,9 +1,11 @@
-"""Search (SPEC §10): embed the query (dense and learned sparse, a small LRU in front) and weigh its
-BM25 terms by the knowledge base's document frequencies, ask the index for candidates of the
-knowledge base restricted by the filters inside its query, fuse dense, learned sparse and BM25
-per chunk (docs/search.md), then keep only chunks whose document PostgreSQL says is READY and
-passes the filters — even if a crashed worker left vectors behind (the double filter).
-Over-fetches until top_k results survive or the index has nothing more."""
+"""Search (SPEC §10, docs/search.md): embed the query (dense and learned sparse, a small LRU in
+front) and weigh its BM25 terms by the knowledge base's document frequencies, ask the index for
+candidates of the knowledge base restricted by the filters inside its query, fuse dense, learned
+sparse and BM25 per chunk after language centring, then keep only chunks whose document
+PostgreSQL says is READY and passes the filters — even if a crashed worker left vectors behind (the
+double filter). Over-fetches until top_k results survive or the index has nothing more. A query
+naming an identifier goes through the identifier stage too (identifier_stage.py): its chunks are
+candidates, and rank first; the optional reranker orders within that tier."""
 
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from uuid import UUID
 
 from ..domain.embedding_models import IndexPlan
 from ..domain.errors import GenerationGone, InvalidRequestError, TransientError
+from ..domain.identifiers import IdentifierHits, QueryIdentifier, identifier_tier, spans_of
 from ..domain.lexical import LexicalQuery, lexical_query, query_indexes
-from ..domain.models import SearchResult, SourceLocator
+from ..domain.models import SearchOutcome, SearchResult, SourceLocator
 from ..domain.ports import (
     CentroidStore,
     Embedder,
+    IdentifierIndex,
     IndexRouter,
     LexicalStatistics,
     ReadyChunks,
@@ -42,15 +46,10 @@ from ..domain.search import (
     highlights,
     script_language,
 )
-from .embedding_models import EmbeddingModels
+from .embedding.models import EmbeddingModels
+from .identifier_stage import IdentifierStage
 
 MAX_FETCH = 16384
-
-
-def rerank_tier(result: SearchResult) -> int:
-    """Where a result stands before the reranker orders within its tier (lower first): one tier
-    until identifier exactness ranks exact matches above the rest."""
-    return 0
 MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw similarity ranks lower
 # A language's mean says "this language" only over enough chunks; over a handful it is their content,
 # and centring on it would cancel exactly the similarity that matters.
@@ -79,17 +78,22 @@ class QueryCache:
             self._items.popitem(last=False)
 
 
+async def _no_hits() -> IdentifierHits:
+    return IdentifierHits()
+
+
 class SearchService:
     def __init__(self, *, vectors: IndexRouter, models: EmbeddingModels, documents: ReadyChunks,
                  max_top_k: int, max_query_chars: int, sparse: SparseEncoder | None = None,
                  fusion: Fusion = Fusion.WEIGHTED, weights: FusionWeights | None = None, query_cache_size: int = 1024,
                  metrics: SearchTimings | None = None, centroids: CentroidStore | None = None,
-                 lexical: LexicalStatistics | None = None, reranker: Reranker | None = None,
-                 rerank_candidates: int = 30) -> None:
+                 identifiers: IdentifierIndex | None = None, lexical: LexicalStatistics | None = None,
+                 reranker: Reranker | None = None, rerank_candidates: int = 30) -> None:
         """``vectors``: the index generations router (candidates from the generation of the plan a
         search read); ``models``: the query is embedded with that generation's own model;
-        ``lexical``: the knowledge bases' BM25 statistics (None: no BM25 side); ``reranker``: the
-        optional cross-encoder that re-scores the top ``rerank_candidates`` results."""
+        ``identifiers``: the identifier index (None: no identifier stage); ``lexical``: the
+        knowledge bases' BM25 statistics (None: no BM25 side); ``reranker``: the optional
+        cross-encoder that re-scores the top ``rerank_candidates`` results."""
         self._vectors = vectors
         self._models = models
         self._sparse = sparse
@@ -101,6 +105,7 @@ class SearchService:
         self._cache = QueryCache(query_cache_size)
         self.metrics = metrics
         self._centroids = centroids
+        self._identifiers = IdentifierStage(identifiers, vectors) if identifiers is not None else None
         self._lexical = lexical
         self.reranker = reranker
         self._rerank_candidates = rerank_candidates
@@ -108,6 +113,13 @@ class SearchService:
     async def search(self, knowledge_base_id: UUID, query: str, top_k: int, *,
                      mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
                      min_score: float | None = None, group_by_document: bool = False) -> list[SearchResult]:
+        return (await self.search_outcome(knowledge_base_id, query, top_k, mode=mode, filters=filters,
+                                          min_score=min_score, group_by_document=group_by_document)).results
+
+    async def search_outcome(self, knowledge_base_id: UUID, query: str, top_k: int, *,
+                             mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
+                             min_score: float | None = None, group_by_document: bool = False) -> SearchOutcome:
+        """``search``, with the identifiers the query names that no chunk it could return holds."""
         query = query.strip()
         if not query:
             raise InvalidRequestError("the query is empty")
@@ -118,6 +130,7 @@ class SearchService:
         if mode is SearchMode.SPARSE and self._sparse is None:
             raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
         effective = mode if self._sparse is not None or self._lexical is not None else SearchMode.DENSE
+        asked = self._identifiers.asked(query) if self._identifiers is not None else []
         started = time.perf_counter()
         wanted = max(top_k, self._rerank_candidates) if self.reranker is not None else top_k
         for _ in range(3):  # a switch between reading the plan and the index: read it again
@@ -125,15 +138,16 @@ class SearchService:
             vectors = await self._query_vectors(knowledge_base_id, query, effective, embedder)
             try:
                 results = await self._collect(knowledge_base_id, query, vectors, wanted, effective,
-                                              filters or SearchFilters(), min_score, group_by_document, plan, embedder)
+                                              filters or SearchFilters(), min_score, group_by_document, plan, embedder,
+                                              asked)
                 break
             except GenerationGone:
                 continue
         else:
             raise TransientError("the knowledge base is switching embedding models; try again", service="search")
         if self.reranker is not None:
-            results = await self._rerank(self.reranker, query, results)
-        results = results[:top_k]
+            results = replace(results, results=await rerank(self.reranker, query, results.results))
+        results = replace(results, results=results.results[:top_k])
         if self.metrics is not None:
             self.metrics.observe(mode.value, time.perf_counter() - started)
         return results
@@ -184,14 +198,18 @@ class SearchService:
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
                        filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan,
-                       embedder: Embedder) -> list[SearchResult]:
+                       embedder: Embedder, asked: list[QueryIdentifier]) -> SearchOutcome:
         fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
         offsets = await self._offsets(knowledge_base_id, vectors, embedder)
+        stage = self._identifiers
         while True:
-            found, exhausted = await self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode,
-                                                              filters=filters, plan=plan)
+            (found, exhausted), hits = await asyncio.gather(
+                self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode, filters=filters, plan=plan),
+                stage.lookup(knowledge_base_id, asked, filters, fetch) if stage is not None else _no_hits())
+            if stage is not None:
+                found = await stage.with_named(knowledge_base_id, vectors, found, hits, mode, plan)
             if mode is SearchMode.SPARSE:
-                found = [c for c in found if c.sparse > 0 or c.lexical > 0]
+                found = [c for c in found if c.sparse > 0 or c.lexical > 0 or c.chunk_id in hits.chunks]
             dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
@@ -199,23 +217,14 @@ class SearchService:
                 languages = [(c, script_language(rows[c.chunk_id]["content"])) for c in found if c.chunk_id in rows]
                 found = centre_lexical([(offsets.apply(c, language), language) for c, language in languages])
             ranked = fuse(found, mode, fusion=self.fusion, weights=self.weights)
-            results = self._assemble(ranked, rows, query, top_k, min_score, group, dense_of)
+            held = stage.held(asked, rows) if stage is not None else {}
+            results = self._assemble(identifier_tier(ranked, {c: len(n) for c, n in held.items()}), rows, query,
+                                     top_k, min_score, group, dense_of, held, {a.text: a.key for a in asked})
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
-                return results
+                unmatched = stage.unmatched(asked, hits, held) if stage is not None else ()
+                return SearchOutcome(results, unmatched)
             fetch = min(fetch * 4, MAX_FETCH)
-
-    @staticmethod
-    async def _rerank(reranker: Reranker, query: str, results: list[SearchResult]) -> list[SearchResult]:
-        """The cross-encoder's order and scores (its relevance, which ``score`` then is). A result's
-        tier — identifier exactness above everything else — stays above the reranker: it orders
-        within a tier (``rerank_tier``)."""
-        if not results:
-            return results
-        scores = await reranker.rerank(query, [r.content for r in results])
-        rescored = [replace(r, score=score) for r, score in zip(results, scores, strict=True)]
-        order = sorted(range(len(rescored)), key=lambda i: (rerank_tier(results[i]), -rescored[i].score, i))
-        return [rescored[i] for i in order]
 
     async def _offsets(self, knowledge_base_id: UUID, vectors: QueryVectors,
                        embedder: Embedder) -> LanguageOffsets | None:
@@ -226,7 +235,8 @@ class SearchService:
 
     @staticmethod
     def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], query: str, top_k: int,
-                  min_score: float | None, group: bool, dense_of: dict[UUID, float]) -> list[SearchResult]:
+                  min_score: float | None, group: bool, dense_of: dict[UUID, float],
+                  held: dict[UUID, tuple[str, ...]], key_of: dict[str, str]) -> list[SearchResult]:
         results: list[SearchResult] = []
         seen: set[UUID] = set()
         for chunk_id, score in ranked:
@@ -237,13 +247,28 @@ class SearchService:
                 if row["document_id"] in seen:
                     continue
                 seen.add(row["document_id"])
+            names = held.get(chunk_id, ())
+            exact = spans_of(row["content"], [key_of[n] for n in names]) if names else []
             results.append(SearchResult(
                 chunk_id=chunk_id, document_id=row["document_id"], filename=row["filename"],
                 content=row["content"], score=score, heading_path=tuple(row["heading_path"] or ()),
                 locator=SourceLocator.from_metadata(row["locator"]),
                 assets=tuple(row["metadata"].get("assets", ())) if row["metadata"] else (),
-                highlights=tuple(highlights(row["content"], query)), dense_score=dense_of.get(chunk_id),
+                highlights=tuple(highlights(row["content"], query, also=exact)), dense_score=dense_of.get(chunk_id),
+                identifiers=names,
             ))
             if len(results) == top_k:
                 break
         return results
+
+
+async def rerank(reranker: Reranker, query: str, results: list[SearchResult]) -> list[SearchResult]:
+    """The cross-encoder's order and scores (its relevance, which ``score`` then is) within each
+    identifier tier: a result holding more of the query's identifiers stays above one holding
+    fewer, whatever the reranker says (identifier exactness first, docs/search.md)."""
+    if not results:
+        return results
+    scores = await reranker.rerank(query, [r.content for r in results])
+    rescored = [replace(r, score=score) for r, score in zip(results, scores, strict=True)]
+    order = sorted(range(len(rescored)), key=lambda i: (-len(results[i].identifiers), -rescored[i].score, i))
+    return [rescored[i] for i in order]

@@ -12,7 +12,11 @@ import random
 from typing import Any
 from uuid import UUID, uuid4
 
+import pytest
+
+from ..adapters.postgres.identifiers import PostgresIdentifierIndex
 from ..adapters.postgres.sql import load_queries
+from ..domain.identifiers import chunk_identifiers, identifier_tier, query_identifiers
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
 from ..domain.search import FusionWeights, QueryVectors, SearchFilters, SearchMode, fuse
 from .contracts import near, unit_vector
@@ -28,15 +32,17 @@ def sparse_of(*indices: int) -> dict[int, float]:
 
 
 async def add_document(db: Any, kb: UUID, filename: str, mime: str, vectors: list[tuple[tuple[float, ...],
-                       dict[int, float], tuple[str, ...]]]) -> list[EmbeddedChunk]:
+                       dict[int, float], tuple[str, ...]]], content: str = "x") -> list[EmbeddedChunk]:
+    """A READY, published document of one chunk per vector, each holding ``content``."""
     doc = uuid4()
     await db.execute(Q["add_knowledge_base"], (kb, str(kb)))
     await db.execute(Q["add_document"], (doc, kb, filename, mime))
     items = []
     for i, (dense, sparse, headings) in enumerate(vectors):
-        chunk = Chunk(id=uuid4(), document_id=doc, knowledge_base_id=kb, ordinal=i, content="x", token_count=1,
+        chunk = Chunk(id=uuid4(), document_id=doc, knowledge_base_id=kb, ordinal=i, content=content, token_count=1,
                       heading_path=headings, locator=SourceLocator())
-        await db.execute(Q["add_chunk"], (chunk.id, doc, kb, i, list(headings)))
+        await db.execute(Q["add_chunk"], (chunk.id, doc, kb, i, content, list(headings),
+                                          chunk_identifiers(content, headings)))
         items.append(EmbeddedChunk(chunk=chunk, embedding=dense, sparse=sparse))
     return items
 
@@ -101,6 +107,65 @@ class HybridVectorStoreContract:
         fused = fuse(found, SearchMode.HYBRID, weights=FusionWeights(0.6))
         assert fused[0][0] == target
         assert len(found) >= 6  # and the dense top is there beside it
+
+    async def test_scored_gives_named_chunks_both_similarities_in_every_mode(self, hybrid: tuple[Any, Any]) -> None:
+        """The identifier stage's candidates: chunks named by id, scored exactly as ``candidates``
+        would score them, whatever their rank; a chunk of another knowledge base is never scored."""
+        store, db = hybrid
+        rng = random.Random(25)
+        kb, other_kb = uuid4(), uuid4()
+        q = unit_vector(rng, self.dimension)
+        crowd = []
+        for i in range(20):
+            crowd += await add_document(db, kb, f"crowd-{i}.txt", "text/plain",
+                                        [(near(q, rng, 0.9), sparse_of(40 + i), ())])
+        far = await add_document(db, kb, "far.txt", "text/plain",
+                                 [(unit_vector(rng, self.dimension), sparse_of(5, 6), ())])
+        foreign = await add_document(db, other_kb, "other.txt", "text/plain", [(q, sparse_of(5), ())])
+        await store.upsert(kb, crowd + far)
+        await store.upsert(other_kb, foreign)
+        query = QueryVectors(dense=q, sparse=sparse_of(5, 6))
+        target, stranger = far[0].chunk.id, foreign[0].chunk.id
+        await self._candidates(store, kb, query, 25, SearchMode.DENSE, expect=21)  # all visible
+        for mode in MODES:
+            found = {c.chunk_id: c for c in await store.scored(kb, query, [target, stranger, uuid4()], mode=mode)}
+            assert set(found) == {target}, mode
+            if mode is not SearchMode.SPARSE:
+                expected = sum(a * b for a, b in zip(q, far[0].embedding, strict=True))
+                assert abs(found[target].dense - expected) < 1e-3, mode
+            assert found[target].sparse == (0.0 if mode is SearchMode.DENSE else pytest.approx(1.0, abs=1e-3)), mode
+
+    async def test_the_identifier_stage_puts_the_holder_first_in_every_mode(self, hybrid: tuple[Any, Any]) -> None:
+        """Tickets from one template, all nearer the query than the one it names, on both sides: the
+        identifier index (PostgreSQL, whatever the dense store) names it, the store scores it by id,
+        and the tier after fusion ranks it first — in every mode."""
+        store, db = hybrid
+        rng = random.Random(26)
+        kb = uuid4()
+        q = unit_vector(rng, self.dimension)
+        tickets = []
+        for n in range(88340, 88352):
+            tickets += await add_document(db, kb, f"SR-{n}.txt", "text/plain",
+                                          [(near(q, rng, 0.6 if n == 88346 else 0.95), sparse_of(1, 2, 3, n % 97), ())],
+                                          content=f"Ticket SR-{n}: the customer cannot sign in after the update.")
+        await store.upsert(kb, tickets)
+        target = next(i.chunk.id for i in tickets if "SR-88346" in i.chunk.content)
+        index = PostgresIdentifierIndex(db)
+        asked = query_identifiers("SR-88346 是什么问题？")
+        hits = await index.lookup(kb, [a.key for a in asked], SearchFilters(), 5)
+        assert hits.found == {"sr88346"} and set(hits.chunks) == {target}
+        query = QueryVectors(dense=q, sparse=sparse_of(1, 2, 3))
+        await self._candidates(store, kb, query, 20, SearchMode.DENSE, expect=12)  # all visible
+        for mode in MODES:
+            found = (await store.candidates(kb, query, 5, mode=mode))[0]
+            assert target not in {c.chunk_id for c in found}, mode  # the index's top misses it
+            found += await store.scored(kb, query, list(hits.chunks), mode=mode)
+            ranked = identifier_tier(fuse(found, mode, weights=FusionWeights(0.6)),
+                                     {c: len(k) for c, k in hits.chunks.items()})
+            assert ranked[0][0] == target, mode
+        assert (await index.lookup(kb, ["sr88364", "sr8834"], SearchFilters(), 5)).found == frozenset()
+        pdf_only = await index.lookup(kb, ["sr88346"], SearchFilters(filename="*.pdf"), 5)
+        assert pdf_only.found == frozenset() and not pdf_only.chunks  # under the search's filters
 
     async def test_filters_apply_inside_the_query_in_every_mode(self, hybrid: tuple[Any, Any]) -> None:
         store, db = hybrid

@@ -10,5 +10,6 @@ INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, s
 VALUES (%s, %s, %s, %s, 1, 'x', 'x', 'READY', 1)
 
 -- add_chunk --
-INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count, heading_path)
-VALUES (%s, %s, %s, %s, 'x', 1, %s)
+-- identifiers: the chunk's identifier keys as the READY commit writes them (domain/identifiers.py)
+INSERT INTO chunks (id, document_id, knowledge_base_id, ordinal, content, token_count, heading_path, identifiers)
+VALUES (%s, %s, %s, %s, %s, 1, %s, %s)

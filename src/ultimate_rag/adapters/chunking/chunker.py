@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from uuid import UUID
 
+from ultimate_rag.domain.identifiers import chunk_identifiers
 from ultimate_rag.domain.ids import chunk_id
 from ultimate_rag.domain.models import Block, Chunk, ParsedDocument, SourceLocator, embedding_text
 
@@ -73,6 +74,7 @@ class StructuredChunker:
                 locator=_union([locate(u) for u in draft.units]),
                 metadata=_asset_metadata(parsed.blocks, draft.units),
                 context=embedded[:len(embedded) - len(draft.content)].rstrip("\n"),
+                identifiers=tuple(chunk_identifiers(draft.content, draft.path)),
             ))
         return chunks
 
@@ -210,8 +212,8 @@ class _Locator:
             newlines = self._newlines_of(unit.block, block.text)
             line_start = loc.line_start + bisect_left(newlines, unit.start)
             line_end = loc.line_start + bisect_left(newlines, max(unit.start, unit.end - 1))
-        return SourceLocator(page=loc.page, line_start=line_start, line_end=line_end,
-                             char_start=loc.char_start + unit.start, char_end=loc.char_start + unit.end)
+        return replace(loc, line_start=line_start, line_end=line_end,
+                       char_start=loc.char_start + unit.start, char_end=loc.char_start + unit.end)
 
     def _rows(self, unit: Unit, block: Block) -> SourceLocator:
         """A table's unit cites the data rows its lines span (the header lines are not rows)."""
@@ -237,6 +239,9 @@ def _union(locators: list[SourceLocator]) -> SourceLocator:
 
     pages = {p for loc in locators for p in (loc.page, loc.page_start, loc.page_end) if p is not None}
     spans = len(pages) > 1  # a chunk across a page break cites the range, never nothing
+    tables = {loc.table for loc in locators if loc.table is not None}
+    # rows of two tables make no one range: the paragraphs (or page) locate such a chunk
+    rows = locators if len(tables) <= 1 else []
     return SourceLocator(
         page=next(iter(pages)) if len(pages) == 1 else None,
         page_start=min(pages) if spans else None,
@@ -245,9 +250,13 @@ def _union(locators: list[SourceLocator]) -> SourceLocator:
         line_end=bound([loc.line_end for loc in locators], max),
         char_start=bound([loc.char_start for loc in locators], min),
         char_end=bound([loc.char_end for loc in locators], max),
-        row_start=bound([loc.row_start for loc in locators], min),
-        row_end=bound([loc.row_end for loc in locators], max),
+        row_start=bound([loc.row_start for loc in rows], min),
+        row_end=bound([loc.row_end for loc in rows], max),
         bbox=_box_union(locators) if len(pages) == 1 else None,
+        table=next(iter(tables)) if len(tables) == 1 else None,
+        paragraph_start=bound([loc.paragraph_start for loc in locators], min),
+        paragraph_end=bound([loc.paragraph_end for loc in locators], max),
+        anchor=next((loc.anchor for loc in locators if loc.anchor), None),  # where the chunk starts
     )
 
 

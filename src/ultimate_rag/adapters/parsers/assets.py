@@ -6,7 +6,9 @@ HTML ``data:`` URIs).
   and PNM (common in PDFs) are converted to PNG; anything else (SVG, HTML, unknown bytes) is left
   out.
 * **One image** over ``max_image_pixels`` or ``max_image_bytes`` is downscaled (to fit the pixel
-  limit and ``DOWNSCALE_MAX_SIDE``) or, when that is impossible, left out. Either way a warning
+  limit and ``DOWNSCALE_MAX_SIDE``) or, when that is impossible, left out. Downscaling never
+  holds a full-size copy: a JPEG decodes at 1/2-1/8 scale, an 8-bit PNG is read band by band
+  (``png_bands.py``), anything else is decoded once and reduced a strip at a time. Either way a warning
   goes into ``ParsedDocument.metadata["warnings"]``; the document itself goes on.
 * **The whole document** over ``max_assets`` images or ``max_asset_bytes`` fails
   (``InvalidDocumentError``).
@@ -28,6 +30,7 @@ from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import ParsedAsset
 
 from .limits import ParseLimits
+from .png_bands import reduced_png
 
 # the decoded format (Pillow's name) -> the MIME type recorded and served
 ALLOWED_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg", "GIF": "image/gif",
@@ -40,6 +43,7 @@ DOWNSCALE_MAX_SIDE = 4096  # a downscaled image fits in this square (and in the 
 # scale (1/64 of the memory) when it is downscaled, so it may be larger
 DECODE_CEILING = 4
 JPEG_DECODE_CEILING = 64
+_STRIP_PIXELS = 4 * 1024 * 1024  # pixels converted and reduced at a time when an image is shrunk
 MAX_WARNINGS = 50
 WARNINGS_KEY = "warnings"
 
@@ -129,7 +133,7 @@ def conform(data: bytes, limits: ParseLimits) -> tuple[bytes, str, str, tuple[in
                 and len(data) <= limits.max_image_bytes:
             return data, ALLOWED_FORMATS[str(image.format)], "", (width, height)
         over = pixels > limits.max_image_pixels or len(data) > limits.max_image_bytes
-        out, mime, size = _reencode(image, limits, len(data))
+        out, mime, size = _reencode(image, data, limits)
     return out, mime, _downscaled(size, limits) if over else "", size
 
 
@@ -138,25 +142,32 @@ def _downscaled(size: tuple[int, int], limits: ParseLimits) -> str:
             f"pixels and {_mb(limits.max_image_bytes)} per image")
 
 
-def _reencode(image: Image.Image, limits: ParseLimits, size: int) -> tuple[bytes, str, tuple[int, int]]:
-    """Decode (JPEG at a reduced scale where possible), shrink until it fits, encode as PNG or JPEG."""
+def _reencode(image: Image.Image, data: bytes, limits: ParseLimits) -> tuple[bytes, str, tuple[int, int]]:
+    """Decode (JPEG at a reduced scale, PNG band by band, others once and reduced in strips),
+    shrink until it fits, encode as PNG or JPEG."""
     width, height = image.size
     side = min(DOWNSCALE_MAX_SIDE, max(width, height))
     scale = min(1.0, math.sqrt(limits.max_image_pixels / (width * height)), side / max(width, height))
     photo = image.format in ("JPEG", "MPO")
+    mode = "RGBA" if _has_alpha(image) else "RGB"
     try:
+        # an integer factor at least as strong as the scale: the result may be a little smaller than it
+        source = None if photo else _reduced(image, data, max(1, math.ceil(1 / scale - 1e-9)), mode)
         for _ in range(6):
             target = (max(1, int(width * scale)), max(1, int(height * scale)))
             if photo:
                 image.draft("RGB", target)  # JPEG decodes at 1/2, 1/4 or 1/8 scale: far less memory
-            frame = image.convert("RGBA" if _has_alpha(image) else "RGB")
+                frame = image.convert(mode)
+            else:
+                assert source is not None
+                frame = source.copy()
             if frame.size != target:
                 frame.thumbnail(target, Image.Resampling.LANCZOS)
             buffer = io.BytesIO()
             if photo and frame.mode == "RGB":
                 frame.save(buffer, "JPEG", quality=85, optimize=True)
             else:
-                frame.save(buffer, "PNG", optimize=size > limits.max_image_bytes)
+                frame.save(buffer, "PNG", optimize=len(data) > limits.max_image_bytes)
             if buffer.tell() <= limits.max_image_bytes:
                 mime = "image/jpeg" if photo and frame.mode == "RGB" else "image/png"
                 return buffer.getvalue(), mime, frame.size
@@ -166,6 +177,26 @@ def _reencode(image: Image.Image, limits: ParseLimits, size: int) -> tuple[bytes
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise _Skip(f"it cannot be decoded ({exc})"[:200]) from exc
     raise _Skip(f"it cannot be made smaller than the limit of {_mb(limits.max_image_bytes)} per image")
+
+
+def _reduced(image: Image.Image, data: bytes, factor: int, mode: str) -> Image.Image:
+    """The image in ``mode``, each side divided by ``factor`` (box filter), with as little held at
+    once as the format allows: an 8-bit PNG is read band by band (never whole); anything else is
+    decoded once in its own mode and converted and reduced a strip at a time (no full-size copy)."""
+    if factor > 1 and image.format == "PNG":
+        banded = reduced_png(data, factor)
+        if banded is not None:
+            return banded if banded.mode == mode else banded.convert(mode)
+    image.load()
+    if factor == 1:
+        return image if image.mode == mode else image.convert(mode)
+    width, height = image.size
+    out = Image.new(mode, (-(-width // factor), -(-height // factor)))
+    strip = max(factor, (_STRIP_PIXELS // max(width, 1)) // factor * factor)
+    for top in range(0, height, strip):
+        part = image.crop((0, top, width, min(height, top + strip)))
+        out.paste((part if part.mode == mode else part.convert(mode)).reduce(factor), (0, top // factor))
+    return out
 
 
 def _undecodable(width: int, height: int, limits: ParseLimits, jpeg: bool) -> str:

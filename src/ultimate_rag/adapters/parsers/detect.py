@@ -18,11 +18,13 @@ import filetype
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 
+from .text_encodings import ISO2022_CN_ESCAPES, SAMPLE_BYTES, looks_like_euc_tw, sniff_encoding
+
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mdx"})
 TEXT_EXTENSIONS = frozenset({".txt", ".text", ".log", ".rst", ""})
 OCTET_STREAM = "application/octet-stream"
 
-_SAMPLE_BYTES = 64 * 1024
+_SAMPLE_BYTES = SAMPLE_BYTES
 _MAX_CONTROL_RATIO = 0.02
 # Control characters that real text files contain (tabs, form feeds, ANSI colour codes in logs).
 _ALLOWED_CONTROLS = frozenset("\t\n\r\f\v\x1b")
@@ -123,10 +125,13 @@ def decode_text(content: bytes) -> tuple[str, str]:
     if not content:
         return "", "utf-8"
     encoding = _bom_encoding(content)
+    sniffed = None if encoding else sniff_encoding(content[:_SAMPLE_BYTES])
     if encoding is not None:
         bom_len = 4 if encoding.startswith("utf-32") else 3 if encoding == "utf-8" else 2
         text = _strict_decode(content[bom_len:], encoding)
         name = "utf-8-sig" if encoding == "utf-8" else encoding
+    elif sniffed is not None:
+        text, name = _strict_decode(content, sniffed), sniffed
     else:
         try:
             text, name = content.decode("utf-8"), "utf-8"
@@ -154,7 +159,10 @@ def _guess_encoding(content: bytes) -> str:
 
 
 def _best_guess(content: bytes) -> str | None:
-    """charset-normalizer's best plausible encoding (BOM-less UTF-16/32 needs NUL bytes)."""
+    """charset-normalizer's best plausible encoding (BOM-less UTF-16/32 needs NUL bytes); none
+    for EUC-TW, which it would misread."""
+    if looks_like_euc_tw(content):
+        return None
     has_nul = b"\x00" in content
     for match in charset_normalizer.from_bytes(content):
         if has_nul or not match.encoding.startswith(("utf_16", "utf_32")):
@@ -172,8 +180,8 @@ def _bom_encoding(content: bytes) -> str | None:
 def _looks_like_text(head: bytes) -> bool:
     if not head:
         return True
-    encoding = _bom_encoding(head)
-    if encoding is None and b"\x00" in head:
+    encoding = _bom_encoding(head) or sniff_encoding(head)
+    if encoding is None and (b"\x00" in head or any(escape in head for escape in ISO2022_CN_ESCAPES)):
         return False
     sample = _decode_sample(head, encoding)
     if sample is None:

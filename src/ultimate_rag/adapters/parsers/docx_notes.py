@@ -16,19 +16,25 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ultimate_rag.domain.models import Block
+
+from .docx_xml import W, through
 
 if TYPE_CHECKING:
     from docx.document import Document as DocxDocument
     from docx.text.paragraph import Paragraph
     from lxml import etree
 
-W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _RT = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 _REFS = {f"{{{W}}}footnoteReference": "^", f"{{{W}}}endnoteReference": "^e"}
 _COMMENT_REF = f"{{{W}}}commentReference"
+_R = f"{{{W}}}r"
+_RUBY, _RUBY_BASE, _RUBY_TEXT = f"{{{W}}}ruby", f"{{{W}}}rubyBase", f"{{{W}}}rt"
+# elements whose runs are part of the paragraph's text (w:del and w:moveFrom are not)
+_RUN_CONTAINERS = frozenset(f"{{{W}}}{name}" for name in (
+    "hyperlink", "ins", "smartTag", "sdt", "sdtContent", "customXml", "fldSimple", "moveTo", "dir", "bdo"))
 _SKIP_NOTE_TYPES = {"separator", "continuationSeparator", "continuationNotice"}
 _PAGE_WORDS = re.compile(r"\b(page|pages|of|p\.|pg\.?)\b|페이지|쪽|[第页頁共/\-–—|.,:()\s\d]", re.IGNORECASE)
 
@@ -58,18 +64,28 @@ class Notes:
 
     def paragraph_text(self, paragraph: Paragraph) -> tuple[str, list[str]]:
         """The paragraph's text with note markers where the notes are referenced, and the keys of
-        the notes and comments it references (``^1``, ``^e1``, ``c:0``) in order."""
+        the notes and comments it references (``^1``, ``^e1``, ``c:0``) in order. Runs inside
+        hyperlinks, insertions, content controls, smart tags and simple fields are read (deleted
+        text is not); ruby (furigana) keeps its base text in place and its readings follow the
+        paragraph in parentheses: ``東京に行く (東京: とうきょう)``."""
         element = paragraph._element
         refs = [key for key in (_ref_key(e) for e in element.iter(*_REFS, _COMMENT_REF)) if key]
-        if not any(not r.startswith("c:") for r in refs):
-            return paragraph.text, refs
-        from docx.text.run import Run
-
-        parts = []
-        for run in element.xpath("./w:r | ./w:hyperlink/w:r | ./w:ins/w:r | ./w:smartTag/w:r"):
-            parts.append(Run(run, paragraph).text)
+        parts: list[str] = []
+        readings: list[str] = []
+        for run in _runs(element):
+            ruby = run.find(_RUBY)
+            if ruby is not None:
+                base = "".join(r.text for r in _runs(ruby.find(_RUBY_BASE)))
+                reading = "".join(r.text for r in _runs(ruby.find(_RUBY_TEXT)))
+                parts.append(base)
+                if reading.strip() and base.strip():
+                    readings.append(f"{base.strip()}: {reading.strip()}")
+            parts.append(run.text)
             parts.extend(f"[{key}]" for key in (_ref_key(e) for e in run.iter(*_REFS)) if key)
-        return "".join(parts), refs
+        text = "".join(parts)
+        if readings:
+            text = f"{text.rstrip()} ({'; '.join(dict.fromkeys(readings))})"
+        return text, refs
 
     def blocks_for(self, refs: list[str]) -> list[Block]:
         """The notes and comments that follow a paragraph (or table) referencing them, once each."""
@@ -88,6 +104,12 @@ class Notes:
     def leftovers(self) -> list[Block]:
         """Notes and comments nothing in the body references: never lost, listed at the end."""
         return self.blocks_for([*self.notes, *(f"c:{k}" for k in self.comments)])
+
+
+def _runs(container: Any) -> Iterator[Any]:
+    """The ``w:r`` runs of a paragraph (or ruby part) in order, through the elements that wrap runs;
+    deleted and moved-away text is not read. Runs are python-docx's ``CT_R`` (``.text``)."""
+    return through(container, (_R,), _RUN_CONTAINERS)
 
 
 def _ref_key(element: etree._Element) -> str:

@@ -5,26 +5,31 @@ images), so chapters and their headings are the structure. A chapter without a h
 title from the table of contents (EPUB 3 ``nav``, EPUB 2 NCX) as a level-1 heading. Images are
 read from the package through the gate; nothing outside the package is ever fetched.
 
-The zip is checked first (``docx.check_archive``: entries, unpacked size, DTDs refused — the
-XHTML DOCTYPE of EPUB 2 is removed before that check sees it, it declares nothing).
+Every block cites its chapter file and the ``id`` it sits under (``anchor``:
+``OEBPS/ch1.xhtml#section-2``), and its ordinal in the book (``paragraph_start``); tables cite
+their rows.
+
+The zip is checked first (``packages.check_archive``: entries, unpacked size, entity declarations
+and internal DTD subsets refused; EPUB 2's public DOCTYPEs in its NCX and chapters declare
+nothing and are read).
 """
 
 from __future__ import annotations
 
 import io
-import re
 import zipfile
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
-from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, figure_text
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator, figure_text
 
 from . import progress
 from .assets import AssetGate, with_warnings
-from .docx import check_archive
 from .html import _max_depth, safe_parser, strip_page
 from .html_walk import Walker
 from .limits import ParseLimits
+from .packages import check_archive
 from .zipxml import parse_xml, read_part, resolve
 
 if TYPE_CHECKING:
@@ -35,16 +40,13 @@ _CONTAINER = "urn:oasis:names:tc:opendocument:xmlns:container"
 _OPF = "http://www.idpf.org/2007/opf"
 _DC = "http://purl.org/dc/elements/1.1/"
 _NCX = "http://www.daisy.org/z3986/2005/ncx/"
-# an XHTML DOCTYPE with at most a public identifier and nothing inside (EPUB 2's XHTML 1.1 one,
-# EPUB 3's <!DOCTYPE html>): safe, and in almost every chapter
-_PLAIN_DOCTYPE = re.compile(rb"<!DOCTYPE\s+html(\s+PUBLIC\s+\"[^\"<>\[]*\"\s+\"[^\"<>\[]*\")?\s*>", re.IGNORECASE)
 _HTML_TYPES = ("application/xhtml+xml", "text/html")
 
 
 class EpubParser:
     extensions = (".epub",)
     name = "epub"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -53,10 +55,9 @@ class EpubParser:
         return source.extension == ".epub" and detected_kind == EPUB_KIND
 
     def parse(self, source: DocumentSource) -> ParsedDocument:
-        content = _without_plain_doctypes(source.content, self.limits)
-        check_archive(content, self.limits, "EPUB")
+        check_archive(source.content, self.limits, "EPUB")
         gate = AssetGate(self.limits)
-        with zipfile.ZipFile(io.BytesIO(content)) as archive:
+        with zipfile.ZipFile(io.BytesIO(source.content)) as archive:
             opf_name = self._rootfile(archive)
             opf = self._xml(archive, opf_name)
             manifest = {item.get("id"): (resolve(opf_name, item.get("href") or ""), item.get("media-type") or "")
@@ -74,7 +75,8 @@ class EpubParser:
                 self._chapter(archive, name, walker)
                 if walker.blocks and not any(b.kind == "heading" for b in walker.blocks) and titles.get(name):
                     walker.blocks.insert(0, Block(kind="heading", text=titles[name], level=1))
-                blocks.extend(walker.blocks)
+                first = len(blocks) + 1
+                blocks.extend(_in_chapter(block, name, first + k) for k, block in enumerate(walker.blocks))
                 assets.extend(walker.assets)
             progress.report(len(spine), len(spine))
         metadata: dict[str, Any] = {"chapters": len(spine)}
@@ -167,32 +169,15 @@ class _ChapterWalker(Walker):
             return super()._image(element)
         self.assets.append(asset)
         self._flush()
-        self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))
+        self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,), locator=self._here()))
         return None
 
 
-def _without_plain_doctypes(content: bytes, limits: ParseLimits) -> bytes:
-    """The package with the plain XHTML DOCTYPEs of its chapters removed (EPUB 2 writes one into
-    every chapter; it declares no entity), so that the DTD check refuses only real declarations.
-    Only when a chapter has one: otherwise the original bytes."""
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(content))
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise InvalidDocumentError(f"the file is not a readable EPUB document (bad zip: {exc})") from exc
-    with archive:
-        entries = archive.infolist()
-        if len(entries) > limits.max_archive_entries or \
-                sum(max(0, e.file_size) for e in entries) > limits.max_archive_bytes:
-            return content  # check_archive says why
-        names = [e.filename for e in entries if e.filename.lower().endswith((".xhtml", ".html", ".htm"))]
-        parts = {n: read_part(archive, n, limits, "EPUB") or b"" for n in names}
-        changed = {n: _PLAIN_DOCTYPE.sub(b"", d[:2048], count=1) + d[2048:] for n, d in parts.items()}
-        if all(changed[n] == parts[n] for n in names):
-            return content
-        out = io.BytesIO()
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as rebuilt:
-            for entry in entries:
-                data = changed.get(entry.filename)
-                rebuilt.writestr(entry.filename, data if data is not None
-                                 else read_part(archive, entry.filename, limits, "EPUB") or b"")
-    return out.getvalue()
+def _in_chapter(block: Block, chapter: str, number: int) -> Block:
+    """A chapter's block with its anchor in the book (``chapter#id``) and its ordinal in it."""
+
+    def at(loc: SourceLocator) -> SourceLocator:
+        anchor = f"{chapter}#{loc.anchor}" if loc.anchor else chapter
+        return replace(loc, anchor=anchor, paragraph_start=number, paragraph_end=number)
+
+    return replace(block, locator=at(block.locator), rows=tuple(at(r) for r in block.rows))

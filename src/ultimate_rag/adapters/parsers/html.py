@@ -27,7 +27,7 @@ from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 from .assets import AssetGate, with_warnings
 from .detect import decode_text
 from .html_main import main_content
-from .html_walk import Walker
+from .html_walk import Walker, numbered
 from .limits import ParseLimits
 
 if TYPE_CHECKING:  # lxml.html is imported where it is used (parse workers preload it)
@@ -43,7 +43,7 @@ _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 class HtmlParser:
     extensions = tuple(sorted(HTML_EXTENSIONS))
     name = "html"
-    version = "2.0.0"
+    version = "2.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -64,25 +64,44 @@ class HtmlParser:
         main = main_content(original, page.blocks, AssetGate(self.limits))
         walker = page if main is None else main
         metadata["extraction"] = "full-page" if main is None else "main-content"
-        return ParsedDocument(blocks=tuple(walker.blocks), metadata=with_warnings(metadata, walker.gate.warnings),
-                              assets=tuple(walker.assets))
+        return ParsedDocument(blocks=tuple(numbered(walker.blocks)),
+                              metadata=with_warnings(metadata, walker.gate.warnings), assets=tuple(walker.assets))
 
     def _load(self, source: DocumentSource) -> tuple[HtmlElement, str]:
-        import lxml.html
+        return load_html(source.content, self.limits)
 
-        text, encoding = decode_text(source.content)
-        text = _XML_DECL.sub("", text, count=1)
-        if not text.strip():
-            raise InvalidDocumentError("the HTML page is empty")
-        try:
-            root = lxml.html.document_fromstring(text, parser=safe_parser())
-        except Exception as exc:
-            raise InvalidDocumentError(f"the HTML page cannot be parsed ({exc})"[:300]) from exc
-        depth = _max_depth(root)
-        if depth > self.limits.max_html_depth:
-            raise InvalidDocumentError(
-                f"the HTML page is nested {depth} elements deep, more than the limit of {self.limits.max_html_depth}")
-        return root, encoding
+
+def load_html(content: bytes, limits: ParseLimits, what: str = "HTML page") -> tuple[HtmlElement, str]:
+    """The parsed page and its encoding; InvalidDocumentError when it is empty, unparseable or
+    nested deeper than the limit."""
+    import lxml.html
+
+    text, encoding = decode_text(content)
+    text = _XML_DECL.sub("", text, count=1)
+    if not text.strip():
+        raise InvalidDocumentError(f"the {what} is empty")
+    try:
+        root = lxml.html.document_fromstring(text, parser=safe_parser())
+    except Exception as exc:
+        raise InvalidDocumentError(f"the {what} cannot be parsed ({exc})"[:300]) from exc
+    depth = _max_depth(root)
+    if depth > limits.max_html_depth:
+        raise InvalidDocumentError(
+            f"the {what} is nested {depth} elements deep, more than the limit of {limits.max_html_depth}")
+    return root, encoding
+
+
+def walk_html(content: bytes, limits: ParseLimits, gate: AssetGate) -> Walker:
+    """All of an HTML fragment (a DOCX alt-chunk) as blocks: no main-content extraction, it is
+    all content; scripts, styles and hidden parts dropped."""
+    walker = Walker(gate)
+    if not content.strip():
+        return walker
+    root, _ = load_html(content, limits, "embedded HTML")
+    strip_page(root)
+    body = root.find(".//body")
+    walker.walk(body if body is not None else root)
+    return walker
 
 
 def safe_parser() -> HTMLParser:

@@ -1,19 +1,23 @@
-"""Turns an lxml HTML tree into Blocks: headings with levels, paragraphs, lists, Markdown pipe
-tables, code, quotes, and images (``data:`` images as assets, remote ones by their alt text only;
-nothing is ever fetched). Shared by the main-content path and the full-page fallback of
-``html.py``."""
+"""Turns an lxml HTML tree into Blocks: headings with levels, paragraphs, lists, tables (rows under
+their header, ``tables.py``: ``colspan``/``rowspan``, ``<thead>``/``<th>`` header rows and the
+``<caption>`` resolved), code, quotes, and images (``data:`` images as assets, remote ones by their
+alt text only; nothing is ever fetched). Every block carries the ``anchor`` it sits under (the last
+``id`` of a block element or heading before it, so a citation can link to ``page.html#anchor``);
+``numbered`` then gives each block its ordinal as ``paragraph_start``/``paragraph_end``. Shared by
+the main-content path and the full-page fallback of ``html.py``, and by EPUB chapters."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ultimate_rag.domain.models import Block, ParsedAsset, figure_text
+from ultimate_rag.domain.models import Block, ParsedAsset, SourceLocator, figure_text
 
 from .assets import AssetGate
-from .docx import table_markdown
+from .tables import Cell, Row, table_blocks
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -22,6 +26,9 @@ HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _LEAF = {"p": "paragraph", "pre": "code", "blockquote": "quote", "figcaption": "paragraph", "dt": "paragraph",
          "dd": "paragraph", "address": "paragraph", "caption": "paragraph"}
 _FILE_NAME = re.compile(r"^[^\s/]+\.(jpe?g|png|gif|webp|avif|svg|bmp|tiff?)$", re.IGNORECASE)  # "IMG_4228.jpg"
+_INLINE = {"a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd", "label", "mark",
+           "q", "s", "samp", "small", "span", "strong", "sub", "sup", "time", "u", "var", "wbr"}
+_SECTIONS = ("thead", "tbody", "tfoot")
 _DATA_URI = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.IGNORECASE | re.DOTALL)
 
 
@@ -32,6 +39,8 @@ class Walker:
         self.gate = gate
         self.blocks: list[Block] = []
         self.assets: list[ParsedAsset] = []
+        self.tables = 0
+        self.anchor: str | None = None
         self._loose: list[str] = []
 
     def walk(self, top: HtmlElement) -> None:
@@ -44,6 +53,9 @@ class Walker:
             tag = element.tag if isinstance(element.tag, str) else ""
             if element is not top:
                 stack.append((element, True))  # the tail is read after the element itself
+            if element.get("id") and tag not in _INLINE:
+                self._flush()  # text before this element is not under its anchor
+                self.anchor = " ".join(str(element.get("id")).split())[:200] or self.anchor
             if tag in HEADINGS:
                 self._heading(element, HEADINGS[tag])
             elif tag in _LEAF:
@@ -69,12 +81,15 @@ class Walker:
         text = " ".join("".join(self._loose).split())
         self._loose = []
         if text:
-            self.blocks.append(Block(kind="paragraph", text=text))
+            self.blocks.append(Block(kind="paragraph", text=text, locator=self._here()))
+
+    def _here(self) -> SourceLocator:
+        return SourceLocator(anchor=self.anchor)
 
     def _add(self, kind: str, text: str, level: int = 0) -> None:
         self._flush()
         if text:
-            self.blocks.append(Block(kind=kind, text=text, level=level))
+            self.blocks.append(Block(kind=kind, text=text, level=level, locator=self._here()))
 
     def _heading(self, element: HtmlElement, level: int) -> None:
         self._add("heading", " ".join(element.text_content().split()), level)
@@ -103,10 +118,22 @@ class Walker:
         self._add("list", "\n".join(lines))
 
     def _table(self, element: HtmlElement) -> None:
+        """The table's own rows (not those of tables nested in its cells, whose text stays in
+        their cell); its caption first."""
+        self._flush()
+        for caption in element.findall("caption"):
+            self._add("paragraph", " ".join(caption.text_content().split()))
         rows = []
-        for row in element.iter("tr"):
-            rows.append([" ".join(cell.text_content().split()) for cell in row if cell.tag in ("td", "th")])
-        self._add("table", table_markdown(rows))
+        for tr in _own_rows(element):
+            cells = [Cell(" ".join(cell.text_content().split()), colspan=_span(cell.get("colspan")),
+                          rowspan=_span(cell.get("rowspan")), header=cell.tag == "th")
+                     for cell in tr if cell.tag in ("td", "th")]
+            section = tr.getparent()
+            rows.append(Row(cells, header=section is not None and section.tag == "thead"))
+        blocks = table_blocks(rows, table=self.tables + 1, locator=self._here())
+        if any(b.kind == "table" for b in blocks):
+            self.tables += 1
+        self.blocks.extend(blocks)
 
     def _image(self, element: HtmlElement) -> None:
         alt = " ".join((element.get("alt") or element.get("title") or "").split())
@@ -128,7 +155,35 @@ class Walker:
             if asset is not None:
                 self.assets.append(asset)
                 self._flush()
-                self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,)))
+                self.blocks.append(Block(kind="figure", text=figure_text(asset), asset_ids=(key,),
+                                         locator=self._here()))
                 return
         if alt:
             self._add("figure", f"[Image: {alt}]")
+
+
+def _own_rows(table: HtmlElement) -> list[HtmlElement]:
+    """The rows of a table itself: its ``tr`` children and those of its ``thead``/``tbody``/``tfoot``."""
+    rows = []
+    for child in table:
+        if child.tag == "tr":
+            rows.append(child)
+        elif child.tag in _SECTIONS:
+            rows.extend(row for row in child if row.tag == "tr")
+    return rows
+
+
+def _span(value: str | None) -> int:
+    """A ``colspan``/``rowspan`` as browsers read it: digits at the start, 1 when there are none
+    (``rowspan="0"``, to the end of the section, is read as 1)."""
+    digits = re.match(r"\s*(\d+)", value or "")
+    return max(1, int(digits.group(1)[:6])) if digits else 1
+
+
+def numbered(blocks: list[Block]) -> list[Block]:
+    """Each block with its ordinal (1-based) as ``paragraph_start``/``paragraph_end``, rows too."""
+    out = []
+    for n, block in enumerate(blocks, start=1):
+        rows = tuple(replace(r, paragraph_start=n, paragraph_end=n) for r in block.rows)
+        out.append(replace(block, locator=replace(block.locator, paragraph_start=n, paragraph_end=n), rows=rows))
+    return out

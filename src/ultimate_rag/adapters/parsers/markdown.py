@@ -3,11 +3,14 @@
 Block text is sliced from the source lines (``token.map``) rather than re-rendered, so what a
 chunk shows is what the author wrote; headings are the exception (their text without ``#``), and
 MDX syntax (component tags, JSX comments, heading anchors, ``import``/``export``) is removed.
+Tables cite their number in the document and each body row (its line and its row number, the
+header being row 1), so a chunk of rows cites exactly those; the chunker repeats the header.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -26,7 +29,6 @@ _OPEN_KINDS = {
     "bullet_list_open": "list",
     "ordered_list_open": "list",
     "blockquote_open": "quote",
-    "table_open": "table",
 }
 _LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
 
@@ -34,7 +36,7 @@ _LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
 class MarkdownParser:
     extensions = tuple(sorted(MARKDOWN_EXTENSIONS))  # what a 415 answer lists as supported
     name = "markdown"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self) -> None:
         self._md = MarkdownIt("commonmark").enable("table")
@@ -121,6 +123,7 @@ def _front_matter_title(lines: list[str], end: int) -> tuple[str, int] | None:
 
 def _blocks(tokens: list[Token], source: _SourceLines) -> list[Block]:
     blocks: list[Block] = []
+    tables = 0
     for i, token in enumerate(tokens):
         if token.level != 0 or token.map is None:
             continue
@@ -137,9 +140,23 @@ def _blocks(tokens: list[Token], source: _SourceLines) -> list[Block]:
             blocks.append(Block(kind="code", text=f"```\n{token.content.rstrip()}\n```", locator=locator))
         elif token.type in _LEAF_KINDS:
             blocks.append(Block(kind=_LEAF_KINDS[token.type], text=text, locator=locator))
+        elif token.type == "table_open":
+            tables += 1
+            blocks.append(_table(text, locator, tables))
         elif token.type in _OPEN_KINDS:
             blocks.append(Block(kind=_OPEN_KINDS[token.type], text=text, locator=locator))
     return blocks
+
+
+def _table(text: str, locator: SourceLocator, number: int) -> Block:
+    """A pipe table as written, citing the table (its number in the document) and each body row:
+    its line, and its row number as the table counts them (the header is row 1)."""
+    first = locator.line_start or 1
+    body = text.split("\n")[2:]
+    rows = tuple(SourceLocator(line_start=first + 2 + i, line_end=first + 2 + i, row_start=i + 2, row_end=i + 2,
+                               table=number) for i in range(len(body)))
+    located = replace(locator, table=number, row_start=2 if rows else None, row_end=len(body) + 1 if rows else None)
+    return Block(kind="table", text=text, locator=located, rows=rows)
 
 
 def _inline_text(token: Token) -> str:

@@ -1,21 +1,25 @@
 """OpenDocument (ODT text, ODS spreadsheets, ODP presentations) read from the package's
 ``content.xml`` with lxml directly (no odfpy: nothing it adds is needed, and the XML is small).
 
-* ODT: headings (``text:h`` with their outline level), paragraphs, lists, tables (Markdown),
-  sections, images (``Pictures/…``, through the gate) in document order.
+* ODT: headings (``text:h`` with their outline level), paragraphs, lists, tables (rows under
+  their header, ``tables.py``: ``table:table-header-rows`` and merged cells resolved), sections,
+  images (``Pictures/…``, through the gate) in document order; every block cites the paragraphs
+  it holds (``text:p``/``text:h`` in document order, 1-based).
 * ODS: every sheet a section with one table, rows located like XLSX (``sheets.py``); repeated
   rows and cells (``number-rows-repeated``, a classic way to claim a billion cells) are counted
   against ``max_cells`` before they are expanded, and trailing empty ones are never expanded.
 * ODP: every slide a page (its number the locator), its title frame a heading, text boxes,
   tables, images and the speaker notes.
 
-The zip is checked first (``docx.check_archive``: entries, unpacked size, DTDs refused).
+The zip is checked first (``packages.check_archive``: entries, unpacked size, entity declarations
+refused); a package whose manifest lists encrypted parts is refused as encrypted.
 """
 
 from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
@@ -23,10 +27,11 @@ from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, Parse
 
 from . import progress
 from .assets import AssetGate, with_warnings
-from .docx import check_archive, table_markdown
 from .limits import ParseLimits
+from .packages import check_archive
 from .sheets import CellCounter, check_sheet_count, sheet_blocks
 from .slides import NOTES_PREFIX
+from .tables import Cell, Row, table_blocks
 from .zipxml import parse_xml, read_part
 
 _NS = {
@@ -52,7 +57,7 @@ def _q(name: str) -> str:
 class OdfParser:
     extensions = (".odp", ".ods", ".odt")
     name = "odf"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -64,6 +69,10 @@ class OdfParser:
         what = source.extension[1:].upper()
         check_archive(source.content, self.limits, what)
         with zipfile.ZipFile(io.BytesIO(source.content)) as archive:
+            manifest = read_part(archive, "META-INF/manifest.xml", self.limits, what) or b""
+            if b"encryption-data" in manifest:  # ODF 1.2 §3.8: the encrypted parts say so in the manifest
+                raise InvalidDocumentError(f"the {what} document is encrypted with a password; "
+                                           "remove the password and upload it again")
             data = read_part(archive, "content.xml", self.limits, what)
             if data is None:
                 raise InvalidDocumentError(f"the {what} package has no content.xml")
@@ -76,8 +85,9 @@ class OdfParser:
             elif (slides := body.find(_q("office:presentation"))) is not None:
                 reader.presentation(slides)
             else:
-                reader.flow(body.find(_q("office:text")) if body.find(_q("office:text")) is not None else body,
-                            None, 0)
+                text = body.find(_q("office:text"))
+                reader.number(text if text is not None else body)
+                reader.flow(text if text is not None else body, None, 0)
         return ParsedDocument(blocks=tuple(reader.blocks), assets=tuple(reader.assets),
                               metadata=with_warnings(reader.metadata, reader.gate.warnings))
 
@@ -91,12 +101,23 @@ class _Reader:
         self.blocks: list[Block] = []
         self.assets: list[ParsedAsset] = []
         self.metadata: dict[str, Any] = {}
+        self.tables = 0
+        self.numbers: dict[Any, int] = {}  # text paragraphs and headings in document order: the locator
+
+    def number(self, body: Any) -> None:
+        self.numbers = {el: n for n, el in enumerate(body.iter(_q("text:p"), _q("text:h")), start=1)}
+
+    def _here(self, element: Any, page: int | None) -> SourceLocator:
+        """The page (a slide) and the paragraphs an element holds."""
+        found = [self.numbers[e] for e in element.iter(_q("text:p"), _q("text:h")) if e in self.numbers]
+        return SourceLocator(page=page, paragraph_start=min(found, default=None),
+                             paragraph_end=max(found, default=None))
 
     def flow(self, element: Any, page: int | None, depth: int) -> None:
         """Text content in order: headings, paragraphs, lists, tables, images, sections."""
-        here = SourceLocator(page=page)
         for child in element:
             tag = child.tag
+            here = self._here(child, page)
             if tag == _q("text:h"):
                 level = int(child.get(_q("text:outline-level")) or 1)
                 self._add("heading", _text(child), here, min(max(level, 1), 6))
@@ -108,7 +129,10 @@ class _Reader:
                 items = [_text(p) for p in child.iter(_q("text:p"), _q("text:h"))]
                 self._add("list", "\n".join(f"- {t}" for t in items if t), here)
             elif tag == _q("table:table"):
-                self._add("table", table_markdown(_table_rows(child, CellCounter(self.limits))), here)
+                rows = _numbered_rows(child, CellCounter(self.limits), lambda row: self._here(row, page))
+                found = table_blocks(rows, table=self.tables + 1, locator=SourceLocator(page=page))
+                self.tables += any(b.kind == "table" for b in found)
+                self.blocks.extend(found)
             elif tag == _q("draw:frame") and depth < _MAX_DEPTH:
                 self._frame(child, page, depth + 1)
             elif depth < _MAX_DEPTH and tag in (_q("text:section"), _q("draw:text-box"), _q("draw:g"),
@@ -121,7 +145,7 @@ class _Reader:
         counter = CellCounter(self.limits)
         for index, sheet in enumerate(sheets):
             progress.report(index, len(sheets))
-            rows = _numbered_rows(sheet, counter)
+            rows = _numbered_rows(sheet, counter, lambda _: SourceLocator())
             self.blocks.extend(sheet_blocks(sheet.get(_q("table:name")) or f"Sheet {index + 1}", rows))
         self.metadata.update(sheets=len(sheets), cells=counter.cells)
 
@@ -218,36 +242,56 @@ def _text(element: Any) -> str:
     return " ".join("".join(out).split())
 
 
-def _cells(row: Any, counter: CellCounter) -> list[str]:
-    """A row's cells with ``number-columns-repeated`` expanded (trailing empty cells never)."""
-    cells: list[str] = []
+def _cells(row: Any, counter: CellCounter) -> list[Cell]:
+    """A row's cells with ``number-columns-repeated`` expanded (trailing empty cells never) and
+    merged cells by their origin (``number-columns-spanned``/``number-rows-spanned``; the covered
+    cells they hide are left out: the span fills their places)."""
+    cells: list[Cell] = []
     pending_empty = 0
     for cell in row:
-        if cell.tag not in (_q("table:table-cell"), _q("table:covered-table-cell")):
+        if cell.tag != _q("table:table-cell"):  # covered cells (and anything else) hold no place of their own
             continue
         repeat = max(1, int(cell.get(_q("table:number-columns-repeated")) or 1))
-        text = "\n".join(t for t in (_text(p) for p in cell.iter(_q("text:p"))) if t)
-        if not text:
+        text = " ".join(t for t in (_text(p) for p in cell.iter(_q("text:p"))) if t)
+        colspan = _count(cell.get(_q("table:number-columns-spanned")))
+        rowspan = _count(cell.get(_q("table:number-rows-spanned")))
+        if not text and colspan == 1 and rowspan == 1:
             pending_empty += repeat
             continue
         counter.add(pending_empty + repeat)  # checked before anything is expanded
-        cells.extend([""] * pending_empty + [text] * repeat)
+        cells.extend([Cell("")] * pending_empty + [Cell(text, colspan=colspan, rowspan=rowspan)] * repeat)
         pending_empty = 0
     return cells
 
 
-def _numbered_rows(sheet: Any, counter: CellCounter) -> list[tuple[int, list[str]]]:
-    rows: list[tuple[int, list[str]]] = []
+def _count(value: str | None) -> int:
+    try:
+        return max(1, min(int(value or 1), 1_000_000))
+    except ValueError:
+        return 1
+
+
+def _own_rows(table: Any, header: bool = False) -> Iterator[tuple[Any, bool]]:
+    """The table's rows (not those of tables nested in its cells), with whether each is a header
+    row (``table:table-header-rows``)."""
+    for child in table:
+        if child.tag == _q("table:table-row"):
+            yield child, header
+        elif child.tag in (_q("table:table-header-rows"), _q("table:table-rows"), _q("table:table-row-group")):
+            yield from _own_rows(child, header or child.tag == _q("table:table-header-rows"))
+
+
+def _numbered_rows(table: Any, counter: CellCounter, locate: Callable[[Any], SourceLocator]) -> list[Row]:
+    """The rows numbered as the table (a sheet) numbers them, ``number-rows-repeated`` expanded
+    (counted first; empty repeats are never expanded)."""
+    rows: list[Row] = []
     number = 0
-    for row in sheet.iter(_q("table:table-row")):
-        repeat = max(1, int(row.get(_q("table:number-rows-repeated")) or 1))
-        cells = _cells(row, counter)
+    for element, header in _own_rows(table):
+        repeat = max(1, int(element.get(_q("table:number-rows-repeated")) or 1))
+        cells = _cells(element, counter)
         if cells:
-            counter.add(len(cells) * (repeat - 1))
-            rows.extend((number + k + 1, list(cells)) for k in range(repeat))
+            counter.add(sum(1 for c in cells if c.text) * (repeat - 1))
+            where = locate(element)
+            rows.extend(Row(cells, number=number + k + 1, header=header, locator=where) for k in range(repeat))
         number += repeat
     return rows
-
-
-def _table_rows(table: Any, counter: CellCounter) -> list[list[str]]:
-    return [cells for _, cells in _numbered_rows(table, counter)]

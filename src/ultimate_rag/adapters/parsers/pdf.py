@@ -26,7 +26,7 @@ from .pdf_images import page_images
 from .pdf_ocr import needs_ocr, ocr_page, ocr_warnings
 from .pdf_text import Item as _Item
 from .pdf_text import mark_headings, text_items
-from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, unreadable_warnings
+from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, page_ranges, unreadable_warnings
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,8 @@ class PdfParser:
         gate = AssetGate(self.limits)
         ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]] = {}
         try:
-            pages = self._pages(doc, gate, ocr)
+            ocr_empty: list[int] = []  # pages OCR read and found no text on
+            pages = self._pages(doc, gate, ocr, ocr_empty)
             metadata = {k: v for k, v in (doc.metadata or {}).items() if v and k in ("title", "author", "subject")}
             metadata["page_count"] = doc.page_count
         finally:
@@ -91,9 +92,12 @@ class PdfParser:
             if unreadable:
                 raise InvalidDocumentError(UNREADABLE_REASON)
             if not assets:
-                off = " and OCR is off" if self.limits.ocr not in ("auto", "force") else ""
-                raise InvalidDocumentError(f"the PDF has no extractable text (it may be scanned images only{off})")
+                raise InvalidDocumentError(
+                    f"the PDF has no text to index: OCR found no text on {_pages_text(ocr_empty)} (blank pages?)"
+                    if ocr_empty else "the PDF has no text to index: its pages are blank (no text layer, no image)")
         warnings = [*repaired, *unreadable_warnings(unreadable, partly, metadata["page_count"])]
+        if ocr_empty:
+            warnings.append(f"{_pages_text(ocr_empty)} of {metadata['page_count']}: OCR found no text (blank pages?)")
         if ocr:
             metadata["ocr_pages"] = len(ocr)
             warnings += ocr_warnings({n: why for n, (_, _, why) in ocr.items()}, metadata["page_count"])
@@ -101,7 +105,7 @@ class PdfParser:
                               assets=tuple(assets))
 
     def _pages(self, doc: pymupdf.Document, gate: AssetGate,
-               ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]]) -> list[list[_Item]]:
+               ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]], ocr_empty: list[int]) -> list[list[_Item]]:
         """The text and image items of each page; pages read by OCR go into ``ocr`` instead (and
         are empty in the list). Progress: pages done / total."""
         if doc.page_count > self.limits.max_pages:
@@ -119,6 +123,8 @@ class PdfParser:
                     ocr[index + 1] = (*read, why)
                     pages.append([])
                     continue
+                if why != "unreadable":  # an unreadable text layer has its own warning
+                    ocr_empty.append(index + 1)
             # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
             images = [_Item(*rect, asset=asset) for rect, asset in page_images(doc, page, index + 1, gate)]
             for image in images:
@@ -208,3 +214,7 @@ def reading_order(items: list[_Item], page_width: float) -> list[_Item]:
             band.append(item)
     flush()
     return ordered
+
+
+def _pages_text(numbers: list[int]) -> str:
+    return f"{'page' if len(numbers) == 1 else 'pages'} {page_ranges(numbers)}"

@@ -9,6 +9,7 @@ from ultimate_rag.domain.models import DocumentSource
 from ultimate_rag.domain.ports import Parser
 
 from .detect import OCTET_STREAM, detect_kind, mime_for_kind
+from .diagnose import diagnose
 from .limits import ParseLimits
 from .markdown import MarkdownParser
 from .text import PlainTextParser
@@ -40,6 +41,9 @@ class ParserRegistry:
             if parser.accepts(source, kind):
                 return parser
         supported = self.supported_extensions
+        problem = diagnose(source.content, source.extension, kind, supported)
+        if problem is not None:  # empty, damaged, encrypted, an encoding we do not read: said as such
+            raise problem
         reason = unsupported_reason(kind, source.extension)
         if supported:
             reason += f"; supported formats: {', '.join(supported)}"

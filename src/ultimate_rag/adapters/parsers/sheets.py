@@ -4,10 +4,11 @@ heading path) holding one Markdown table, its first non-empty row the header, li
 Every data row keeps its locator: ``row_start``/``row_end`` are the sheet's own row numbers (as
 Excel shows them), so a chunk cites its sheet and rows.
 
-Hostile workbooks are bounded: the zip is checked first (``docx.check_archive``), sheets are
-counted (``max_sheets``) and cells are counted as they stream (``max_cells``), and the sheet's
-declared dimension is ignored (a workbook that claims a million columns yields only the cells it
-really has).
+Strict OOXML workbooks (ISO/IEC 29500 Strict namespaces) are read like transitional ones
+(``packages.transitional``). Hostile workbooks are bounded: the zip is checked first
+(``packages.check_archive``), sheets are counted (``max_sheets``) and cells with a value are
+counted as they stream (``max_cells``), and the sheet's declared dimension is ignored (a workbook
+that claims a million columns yields only the cells it really has).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
-from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
+from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument
 
 from . import progress
-from .docx import check_archive, table_markdown
 from .limits import ParseLimits
+from .packages import check_archive, transitional
+from .tables import Cell, Row, table_blocks
 
 XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -30,7 +32,7 @@ XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 class XlsxParser:
     extensions = (".xlsx",)
     name = "xlsx"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -40,10 +42,11 @@ class XlsxParser:
 
     def parse(self, source: DocumentSource) -> ParsedDocument:
         check_archive(source.content, self.limits, "XLSX")
+        content = transitional(source.content, self.limits)  # Strict OOXML: the namespaces openpyxl reads
         import openpyxl  # only this parser needs it
 
         try:
-            workbook = openpyxl.load_workbook(io.BytesIO(source.content), read_only=True, data_only=True)
+            workbook = openpyxl.load_workbook(io.BytesIO(content), read_only=True, data_only=True)
         except Exception as exc:
             raise InvalidDocumentError(f"the file is not a readable XLSX workbook ({exc})"[:300]) from exc
         try:
@@ -81,28 +84,23 @@ class CellCounter:
             raise InvalidDocumentError(
                 f"the workbook has more than {self.limits.max_cells} cells, the limit")
 
-    def rows(self, rows: Iterable[tuple[int, Sequence[object]]]) -> Iterable[tuple[int, list[str]]]:
+    def rows(self, rows: Iterable[tuple[int, Sequence[object]]]) -> Iterable[Row]:
+        """Rows of values as table rows; only cells with a value count (a row padded with empty
+        cells to the sheet's width costs nothing)."""
         for number, values in rows:
-            self.add(len(values))
-            yield number, [cell_text(v) for v in values]
+            texts = [cell_text(v) for v in values]
+            self.add(sum(1 for text in texts if text))
+            yield Row([Cell(text) for text in texts], number=number)
 
 
-def sheet_blocks(title: str, rows: Iterable[tuple[int, list[str]]]) -> list[Block]:
-    """A sheet's heading and table: (row number, cell texts) in, the first non-empty row the header."""
-    kept: list[tuple[int, list[str]]] = []
-    for number, cells in rows:
-        while cells and not cells[-1]:
-            cells.pop()
-        if cells:
-            kept.append((number, cells))
-    if not kept:
+def sheet_blocks(title: str, rows: Iterable[Row]) -> list[Block]:
+    """A sheet's heading and table (``tables.py``): rows numbered as the sheet numbers them, the
+    first non-empty row the header (with the rows under it when its cells are merged), a title
+    row above it a paragraph."""
+    found = table_blocks(list(rows), layout=False)
+    if not found:
         return []
-    first = kept[0][0]
-    located = tuple(SourceLocator(row_start=n, row_end=n) for n, _ in kept[1:])
-    table = table_markdown([cells for _, cells in kept])
-    heading = Block(kind="heading", text=title or "Sheet", level=1)
-    return [heading, Block(kind="table", text=table, rows=located,
-                           locator=SourceLocator(row_start=first, row_end=kept[-1][0]))]
+    return [Block(kind="heading", text=title or "Sheet", level=1), *found]
 
 
 def cell_text(value: object) -> str:

@@ -1,8 +1,10 @@
 """PowerPoint (PPTX) on python-pptx: every slide is a page (its number is the locator), its title
 a heading ("Slide N" when it has none), then its text frames, tables (Markdown) and pictures
 (assets, through the gate) in reading order (top to bottom, left to right), then its speaker
-notes. The zip is checked like a DOCX first (``docx.check_archive``: entry count, unpacked size,
-DTDs refused), and pictures over the per-image limit are emptied before python-pptx loads it.
+notes. Tables are rows under their header (``tables.py``: merged cells resolved), citing the
+slide, the table and its rows. The zip is checked first (``packages.check_archive``: entry count,
+unpacked size, entity declarations refused), and pictures over the per-image limit are emptied
+before python-pptx loads it.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, Parse
 
 from . import progress
 from .assets import AssetGate, with_warnings
-from .docx import check_archive, table_markdown, without_oversized_parts
 from .limits import ParseLimits
+from .packages import check_archive, transitional, without_oversized_parts
+from .tables import Cell, Row, table_blocks
 
 if TYPE_CHECKING:
     from pptx.slide import Slide
@@ -31,7 +34,7 @@ _FILE_NAME = re.compile(r"^[^\s/]+\.[A-Za-z0-9]{2,5}$")  # "monty-truth.png": sa
 class PptxParser:
     extensions = (".pptx",)
     name = "pptx"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -42,7 +45,7 @@ class PptxParser:
     def parse(self, source: DocumentSource) -> ParsedDocument:
         check_archive(source.content, self.limits, "PPTX")
         gate = AssetGate(self.limits)
-        content = without_oversized_parts(source.content, gate)
+        content = transitional(without_oversized_parts(source.content, gate), self.limits)
         import pptx  # python-pptx, only this parser needs it
 
         try:
@@ -55,9 +58,10 @@ class PptxParser:
                 f"the presentation has {len(slides)} slides, more than the limit of {self.limits.max_pages}")
         blocks: list[Block] = []
         assets: list[ParsedAsset] = []
+        tables = [0]
         for number, slide in enumerate(slides, start=1):
             progress.report(number - 1, len(slides))
-            blocks.extend(_slide(slide, number, gate, assets))
+            blocks.extend(_slide(slide, number, gate, assets, tables))
         progress.report(len(slides), len(slides))
         metadata: dict[str, object] = {"page_count": len(slides)}
         title = presentation.core_properties.title
@@ -67,7 +71,8 @@ class PptxParser:
                               assets=tuple(assets))
 
 
-def _slide(slide: Slide, number: int, gate: AssetGate, assets: list[ParsedAsset]) -> list[Block]:
+def _slide(slide: Slide, number: int, gate: AssetGate, assets: list[ParsedAsset], tables: list[int]) -> list[Block]:
+    """The slide's blocks; ``tables``: the count of tables so far in the presentation (updated)."""
     here = SourceLocator(page=number)
     title_shape = slide.shapes.title
     title = _text_of(title_shape) if title_shape is not None else ""
@@ -76,10 +81,9 @@ def _slide(slide: Slide, number: int, gate: AssetGate, assets: list[ParsedAsset]
         if title_shape is not None and shape.shape_id == title_shape.shape_id:
             continue
         if getattr(shape, "has_table", False) and shape.has_table:
-            rows = [[" ".join(cell.text.split()) for cell in row.cells] for row in shape.table.rows]
-            text = table_markdown(rows)
-            if text:
-                blocks.append(Block(kind="table", text=text, locator=here))
+            found = table_blocks(_table_rows(shape.table), table=tables[0] + 1, locator=here)
+            tables[0] += any(b.kind == "table" for b in found)
+            blocks.extend(found)
         elif hasattr(shape, "image"):
             asset = _picture(shape, number, gate)
             if asset is not None:
@@ -96,6 +100,18 @@ def _slide(slide: Slide, number: int, gate: AssetGate, assets: list[ParsedAsset]
         if text:
             blocks.append(Block(kind="paragraph", text=f"{NOTES_PREFIX} {text}", locator=here))
     return blocks
+
+
+def _table_rows(table: Any) -> list[Row]:
+    """A slide table's rows: merged cells by their origin (``span_width``/``span_height``), the
+    first row a header when the table says so (PowerPoint's "Header Row", on by default)."""
+    rows = []
+    for r, row in enumerate(table.rows):
+        cells = [Cell(" ".join(cell.text.split()), colspan=cell.span_width if cell.is_merge_origin else 1,
+                      rowspan=cell.span_height if cell.is_merge_origin else 1)
+                 for cell in row.cells if not cell.is_spanned]
+        rows.append(Row(cells, header=r == 0 and bool(table.first_row)))
+    return rows
 
 
 def _shapes(shapes: Iterable[Any]) -> Iterator[Any]:

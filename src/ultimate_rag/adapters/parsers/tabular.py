@@ -12,8 +12,8 @@ from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
 
 from .detect import decode_text
-from .docx import table_markdown
 from .limits import ParseLimits
+from .tables import table_markdown
 
 _DELIMITERS = ",;|\t"
 

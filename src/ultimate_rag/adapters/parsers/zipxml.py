@@ -1,6 +1,6 @@
 """Reading XML parts of a zip package (OpenDocument, EPUB) safely: entries are read no larger than
 they declare (and never past the archive cap), and parsed by lxml with no DTD loading, no entity
-resolution and no network. ``docx.check_archive`` has already refused DTDs and zip bombs."""
+resolution and no network. ``packages.check_archive`` has already refused declarations and zip bombs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from ultimate_rag.domain.errors import InvalidDocumentError
 
 from .limits import ParseLimits
+from .packages import read_capped
 
 
 def read_part(archive: zipfile.ZipFile, name: str, limits: ParseLimits, what: str) -> bytes | None:
@@ -19,14 +20,7 @@ def read_part(archive: zipfile.ZipFile, name: str, limits: ParseLimits, what: st
         entry = archive.getinfo(name)
     except KeyError:
         return None
-    try:
-        with archive.open(entry) as part:
-            data = part.read(min(entry.file_size, limits.max_archive_bytes) + 1)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as exc:
-        raise InvalidDocumentError(f"the {what} archive is damaged ({name}: {exc})"[:300]) from exc
-    if len(data) > entry.file_size:
-        raise InvalidDocumentError(f"the {what} archive is damaged ({name} is larger than it says)")
-    return data
+    return read_capped(archive, entry, limits, what)
 
 
 def parse_xml(data: bytes, name: str, what: str) -> Any:

@@ -6,13 +6,13 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
-import psycopg
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from ...domain.auth import Principal, Role, generate_key, hash_key, key_prefix, same_secret
-from ...domain.errors import ResourceNotFoundError
+from ...domain.errors import DatabaseError, ResourceNotFoundError, UnstorableValueError
 from .database import Database
+from .errors import caused_by
 from .sql import load_queries
 
 CREATE_ATTEMPTS = 5  # a new key whose random prefix is taken gets a fresh one
@@ -41,8 +41,8 @@ class ApiKeyRepository:
                 row = await self._db.fetchone(Q["insert_key"], {
                     "id": uuid4(), "prefix": prefix, "key_hash": hash_key(key), "is_admin": is_admin,
                     "scopes": scope_rows, "name": name, "expires_at": expires_at})
-            except UniqueViolation:  # the prefix is taken (1 in 4 billion per key): draw again
-                if attempt == CREATE_ATTEMPTS - 1:
+            except DatabaseError as exc:  # the prefix is taken (1 in 4 billion per key): draw again
+                if not caused_by(exc, UniqueViolation) or attempt == CREATE_ATTEMPTS - 1:
                     raise
                 continue
             assert row is not None
@@ -68,7 +68,7 @@ class ApiKeyRepository:
             return None
         try:
             row = await self._db.fetchone(Q["live_key"], {"interval": self._last_used_interval, "prefix": prefix})
-        except psycopg.DataError:  # a key the database cannot even compare (a NUL byte): not a key
+        except UnstorableValueError:  # a key the database cannot even compare (a NUL byte): not a key
             return None
         if row is None or not same_secret(row["key_hash"], hash_key(key)):
             return None

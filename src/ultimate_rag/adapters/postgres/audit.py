@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -26,10 +25,3 @@ class AuditLog:
     async def list(self, *, limit: int, before_id: int | None = None, knowledge_base_id: UUID | None = None,
                    ) -> list[dict[str, Any]]:
         return await self._db.fetchall(Q["list"], {"limit": limit, "before": before_id, "kb": knowledge_base_id})
-
-
-def entry_out(row: dict[str, Any]) -> dict[str, Any]:
-    at: datetime = row["at"]
-    return {"id": row["id"], "at": at.isoformat(), "key_prefix": row["key_prefix"], "action": row["action"],
-            "knowledge_base_id": row["knowledge_base_id"], "document_id": row["document_id"],
-            "detail": row["detail"]}

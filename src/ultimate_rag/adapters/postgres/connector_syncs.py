@@ -13,20 +13,18 @@ from uuid import UUID, uuid4
 
 from psycopg.types.json import Jsonb
 
+from ...domain.connectors import ItemState, KnowledgeBaseDeletingError, SyncLease
 from ...domain.errors import ConflictError, LeaseLostError
 from ...domain.status import DocumentStatus, JobStatus, check_transition, is_active, job_sources_of, names
-from .connectors import ENDED, EXHAUSTED, ItemState, Q, SyncLease, end_sync
+from .connectors import ENDED, EXHAUSTED, Q, end_sync
 from .database import Connection, Database
 from .documents import notify_workers, reset_job
 from .lifecycle import lock_document
 
 
-class KnowledgeBaseDeletingError(ConflictError):
-    """The knowledge base is being deleted: its connectors' syncs stop."""
-
-
 class SyncQueue:
-    """The worker side of connector syncs: claim, heartbeat, fenced writes, and ending a sync."""
+    """The worker side of connector syncs (``ports.ConnectorSyncs``): claim, heartbeat, fenced writes, and
+    ending a sync."""
 
     def __init__(self, db: Database, *, lease_seconds: float, max_attempts: int) -> None:
         self._db = db

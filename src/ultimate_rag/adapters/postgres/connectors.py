@@ -14,16 +14,15 @@ attempt, the connector's deletion — fails every document it left in intake in 
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
 import psycopg
 from psycopg.types.json import Jsonb
 
+from ...domain.connectors import Connector, Sync
 from ...domain.errors import ConflictError, ResourceNotFoundError
-from ...domain.status import INTAKE_FAILURE_SOURCES, DocumentStatus, JobStatus, job_sources_of, names
+from ...domain.status import INTAKE_FAILURE_SOURCES, JobStatus, job_sources_of, names
 from .database import Connection, Database
 from .documents import notify_workers
 from .sql import load_queries
@@ -33,60 +32,6 @@ ABORTED = "connector sync aborted"
 EXHAUSTED = "worker lease expired and the maximum number of attempts was reached"
 ENDED = "the connector sync ended before this item was fetched"
 _ACTIVE_SYNC = ("PENDING", "RUNNING")
-
-
-@dataclass(frozen=True)
-class Connector:
-    id: UUID
-    knowledge_base_id: UUID
-    kind: str
-    name: str
-    config: dict[str, Any]
-    schedule_seconds: int | None
-    next_sync_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True)
-class Sync:
-    id: UUID
-    connector_id: UUID
-    trigger: str
-    status: str
-    attempts: int
-    max_attempts: int
-    counts: dict[str, int]
-    errors: list[dict[str, Any]]
-    error: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-
-
-@dataclass(frozen=True)
-class SyncLease:
-    sync_id: UUID
-    connector_id: UUID
-    knowledge_base_id: UUID
-    worker_id: str
-    attempt: int
-    max_attempts: int
-
-
-@dataclass(frozen=True)
-class ItemState:
-    """What PostgreSQL knows about one remote item's document."""
-
-    id: UUID
-    status: DocumentStatus
-    sha256: str
-    object_key: str
-    content_revision: int
-    remote_etag: str | None
-    remote_last_modified: str | None
-    connector_sync_id: UUID | None
-    filename: str
 
 
 def _connector(row: dict[str, Any]) -> Connector:
@@ -122,6 +67,8 @@ async def fail_left_in_intake(conn: Connection, sync_id: UUID, message: str) -> 
 
 
 class ConnectorRepository:
+    """``ports.ConnectorStore`` on PostgreSQL."""
+
     def __init__(self, db: Database, *, sync_max_attempts: int) -> None:
         self._db = db
         self._max_attempts = sync_max_attempts

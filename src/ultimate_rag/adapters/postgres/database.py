@@ -28,6 +28,7 @@ from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from .errors import translated
 from .sql import load_queries
 
 Connection = psycopg.AsyncConnection[dict[str, Any]]
@@ -90,8 +91,13 @@ class Database:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
-        async with self._pool.connection() as conn:
-            yield conn
+        """A pooled connection; the driver's errors leave it as domain errors (errors.py), so no
+        caller outside the postgres adapters ever sees psycopg."""
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise translated(exc) from exc
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:

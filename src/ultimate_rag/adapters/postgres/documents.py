@@ -17,7 +17,7 @@ from ...domain.search import SearchFilters
 from ...domain.status import DocumentStatus, JobStatus, job_sources_of, names
 from . import rows
 from .database import Connection, Database
-from .search_filters import document_conditions, heading_condition, like_escape, searchable_chunk
+from .search_filters import chunk_filters, like_escape, searchable_chunk
 from .sql import load_queries
 
 NOTIFY_CHANNEL = "ultimate_rag_jobs"
@@ -104,12 +104,10 @@ class DocumentRepository:
         """The double filter (SPEC §4 rule 3): only chunks of their document's published revision as
         PostgreSQL records it right now — and that pass the search filters — whatever the vector
         store proposed."""
-        conds, params = (document_conditions(filters) if filters else ([], {}))
-        hconds, hparams = (heading_condition(filters) if filters else ([], {}))
-        extra = sql.SQL("").join(sql.SQL(" AND ") + c for c in [*conds, *hconds])
+        extra, params = chunk_filters(filters)
         return await self._db.fetchall(
             sql.SQL(Q["ready_chunks"]).format(searchable=searchable_chunk(), filters=extra),
-            {"ids": chunk_ids, "kb": knowledge_base_id, **params, **hparams},
+            {"ids": chunk_ids, "kb": knowledge_base_id, **params},
         )
 
 

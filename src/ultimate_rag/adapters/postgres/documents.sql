@@ -79,7 +79,7 @@ ORDER BY a.page NULLS FIRST, a.locator_key;
 -- ready_chunks --
 -- The double filter (SPEC §4 rule 3). searchable: search_filters' searchable_chunk; filters:
 -- " AND ..." for each search filter, or nothing.
-SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, d.filename
+SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, c.identifiers, d.filename
 FROM chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.id = ANY(%(ids)s) AND c.knowledge_base_id = %(kb)s AND d.knowledge_base_id = %(kb)s
   AND {searchable}{filters};

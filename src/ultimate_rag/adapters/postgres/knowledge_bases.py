@@ -7,10 +7,11 @@ from uuid import UUID, uuid4
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ...domain.errors import ConflictError, ResourceNotFoundError
+from ...domain.errors import ConflictError, DatabaseError, ResourceNotFoundError
 from ...domain.models import KnowledgeBase, KnowledgeBaseSettings
 from . import rows
 from .database import Database
+from .errors import caused_by
 from .sql import load_queries
 
 Q = load_queries("knowledge_bases.sql")
@@ -24,8 +25,10 @@ class KnowledgeBaseRepository:
         try:
             row = await self._db.fetchone(Q["insert_knowledge_base"], {
                 "id": uuid4(), "name": name, "description": description, "settings": Jsonb(settings.to_dict())})
-        except psycopg.errors.UniqueViolation as exc:
-            raise ConflictError(f"a knowledge base named {name!r} already exists") from exc
+        except DatabaseError as exc:
+            if caused_by(exc, psycopg.errors.UniqueViolation):
+                raise ConflictError(f"a knowledge base named {name!r} already exists") from exc
+            raise
         assert row is not None
         return rows.knowledge_base(row)
 

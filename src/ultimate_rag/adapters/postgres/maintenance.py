@@ -16,6 +16,7 @@ import psycopg
 from ...domain.ports import ObjectOwner, Owners
 from ...domain.status import ACTIVE
 from .database import Connection, Database
+from .errors import translated
 from .sql import load_queries
 
 Q = load_queries("maintenance.sql")
@@ -31,7 +32,11 @@ class MaintenanceRepository:
     async def exclusive(self) -> AsyncIterator[bool]:
         """Yields whether this process holds the sweep lock. The lock lives on a dedicated
         connection, never a pooled one: a session lock returned to the pool would stay held."""
-        async with await psycopg.AsyncConnection.connect(self._db.url, autocommit=True) as conn:
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._db.url, autocommit=True)
+        except psycopg.Error as exc:
+            raise translated(exc) from exc
+        async with conn:
             row = await (await conn.execute(Q["try_sweep_lock"])).fetchone()
             locked = bool(row and row[0])
             try:

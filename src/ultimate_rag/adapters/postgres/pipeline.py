@@ -13,6 +13,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
+from ...domain.identifiers import chunk_identifiers
 from ...domain.models import (
     Chunk,
     DocumentAsset,
@@ -181,7 +182,9 @@ def _chunk_row(chunk: Chunk) -> dict[str, Any]:
     return {"id": str(chunk.id), "document_id": str(chunk.document_id),
             "knowledge_base_id": str(chunk.knowledge_base_id), "ordinal": chunk.ordinal, "content": chunk.content,
             "token_count": chunk.token_count, "heading_path": list(chunk.heading_path),
-            "locator": chunk.locator.to_metadata(), "metadata": chunk.metadata}
+            "locator": chunk.locator.to_metadata(), "metadata": chunk.metadata,
+            "identifiers": list(chunk.identifiers if chunk.identifiers is not None
+                                else chunk_identifiers(chunk.content, chunk.heading_path))}
 
 
 async def replace_asset_rows(conn: Connection, document_id: UUID, assets: Sequence[DocumentAsset],

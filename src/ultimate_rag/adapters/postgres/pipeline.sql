@@ -62,12 +62,12 @@ WITH old_chunks AS (
     DELETE FROM chunks WHERE document_id = %(document_id)s RETURNING 1
 ), new_chunks AS (
     INSERT INTO chunks (id, document_id, knowledge_base_id, revision, ordinal, content, token_count, heading_path,
-                        locator, metadata)
+                        locator, metadata, identifiers)
     SELECT r.id, r.document_id, r.knowledge_base_id, %(revision)s, r.ordinal, r.content, r.token_count,
-           r.heading_path, r.locator, r.metadata
+           r.heading_path, r.locator, r.metadata, r.identifiers
     FROM jsonb_to_recordset(%(chunks)s::jsonb) AS r(id uuid, document_id uuid, knowledge_base_id uuid, ordinal integer,
                                                    content text, token_count integer, heading_path text[],
-                                                   locator jsonb, metadata jsonb)
+                                                   locator jsonb, metadata jsonb, identifiers text[])
     WHERE (SELECT count(*) FROM old_chunks) >= 0
     RETURNING 1
 ), stale_assets AS (  -- other revisions', and those an interrupted earlier run of this revision left

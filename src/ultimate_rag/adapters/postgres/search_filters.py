@@ -59,6 +59,16 @@ def heading_condition(filters: SearchFilters, alias: str = "c") -> tuple[list[sq
             {"f_heading": "%" + like_escape(filters.heading) + "%"})
 
 
+def chunk_filters(filters: SearchFilters | None, chunk: str = "c",
+                  document: str = "d") -> tuple[sql.Composable, dict[str, Any]]:
+    """`` AND ...`` (or nothing): the filters on a chunk row joined to its document row."""
+    if filters is None:
+        return sql.SQL(""), {}
+    conds, params = document_conditions(filters, document)
+    hconds, hparams = heading_condition(filters, chunk)
+    return sql.SQL("").join(sql.SQL(" AND ") + c for c in [*conds, *hconds]), params | hparams
+
+
 def vector_row_filter(filters: SearchFilters | None, *, kb_param: str = "kb", document_column: str = "document_id",
                       chunk_column: str = "chunk_id") -> tuple[sql.Composable, dict[str, Any]]:
     """`` AND ...`` (or nothing) restricting rows of a vector table to the filters."""

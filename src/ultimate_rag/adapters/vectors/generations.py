@@ -25,12 +25,13 @@ import psycopg
 from psycopg import sql
 
 from ...domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
-from ...domain.errors import GenerationGone, TransientError
+from ...domain.errors import DatabaseError, GenerationGone, TransientError
 from ...domain.lexical import LexicalShare
 from ...domain.models import EmbeddedChunk, IndexState, VectorHit
 from ...domain.ports import Closable, VectorStore
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 from ..postgres.database import Database
+from ..postgres.errors import caused_by
 from ..postgres.sql import load_queries
 from .pgvector import PgVectorStore
 from .sparse_pg import HybridVectors, PostgresSparseIndex
@@ -268,7 +269,21 @@ class IndexGenerations:
         store = await self.searchable(knowledge_base_id, plan.current)
         try:
             return await store.candidates(knowledge_base_id, query, limit, mode=mode, filters=filters)
-        except psycopg.errors.UndefinedTable as exc:  # dropped by another process after this one used it
+        except DatabaseError as exc:
+            if not caused_by(exc, psycopg.errors.UndefinedTable):
+                raise
+            self._ready.discard(self._key(knowledge_base_id, plan.current))  # dropped by another process meanwhile
+            raise GenerationGone(str(exc)) from exc
+
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode, plan: IndexPlan | None = None) -> list[ScoredChunk]:
+        """Both similarities of the named chunks in the generation of ``plan`` (``candidates``' twin
+        for the chunks a search names rather than finds)."""
+        plan = plan or await self.plan(knowledge_base_id)
+        store = await self.searchable(knowledge_base_id, plan.current)
+        try:
+            return await store.scored(knowledge_base_id, query, chunk_ids, mode=mode)
+        except psycopg.errors.UndefinedTable as exc:
             self._ready.discard(self._key(knowledge_base_id, plan.current))
             raise GenerationGone(str(exc)) from exc
 

@@ -35,6 +35,7 @@ from uuid import UUID
 from ...domain.errors import PermanentError, TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
 from ..backends import import_backend
+from .similarity import cosine_hits
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -179,6 +180,29 @@ class MilvusVectorStore:
         if document_ids is not None:  # UUID() re-formats each id: nothing but hex and dashes reaches the expression
             expression += " and document_id in [" + ", ".join(f'"{UUID(str(d))}"' for d in document_ids) + "]"
         return await self._run("search", self._search, expression, [float(x) for x in vector], int(limit))
+
+    async def similarities(self, knowledge_base_id: UUID, vector: Sequence[float],
+                           chunk_ids: Sequence[UUID]) -> list[VectorHit]:
+        """The cosine similarity of those chunks' vectors (read by primary key) to ``vector``: what
+        the identifier stage of a search scores the chunks it brings with (exact, no index walk)."""
+        if not chunk_ids:
+            return []
+        expression = (f'knowledge_base_id == "{UUID(str(knowledge_base_id))}" and chunk_id in ['
+                      + ", ".join(f'"{UUID(str(c))}"' for c in chunk_ids) + "]")
+        rows = await self._run("read vectors", self._read, expression)
+        return cosine_hits(vector, [(UUID(str(r["chunk_id"])), r["embedding"]) for r in rows])
+
+    def _read(self, expression: str) -> list[dict[str, Any]]:
+        client = self._get()
+        try:
+            return list(client.query(self.collection, filter=expression, output_fields=["chunk_id", "embedding"],
+                                     consistency_level=self._consistency))
+        except Exception as exc:
+            if "not loaded" not in str(exc).lower() and "released" not in str(exc).lower():
+                raise
+            client.load_collection(self.collection)
+            return list(client.query(self.collection, filter=expression, output_fields=["chunk_id", "embedding"],
+                                     consistency_level=self._consistency))
 
     def _search(self, expression: str, vector: list[float], limit: int) -> list[VectorHit]:
         client = self._get()

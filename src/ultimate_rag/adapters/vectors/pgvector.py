@@ -181,6 +181,26 @@ class PgVectorStore(CandidateSearch):
         exhausted = found[0][1] if use_dense else all(done for _, done in found)
         return list(chunks.values()), exhausted
 
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode) -> list[ScoredChunk]:
+        """Every similarity of the named chunks (those with a dense vector here), one statement by
+        primary key: the chunks the identifier stage of a search brings beside the index's top."""
+        if not chunk_ids:
+            return []
+        with_sparse = mode is not SearchMode.DENSE and bool(query.sparse)
+        lexical = query.lexical if mode is not SearchMode.DENSE else None
+        params: dict[str, Any] = {"q": Vector(np.asarray(query.dense, dtype=np.float32)), "kb": knowledge_base_id,
+                                  "ids": list(chunk_ids)}
+        if with_sparse:
+            params["qs"] = as_sparsevec(query.sparse)
+        if lexical is not None:
+            params["ql"] = weights_vector(lexical.weights)
+        statement = _on("scored", self.table, **self._sparse_parts(with_sparse, "v"),
+                        **self._lexical_parts(lexical is not None, "v"))
+        rows = await self._db.fetchall(statement, params)
+        return [ScoredChunk(r["chunk_id"], float(r["dense"]), float(r["sparse"]),
+                            lexical.score(float(r["lexical"])) if lexical else 0.0) for r in rows]
+
     async def _side(self, statement: sql.Composed, params: dict[str, Any], limit: int
                     ) -> tuple[list[dict[str, Any]], bool]:
         """One side through HNSW (iterative scan); run again exactly when it comes back short (see knn)."""

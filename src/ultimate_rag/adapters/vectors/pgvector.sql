@@ -110,3 +110,10 @@ COALESCE(1 - (sp.embedding <=> %(qs)s), 0)
 
 -- sparse_join --
 LEFT JOIN {sparse} sp ON sp.chunk_id = {alias}.chunk_id
+
+-- scored --
+-- Named chunks' similarities, read by primary key (the identifier stage's candidates: no index walk);
+-- {sparse_score}/{sparse_join} and {lexical}/{lexical_join} as for the sides (or 0).
+SELECT v.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, {sparse_score} AS sparse, {lexical} AS lexical
+FROM {table} v{sparse_join}{lexical_join}
+WHERE v.chunk_id = ANY(%(ids)s::uuid[]) AND v.knowledge_base_id = %(kb)s

@@ -21,6 +21,7 @@ from ...domain.errors import PermanentError, TransientError
 from ...domain.models import EmbeddedChunk, VectorHit
 from ..backends import import_backend
 from .milvus import collection_name
+from .similarity import cosine_hits
 
 
 def _qdrant() -> ModuleType:
@@ -156,6 +157,19 @@ class QdrantVectorStore:
         hits = [VectorHit(chunk_id=UUID(str(p.id)), score=float(p.score)) for p in result.points]
         hits.sort(key=lambda h: h.score, reverse=True)
         return hits
+
+    async def similarities(self, knowledge_base_id: UUID, vector: Sequence[float],
+                           chunk_ids: Sequence[UUID]) -> list[VectorHit]:
+        """The cosine similarity of those chunks' vectors (read by point id) to ``vector``: what the
+        identifier stage of a search scores the chunks it brings with (exact, no index walk)."""
+        if not chunk_ids:
+            return []
+        points = await self._run("read vectors", self._get().retrieve(
+            self.collection, ids=[str(UUID(str(c))) for c in chunk_ids], with_payload=["knowledge_base_id"],
+            with_vectors=True))
+        kb = str(knowledge_base_id)
+        return cosine_hits(vector, [(UUID(str(p.id)), p.vector) for p in points
+                                    if (p.payload or {}).get("knowledge_base_id") == kb])
 
     # operations ------------------------------------------------------------------------------
     async def ping(self) -> bool:

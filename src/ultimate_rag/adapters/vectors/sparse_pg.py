@@ -212,6 +212,29 @@ class HybridVectors(CandidateSearch):
         floor = min(dense.values(), default=0.0)  # not in the dense top: at most the lowest dense score there
         return [ScoredChunk(c, dense.get(c, floor), sparse.get(c, 0.0), bm25.get(c, 0.0)) for c in ids], exhausted
 
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode) -> list[ScoredChunk]:
+        """Both similarities of the named chunks: the dense store's by id, the sparse side's by
+        primary key in PostgreSQL, asked at once. A chunk the dense store does not hold for this
+        knowledge base is left out, in every mode (as ``candidates`` would never propose it)."""
+        if not chunk_ids:
+            return []
+
+        async def dense() -> dict[UUID, float]:
+            return {h.chunk_id: h.score for h in await self.dense.similarities(knowledge_base_id, query.dense,
+                                                                                 chunk_ids)}
+
+        async def sparse() -> dict[UUID, float]:
+            return {} if mode is SearchMode.DENSE else await self.sparse.scores(chunk_ids, query.sparse)
+
+        async def lexical() -> dict[UUID, float]:
+            if mode is SearchMode.DENSE or query.lexical is None:
+                return {}
+            return await self.sparse.lexical.scores(chunk_ids, query.lexical)
+
+        dense_of, sparse_of, lexical_of = await asyncio.gather(dense(), sparse(), lexical())
+        return [ScoredChunk(c, score, sparse_of.get(c, 0.0), lexical_of.get(c, 0.0)) for c, score in dense_of.items()]
+
     async def _dense(self, knowledge_base_id: UUID, query: QueryVectors, limit: int,
                      document_ids: list[UUID] | None, filters: SearchFilters) -> tuple[dict[UUID, float], bool]:
         """The dense top ``limit``; a heading filter (per chunk, unknown to the dense store) is checked

@@ -9,7 +9,6 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, Field
 
-from ...adapters.postgres.audit import entry_out
 from ...domain.auth import Role
 from ...domain.errors import InvalidRequestError
 from ..audit import AuditDep
@@ -105,6 +104,6 @@ async def read_audit_log(trail: AuditTrailDep, _: AdminDep,
                          cursor: Annotated[str | None, Query(max_length=20, pattern=r"^\d+$")] = None,
                          knowledge_base_id: UUID | None = None) -> AuditList:
     rows = await trail.list(limit=limit + 1, before_id=int(cursor) if cursor else None,
-                                             knowledge_base_id=knowledge_base_id)
-    items = [AuditEntry(**entry_out(r)) for r in rows[:limit]]
+                            knowledge_base_id=knowledge_base_id)
+    items = [AuditEntry.model_validate({name: r[name] for name in AuditEntry.model_fields}) for r in rows[:limit]]
     return AuditList(items=items, next_cursor=str(items[-1].id) if len(rows) > limit else None)

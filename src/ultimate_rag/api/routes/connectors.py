@@ -12,8 +12,8 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, Field
 
-from ...adapters.postgres.connectors import Connector, Sync
 from ...domain.auth import Principal
+from ...domain.connectors import Connector, Sync
 from ...domain.errors import ConflictError, InvalidRequestError
 from ...domain.redact import redact_config, redact_text, restore_secrets
 from ...services.connectors.base import ADMIN_KINDS

@@ -11,8 +11,8 @@ from ...domain.errors import ConflictError, InvalidRequestError, ResourceNotFoun
 from ...domain.knowledge_bases import new_settings
 from ...domain.models import KnowledgeBase
 from ...domain.status import DocumentStatus
-from ...services.embedding_migration import EmbeddingMigrations
-from ...services.embedding_models import EmbeddingModels
+from ...services.embedding.migration import EmbeddingMigrations
+from ...services.embedding.models import EmbeddingModels
 from ...services.lifecycle import BulkReindexFilter
 from ..audit import AuditDep
 from ..deps import (
@@ -20,13 +20,13 @@ from ..deps import (
     DocumentsDep,
     EditableKB,
     IngestionDep,
+    KnowledgeBaseDeletionDep,
     KnowledgeBasesDep,
     LifecycleDep,
     MigrationsDep,
     ModelsDep,
     PrincipalDep,
     ReadableKB,
-    RemovalDep,
     SearchDep,
     SettingsDep,
     principal,
@@ -86,12 +86,12 @@ async def get_knowledge_base(kb: ReadableKB, knowledge_bases: KnowledgeBasesDep,
 
 
 @router.delete("/{kb_id}", status_code=202, response_model=KnowledgeBaseOut)
-async def delete_knowledge_base(kb: ReadableKB, migrations: MigrationsDep, removal: RemovalDep,
+async def delete_knowledge_base(kb: ReadableKB, migrations: MigrationsDep, kb_deletion: KnowledgeBaseDeletionDep,
                                 knowledge_bases: KnowledgeBasesDep, _: AdminDep, audit: AuditDep) -> KnowledgeBaseOut:
     """Everything the knowledge base owns is removed through the queue; it stops being searchable at
     once, refuses uploads (409), and disappears when its last document is gone."""
     await migrations.abort(kb.id)  # a model migration of a knowledge base being deleted stops
-    queued = await removal.request(kb.id)
+    queued = await kb_deletion.request(kb.id)
     await audit.record("knowledge_base.delete", knowledge_base_id=kb.id, name=kb.name, documents=queued)
     try:
         kb = await knowledge_bases.get(kb.id)
@@ -154,7 +154,8 @@ async def reindex_progress(kb: ReadableKB, lifecycle: LifecycleDep) -> RebuildPr
 async def search(kb: ReadableKB, body: SearchIn, service: SearchDep) -> SearchOut:
     if kb.deleting:  # its documents stop being searchable the moment the delete is accepted
         return SearchOut(results=[])
-    results = await service.search(
+    outcome = await service.search_outcome(
         kb.id, body.query, body.top_k, mode=body.mode, filters=body.filters.to_domain() if body.filters else None,
         min_score=body.min_score, group_by_document=body.group_by_document)
-    return SearchOut(results=[SearchHit.of(r) for r in results])
+    return SearchOut(results=[SearchHit.of(r) for r in outcome.results],
+                     unmatched_identifiers=list(outcome.unmatched_identifiers))

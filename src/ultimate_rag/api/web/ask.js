@@ -11,7 +11,7 @@ import { logout } from "./session.js";
 import { $, on, state } from "./state.js";
 
 const thread = { kb: null, turns: [], controller: null };
-// a turn: { question, answer, citations, query, reason, invalid, error, streaming }
+// a turn: { question, answer, citations, query, reason, invalid, unmatched, error, streaming }
 
 // ---------- the thread ----------
 
@@ -80,7 +80,7 @@ function onEvent(turn, event, data) {
   else if (event === "delta") turn.answer += data.text;
   else if (event === "done") {
     Object.assign(turn, { answer: data.answer, query: data.query, reason: data.reason,
-      invalid: data.invalid_citations || [], streaming: false });
+      invalid: data.invalid_citations || [], unmatched: data.unmatched_identifiers || [], streaming: false });
   } else if (event === "error") { turn.error = data.detail; turn.streaming = false; }
   render();
 }
@@ -138,6 +138,7 @@ function answerBody(turn) {
 function renderTurn(turn) {
   const out = [h("p", { class: "ask-question" }, h("span", { class: "who", text: t("ask_you") }), turn.question)];
   if (turn.query && turn.query !== turn.question) out.push(h("p", { class: "muted ask-query", text: t("ask_query", { query: turn.query }) }));
+  if (turn.unmatched && turn.unmatched.length) out.push(h("p", { class: "notice-inline ask-unmatched", text: t("unmatched_identifiers", { ids: turn.unmatched.join(", ") }) }));
   if (turn.answer) out.push(answerBody(turn));
   if (turn.answer === null && turn.reason) out.push(h("p", { class: "notice-inline", text: t("ask_no_model") }));
   if (turn.streaming) out.push(h("p", { class: "muted ask-working", role: "status", text: turn.citations.length || turn.answer ? t("ask_writing") : t("ask_searching") }));

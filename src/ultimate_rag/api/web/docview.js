@@ -83,8 +83,14 @@ export function locatorText(loc) {
   const parts = [];
   if (loc.page) parts.push(t("page_x", { page: loc.page }));
   if (loc.page_start) parts.push(t("pages_x", { from: loc.page_start, to: loc.page_end ?? loc.page_start }));
+  if (loc.table) parts.push(t("table_x", { table: loc.table }));
   if (loc.row_start) parts.push(t("rows_x", { from: loc.row_start, to: loc.row_end ?? loc.row_start }));
   if (loc.line_start) parts.push(t("lines_x", { from: loc.line_start, to: loc.line_end ?? loc.line_start }));
+  if (loc.paragraph_start && !loc.line_start) {
+    const to = loc.paragraph_end ?? loc.paragraph_start;
+    parts.push(to === loc.paragraph_start ? t("paragraph_x", { n: to }) : t("paragraphs_x", { from: loc.paragraph_start, to }));
+  }
+  if (loc.anchor) parts.push(loc.anchor.includes("#") ? loc.anchor : `#${loc.anchor}`);
   return parts.join(" · ");
 }
 

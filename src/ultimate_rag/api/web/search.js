@@ -1,6 +1,7 @@
 // The search panel (SPEC §10): ranked chunks with their citation (file, heading path, page / lines,
-// score), the text with what matched highlighted, linked images; mode, grouping and filters. The
-// file name or the citation opens the document view at that chunk.
+// score), the text with what matched highlighted (an identifier the query names, however the text
+// writes it), linked images; the identifiers found nowhere; mode, grouping and filters. The file
+// name or the citation opens the document view at that chunk.
 
 import { api, errorText } from "./api.js";
 import { locatorText, openDocument, showImages } from "./docview.js";
@@ -24,6 +25,7 @@ async function runSearch(ev) {
   const status = $("search-status");
   say(status, () => t("searching"));
   $("search-results").replaceChildren();
+  $("search-unmatched").hidden = true;
   state.lastSearch = null;
   const body = { query: $("search-query").value, top_k: Number($("search-k").value) || 10, mode: $("search-mode").value,
     group_by_document: $("search-group").checked };
@@ -54,9 +56,18 @@ function highlighted(content, spans, limit) {
   return parts;
 }
 
+// Identifiers the query names that no passage holds: said above the (usual) results.
+function renderUnmatched(res) {
+  const box = $("search-unmatched");
+  const ids = res.unmatched_identifiers || [];
+  box.hidden = !ids.length;
+  box.textContent = ids.length ? t("unmatched_identifiers", { ids: ids.join(", ") }) : "";
+}
+
 function renderSearch() {
   const res = state.lastSearch;
   if (!res) return;
+  renderUnmatched(res);
   $("search-results").replaceChildren(...res.results.map((r, i) => {
     const imgs = h("div", { class: "assets" });
     showImages(r.assets || [], imgs, null);
@@ -80,6 +91,7 @@ export function wireSearch() {
   on("language", () => { if (state.key && state.kb) renderSearch(); });
   on("kb", () => {  // another knowledge base: its search starts empty
     $("search-results").replaceChildren();
+    $("search-unmatched").hidden = true;
     state.lastSearch = null;
     say($("search-status"), "");
   });

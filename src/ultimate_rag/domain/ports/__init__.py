@@ -6,15 +6,17 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
                  GenerationAdmin
     embedding    Embedder, StreamingEmbedder (the engine), SparseEncoder, EmbeddingCacheStore,
                  CentroidStore, Truncating
-    parsing      Parser, ParserResolver, ParseRunnerPort, ImageDescriber, Chunker
-    pipeline     TaskLeases, ClaimingLeases, JobLeasesPort, PipelineStore, DedupStore, DedupSession
-    lifecycle    LifecycleStore, LifecycleSession, DocumentReader, KnowledgeBaseRemovalStore,
+    parsing      Parser, ParserResolver, ParseExecutor, ImageDescriber, Chunker
+    pipeline     TaskLeases, ClaimingLeases, JobLeases, PipelineStore, DedupStore, DedupSession
+    lifecycle    LifecycleStore, LifecycleSession, DocumentReader, KnowledgeBaseDeletionStore,
                  KnowledgeBaseReader, DocumentIntake
     migrations   MigrationStore, IndexStateReader, MigrationItemQueue
-    maintenance  MaintenanceStore, GenerationSweeper, BackfillStore, SparseIndexWriter
-    search       ReadyChunks, SearchTimings, LexicalStatistics, Reranker
+    maintenance  MaintenanceStore, GenerationSweeper, BackfillStore, SparseIndexWriter,
+                 IdentifierBackfillStore, IdleBackfill
+    search       ReadyChunks, IdentifierIndex, SearchTimings, LexicalStatistics, Reranker
     catalog      KnowledgeBaseStore, DocumentCatalog, ApiKeyStore, AuditTrail, OperationsReadout,
                  DocumentEvents (what the API reads and writes besides the services)
+    connectors   ConnectorStore, ConnectorSyncs, OutboundFetch, VersionedObjects
     chat         ChatModel
     health       Pingable, Closable
 """
@@ -29,6 +31,7 @@ from .catalog import (
     OperationsReadout,
 )
 from .chat import ChatModel
+from .connectors import ConnectorStore, ConnectorSyncs, FetchedResponse, OutboundFetch, VersionedObjects
 from .embedding import (
     CentroidStore,
     Embedder,
@@ -43,17 +46,26 @@ from .health import Closable, Pingable
 from .lifecycle import (
     DocumentIntake,
     DocumentReader,
+    KnowledgeBaseDeletionStore,
     KnowledgeBaseReader,
-    KnowledgeBaseRemovalStore,
     LifecycleSession,
     LifecycleStore,
     LockedDocument,
 )
-from .maintenance import BackfillStore, GenerationSweeper, MaintenanceStore, ObjectOwner, Owners, SparseIndexWriter
+from .maintenance import (
+    BackfillStore,
+    GenerationSweeper,
+    IdentifierBackfillStore,
+    IdleBackfill,
+    MaintenanceStore,
+    ObjectOwner,
+    Owners,
+    SparseIndexWriter,
+)
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
-from .parsing import Chunker, ImageDescriber, Parser, ParserResolver, ParseRunnerPort
-from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeasesPort, PipelineStore, TaskLeases
-from .search import LexicalStatistics, ReadyChunks, Reranker, SearchTimings
+from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
+from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, TaskLeases
+from .search import IdentifierIndex, LexicalStatistics, ReadyChunks, Reranker, SearchTimings
 from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
 
@@ -68,6 +80,8 @@ __all__ = [
     "Chunker",
     "ClaimingLeases",
     "Closable",
+    "ConnectorStore",
+    "ConnectorSyncs",
     "DedupSession",
     "DedupStore",
     "DocumentCatalog",
@@ -78,14 +92,18 @@ __all__ = [
     "EmbeddingCacheStore",
     "EngineLoad",
     "EventSubscription",
+    "FetchedResponse",
     "GenerationAdmin",
     "GenerationSweeper",
+    "IdentifierBackfillStore",
+    "IdentifierIndex",
+    "IdleBackfill",
     "ImageDescriber",
     "IndexRouter",
     "IndexStateReader",
-    "JobLeasesPort",
+    "JobLeases",
+    "KnowledgeBaseDeletionStore",
     "KnowledgeBaseReader",
-    "KnowledgeBaseRemovalStore",
     "KnowledgeBaseStore",
     "LexicalStatistics",
     "LifecycleSession",
@@ -97,8 +115,9 @@ __all__ = [
     "ObjectOwner",
     "ObjectStorage",
     "OperationsReadout",
+    "OutboundFetch",
     "Owners",
-    "ParseRunnerPort",
+    "ParseExecutor",
     "Parser",
     "ParserResolver",
     "Pingable",
@@ -114,4 +133,5 @@ __all__ = [
     "TaskLeases",
     "Truncating",
     "VectorStore",
+    "VersionedObjects",
 ]

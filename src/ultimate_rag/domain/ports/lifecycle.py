@@ -1,6 +1,6 @@
-"""The document lifecycle's database side (services/lifecycle.py, knowledge_base_removal.py,
+"""The document lifecycle's database side (services/lifecycle.py, knowledge_base_deletion.py,
 ingestion.py): documents locked with their job for an operation, the bulk queue, a knowledge
-base's removal, and the submit's one-transaction intake."""
+base's deletion, and the submit's one-transaction intake."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ class LifecycleSession(Protocol):
     async def restore_upload(self, status: DocumentStatus, error_message: str | None) -> None: ...
 
 
-class KnowledgeBaseRemovalStore(Protocol):
-    """What removing a whole knowledge base needs from the database (services/knowledge_base_removal.py)."""
+class KnowledgeBaseDeletionStore(Protocol):
+    """What removing a whole knowledge base needs from the database (services/knowledge_base_deletion.py)."""
 
     async def mark_deleting(self, knowledge_base_id: UUID) -> None: ...
     async def queue_document_deletes(self, knowledge_base_id: UUID, batch_size: int = 1000) -> int: ...

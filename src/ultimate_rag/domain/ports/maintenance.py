@@ -1,5 +1,5 @@
 """What keeps the stores tidy off the ingest path: the orphan sweeper's questions to the database,
-and the sparse backfill's reads and writes."""
+and the sparse and identifier backfills' reads and writes."""
 
 from __future__ import annotations
 
@@ -77,6 +77,26 @@ class BackfillStore(Protocol):
     async def published_chunks(self, document_id: UUID, revision: int) -> list[dict[str, Any]]:
         """The document's chunks of that revision, in order."""
         ...
+
+
+class IdentifierBackfillStore(Protocol):
+    async def chunks_without_identifiers(self, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` chunks whose identifier keys were never computed (written before the
+        identifier index existed): id, content, heading_path."""
+        ...
+
+    async def set_identifiers(self, keys: dict[UUID, list[str]]) -> None:
+        """Each chunk's identifier keys, in one statement (a chunk that has some already keeps them)."""
+        ...
+
+
+class IdleBackfill(Protocol):
+    """Work an idle worker does a batch at a time (``step``: how many rows it looked at, 0 when a
+    pass found nothing left) until it is ``done``."""
+
+    @property
+    def done(self) -> bool: ...
+    async def step(self) -> int: ...
 
 
 class SparseIndexWriter(Protocol):

@@ -30,7 +30,7 @@ class ParserResolver(Protocol):
         resolved to), never what the client said."""
 
 
-class ParseRunnerPort(Protocol):
+class ParseExecutor(Protocol):
     """Runs a parser (isolated in a child process, or in a thread), reporting pages done."""
 
     async def parse(self, parser: Parser, source: DocumentSource,

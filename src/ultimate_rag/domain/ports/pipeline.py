@@ -37,7 +37,7 @@ class ClaimingLeases(TaskLeases[L], Protocol[L]):
     async def claim(self, worker_id: str) -> L | None: ...
 
 
-class JobLeasesPort(Protocol):
+class JobLeases(Protocol):
     """The job queue as the worker uses it: claim leases in queue order (``idle``: this worker runs
     nothing, so it may take a suspect), renew one (False once lost), end an attempt (retry later
     or FAILED; ``cleanup`` runs while the job row is still locked), hand one back without burning

@@ -1,5 +1,6 @@
 """What search and answers read besides the vectors: the chunks PostgreSQL says are searchable
-(the double filter), the knowledge base's BM25 statistics, and where search reports its timings."""
+(the double filter), the identifier index beside them, the knowledge base's BM25 statistics, the
+optional reranker, and where search reports its timings."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
+from ..identifiers import IdentifierHits
 from ..search import SearchFilters
 
 
@@ -14,7 +16,17 @@ class ReadyChunks(Protocol):
     async def ready_chunks(self, knowledge_base_id: UUID, chunk_ids: list[UUID],
                            filters: SearchFilters) -> list[dict[str, Any]]:
         """The rows of those chunks that belong to their document's published revision and pass
-        the filters (id, document_id, filename, content, heading_path, locator, metadata)."""
+        the filters (id, document_id, filename, content, heading_path, locator, metadata,
+        identifiers: the chunk's identifier keys, None where not computed yet)."""
+        ...
+
+
+class IdentifierIndex(Protocol):
+    async def lookup(self, knowledge_base_id: UUID, keys: Sequence[str], filters: SearchFilters,
+                     limit: int) -> IdentifierHits:
+        """Which of ``keys`` some searchable chunk of the knowledge base passing ``filters`` holds,
+        and up to ``limit`` such chunks per key — through the index of the chunks' identifier
+        keys, never a scan of their contents."""
         ...
 
 

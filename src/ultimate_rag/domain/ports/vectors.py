@@ -42,6 +42,11 @@ class CandidateSearch(Protocol):
 
     async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
                          filters: SearchFilters | None = None) -> tuple[list[ScoredChunk], bool]: ...
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode) -> list[ScoredChunk]:
+        """Both similarities of the named chunks (those with a vector in this index): the chunks a
+        search names rather than finds (the identifier stage)."""
+        ...
 
 
 class IndexRouter(VectorStore, Protocol):
@@ -67,6 +72,8 @@ class IndexRouter(VectorStore, Protocol):
     async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
                          filters: SearchFilters | None = None,
                          plan: IndexPlan | None = None) -> tuple[list[ScoredChunk], bool]: ...
+    async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
+                     mode: SearchMode, plan: IndexPlan | None = None) -> list[ScoredChunk]: ...
 
 
 class GenerationAdmin(Protocol):

@@ -1,13 +1,14 @@
 """``urls`` (a list of pages) and ``sitemap`` (a sitemap or sitemap index, bounded in depth and
-count). Every request goes through ``SafeHttpClient``: SSRF rules on every hop, size and time caps."""
+count). Every request goes through the outbound client (``ports.OutboundFetch``, adapters/http/outbound.py):
+SSRF rules on every hop, size and time caps."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from ...adapters.http.outbound import SafeHttpClient
 from ...domain.errors import PermanentError, TransientError
+from ...domain.ports import OutboundFetch
 from ...domain.redact import redact_url
 from .base import ConnectorConfigError, Fetched, Known, RemoteItem, name_from_url
 from .sitemap import Enough, SitemapError, SitemapReader
@@ -28,7 +29,7 @@ def check_url(url: object) -> str:
 
 
 class HttpFetcher:
-    def __init__(self, client: SafeHttpClient, *, max_bytes: int, timeout: float) -> None:
+    def __init__(self, client: OutboundFetch, *, max_bytes: int, timeout: float) -> None:
         self._client = client
         self.max_bytes = max_bytes
         self.timeout = timeout

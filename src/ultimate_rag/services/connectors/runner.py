@@ -12,14 +12,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ...adapters.postgres.connector_syncs import SyncQueue
-from ...adapters.postgres.connectors import ConnectorRepository, SyncLease
+from ...domain.connectors import SyncLease
 from ...domain.errors import PermanentError
+from ...domain.ports import ConnectorStore, ConnectorSyncs
 from ...domain.retry import backoff_seconds
 from ...logs import log_context
+from ..failures import reason_for
 from ..leases import LeasedRunner, OneAtATime, Outcome
 from .sources import ConnectorLimits
-from .sync import SyncService, describe
+from .sync import SyncService
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ class SyncLeases:
     """``ports.ClaimingLeases`` over the sync queue: a claim first queues the scheduled syncs that
     are due; a failure is retried with backoff while attempts are left."""
 
-    def __init__(self, queue: SyncQueue, *, retry_delay_seconds: float) -> None:
+    def __init__(self, queue: ConnectorSyncs, *, retry_delay_seconds: float) -> None:
         self.queue = queue
         self.retry_delay_seconds = retry_delay_seconds
 
@@ -40,7 +41,7 @@ class SyncLeases:
         return await self.queue.heartbeat(lease)
 
     async def fail(self, lease: SyncLease, error: BaseException) -> None:
-        reason = describe(error)
+        reason = reason_for(error)
         will_retry = not isinstance(error, PermanentError) and lease.attempt < lease.max_attempts
         delay = backoff_seconds(lease.attempt, self.retry_delay_seconds) if will_retry else 0.0
         log.warning("connector sync %s attempt %d/%d failed: %s%s", lease.sync_id, lease.attempt,
@@ -52,7 +53,7 @@ class SyncLeases:
 
 
 class SyncRunner:
-    def __init__(self, queue: SyncQueue, service: SyncService, *, heartbeat_seconds: float,
+    def __init__(self, queue: ConnectorSyncs, service: SyncService, *, heartbeat_seconds: float,
                  poll_interval_seconds: float, retry_delay_seconds: float) -> None:
         self.queue = queue
         self.service = service
@@ -83,8 +84,8 @@ class SyncRunner:
 class ConnectorServices:
     """The connector side of the container (built by ``bootstrap.build``)."""
 
-    repository: ConnectorRepository
-    queue: SyncQueue
+    repository: ConnectorStore
+    queue: ConnectorSyncs
     service: SyncService
     runner: SyncRunner
     limits: ConnectorLimits

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...domain.errors import PermanentError
+from ...domain.ports import VersionedObjects
 from .base import ConnectorConfigError, Fetched, ItemTooLargeError, Known, RemoteItem
 
 _BUCKET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
@@ -24,7 +25,7 @@ def check_s3_config(config: dict[str, Any]) -> tuple[str, str]:
 
 
 class S3Source:
-    def __init__(self, storage: Any, *, max_bytes: int, max_items: int) -> None:
+    def __init__(self, storage: VersionedObjects, *, max_bytes: int, max_items: int) -> None:
         self._storage = storage  # an S3ObjectStorage rooted at bucket/prefix
         self._max_bytes = max_bytes
         self._max_items = max_items

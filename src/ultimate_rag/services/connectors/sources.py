@@ -4,10 +4,11 @@ configuration that became invalid — a root removed from the settings — fails
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...adapters.http.outbound import OutboundPolicy, SafeHttpClient
+from ...domain.ports import OutboundFetch, VersionedObjects
 from .base import KINDS, ConnectorConfigError, Source
 from .directory import DirectorySource, allowed_roots, confine
 from .http import HttpFetcher, SitemapSource, UrlListSource, check_url
@@ -48,11 +49,12 @@ def validate_config(kind: str, config: dict[str, Any], limits: ConnectorLimits) 
     return {"bucket": bucket, "prefix": prefix}
 
 
-def build_source(kind: str, config: dict[str, Any], limits: ConnectorLimits,
-                 client: SafeHttpClient | None = None) -> Source:
+def build_source(kind: str, config: dict[str, Any], limits: ConnectorLimits, http: OutboundFetch,
+                 open_bucket: Callable[[str, str], VersionedObjects]) -> Source:
+    """The source of a connector of ``kind``: URLs and sitemaps fetched through ``http``; an S3
+    prefix read through ``open_bucket(bucket, prefix)`` (the server's S3 settings)."""
     if kind in ("urls", "sitemap"):
-        fetcher = HttpFetcher(client or SafeHttpClient(OutboundPolicy(limits.outbound_allow_networks)),
-                              max_bytes=limits.max_item_bytes, timeout=limits.fetch_timeout_seconds)
+        fetcher = HttpFetcher(http, max_bytes=limits.max_item_bytes, timeout=limits.fetch_timeout_seconds)
         if kind == "urls":
             return UrlListSource(config.get("urls") or [], fetcher, max_items=limits.max_items)
         return SitemapSource(config.get("url", ""), fetcher, max_depth=limits.sitemap_max_depth,
@@ -62,8 +64,5 @@ def build_source(kind: str, config: dict[str, Any], limits: ConnectorLimits,
                                max_bytes=limits.max_item_bytes, max_items=limits.max_items)
     if kind == "s3":
         bucket, prefix = check_s3_config(config)
-        from ...adapters.storage.s3 import S3ObjectStorage
-
-        storage = S3ObjectStorage(bucket, prefix, **limits.s3)
-        return S3Source(storage, max_bytes=limits.max_item_bytes, max_items=limits.max_items)
+        return S3Source(open_bucket(bucket, prefix), max_bytes=limits.max_item_bytes, max_items=limits.max_items)
     raise ConnectorConfigError(f"unknown connector kind {kind!r}")

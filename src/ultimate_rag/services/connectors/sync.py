@@ -4,7 +4,7 @@ document and bring it up to date, and soft-delete the documents whose item disap
 Per item:
 
 * **new** item: its document is created ``FETCHING``, the bytes are downloaded (through
-  ``SafeHttpClient`` for URLs), a parser is resolved *before* anything is stored (unsupported ->
+  the outbound client for URLs), a parser is resolved *before* anything is stored (unsupported ->
   ``FAILED`` with the reason), the bytes are stored under the usual system key, and the document
   moves to ``PENDING`` with its single job in one transaction — or to ``FAILED`` with the reason.
 * **known** item: a conditional fetch (ETag / Last-Modified / the version stamp discovery saw);
@@ -27,13 +27,13 @@ import hashlib
 import logging
 from collections.abc import Callable
 
-from ...adapters.postgres.connector_syncs import KnowledgeBaseDeletingError, SyncQueue
-from ...adapters.postgres.connectors import Connector, ConnectorRepository, ItemState, SyncLease
+from ...domain.connectors import Connector, ItemState, KnowledgeBaseDeletingError, SyncLease
 from ...domain.errors import ConflictError, LeaseLostError, PermanentError, UltimateRagError
 from ...domain.ids import source_object_key
 from ...domain.models import DocumentSource
-from ...domain.ports import ObjectStorage, ParserResolver
+from ...domain.ports import ConnectorStore, ConnectorSyncs, ObjectStorage, ParserResolver
 from ...domain.status import DocumentStatus, is_active
+from ..failures import reason_for
 from ..ingestion import safe_filename
 from .base import ConnectorConfigError, Fetched, Known, RemoteItem, Source, with_extension
 
@@ -42,7 +42,7 @@ _INTAKE = (DocumentStatus.FETCHING, DocumentStatus.UPLOADING)
 
 
 class SyncService:
-    def __init__(self, *, queue: SyncQueue, connectors: ConnectorRepository, storage: ObjectStorage,
+    def __init__(self, *, queue: ConnectorSyncs, connectors: ConnectorStore, storage: ObjectStorage,
                  parsers: ParserResolver, source_for: Callable[[Connector], Source], max_filename_length: int,
                  max_attempts: int) -> None:
         self._queue = queue
@@ -77,10 +77,10 @@ class SyncService:
         except (LeaseLostError, PermanentError) as exc:
             if isinstance(exc, LeaseLostError) or isinstance(exc.__cause__, KnowledgeBaseDeletingError):
                 raise
-            outcome, error = "failed", describe(exc)
+            outcome, error = "failed", reason_for(exc)
         except Exception as exc:  # one item never fails the sync
             log.warning("connector item %s failed: %s", item.external_id, exc)
-            outcome, error = "failed", describe(exc)
+            outcome, error = "failed", reason_for(exc)
         if outcome is not None:
             await self._queue.record(lease, outcome, item.external_id, error)
 
@@ -116,7 +116,7 @@ class SyncService:
         except Exception as exc:
             # a document this sync holds in intake (new, or moved to UPLOADING before the failure)
             # becomes FAILED with the reason; a stable one is left as it was (fail_item checks)
-            reason = describe(exc)
+            reason = reason_for(exc)
             await self._queue.fail_item(lease, state.id, reason)
             return "failed", reason
 
@@ -181,10 +181,3 @@ class SyncService:
             await self._storage.delete(key)
         except Exception:
             log.exception("could not remove object %s; the janitor will", key)
-
-
-def describe(exc: BaseException) -> str:
-    if isinstance(exc, UltimateRagError):
-        return exc.message
-    return f"{exc.__class__.__name__}: {str(exc).strip() or exc.__class__.__name__}"[:2000]
-

@@ -17,19 +17,16 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from uuid import UUID
 
-import psycopg
-
-from ..domain.errors import PermanentError
+from ..domain.errors import DatabaseError, PermanentError
 from ..domain.models import Lease
-from ..domain.ports import JobLeasesPort
+from ..domain.ports import IdleBackfill, JobLeases
 from ..domain.retry import backoff_seconds, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
-from .backfill import SparseBackfill
 from .connectors.runner import SyncRunner, start_syncs, stop_syncs
-from .deletion import DocumentDeleter
-from .embedding_migration import EmbeddingMigrations
+from .document_deletion import DocumentDeletion
+from .embedding.migration import EmbeddingMigrations
 from .failures import explain
 from .janitor import Janitor, SweepReport
 from .leases import LeasedRunner, Outcome
@@ -53,16 +50,16 @@ class WorkerConfig:
 
 
 class IngestionWorker:
-    def __init__(self, queue: JobLeasesPort, processor: DocumentProcessor, config: WorkerConfig,
-                 worker_id: str | None = None, deleter: DocumentDeleter | None = None,
+    def __init__(self, queue: JobLeases, processor: DocumentProcessor, config: WorkerConfig,
+                 worker_id: str | None = None, document_deletion: DocumentDeletion | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
-                 connector_runner: SyncRunner | None = None, backfill: SparseBackfill | None = None,
+                 connector_runner: SyncRunner | None = None, backfill: IdleBackfill | None = None,
                  migrations: EmbeddingMigrations | None = None) -> None:
         self.queue = queue
         self.migrations = migrations  # its items run one at a time beside the jobs
         self.backfill = backfill  # a batch whenever no job is due
         self.processor = processor
-        self.deleter = deleter
+        self.document_deletion = document_deletion
         self.config = config
         self.worker_id = worker_id or new_worker_id()
         self.metrics = metrics or WorkerMetrics()
@@ -120,7 +117,7 @@ class IngestionWorker:
             if free > 0:
                 try:
                     claimed = await self.queue.claim(self.worker_id, free, idle=not self._tasks)
-                except (psycopg.Error, OSError) as exc:
+                except (DatabaseError, OSError) as exc:
                     log.warning("claim failed (database unavailable?): %s", exc)
                     await _sleep_or_stop(stop, self.config.poll_interval_seconds)
                     continue
@@ -146,7 +143,7 @@ class IngestionWorker:
         try:
             return bool(await self.backfill.step())
         except Exception as exc:  # never let the backfill stop the worker; it tries again when idle
-            log.warning("sparse backfill failed: %s", exc)
+            log.warning("backfill failed: %s", exc)
             return False
 
     async def run_until_idle(self, max_jobs: int | None = None) -> int:
@@ -202,8 +199,8 @@ class IngestionWorker:
             timings = await self.processor.process(lease)
             if timings:
                 self._timings[lease.job_id] = timings
-        elif lease.operation == JobOperation.DELETE and self.deleter is not None:
-            await self.deleter.process(lease)
+        elif lease.operation == JobOperation.DELETE and self.document_deletion is not None:
+            await self.document_deletion.process(lease)
         else:
             raise PermanentError(f"operation {lease.operation} is not supported by this worker")
 
@@ -242,15 +239,6 @@ class _JobLeases:
     async def release(self, lease: Lease) -> None:
         await self._worker.queue.release(lease)
         self._worker.metrics.released.inc()
-
-
-def describe(exc: BaseException) -> str:
-    """A message a user can read (see ``services/failures.py``): ours as written, infrastructure
-    errors mapped to a reason without hosts, users or buckets; their raw text is logged here."""
-    failure = explain(exc)
-    if failure.mapped:
-        log.warning("%s [%s]", failure.reason, failure.detail)
-    return failure.reason
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 from uuid import UUID
 
-from ..domain.ports import ChunkSnapshotStore, KnowledgeBaseRemovalStore, ObjectStorage, VectorStore
+from ..domain.ports import ChunkSnapshotStore, KnowledgeBaseDeletionStore, ObjectStorage, VectorStore
 
 log = logging.getLogger(__name__)
 
 
-class KnowledgeBaseRemoval:
-    def __init__(self, *, repository: KnowledgeBaseRemovalStore, storage: ObjectStorage,
+class KnowledgeBaseDeletion:
+    def __init__(self, *, repository: KnowledgeBaseDeletionStore, storage: ObjectStorage,
                  vectors: VectorStore, snapshots: ChunkSnapshotStore) -> None:
         self._repo = repository
         self._storage = storage

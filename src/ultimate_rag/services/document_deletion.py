@@ -13,14 +13,14 @@ from ..domain.errors import ResourceNotFoundError
 from ..domain.models import Lease
 from ..domain.ports import ChunkSnapshotStore, ObjectStorage, PipelineStore, VectorStore
 from ..domain.status import DocumentStatus as S
-from .knowledge_base_removal import KnowledgeBaseRemoval
+from .knowledge_base_deletion import KnowledgeBaseDeletion
 
 log = logging.getLogger(__name__)
 
 
-class DocumentDeleter:
+class DocumentDeletion:
     def __init__(self, *, store: PipelineStore, storage: ObjectStorage, vectors: VectorStore,
-                 snapshots: ChunkSnapshotStore, knowledge_bases: KnowledgeBaseRemoval) -> None:
+                 snapshots: ChunkSnapshotStore, knowledge_bases: KnowledgeBaseDeletion) -> None:
         self._store = store
         self._knowledge_bases = knowledge_bases
         self._storage = storage

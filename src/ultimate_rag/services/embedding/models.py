@@ -9,11 +9,11 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from ..domain.embedding_models import EmbeddingSpec, Generation, IndexPlan, spec_of, validate_spec
-from ..domain.errors import PermanentError
-from ..domain.models import IndexState, KnowledgeBaseSettings
-from ..domain.ports import IndexStateReader, StreamingEmbedder
-from .embedding import EmbeddingService
+from ...domain.embedding_models import EmbeddingSpec, Generation, IndexPlan, spec_of, validate_spec
+from ...domain.errors import PermanentError
+from ...domain.models import IndexState, KnowledgeBaseSettings
+from ...domain.ports import IndexStateReader, StreamingEmbedder
+from .passages import EmbeddingService
 
 
 class EmbeddingModels:

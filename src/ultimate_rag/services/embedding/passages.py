@@ -16,9 +16,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from uuid import UUID
 
-from ..domain.errors import PermanentError, RateLimitedError, TransientError, UltimateRagError
-from ..domain.ids import text_hash
-from ..domain.ports import EmbeddingCacheStore, SparseEncoder, SparseVector, StreamingEmbedder
+from ...domain.errors import PermanentError, RateLimitedError, TransientError, UltimateRagError
+from ...domain.ids import text_hash
+from ...domain.ports import EmbeddingCacheStore, SparseEncoder, SparseVector, StreamingEmbedder
 
 log = logging.getLogger(__name__)
 ProgressCallback = Callable[..., Awaitable[None]]  # (done, total, from_cache, waiting=False)

@@ -18,8 +18,8 @@ from collections.abc import Awaitable
 from typing import Any
 from uuid import UUID
 
-from ..domain.embedding_models import EmbeddingSpec, Generation, ItemStatus, MigrationLease, MigrationStatus
-from ..domain.errors import (
+from ...domain.embedding_models import EmbeddingSpec, Generation, ItemStatus, MigrationLease, MigrationStatus
+from ...domain.errors import (
     ConflictError,
     InvalidRequestError,
     LeaseLostError,
@@ -27,10 +27,10 @@ from ..domain.errors import (
     TransientError,
     UnprocessableRequestError,
 )
-from ..domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator, stored_embedding_text
-from ..domain.ports import GenerationAdmin, MigrationStore
-from ..domain.retry import backoff_seconds
-from .embedding_models import EmbeddingModels
+from ...domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator, stored_embedding_text
+from ...domain.ports import GenerationAdmin, MigrationStore
+from ...domain.retry import backoff_seconds
+from .models import EmbeddingModels
 
 log = logging.getLogger(__name__)
 GONE = ("DELETED", "OUTDATED", "FAILED")  # nothing searchable to embed: the item is skipped
