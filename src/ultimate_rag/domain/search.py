@@ -120,8 +120,8 @@ class FusionWeights:
 def fuse(candidates: Iterable[ScoredChunk], mode: SearchMode, *, fusion: Fusion = Fusion.WEIGHTED,
          weights: FusionWeights | None = None) -> list[tuple[UUID, float]]:
     """(chunk id, score) best first. ``dense`` mode: the dense similarity alone; ``sparse``: the
-    lexical side, learned sparse and BM25 (the hybrid score without its dense part); ``hybrid``:
-    all three."""
+    lexical side, learned sparse and BM25 (the hybrid score without its dense part, divided by the
+    sparse weight: on the sparse similarity's scale); ``hybrid``: all three."""
     items = list(candidates)
     weights = weights or FusionWeights()
     if mode is SearchMode.DENSE:
@@ -136,9 +136,11 @@ def fuse(candidates: Iterable[ScoredChunk], mode: SearchMode, *, fusion: Fusion 
             for rank, c in enumerate(ranked, 1):
                 total[c.chunk_id] += 1 / (RRF_K + rank)
         scored = list(total.items())
+    elif mode is SearchMode.SPARSE:  # the hybrid score's lexical side, on the learned sparse similarity's scale
+        lexical = weights.lexical / weights.sparse if weights.sparse > 0 else weights.lexical
+        scored = [(c.chunk_id, c.sparse + lexical * c.lexical) for c in items]
     else:
-        dense = weights.dense if mode is SearchMode.HYBRID else 0.0
-        scored = [(c.chunk_id, dense * c.dense + weights.sparse * c.sparse + weights.lexical * c.lexical)
+        scored = [(c.chunk_id, weights.dense * c.dense + weights.sparse * c.sparse + weights.lexical * c.lexical)
                   for c in items]
     scored.sort(key=lambda pair: pair[1], reverse=True)
     return scored
