@@ -190,7 +190,10 @@ async def ingest(container, s: EvalSet) -> tuple[UUID, dict[UUID, str]]:
         print(f"ingested {s.name}: {len(s.files)} documents in {time.perf_counter() - started:.0f}s", flush=True)
     else:
         kb = row["id"]
-        await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()  # a run stopped half-way
+        waiting = await db.fetchone("SELECT count(*) AS n FROM documents WHERE knowledge_base_id = %s"
+                                    " AND status <> 'READY'", (kb,))
+        if waiting["n"]:  # a run stopped half-way
+            await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
     rows = await db.fetchall("SELECT id, filename, status FROM documents WHERE knowledge_base_id = %s", (kb,))
     by_filename = {filename: key for key, (filename, _) in s.files.items()}
     bad = [r["filename"] for r in rows if r["status"] != "READY"]
