@@ -245,7 +245,9 @@ async def run(args: argparse.Namespace) -> None:
             default = (search.fusion, search.weights)
             for mode in MODES:
                 report(s.name, mode.value, by_category(s, await product(container, kb, key_of, s, mode)))
-            for fusion, weights in [*SWEEP, (Fusion.RRF, default[1])] if args.sweep else []:
+            grid = [(Fusion.WEIGHTED, FusionWeights(float(d), float(lx))) for d, lx in
+                    (pair.split(":") for pair in args.weights.split(",") if pair)] if args.weights else SWEEP
+            for fusion, weights in [*grid, (Fusion.RRF, default[1])] if args.sweep else []:
                 search.fusion, search.weights = fusion, weights
                 label = "hybrid-rrf" if fusion is Fusion.RRF else f"hybrid-d{weights.dense}-l{weights.lexical}"
                 report(s.name, label, by_category(s, await product(container, kb, key_of, s, SearchMode.HYBRID)))
@@ -260,3 +262,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=150, help="questions per category of a public set")
     parser.add_argument("--sets", default="xquad,korquad", help="public sets to run (comma-separated)")
     parser.add_argument("--no-ours", dest="ours", action="store_false", help="skip our own set")
+    parser.add_argument("--weights", default="", help="the sweep's dense:lexical weights (e.g. 0.6:0.1,0.6:0.2)")

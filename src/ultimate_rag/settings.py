@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     sparse_top_k: int = Field(default=256, ge=1, le=1000)  # non-zero weights kept per sparse vector
     search_fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
     search_dense_weight: float = Field(default=0.6, ge=0, le=1)  # weighted fusion: dense share of the similarity
-    search_lexical_weight: float = Field(default=0.1, ge=0, le=10)  # weighted fusion: BM25 added on top (0: off)
+    search_lexical_weight: float = Field(default=0.2, ge=0, le=10)  # weighted fusion: BM25 added on top (0: off)
     language_centering: bool = True  # shift scores by each language's mean similarity (cross-language search)
     query_cache_size: int = Field(default=1024, ge=0)  # repeated search queries' embeddings kept, per process
     key_last_used_interval_seconds: float = Field(default=60.0, ge=0)  # last_used_at is written at most this often

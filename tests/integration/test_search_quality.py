@@ -80,7 +80,10 @@ async def test_cross_language_questions_in_a_knowledge_base_of_five_documents_pe
 @pytest.mark.skipif(not (PUBLIC / "xquad" / "xquad.en.json").is_file(),
                     reason="XQuAD is not in the repository (licence CC BY-SA 4.0; prepare bench/out/public/xquad as "
                            "bench/public_sets.json says to run this test)")
-async def test_a_public_set_every_mode_beats_the_bare_model_and_hybrid_beats_bm25(container) -> None:
+async def test_a_public_set_hybrid_beats_the_bare_model_and_bm25(container) -> None:
+    """30 XQuAD paragraphs, the English questions and the same in Chinese: hybrid (the default) at
+    least as good as the bare model and as BM25 in both categories; dense within 0.02 of the bare
+    model (chunks against whole paragraphs); sparse, the lexical side, at least BM25's."""
     full = xquad(limit=30)
     keep = {key for _, key, _ in full.queries}
     s = EvalSet("xquad-30", {k: v for k, v in full.files.items() if k in keep},
@@ -88,7 +91,8 @@ async def test_a_public_set_every_mode_beats_the_bare_model_and_hybrid_beats_bm2
     kb, key_of = await ingest(container, s)
     for category in ("en", "zh-en"):
         bare = ndcg10(await bare_ranks(container, kb, s, category))
-        lexical = [r for r, (_, _, kind) in zip(bm25(s), s.queries, strict=True) if kind == category]
-        for mode in (SearchMode.DENSE, SearchMode.SPARSE, SearchMode.HYBRID):
-            assert ndcg10(await ranks(container, kb, key_of, s, mode, category)) >= bare - 0.02, (category, mode)
-        assert ndcg10(await ranks(container, kb, key_of, s, SearchMode.HYBRID, category)) >= ndcg10(lexical), category
+        lexical = ndcg10([r for r, (_, _, kind) in zip(bm25(s), s.queries, strict=True) if kind == category])
+        hybrid = ndcg10(await ranks(container, kb, key_of, s, SearchMode.HYBRID, category))
+        assert hybrid >= bare and hybrid >= lexical, (category, hybrid, bare, lexical)
+        assert ndcg10(await ranks(container, kb, key_of, s, SearchMode.DENSE, category)) >= bare - 0.02, category
+        assert ndcg10(await ranks(container, kb, key_of, s, SearchMode.SPARSE, category)) >= lexical, category

@@ -10,7 +10,6 @@ order).
 from __future__ import annotations
 
 import re
-import statistics
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -110,11 +109,21 @@ class FusionWeights:
     ``lexical`` adds the BM25 score on top (chosen across several sets: bench/RESULTS.md)."""
 
     dense: float = 0.6
-    lexical: float = 0.1
+    lexical: float = 0.2
 
     @property
     def sparse(self) -> float:
         return 1.0 - self.dense
+
+    def multilingual(self) -> FusionWeights:
+        """The weights in a knowledge base where language centring applies: BM25 is evidence within
+        the question's own language only, so there it weighs ``MULTILINGUAL_LEXICAL`` of its weight
+        (measured: at full weight it costs cross-language questions what it gains on keywords;
+        bench/RESULTS.md)."""
+        return replace(self, lexical=self.lexical * MULTILINGUAL_LEXICAL)
+
+
+MULTILINGUAL_LEXICAL = 0.25
 
 
 def fuse(candidates: Iterable[ScoredChunk], mode: SearchMode, *, fusion: Fusion = Fusion.WEIGHTED,
@@ -235,12 +244,13 @@ class LanguageOffsets:
 
 
 # BM25 across languages: a question shares its own language's common words and character bigrams
-# with every chunk in that language, so in a multilingual knowledge base BM25 alone would pull a
+# with many chunks in that language, so in a multilingual knowledge base BM25 alone would pull a
 # question towards its own language (the bias language centring removes from the similarities). A
-# chunk's BM25 score counts above its language's typical score among the candidates (their median,
-# over at least ``MIN_LEXICAL_PEERS`` of them; else nothing is taken off): a rare term still lifts
-# its chunk, a shared "what" or "什么" no longer lifts a language.
-MIN_LEXICAL_PEERS = 10
+# chunk's BM25 score counts only above what its language's candidates commonly reach (the
+# ``LEXICAL_BASELINE`` quantile among them, over at least ``MIN_LEXICAL_PEERS``; else nothing is
+# taken off): a rare term still lifts its chunk, shared words and "什么" no longer lift a language.
+MIN_LEXICAL_PEERS = 5
+LEXICAL_BASELINE = 0.9
 
 
 def centre_lexical(chunks: Sequence[tuple[ScoredChunk, str]]) -> list[ScoredChunk]:
@@ -248,6 +258,11 @@ def centre_lexical(chunks: Sequence[tuple[ScoredChunk, str]]) -> list[ScoredChun
     by_language: dict[str, list[float]] = {}
     for chunk, language in chunks:
         by_language.setdefault(language, []).append(chunk.lexical)
-    baseline = {language: statistics.median(scores) if len(scores) >= MIN_LEXICAL_PEERS else 0.0
+    baseline = {language: _quantile(scores, LEXICAL_BASELINE) if len(scores) >= MIN_LEXICAL_PEERS else 0.0
                 for language, scores in by_language.items()}
     return [replace(chunk, lexical=max(0.0, chunk.lexical - baseline[language])) for chunk, language in chunks]
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

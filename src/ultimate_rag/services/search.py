@@ -216,7 +216,8 @@ class SearchService:
             if offsets is not None:  # a multilingual knowledge base: centre every signal on its language
                 languages = [(c, script_language(rows[c.chunk_id]["content"])) for c in found if c.chunk_id in rows]
                 found = centre_lexical([(offsets.apply(c, language), language) for c, language in languages])
-            ranked = fuse(found, mode, fusion=self.fusion, weights=self.weights)
+            ranked = fuse(found, mode, fusion=self.fusion,
+                          weights=self.weights if offsets is None else self.weights.multilingual())
             held = stage.held(asked, rows) if stage is not None else {}
             results = self._assemble(identifier_tier(ranked, {c: len(n) for c, n in held.items()}), rows, query,
                                      top_k, min_score, group, dense_of, held, {a.text: a.key for a in asked})
