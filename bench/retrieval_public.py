@@ -1,7 +1,7 @@
 """Retrieval quality on public sets beside our own (``bench/retrieval --public``; SPEC §10).
 
 Sets (bench/public_sets.json: source, commit, licence, how to prepare; the data stays outside git
-in bench/out/public/<set>/): XQuAD (English paragraphs; English questions and the same questions in
+in a folder given with ``--data``, bench/out/public/<set>/ by default): XQuAD (English paragraphs; English questions and the same questions in
 Chinese), KorQuAD 1.0 (Korean), and ours (bench/retrieval_set: paraphrase, cross-language and
 identifier questions over English, Chinese and Korean documents), also as a small knowledge base
 (6 documents per language). Every set's categories are reported apart.
@@ -10,10 +10,12 @@ For each: nDCG@10, recall@10, MRR@10 (and top-1) of BM25 (``bm25s``, on the prod
 words, CJK character bigrams), the bare model (brute-force cosine of whole documents' ``passage:``
 vectors), and the product's ``dense``, ``sparse`` and ``hybrid`` modes through the search service
 the API calls (documents through the real pipeline into one knowledge base per set; results
-grouped by document). ``--sweep``: hybrid at several fusion weights and reciprocal-rank fusion,
+grouped by document); beside the default ``hybrid``: ``hybrid-no-bm25`` (dense and learned sparse
+alone, the fusion search had before BM25), ``hybrid-no-centring`` and ``hybrid-no-bm25-no-centring``
+(language centring off). ``--sweep``: hybrid at several fusion weights and reciprocal-rank fusion,
 to choose the defaults across every set, not one.
 
-    .venv/bin/python -m bench.retrieval --public [--sweep] [--fresh] [--limit 150]
+    .venv/bin/python -m bench.retrieval --public [--data DIR] [--sweep] [--fresh] [--limit 150]
 
 The knowledge bases are kept in bench/out/public/pg between runs (``--fresh`` starts over).
 Prints ``RESULT`` lines.
@@ -64,8 +66,8 @@ def _squad(path: Path) -> list[dict]:
     return list(json.loads(path.read_text(encoding="utf-8"))["data"])
 
 
-def xquad(limit: int) -> EvalSet:
-    en, zh = _squad(PUBLIC / "xquad" / "xquad.en.json"), _squad(PUBLIC / "xquad" / "xquad.zh.json")
+def xquad(limit: int, root: Path = PUBLIC) -> EvalSet:
+    en, zh = _squad(root / "xquad" / "xquad.en.json"), _squad(root / "xquad" / "xquad.zh.json")
     zh_question = {q["id"]: q["question"] for a in zh for p in a["paragraphs"] for q in p["qas"]}
     texts, queries = {}, []
     for a, article in enumerate(en):
@@ -78,9 +80,9 @@ def xquad(limit: int) -> EvalSet:
     return EvalSet("xquad", _as_files(texts), texts, _per_category(queries, limit))
 
 
-def korquad(limit: int) -> EvalSet:
+def korquad(limit: int, root: Path = PUBLIC) -> EvalSet:
     texts, queries = {}, []
-    for a, article in enumerate(_squad(PUBLIC / "korquad" / "KorQuAD_v1.0_dev.json")):
+    for a, article in enumerate(_squad(root / "korquad" / "KorQuAD_v1.0_dev.json")):
         if a % 8:
             continue
         for p, paragraph in enumerate(article["paragraphs"]):
@@ -194,6 +196,8 @@ async def ingest(container, s: EvalSet) -> tuple[UUID, dict[UUID, str]]:
                                     " AND status <> 'READY'", (kb,))
         if waiting["n"]:  # a run stopped half-way
             await container.worker(WorkerConfig(heartbeat_seconds=30)).run_until_idle()
+        while await container.maintenance.backfill.step():  # kept by an earlier version: catch up
+            pass
     rows = await db.fetchall("SELECT id, filename, status FROM documents WHERE knowledge_base_id = %s", (kb,))
     by_filename = {filename: key for key, (filename, _) in s.files.items()}
     bad = [r["filename"] for r in rows if r["status"] != "READY"]
@@ -234,8 +238,8 @@ async def run(args: argparse.Namespace) -> None:
     container = build(settings, url=url)
     await container.open()
     sets = [ours(), ours(per_language=6)] if args.ours else []
-    sets += [load(args.limit) for name, load in (("xquad", xquad), ("korquad", korquad))
-             if (PUBLIC / name).is_dir() and name in args.sets]
+    sets += [load(args.limit, args.data) for name, load in (("xquad", xquad), ("korquad", korquad))
+             if (args.data / name).is_dir() and name in args.sets]
     try:
         for s in sets:
             kb, key_of = await ingest(container, s)
@@ -245,6 +249,7 @@ async def run(args: argparse.Namespace) -> None:
             default = (search.fusion, search.weights)
             for mode in MODES:
                 report(s.name, mode.value, by_category(s, await product(container, kb, key_of, s, mode)))
+            await variants(container, kb, key_of, s)
             grid = [(Fusion.WEIGHTED, FusionWeights(float(d), float(lx))) for d, lx in
                     (pair.split(":") for pair in args.weights.split(",") if pair)] if args.weights else SWEEP
             for fusion, weights in [*grid, (Fusion.RRF, default[1])] if args.sweep else []:
@@ -256,7 +261,24 @@ async def run(args: argparse.Namespace) -> None:
         await container.close()
 
 
+async def variants(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> None:
+    """The default hybrid without BM25 (dense and learned sparse at their shares, as before BM25
+    came), and each without language centring."""
+    search = container.retrieval.search
+    weights, centroids = search.weights, search._centroids
+    try:
+        for label, lexical, centring in (("hybrid-no-bm25", 0.0, True), ("hybrid-no-centring", weights.lexical, False),
+                                         ("hybrid-no-bm25-no-centring", 0.0, False)):
+            search.weights = FusionWeights(weights.dense, lexical)
+            search._centroids = centroids if centring else None
+            report(s.name, label, by_category(s, await product(container, kb, key_of, s, SearchMode.HYBRID)))
+    finally:
+        search.weights, search._centroids = weights, centroids
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=PUBLIC,
+                        help="the folder holding the prepared public sets (<set>/ as bench/public_sets.json says)")
     parser.add_argument("--sweep", action="store_true", help="hybrid at several fusion weights, and RRF")
     parser.add_argument("--fresh", action="store_true", help="start the kept knowledge bases over")
     parser.add_argument("--limit", type=int, default=150, help="questions per category of a public set")

@@ -12,6 +12,7 @@ from uuid import UUID
 import numpy as np
 
 from ultimate_rag.domain.lexical import term_index
+from ultimate_rag.services.backfill import SparseBackfill
 from ultimate_rag.services.job_loop import WorkerConfig
 
 from .helpers import new_kb, queue_document
@@ -127,7 +128,7 @@ async def test_the_backfill_gives_old_documents_their_shares(container) -> None:
                       "DELETE FROM lexical_document_frequencies", "DELETE FROM lexical_corpus",
                       "DELETE FROM language_shares", "DELETE FROM language_centroids"):
         await db.execute(statement)
-    backfill = container.maintenance.backfill
+    backfill = next(p for p in container.maintenance.backfill.parts if isinstance(p, SparseBackfill))
     backfill.done = False
     while await backfill.step():
         pass
