@@ -4,7 +4,7 @@ Sets (bench/public_sets.json: source, commit, licence, how to prepare; the data 
 in a folder given with ``--data``, bench/out/public/<set>/ by default): XQuAD (English paragraphs; English questions and the same questions in
 Chinese), KorQuAD 1.0 (Korean), and ours (bench/retrieval_set: paraphrase, cross-language and
 identifier questions over English, Chinese and Korean documents), also as a small knowledge base
-(6 documents per language). Every set's categories are reported apart.
+(6 documents per language), and its identifier family (bench/retrieval_set/families.py). Every set's categories are reported apart.
 
 For each: nDCG@10, recall@10, MRR@10 (and top-1) of BM25 (``bm25s``, on the product's tokens:
 words, CJK character bigrams), the bare model (brute-force cosine of whole documents' ``passage:``
@@ -48,6 +48,7 @@ from ultimate_rag.settings import Settings
 from .common import REPO, machine
 from .retrieval_set.build import files as our_files
 from .retrieval_set.documents import DOCUMENTS
+from .retrieval_set.families import FAMILY_DOCUMENTS, FAMILY_QUESTIONS
 from .retrieval_set.questions import QUESTIONS
 
 PUBLIC = REPO / "bench" / "out" / "public"
@@ -106,6 +107,13 @@ def ours(per_language: int | None = None) -> EvalSet:
     queries = [(q, k, kind) for q, k, kind in QUESTIONS if k in texts]
     return EvalSet("ours" if per_language is None else f"ours-small{per_language}",
                    {k: built[k] for k in keys}, texts, queries)
+
+
+def family() -> EvalSet:
+    """The identifier family (near-identical documents that differ only in their identifiers), in a
+    knowledge base of its own."""
+    texts = {k: "\n\n".join(paragraphs) for k, (_, paragraphs) in FAMILY_DOCUMENTS.items()}
+    return EvalSet("ours-family", our_files(FAMILY_DOCUMENTS), texts, list(FAMILY_QUESTIONS))
 
 
 def _as_files(texts: dict[str, str]) -> dict[str, tuple[str, bytes]]:
@@ -237,7 +245,7 @@ async def run(args: argparse.Namespace) -> None:
                         query_cache_size=20_000)
     container = build(settings, url=url)
     await container.open()
-    sets = [ours(), ours(per_language=6)] if args.ours else []
+    sets = [ours(), ours(per_language=6), family()] if args.ours else []
     sets += [load(args.limit, args.data) for name, load in (("xquad", xquad), ("korquad", korquad))
              if (args.data / name).is_dir() and name in args.sets]
     try:
