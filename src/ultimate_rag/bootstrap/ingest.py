@@ -19,6 +19,7 @@ from ..services.document_deletion import DocumentDeletion
 from ..services.ingestion import IngestionService
 from ..services.knowledge_base_deletion import KnowledgeBaseDeletion
 from ..services.lifecycle import DocumentLifecycle
+from ..services.parse_lane import LongParseLane
 from ..services.processing import DocumentProcessor
 from ..settings import Settings
 from .embedding import EmbeddingFeature
@@ -47,10 +48,14 @@ def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature)
         models=embedding.models, indexes=indexes, snapshots=snapshots,
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
         parse_runner=ParseRunner(infra.limits, timeout_seconds=settings.parse_timeout_seconds,
+                                 page_allowance_seconds=settings.parse_page_seconds,
+                                 document_timeout_seconds=settings.parse_document_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
         vision=make_vision(settings),
         dedup=Deduplicator(PostgresDedupStore(infra.queue), indexes, settings.dedup_min_chars),
-        centroids=embedding.centroids, migration_items=embedding.migrations.repository)
+        centroids=embedding.centroids, migration_items=embedding.migrations.repository,
+        lane=LongParseLane(settings.long_parse_seconds, settings.worker_concurrency
+                           if settings.long_parse_slots is None else settings.long_parse_slots))
     kb_deletion = KnowledgeBaseDeletion(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=indexes, snapshots=snapshots)

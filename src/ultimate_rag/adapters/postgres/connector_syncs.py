@@ -123,7 +123,8 @@ class SyncQueue:
                 "object_key": object_key, "filename": filename, "mime_type": mime_type, "size_bytes": size_bytes,
                 "sha256": sha256, "revision": revision, "etag": etag, "last_modified": last_modified,
                 "id": document_id})
-            await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts)
+            await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts,
+                            source=f"connector:{lease.connector_id}")
             await notify_workers(conn)
 
     async def fail_item(self, lease: SyncLease, document_id: UUID, reason: str) -> bool:
@@ -158,7 +159,8 @@ class SyncQueue:
             if is_active(locked.status):
                 raise ConflictError(f"document is active ({locked.status})")
             check_transition(locked.status, DocumentStatus.PENDING)
-            await reset_job(conn, document_id, operation=operation, force=False, max_attempts=max_attempts)
+            await reset_job(conn, document_id, operation=operation, force=False, max_attempts=max_attempts,
+                            source=f"connector:{lease.connector_id}")
             await conn.execute(Q["queue_item_document"], {"sync_id": lease.sync_id, "operation": operation,
                                                           "id": document_id})
             await notify_workers(conn)
