@@ -17,7 +17,8 @@ to choose the defaults across every set, not one.
 
     .venv/bin/python -m bench.retrieval --public [--data DIR] [--sweep] [--fresh] [--limit 150]
 
-The knowledge bases are kept in bench/out/public/pg between runs (``--fresh`` starts over).
+The knowledge bases are kept in bench/out/public/pg between runs (``--work`` elsewhere; ``--fresh``
+starts over).
 Prints ``RESULT`` lines.
 """
 
@@ -223,8 +224,8 @@ async def product(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet, mode
     return ranks
 
 
-def open_database(fresh: bool) -> str:
-    url, _ = start_embedded_postgres(PUBLIC / "pg")
+def open_database(fresh: bool, work: Path) -> str:
+    url, _ = start_embedded_postgres(work / "pg")
     with psycopg.connect(url, autocommit=True) as conn:
         if fresh:
             conn.execute("DROP DATABASE IF EXISTS bench_public")
@@ -240,8 +241,8 @@ SWEEP = [(Fusion.WEIGHTED, FusionWeights(d, lx)) for d in (0.5, 0.6, 0.7) for lx
 
 async def run(args: argparse.Namespace) -> None:
     print(machine())
-    url = open_database(args.fresh)
-    settings = Settings(database_url=url, data_dir=PUBLIC / "data", admin_key="bench-admin-key-0123456789",
+    url = open_database(args.fresh, args.work)
+    settings = Settings(database_url=url, data_dir=args.work / "data", admin_key="bench-admin-key-0123456789",
                         query_cache_size=20_000)
     container = build(settings, url=url)
     await container.open()
@@ -285,6 +286,8 @@ async def variants(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--work", type=Path, default=PUBLIC,
+                        help="where the knowledge bases are kept between runs (<work>/pg, <work>/data)")
     parser.add_argument("--data", type=Path, default=PUBLIC,
                         help="the folder holding the prepared public sets (<set>/ as bench/public_sets.json says)")
     parser.add_argument("--sweep", action="store_true", help="hybrid at several fusion weights, and RRF")
