@@ -71,7 +71,7 @@ async def test_cross_language_questions_in_a_knowledge_base_of_five_documents_pe
     hybrid = await ranks(container, kb, key_of, s, SearchMode.HYBRID, "cross")
     bare = await bare_ranks(container, kb, s, "cross")
     assert len(hybrid) >= 12
-    assert top1(hybrid) >= 0.6, hybrid  # measured 0.XX; the bare model 0.XX
+    assert top1(hybrid) >= 0.6, hybrid  # measured 0.93 (14 of 15); the bare model 0.53, dense 1.00, sparse 0.93
     assert top1(hybrid) > top1(bare) + 0.15, (hybrid, bare)
     for mode in (SearchMode.DENSE, SearchMode.SPARSE):
         assert top1(await ranks(container, kb, key_of, s, mode, "cross")) >= top1(bare), mode
