@@ -13,7 +13,7 @@ from rich.console import Console
 from ultimate_rag.cli_http.plan import NEW, UNCHANGED, UPDATE, LocalFile, Step, collect, plan, sha256_of
 from ultimate_rag.cli_http.refusals import RefusedFiles
 from ultimate_rag.cli_http.summary import Outcome, print_summary
-from ultimate_rag.cli_http.watch import Board, time_left
+from ultimate_rag.cli_http.watch import Board, BoardView, time_left
 from ultimate_rag.client import Document
 
 
@@ -134,3 +134,21 @@ def test_the_upload_form_carries_the_path(tmp_path: Path) -> None:
     assert made.source_path == "b/article.md"
     assert b'name="path"\r\n\r\nb/article.md' in seen[0] and b'filename="article.md"' in seen[0]
     assert json.loads(json.dumps(made.raw))["source"]["path"] == "b/article.md"
+
+
+def test_the_live_block_shows_the_files_in_flight_furthest_first_and_a_lost_connection() -> None:
+    live = Board(labels={"1": "docs/a.pdf", "2": "docs/b.md", "3": "docs/c.md"}, started=0.0, tracked={"1", "2", "3"})
+    for doc_id, status, progress in (("1", "PARSING", {"stage": "PARSING", "done": 2, "total": 10}),
+                                     ("2", "EMBEDDING", {"stage": "EMBEDDING", "done": 5, "total": 6,
+                                                         "waiting": "embedder"}),
+                                     ("3", "PENDING", {})):
+        live.update(Document(id=doc_id, knowledge_base_id="kb", filename="f", status=status, progress=progress))
+    live.away = "connection refused"
+    console = Console(record=True, width=120, force_terminal=True, color_system=None)
+    console.print(BoardView(live))
+    text = console.export_text()
+    assert "0/3 done" in text and "running 2" in text and "queued 1" in text and "estimating" in text
+    assert "EMBEDDING  docs/b.md  (chunks 5/6, waiting for the embedder)" in text
+    assert "PARSING    docs/a.pdf  (pages 2/10)" in text and text.index("docs/b.md") < text.index("docs/a.pdf")
+    assert "docs/c.md" not in text  # queued: counted, not listed
+    assert "cannot be reached (connection refused): reconnecting" in text
