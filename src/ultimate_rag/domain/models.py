@@ -215,7 +215,8 @@ class Block:
     kind: "heading" | "paragraph" | "code" | "table" | "list" | "quote"; ``level`` is the heading
     level (1..6) for headings. Code blocks and tables are kept whole by the chunker when they fit.
     ``rows`` (tables): the locator of each data row, in the order of the table's lines after its
-    header, so a chunk holding some rows cites exactly those.
+    header, so a chunk holding some rows cites exactly those. ``caption`` (tables): the table's
+    caption or title, which the chunker repeats above the header in every chunk of the table.
     """
 
     kind: str
@@ -224,6 +225,7 @@ class Block:
     level: int = 0
     asset_ids: tuple[str, ...] = ()
     rows: tuple[SourceLocator, ...] = ()
+    caption: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from .html import _max_depth, safe_parser, strip_page
 from .html_walk import Walker
 from .limits import ParseLimits
 from .packages import check_archive
+from .table_captions import attach_captions
 from .zipxml import parse_xml, read_part, resolve
 
 if TYPE_CHECKING:
@@ -76,7 +77,8 @@ class EpubParser:
                 if walker.blocks and not any(b.kind == "heading" for b in walker.blocks) and titles.get(name):
                     walker.blocks.insert(0, Block(kind="heading", text=titles[name], level=1))
                 first = len(blocks) + 1
-                blocks.extend(_in_chapter(block, name, first + k) for k, block in enumerate(walker.blocks))
+                blocks.extend(_in_chapter(block, name, first + k)
+                              for k, block in enumerate(attach_captions(walker.blocks)))
                 assets.extend(walker.assets)
             progress.report(len(spine), len(spine))
         metadata: dict[str, Any] = {"chapters": len(spine)}

@@ -29,6 +29,7 @@ from .detect import decode_text
 from .html_main import main_content
 from .html_walk import Walker, numbered
 from .limits import ParseLimits
+from .table_captions import attach_captions
 
 if TYPE_CHECKING:  # lxml.html is imported where it is used (parse workers preload it)
     from lxml.html import HtmlElement, HTMLParser
@@ -64,7 +65,7 @@ class HtmlParser:
         main = main_content(original, page.blocks, AssetGate(self.limits))
         walker = page if main is None else main
         metadata["extraction"] = "full-page" if main is None else "main-content"
-        return ParsedDocument(blocks=tuple(numbered(walker.blocks)),
+        return ParsedDocument(blocks=tuple(numbered(attach_captions(walker.blocks))),
                               metadata=with_warnings(metadata, walker.gate.warnings), assets=tuple(walker.assets))
 
     def _load(self, source: DocumentSource) -> tuple[HtmlElement, str]:

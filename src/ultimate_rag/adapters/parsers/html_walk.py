@@ -119,10 +119,9 @@ class Walker:
 
     def _table(self, element: HtmlElement) -> None:
         """The table's own rows (not those of tables nested in its cells, whose text stays in
-        their cell); its caption first."""
+        their cell); its ``<caption>`` the table's caption."""
         self._flush()
-        for caption in element.findall("caption"):
-            self._add("paragraph", " ".join(caption.text_content().split()))
+        caption = " ".join(" ".join(c.text_content().split()) for c in element.findall("caption"))
         rows = []
         for tr in _own_rows(element):
             cells = [Cell(" ".join(cell.text_content().split()), colspan=_span(cell.get("colspan")),
@@ -130,7 +129,7 @@ class Walker:
                      for cell in tr if cell.tag in ("td", "th")]
             section = tr.getparent()
             rows.append(Row(cells, header=section is not None and section.tag == "thead"))
-        blocks = table_blocks(rows, table=self.tables + 1, locator=self._here())
+        blocks = table_blocks(rows, table=self.tables + 1, locator=self._here(), caption=caption)
         if any(b.kind == "table" for b in blocks):
             self.tables += 1
         self.blocks.extend(blocks)

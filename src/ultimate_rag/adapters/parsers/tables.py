@@ -32,6 +32,7 @@ MAX_HEADER_ROWS = 4
 LAYOUT_CELL_CHARS = 300  # a one-column table holding a cell this long is a frame around text, not data
 MAX_GRID_CELLS = 2_000_000  # positions of one table once spans are expanded (a hostile rowspan)
 _PERIOD = re.compile(r"^(?:FY|CY|Q[1-4])?\s?(?:19|20)\d\d(?:\s?[/–-]\s?\d{2,4})?$|^Q[1-4]$", re.IGNORECASE)
+CAPTION_JOIN = " — "  # between a caption and the title rows of the table under it
 _NUMBER = re.compile(r"^[\s(+\-−–]*[$€£¥%]?\s*\d[\d\s.,'’]*\s*[%$€£¥)]?[\s)*]*$|^[-–—]$")
 
 
@@ -81,27 +82,31 @@ def plain_rows(rows: Sequence[Sequence[str]]) -> list[Row]:
 
 
 def table_blocks(rows: Sequence[Row], *, table: int | None = None, locator: SourceLocator | None = None,
-                 layout: bool = True) -> list[Block]:
-    """The blocks of one table: a caption paragraph when its first rows are a title, then the
-    table (``rows`` locating each data row), or, when ``layout`` allows it, the cells as
-    paragraphs for a layout table (a spreadsheet is always a table)."""
+                 layout: bool = True, caption: str = "") -> list[Block]:
+    """The blocks of one table: the table (``rows`` locating each data row; ``caption`` and the
+    title rows above its header as its caption), or, when ``layout`` allows it, the cells as
+    paragraphs for a layout table (a spreadsheet is always a table), the caption first."""
     base = locator or SourceLocator()
+    titles = [" ".join(caption.split())] if caption.strip() else []
     grid, numbers, marked, locators = _grid(rows)
     keep = [i for i, line in enumerate(grid) if any(slot and slot.text.strip() for slot in line)]
     grid, numbers, marked = [grid[i] for i in keep], [numbers[i] for i in keep], [marked[i] for i in keep]
     locators = [locators[i] for i in keep]
     if not grid:
-        return []
+        return [Block(kind="paragraph", text=title, locator=base) for title in titles]
     width = max(len(line) for line in grid)
     used = [c for c in range(width) if any(_has_text(line, c) for line in grid)]
     blocks: list[Block] = []
+    title_locators: list[SourceLocator] = []
     while len(grid) > 2 and len(used) > 1 and _title_row(grid[0], grid[1], width, len(used)):
-        blocks.append(Block(kind="paragraph", text=_first_text(grid[0]), locator=_merge(base, locators[0])))
+        titles.append(" ".join(_first_text(grid[0]).split()))
+        title_locators.append(locators[0])
         grid, numbers, marked, locators = grid[1:], numbers[1:], marked[1:], locators[1:]
     if layout and len(used) <= 1 and any(len(slot.text) > LAYOUT_CELL_CHARS for line in grid for slot in line if slot):
+        blocks.extend(Block(kind="paragraph", text=title, locator=base) for title in titles)
         for line, where in zip(grid, locators, strict=True):
             texts = [slot.text for slot in line if slot and slot.origin and slot.text.strip()]
-            blocks.extend(Block(kind="paragraph", text=text, locator=_merge(base, where)) for text in texts)
+            blocks.extend(Block(kind="paragraph", text=text, locator=merge_locator(base, where)) for text in texts)
         return blocks
     grid = [[line[c] if c < len(line) else None for c in used] for line in grid]
     head = _header_rows(grid, marked)
@@ -109,13 +114,14 @@ def table_blocks(rows: Sequence[Row], *, table: int | None = None, locator: Sour
     body = [[_body_text(slot) for slot in line] for line in grid[head:]]
     table_locator = replace(base, table=table)
     located = tuple(
-        replace(_merge(table_locator, where), row_start=number, row_end=number)
+        replace(merge_locator(table_locator, where), row_start=number, row_end=number)
         for number, where in zip(numbers[head:], locators[head:], strict=True))
     text = _markdown(names, body)
-    block_locator = _merge(table_locator, *locators)
+    block_locator = merge_locator(table_locator, *title_locators, *locators)
     if located:
         block_locator = replace(block_locator, row_start=located[0].row_start, row_end=located[-1].row_end)
-    blocks.append(Block(kind="table", text=text, locator=block_locator, rows=located))
+    blocks.append(Block(kind="table", text=text, locator=block_locator, rows=located,
+                        caption=CAPTION_JOIN.join(titles)))
     return blocks
 
 
@@ -245,7 +251,7 @@ def _cell_text(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _merge(base: SourceLocator, *parts: SourceLocator) -> SourceLocator:
+def merge_locator(base: SourceLocator, *parts: SourceLocator) -> SourceLocator:
     """``base`` with the pages and paragraph ranges of ``parts`` (the rows of a table)."""
     pages = sorted({p for loc in parts for p in (loc.page, loc.page_start, loc.page_end) if p is not None})
     starts = [loc.paragraph_start for loc in parts if loc.paragraph_start is not None]
