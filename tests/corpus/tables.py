@@ -242,8 +242,38 @@ def ods_file() -> bytes:
     return make_odf("spreadsheet", body)
 
 
+def xlsx_file() -> bytes:
+    """One sheet per table: a title row merged across the sheet, the header's merged cells and the
+    merged first body column as Excel merges them (values in each range's first cell only)."""
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    workbook.remove(workbook.active)
+    for n, spec in enumerate(TABLES, start=1):
+        sheet = workbook.create_sheet(f"Table {n}")
+        width = len(spec.columns)
+        sheet.cell(1, 1, spec.caption)
+        sheet.merge_cells(start_row=1, start_column=1, end_row=1, end_column=width)
+        for r, placed in enumerate(_positions(spec.header), start=2):
+            for c, (text, colspan, rowspan) in placed:
+                sheet.cell(r, c + 1, text)
+                if colspan > 1 or rowspan > 1:
+                    sheet.merge_cells(start_row=r, start_column=c + 1, end_row=r + rowspan - 1,
+                                      end_column=c + colspan)
+        top = 2 + len(spec.header)
+        for i, (row, span) in enumerate(zip(spec.body, _runs(spec), strict=True)):
+            for c, value in enumerate(row):
+                if not (c == 0 and span == 0):
+                    sheet.cell(top + i, c + 1, value)
+            if span > 1:
+                sheet.merge_cells(start_row=top + i, start_column=1, end_row=top + i + span - 1, end_column=1)
+    out = io.BytesIO()
+    workbook.save(out)
+    return out.getvalue()
+
+
 WRITERS = {"tables.docx": docx_file, "tables.html": html_file, "tables.md": markdown_file,
-           "tables.pptx": pptx_file, "tables.odt": odt_file, "tables.ods": ods_file}
+           "tables.pptx": pptx_file, "tables.odt": odt_file, "tables.ods": ods_file, "tables.xlsx": xlsx_file}
 
 
 def write_all(directory: Path) -> list[Path]:

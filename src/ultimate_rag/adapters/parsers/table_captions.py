@@ -1,6 +1,6 @@
 """A table's caption found beside it: a paragraph styled as a caption (Word's ``Caption``, an ODF
-caption or ``Table`` style, a numbered ``text:sequence``) or reading ``Table 3: …`` (in the
-languages we index) directly before or after a table becomes the table's caption
+caption or ``Table`` style, a numbered ``text:sequence``) or reading ``Table 3: …`` or a units
+note (``单位：万元``, ``Units: EUR``), in the languages we index, directly before or after a table becomes the table's caption
 (``Block.caption``), which the chunker repeats above the header in every chunk of the table.
 
 A caption paragraph between two tables goes to the table after it (captions above tables are the
@@ -23,6 +23,7 @@ TABLE_CAPTION = re.compile(
     r"^\s*(?:table|tab\.|tabelle|tableau|tabla|tabella|tabel|tabela|таблица|表格?|표)\s*"
     r"(?:[0-9]+|[IVXLC]+|[一二三四五六七八九十百]+)(?:[.\-–][0-9]+)*(?:\s*[:.：．\-–—]|\s|$)",
     re.IGNORECASE)
+UNITS_NOTE = re.compile(r"^\s*(?:单位|單位|단위|units?|einheit|unité|unidad)\s*[:：]", re.IGNORECASE)
 _FIGURE = re.compile(r"^\s*(?:figure|fig\.|image|photo|chart|diagram|图|圖|그림|abbildung|abb\.)\s*\d", re.IGNORECASE)
 
 
@@ -31,7 +32,7 @@ def is_table_caption(text: str, styled: bool = False) -> bool:
     text = text.strip()
     if not text or len(text) > MAX_CAPTION_CHARS:
         return False
-    return bool(TABLE_CAPTION.match(text)) or (styled and not _FIGURE.match(text))
+    return bool(TABLE_CAPTION.match(text) or UNITS_NOTE.match(text)) or (styled and not _FIGURE.match(text))
 
 
 def attach_captions(blocks: Sequence[Block], styled: Collection[int] = ()) -> list[Block]:
