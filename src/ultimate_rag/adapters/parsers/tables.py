@@ -110,6 +110,8 @@ def table_blocks(rows: Sequence[Row], *, table: int | None = None, locator: Sour
         return blocks
     grid = [[line[c] if c < len(line) else None for c in used] for line in grid]
     head = _header_rows(grid, marked)
+    for r in range(head - 1):
+        _spread_groups(grid[r], grid[r + 1])
     names = _column_names(grid[:head])
     body = [[_body_text(slot) for slot in line] for line in grid[head:]]
     table_locator = replace(base, table=table)
@@ -197,7 +199,8 @@ def _header_rows(grid: list[list[_Slot | None]], marked: list[bool]) -> int:
         spans_down = any(slot and slot.origin and slot.cell.rowspan + r > head
                          for r, line in enumerate(grid[:head]) for slot in line)
         if not spans_down and not any(slot and slot.below for slot in grid[head]) \
-                and not _sub_header(grid[head - 1], grid[head]):
+                and not _sub_header(grid[head - 1], grid[head]) \
+                and not _unmerged_sub_header(grid[head - 1], grid[head], grid[head + 1]):
             break
         head += 1
     return head
@@ -214,6 +217,53 @@ def _sub_header(above: list[_Slot | None], line: list[_Slot | None]) -> bool:
            and c not in grouped]
     labels = [slot.text for c, slot in enumerate(line) if slot and slot.text.strip() and c in grouped]
     return not own and bool(labels) and all(_PERIOD.match(t.strip()) or not _NUMBER.match(t) for t in labels)
+
+
+def _groups(above: list[_Slot | None], line: list[_Slot | None]) -> dict[int, int]:
+    """Unmerged groups: each empty position of ``above`` whose ``line`` position has a label,
+    right of a text of ``above`` with a label under it too and only such positions between →
+    the column of that text (``Q1 | | Q2 |`` over ``Revenue | Cost | Revenue | Cost``)."""
+    groups: dict[int, int] = {}
+    start: int | None = None
+    for c, slot in enumerate(above):
+        if _has_text(above, c) and slot is not None:
+            start = c if slot.origin and slot.cell.colspan == 1 and _label(line, c) else None
+        elif start is not None and _label(line, c):
+            groups[c] = start
+        else:
+            start = None
+    return groups
+
+
+def _label(line: list[_Slot | None], column: int) -> bool:
+    slot = line[column] if column < len(line) else None
+    text = slot.text.strip() if slot else ""
+    return bool(text) and (bool(_PERIOD.match(text)) or not _NUMBER.match(text))
+
+
+def _unmerged_sub_header(above: list[_Slot | None], line: list[_Slot | None], below: list[_Slot | None]) -> bool:
+    """The heuristic for sheets and tables whose grouping cells are not merged: ``line`` holds
+    only labels, groups of ``above`` stand over it (``_groups``), and the row after it has numbers
+    in at least half of the grouped columns (so a first data row of words is not taken)."""
+    groups = _groups(above, line)
+    if not groups or not all(_label(line, c) for c, slot in enumerate(line) if slot and slot.text.strip()):
+        return False
+    grouped = set(groups) | set(groups.values())
+    numbers = sum(1 for c in grouped if _number_at(below, c))
+    return numbers * 2 >= len(grouped)
+
+
+def _number_at(line: list[_Slot | None], column: int) -> bool:
+    slot = line[column] if column < len(line) else None
+    return slot is not None and bool(slot.text.strip()) and bool(_NUMBER.match(slot.text))
+
+
+def _spread_groups(above: list[_Slot | None], line: list[_Slot | None]) -> None:
+    """A header row's unmerged group texts spread over the empty positions they stand for."""
+    for c, start in _groups(above, line).items():
+        source = above[start]
+        if source is not None:
+            above[c] = _Slot(source.text, False, False, source.cell)
 
 
 def _column_names(header: list[list[_Slot | None]]) -> list[str]:
