@@ -242,9 +242,11 @@ def ods_file() -> bytes:
     return make_odf("spreadsheet", body)
 
 
-def xlsx_file() -> bytes:
+def xlsx_file(merged: bool = True) -> bytes:
     """One sheet per table: a title row merged across the sheet, the header's merged cells and the
-    merged first body column as Excel merges them (values in each range's first cell only)."""
+    merged first body column as Excel merges them (values in each range's first cell only);
+    ``merged=False``: the same values with no merge at all (grouping text over empty cells, as
+    "centre across selection" leaves them)."""
     import openpyxl
 
     workbook = openpyxl.Workbook()
@@ -253,11 +255,12 @@ def xlsx_file() -> bytes:
         sheet = workbook.create_sheet(f"Table {n}")
         width = len(spec.columns)
         sheet.cell(1, 1, spec.caption)
-        sheet.merge_cells(start_row=1, start_column=1, end_row=1, end_column=width)
+        if merged:
+            sheet.merge_cells(start_row=1, start_column=1, end_row=1, end_column=width)
         for r, placed in enumerate(_positions(spec.header), start=2):
             for c, (text, colspan, rowspan) in placed:
                 sheet.cell(r, c + 1, text)
-                if colspan > 1 or rowspan > 1:
+                if merged and (colspan > 1 or rowspan > 1):
                     sheet.merge_cells(start_row=r, start_column=c + 1, end_row=r + rowspan - 1,
                                       end_column=c + colspan)
         top = 2 + len(spec.header)
@@ -265,7 +268,7 @@ def xlsx_file() -> bytes:
             for c, value in enumerate(row):
                 if not (c == 0 and span == 0):
                     sheet.cell(top + i, c + 1, value)
-            if span > 1:
+            if merged and span > 1:
                 sheet.merge_cells(start_row=top + i, start_column=1, end_row=top + i + span - 1, end_column=1)
     out = io.BytesIO()
     workbook.save(out)
@@ -273,7 +276,8 @@ def xlsx_file() -> bytes:
 
 
 WRITERS = {"tables.docx": docx_file, "tables.html": html_file, "tables.md": markdown_file,
-           "tables.pptx": pptx_file, "tables.odt": odt_file, "tables.ods": ods_file, "tables.xlsx": xlsx_file}
+           "tables.pptx": pptx_file, "tables.odt": odt_file, "tables.ods": ods_file, "tables.xlsx": xlsx_file,
+           "tables-unmerged.xlsx": lambda: xlsx_file(merged=False)}
 
 
 def write_all(directory: Path) -> list[Path]:
@@ -310,6 +314,19 @@ def named_numbers(chunk_texts: list[str], specs: tuple[TableSpec, ...] = TABLES)
                 total += 1
                 named += any(value in text and all(part in text for part in parts) for text in chunk_texts)
     return named, total
+
+
+def captioned_chunks(chunk_texts: list[str], specs: tuple[TableSpec, ...] = TABLES) -> tuple[int, int]:
+    """(chunks holding a table's numeric cells that also say its caption, such chunks): later
+    rows' chunks still say which table they are from."""
+    said = total = 0
+    for text in chunk_texts:
+        for spec in specs:
+            values = {v for row in spec.body for v in row if _NUMERIC.match(v)}
+            if any(v in text for v in values):
+                total += 1
+                said += spec.caption in text
+    return said, total
 
 
 if __name__ == "__main__":
