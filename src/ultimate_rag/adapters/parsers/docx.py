@@ -65,7 +65,7 @@ _HTML_CHUNKS = ("text/html", "application/xhtml+xml")
 class DocxParser:
     extensions = (".docx",)
     name = "docx"
-    version = "1.2.0"
+    version = "1.3.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()

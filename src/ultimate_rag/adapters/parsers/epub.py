@@ -47,7 +47,7 @@ _HTML_TYPES = ("application/xhtml+xml", "text/html")
 class EpubParser:
     extensions = (".epub",)
     name = "epub"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()

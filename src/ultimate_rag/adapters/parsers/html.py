@@ -44,7 +44,7 @@ _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 class HtmlParser:
     extensions = tuple(sorted(HTML_EXTENSIONS))
     name = "html"
-    version = "2.1.0"
+    version = "2.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()

@@ -37,7 +37,7 @@ _LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
 class MarkdownParser:
     extensions = tuple(sorted(MARKDOWN_EXTENSIONS))  # what a 415 answer lists as supported
     name = "markdown"
-    version = "1.2.0"
+    version = "1.3.0"
 
     def __init__(self) -> None:
         self._md = MarkdownIt("commonmark").enable("table")

@@ -58,7 +58,7 @@ def _q(name: str) -> str:
 class OdfParser:
     extensions = (".odp", ".ods", ".odt")
     name = "odf"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()

@@ -35,7 +35,7 @@ _FILE_NAME = re.compile(r"^[^\s/]+\.[A-Za-z0-9]{2,5}$")  # "monty-truth.png": sa
 class PptxParser:
     extensions = (".pptx",)
     name = "pptx"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
