@@ -250,7 +250,7 @@ def xlsx_file(merged: bool = True) -> bytes:
     import openpyxl
 
     workbook = openpyxl.Workbook()
-    workbook.remove(workbook.active)
+    workbook.remove(workbook.worksheets[0])
     for n, spec in enumerate(TABLES, start=1):
         sheet = workbook.create_sheet(f"Table {n}")
         width = len(spec.columns)

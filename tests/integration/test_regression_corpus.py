@@ -33,8 +33,8 @@ from tests.corpus.measure import (
     tiny_chunks,
     tokens,
 )
-from tests.corpus.tables import WRITERS as TABLE_WRITERS
 from tests.corpus.tables import UNMERGED, captioned_chunks, cell_recall, named_numbers, numeric_cells
+from tests.corpus.tables import WRITERS as TABLE_WRITERS
 from tests.corpus.tables import write_all as write_tables
 from ultimate_rag.domain.errors import InvalidDocumentError, UnsupportedFormatError
 

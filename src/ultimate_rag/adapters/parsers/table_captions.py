@@ -1,7 +1,8 @@
 """A table's caption found beside it: a paragraph styled as a caption (Word's ``Caption``, an ODF
 caption or ``Table`` style, a numbered ``text:sequence``) or reading ``Table 3: …`` or a units
-note (``单位：万元``, ``Units: EUR``), in the languages we index, directly before or after a table becomes the table's caption
-(``Block.caption``), which the chunker repeats above the header in every chunk of the table.
+note (``单位：万元``, ``Units: EUR``), in the languages we index, directly before or after a table
+becomes the table's caption (``Block.caption``), which the chunker repeats above the header in
+every chunk of the table.
 
 A caption paragraph between two tables goes to the table after it (captions above tables are the
 common convention); a table takes at most one caption paragraph, before one after it. A paragraph
