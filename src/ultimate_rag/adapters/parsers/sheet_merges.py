@@ -16,7 +16,8 @@ import posixpath
 import re
 import zipfile
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, AnyStr
 
 from .limits import ParseLimits
 from .packages import read_capped
@@ -28,6 +29,7 @@ _CHUNK = 1 << 20
 _OVERLAP = 512  # a mergeCell tag is matched whole when it starts this far before a chunk's end
 _MERGE = re.compile(r"<(?:[\w.-]+:)?mergeCell\b[^>]{0,400}?\bref\s*=\s*[\"']\s*([A-Za-z]{1,3})(\d{1,7})"
                     r"(?::([A-Za-z]{1,3})(\d{1,7}))?\s*[\"']")
+_MERGE_BYTES = re.compile(_MERGE.pattern.encode("ascii"))
 _MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _PACKAGE_REL = "http://schemas.openxmlformats.org/package/2006/relationships"
@@ -62,8 +64,8 @@ def read_merges(archive: zipfile.ZipFile, part: str) -> list[Range]:
     except KeyError:
         return []
     found: list[Range] = []
-    for match in _matches(archive, entry):
-        first, last = _cell(match.group(1), match.group(2)), _cell(match.group(3), match.group(4))
+    for groups in _matches(archive, entry):
+        first, last = _cell(groups[0], groups[1]), _cell(groups[2], groups[3])
         if first is None:
             continue
         last = last or first
@@ -75,22 +77,40 @@ def read_merges(archive: zipfile.ZipFile, part: str) -> list[Range]:
     return found
 
 
-def _matches(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> Iterator[re.Match[str]]:
+def _matches(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> Iterator[tuple[str, ...]]:
+    """The references' groups as they pass. A UTF-8 part (nearly all) is searched as bytes, a
+    window skipped unless it holds ``mergeCell`` at all (the cell data are most of the part);
+    another encoding is decoded first."""
     with archive.open(entry) as stream:
         head = stream.read(_CHUNK)
-        decoder = codecs.getincrementaldecoder(_encoding(head))(errors="replace")
-        text, chunk = "", head
-        while chunk:
-            text += decoder.decode(chunk)
-            cut = max(0, len(text) - _OVERLAP)
-            for match in _MERGE.finditer(text, 0, len(text)):
+        encoding = _encoding(head)
+        if encoding in ("utf-8", "utf-8-sig"):
+            yield from _scan(stream, head, b"", _MERGE_BYTES, lambda chunk: chunk, b"mergeCell")
+            return
+        decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        yield from _scan(stream, head, "", _MERGE, lambda chunk: decoder.decode(chunk, final=not chunk), "mergeCell")
+
+
+def _scan(stream: IO[bytes], head: bytes, empty: AnyStr, pattern: re.Pattern[AnyStr],
+          decode: Callable[[bytes], AnyStr], word: AnyStr) -> Iterator[tuple[str, ...]]:
+    window, chunk = empty, head
+    while True:
+        last = not chunk
+        window += decode(chunk)
+        cut = len(window) if last else max(0, len(window) - _OVERLAP)
+        if word in window:
+            for match in pattern.finditer(window):
                 if match.start() >= cut:
                     break
-                yield match
-            text = text[cut:] if cut else text
-            chunk = stream.read(_CHUNK)
-        text += decoder.decode(b"", final=True)
-        yield from _MERGE.finditer(text)
+                yield tuple(_text(group) for group in match.groups())
+        if last:
+            return
+        window = window[cut:]
+        chunk = stream.read(_CHUNK)
+
+
+def _text(group: str | bytes | None) -> str:
+    return group.decode("ascii") if isinstance(group, bytes) else group or ""
 
 
 def _encoding(head: bytes) -> str:
@@ -106,7 +126,7 @@ def _encoding(head: bytes) -> str:
     return "utf-8-sig"
 
 
-def _cell(column: str | None, row: str | None) -> tuple[int, int] | None:
+def _cell(column: str, row: str) -> tuple[int, int] | None:
     if not column or not row:
         return None
     number = 0
