@@ -155,6 +155,7 @@ def test_captions_beside_tables_become_the_tables_captions() -> None:
     assert [t.caption for t in tables(parsed)] == ["Table 1: Ferries per pier", "Berth lengths in metres"]
     assert [b.text for b in parsed.blocks if b.kind == "paragraph"] == [
         "Table 3 shows nothing: a sentence, not beside a table."]
+    assert "Table 1: Ferries per pier\n\n| Pier | Ferries |" in parsed.text  # dedup and recall read captions too
     first = tables(parsed)[0]
     assert first.locator.paragraph_start == 1 and first.rows[0].paragraph_start == 4  # the caption is paragraph 1
     odt = make_odf("text", '<text:p text:style-name="P7">Tide <text:sequence text:name="Table">2</text:sequence>'

@@ -227,6 +227,11 @@ class Block:
     rows: tuple[SourceLocator, ...] = ()
     caption: str = ""
 
+    @property
+    def shown(self) -> str:
+        """What a reader sees of the block: its caption (a table's), then its text."""
+        return f"{self.caption}\n\n{self.text}" if self.caption else self.text
+
 
 @dataclass(frozen=True, slots=True)
 class ParsedAsset:
@@ -257,7 +262,7 @@ class ParsedDocument:
 
     @property
     def text(self) -> str:
-        return "\n\n".join(b.text for b in self.blocks)
+        return "\n\n".join(b.shown for b in self.blocks)
 
 
 @dataclass(frozen=True, slots=True)
