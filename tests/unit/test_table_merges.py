@@ -186,6 +186,13 @@ def test_a_slide_title_captions_the_table_only_when_the_slide_holds_just_that_ta
     out = io.BytesIO()
     presentation.save(out)
     assert [t.caption for t in tables(parse("fees.pptx", out.getvalue()))] == ["Dock fees", ""]
+    title = '<draw:frame presentation:class="title"><draw:text-box><text:p>Dock fees</text:p></draw:text-box></draw:frame>'
+    grid = ('<draw:frame><table:table><table:table-row><table:table-cell><text:p>Dock</text:p></table:table-cell>'
+            '<table:table-cell><text:p>Fee</text:p></table:table-cell></table:table-row><table:table-row>'
+            '<table:table-cell><text:p>D1</text:p></table:table-cell><table:table-cell><text:p>30</text:p>'
+            '</table:table-cell></table:table-row></table:table></draw:frame>')
+    odp = make_odf("presentation", f'<draw:page draw:name="p1">{title}{grid}</draw:page>')
+    assert [t.caption for t in tables(parse("fees.odp", odp))] == ["Dock fees"]
 
 
 @pytest.fixture(scope="module")

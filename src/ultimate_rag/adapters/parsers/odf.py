@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
@@ -166,12 +167,16 @@ class _Reader:
             title = _text(titles[0]) if titles else ""
             here = SourceLocator(page=number)
             self.blocks.append(Block(kind="heading", text=title or f"Slide {number}", locator=here, level=1))
+            start = len(self.blocks)
             for child in page:
                 if child.tag == _q("presentation:notes"):
                     continue
                 if child.tag == _q("draw:frame") and child in titles:
                     continue
                 self.flow([child], number, 1)
+            shown = self.blocks[start:]
+            if title and len(shown) == 1 and shown[0].kind == "table" and not shown[0].caption:
+                self.blocks[start] = replace(shown[0], caption=title)  # the slide holds just the table
             notes = page.find(_q("presentation:notes"))
             if notes is not None:
                 texts = [_text(p) for p in notes.iter(_q("text:p"))]
