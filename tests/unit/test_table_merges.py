@@ -18,6 +18,7 @@ from tests.unit.office_builders import make_odf
 from ultimate_rag.adapters.chunking import StructuredChunker
 from ultimate_rag.adapters.parsers import default_registry
 from ultimate_rag.adapters.parsers.sheet_merges import read_merges
+from ultimate_rag.adapters.parsers.table_captions import is_table_caption
 from ultimate_rag.domain.models import Block, Chunk, DocumentSource, ParsedDocument
 
 
@@ -224,3 +225,12 @@ def test_every_chunk_of_a_long_or_wide_table_repeats_its_caption_and_header(coun
     records = split(count, [wide], 64)
     assert len(records) > 1 and all(c.content.startswith("Table 10: Monthly rainfall") for c in records)
     assert all("Station: A" in c.content for c in records)
+
+
+@pytest.mark.parametrize(("text", "caption"), [
+    ("Table 1: Revenue", True), ("Table 1 Revenue by region", True), ("Tabelle 3 Umsatz", True),
+    ("TABLE IV. RESULTS", True), ("表1 各银行授信", True), ("표 2 매출", True), ("单位：万元", True),
+    ("Table 2 shows the costs.", False), ("Tabelle 3 zeigt den Umsatz", False), ("Table of contents", False),
+    ("Table 9: " + "long " * 80, False)])
+def test_what_reads_as_a_table_caption(text: str, caption: bool) -> None:
+    assert is_table_caption(text) is caption

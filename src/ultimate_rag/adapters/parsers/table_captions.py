@@ -6,7 +6,8 @@ every chunk of the table.
 
 A caption paragraph between two tables goes to the table after it (captions above tables are the
 common convention); a table takes at most one caption paragraph, before one after it. A paragraph
-longer than ``MAX_CAPTION_CHARS`` is body text, whatever its style.
+longer than ``MAX_CAPTION_CHARS`` is body text, whatever its style, and so is a sentence that
+starts with a table's number (``Table 2 shows …``: a lower-case word after the number).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .tables import CAPTION_JOIN, merge_locator
 MAX_CAPTION_CHARS = 300
 TABLE_CAPTION = re.compile(
     r"^\s*(?:table|tab\.|tabelle|tableau|tabla|tabella|tabel|tabela|таблица|表格?|표)\s*"
-    r"(?:[0-9]+|[IVXLC]+|[一二三四五六七八九十百]+)(?:[.\-–][0-9]+)*(?:\s*[:.：．\-–—]|\s|$)",
+    r"(?:[0-9]+|[IVXLC]+|[一二三四五六七八九十百]+)(?:[.\-–][0-9]+)*(?:\s*[:.：．\-–—]|\s+(?=(?-i:[^\sa-z]))|$)",
     re.IGNORECASE)
 UNITS_NOTE = re.compile(r"^\s*(?:单位|單位|단위|units?|einheit|unité|unidad)\s*[:：]", re.IGNORECASE)
 _FIGURE = re.compile(r"^\s*(?:figure|fig\.|image|photo|chart|diagram|图|圖|그림|abbildung|abb\.)\s*\d", re.IGNORECASE)
