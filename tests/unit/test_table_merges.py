@@ -169,6 +169,9 @@ def test_captions_beside_tables_become_the_tables_captions() -> None:
     assert [t.caption for t in tables(parse("port.md", md))] == ["Table 4: Cranes"]
     html = b"<table><caption>Pilots on duty</caption><tr><th>Pilot</th><th>Shift</th></tr><tr><td>Ana</td><td>1</td></tr></table>"
     assert [t.caption for t in tables(parse("pilots.html", html))] == ["Pilots on duty"]
+    figure = (b"<figure><table><tr><th>Pilot</th><th>Shift</th></tr><tr><td>Ana</td><td>1</td></tr></table>"
+              b"<figcaption>Pilots on duty tonight</figcaption></figure><p>Shifts change at six.</p>")
+    assert [t.caption for t in tables(parse("figure.html", figure))] == ["Pilots on duty tonight"]
 
 
 def test_a_slide_title_captions_the_table_only_when_the_slide_holds_just_that_table() -> None:

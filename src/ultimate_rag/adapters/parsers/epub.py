@@ -78,7 +78,7 @@ class EpubParser:
                     walker.blocks.insert(0, Block(kind="heading", text=titles[name], level=1))
                 first = len(blocks) + 1
                 blocks.extend(_in_chapter(block, name, first + k)
-                              for k, block in enumerate(attach_captions(walker.blocks)))
+                              for k, block in enumerate(attach_captions(walker.blocks, walker.captions)))
                 assets.extend(walker.assets)
             progress.report(len(spine), len(spine))
         metadata: dict[str, Any] = {"chapters": len(spine)}

@@ -65,7 +65,7 @@ class HtmlParser:
         main = main_content(original, page.blocks, AssetGate(self.limits))
         walker = page if main is None else main
         metadata["extraction"] = "full-page" if main is None else "main-content"
-        return ParsedDocument(blocks=tuple(numbered(attach_captions(walker.blocks))),
+        return ParsedDocument(blocks=tuple(numbered(attach_captions(walker.blocks, walker.captions))),
                               metadata=with_warnings(metadata, walker.gate.warnings), assets=tuple(walker.assets))
 
     def _load(self, source: DocumentSource) -> tuple[HtmlElement, str]:

@@ -41,6 +41,7 @@ class Walker:
         self.assets: list[ParsedAsset] = []
         self.tables = 0
         self.anchor: str | None = None
+        self.captions: set[int] = set()  # blocks that are a <figcaption> of a figure holding a table
         self._loose: list[str] = []
 
     def walk(self, top: HtmlElement) -> None:
@@ -96,6 +97,11 @@ class Walker:
 
     def _leaf(self, element: HtmlElement, kind: str) -> None:
         images = element.findall(".//img")
+        figure = element.getparent()
+        if element.tag == "figcaption" and figure is not None and figure.find(".//table") is not None \
+                and element.text_content().strip():
+            self._flush()
+            self.captions.add(len(self.blocks))  # the caption of the figure's table (table_captions)
         if kind == "code":
             self._add("code", "```\n" + element.text_content().strip("\n") + "\n```")
         else:
