@@ -19,6 +19,7 @@ from ultimate_rag.adapters.chunking import StructuredChunker
 from ultimate_rag.adapters.parsers import default_registry
 from ultimate_rag.adapters.parsers.sheet_merges import read_merges
 from ultimate_rag.adapters.parsers.table_captions import is_table_caption
+from ultimate_rag.adapters.parsers.tables import Cell, Row, table_blocks
 from ultimate_rag.domain.models import Block, Chunk, DocumentSource, ParsedDocument
 
 
@@ -237,3 +238,11 @@ def test_every_chunk_of_a_long_or_wide_table_repeats_its_caption_and_header(coun
     ("Table 9: " + "long " * 80, False)])
 def test_what_reads_as_a_table_caption(text: str, caption: bool) -> None:
     assert is_table_caption(text) is caption
+
+
+def test_a_title_merged_over_some_of_the_columns_is_the_caption_not_the_header() -> None:
+    rows = [Row([Cell("Fleet report 2025", colspan=3), Cell(""), Cell("")]),
+            Row([Cell(t) for t in ["Ship", "Tons", "Crew", "Port", "Year"]]),
+            Row([Cell(t) for t in ["Aurora", "300", "12", "Oslo", "2001"]])]
+    (table,) = table_blocks(rows)
+    assert table.caption == "Fleet report 2025" and lines(table)[0] == "| Ship | Tons | Crew | Port | Year |"

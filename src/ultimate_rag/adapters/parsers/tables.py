@@ -175,14 +175,18 @@ def _put(line: list[_Slot | None], index: int, slot: _Slot | None) -> None:
 
 
 def _title_row(line: list[_Slot | None], below: list[_Slot | None], width: int, used: int) -> bool:
-    """A title above the table: one cell across its whole width, or (a spreadsheet's title in A1)
-    the only text of its row over a table of three columns or more whose next row has several."""
+    """A title above the table: one cell across its whole width, or (a spreadsheet's title in A1,
+    merged over some columns or not) the only cell of its row, in the first column, over a table of
+    three columns or more whose next row has several."""
     origins = [slot for slot in line if slot and slot.origin]
     if len(origins) == 1 and origins[0].cell.colspan >= width and len(line) >= width:
         return True
     texts = [slot for slot in line if slot and slot.text.strip()]
-    return (used >= 3 and len(texts) == 1 and texts[0] is line[0]
-            and sum(1 for slot in below if slot and slot.text.strip()) >= 2)
+    first = line[0] if line else None
+    # one cell of text (merged over some of the columns or not), in the first column
+    return (used >= 3 and first is not None and first.origin and first.cell.rowspan == 1 and bool(texts)
+            and all(slot.cell is first.cell for slot in texts) and len(texts) < used
+            and sum(1 for slot in below if slot and slot.origin and slot.text.strip()) >= 2)
 
 
 def _first_text(line: list[_Slot | None]) -> str:
