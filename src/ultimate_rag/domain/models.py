@@ -216,7 +216,8 @@ class Block:
     kind: "heading" | "paragraph" | "code" | "table" | "list" | "quote"; ``level`` is the heading
     level (1..6) for headings. Code blocks and tables are kept whole by the chunker when they fit.
     ``rows`` (tables): the locator of each data row, in the order of the table's lines after its
-    header, so a chunk holding some rows cites exactly those.
+    header, so a chunk holding some rows cites exactly those. ``caption`` (tables): the table's
+    caption or title, which the chunker repeats above the header in every chunk of the table.
     """
 
     kind: str
@@ -225,6 +226,12 @@ class Block:
     level: int = 0
     asset_ids: tuple[str, ...] = ()
     rows: tuple[SourceLocator, ...] = ()
+    caption: str = ""
+
+    @property
+    def shown(self) -> str:
+        """What a reader sees of the block: its caption (a table's), then its text."""
+        return f"{self.caption}\n\n{self.text}" if self.caption else self.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +263,7 @@ class ParsedDocument:
 
     @property
     def text(self) -> str:
-        return "\n\n".join(b.text for b in self.blocks)
+        return "\n\n".join(b.shown for b in self.blocks)
 
 
 @dataclass(frozen=True, slots=True)

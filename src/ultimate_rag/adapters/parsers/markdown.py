@@ -20,6 +20,7 @@ from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, So
 
 from .detect import MARKDOWN_EXTENSIONS, decode_text
 from .mdx import strip_mdx
+from .table_captions import attach_captions
 from .text import line_count
 
 _FRONT_MATTER_END = re.compile(r"^(---|\.\.\.)\s*$")
@@ -36,7 +37,7 @@ _LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
 class MarkdownParser:
     extensions = tuple(sorted(MARKDOWN_EXTENSIONS))  # what a 415 answer lists as supported
     name = "markdown"
-    version = "1.2.0"
+    version = "1.3.0"
 
     def __init__(self) -> None:
         self._md = MarkdownIt("commonmark").enable("table")
@@ -68,7 +69,7 @@ class MarkdownParser:
                                        locator=SourceLocator(line_start=line, line_end=line)))
         if title:
             metadata["title"] = title
-        return ParsedDocument(blocks=tuple(blocks), metadata=metadata)
+        return ParsedDocument(blocks=tuple(attach_captions(blocks)), metadata=metadata)
 
 
 class _SourceLines:
