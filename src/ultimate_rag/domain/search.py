@@ -16,6 +16,8 @@ from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
 
+from .metadata_filter import MetadataFilter
+
 
 class SearchMode(StrEnum):
     HYBRID = "hybrid"
@@ -46,6 +48,7 @@ class SearchFilters:
     updated_before: datetime | None = None
     connector_id: UUID | None = None
     heading: str | None = None
+    metadata: MetadataFilter | None = None  # the documents' own fields (domain/metadata_filter.py)
 
     @property
     def empty(self) -> bool:

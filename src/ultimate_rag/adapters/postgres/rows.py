@@ -39,7 +39,7 @@ def document(row: dict[str, Any]) -> Document:
         attempts=row.get("attempts") or 0, max_attempts=row.get("max_attempts") or 0,
         job_status=JobStatus(row["job_status"]) if row.get("job_status") else None,
         dedup=row.get("dedup") or {}, warnings=tuple(row.get("warnings") or ()),
-        published_revision=row.get("published_revision"),
+        published_revision=row.get("published_revision"), metadata=row.get("metadata") or {},
     )
 
 
