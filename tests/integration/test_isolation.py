@@ -44,6 +44,7 @@ RULES = {
     ("GET", "/api/documents/stuck"): ADMIN,
     ("GET", "/api/documents/{document_id}"): DOC_READ,
     ("DELETE", "/api/documents/{document_id}"): DOC_EDIT,
+    ("PATCH", "/api/documents/{document_id}"): DOC_EDIT,
     ("GET", "/api/documents/{document_id}/chunks"): DOC_READ,
     ("GET", "/api/documents/{document_id}/snapshot"): DOC_READ,
     ("GET", "/api/documents/{document_id}/source"): DOC_READ,
@@ -56,6 +57,9 @@ RULES = {
     ("GET", "/api/audit"): ADMIN,
     ("GET", "/api/knowledge-bases/{kb_id}/events"): KB_READ,
     ("GET", "/api/statuses"): ANY_KEY,
+    # the OpenAI-compatible API: a model is a knowledge base (kb A is named "A")
+    ("GET", "/v1/models"): ANY_KEY, ("GET", "/v1/models/{model}"): KB_READ,
+    ("POST", "/v1/chat/completions"): KB_READ,
 }
 PRINCIPALS = ["admin", "reader A", "editor A", "editor B", "revoked", "expired", "none"]
 
@@ -130,7 +134,7 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
         connector = await container.connectors.repository.create(  # a fresh one: an admin really deletes
             world["a"], kind="urls", name="", config={"urls": ["https://example.com/a.md"]}, schedule_seconds=None)
         params = {"kb_id": kb, "document_id": doc, "asset_id": asset, "key_id": victim.split("_")[1],
-                  "connector_id": connector.id}
+                  "connector_id": connector.id, "model": "A"}
         url = path.format(**params)
         token = world["tokens"].get(who)
         headers = {"Authorization": f"Bearer {token}" if token else ""}
@@ -141,6 +145,10 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, met
             kwargs["json"] = {"name": f"kb-{uuid4().hex[:8]}"}
         elif path.endswith("/search"):
             kwargs["json"] = {"query": "text"}
+        elif path.endswith("/chat/completions"):
+            kwargs["json"] = {"model": "A", "messages": [{"role": "user", "content": "text"}]}
+        elif path == "/api/documents/{document_id}" and method == "PATCH":
+            kwargs["json"] = {"metadata": {"team": "x"}}
         elif path.endswith("/answer"):
             kwargs["json"] = {"question": "text"}
         elif path.endswith("/embedding-migration") and method == "POST":
