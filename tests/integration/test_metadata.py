@@ -6,6 +6,7 @@ inside the vector query; every bad input a 422 naming the field; editors write, 
 from __future__ import annotations
 
 import json
+from typing import Any
 from uuid import uuid4
 
 import httpx
@@ -143,8 +144,9 @@ async def test_bad_metadata_is_a_422_naming_the_field(client: httpx.AsyncClient,
 async def test_bad_patches_and_filters_are_422(client: httpx.AsyncClient, corpus) -> None:
     kb, ids = corpus
     doc = f"/api/documents/{ids['manual.txt']}"
-    for body in ({"metadata": {"source": {"path": "x"}}}, {"metadata": {"x": [{"a": 1}]}}, {"metadata": []},
-                 {"metadata": {}, "filename": "x"}, {}):
+    bodies: list[dict[str, Any]] = [{"metadata": {"source": {"path": "x"}}}, {"metadata": {"x": [{"a": 1}]}},
+                                    {"metadata": []}, {"metadata": {}, "filename": "x"}, {}]
+    for body in bodies:
         r = await client.patch(doc, json=body)
         assert r.status_code == 422, (body, r.text)
     for metadata, words in [({"year": {"$gt": "soon"}}, "filters.metadata.year.$gt"),

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletion
 
 from ultimate_rag.services.grounding import NOTHING_RELEVANT
 from ultimate_rag.settings import Settings
@@ -23,6 +25,11 @@ __all__ = ["standin"]
 @pytest.fixture
 def settings(settings: Settings, standin) -> Settings:
     return with_llm(settings, standin.base_url)
+
+
+def extra(obj: Any) -> dict[str, Any]:
+    """The fields an OpenAI object holds beyond OpenAI's own (ours: citations, cited, query, ...)."""
+    return obj.model_extra or {}
 
 
 def base_url(client) -> str:
@@ -60,21 +67,24 @@ async def test_a_sync_completion_cites_in_the_text_and_as_a_field(container, sta
         ids = await ingest(client, container)
         standin.script({"reply": "The last ferry leaves at midnight from pier two [1]. Buses run too [7]."})
         sync = openai.OpenAI(base_url=base_url(client), api_key=ADMIN_KEY, max_retries=0)
-        completion = await asyncio.to_thread(
-            sync.chat.completions.create, model="answers", temperature=0.2, user="someone",
-            messages=[{"role": "system", "content": "You are helpful."},
-                      {"role": "user", "content": [{"type": "text", "text": "When does the last ferry leave at night?"}]}],
-            extra_body={"top_k": 4})
-    text = completion.choices[0].message.content
+
+        def ask() -> ChatCompletion:  # the sync client, in a thread: the server runs on this loop
+            return sync.chat.completions.create(
+                model="answers", temperature=0.2, user="someone", extra_body={"top_k": 4},
+                messages=[{"role": "system", "content": "You are helpful."},
+                          {"role": "user", "content": [{"type": "text", "text": "When does the last ferry leave at night?"}]}])
+
+        completion = await asyncio.to_thread(ask)
+    text = completion.choices[0].message.content or ""
     assert completion.object == "chat.completion" and completion.model == "answers"
     assert completion.choices[0].finish_reason == "stop" and completion.choices[0].message.role == "assistant"
     answer, sources = text.split("\n\nSources:\n")
     assert answer == "The last ferry leaves at midnight from pier two [1]. Buses run too."  # [7]: invented, removed
     assert sources == "[1] ferry.pdf — Ferry Timetable › Night Service — page 2"
-    citations = completion.model_extra["citations"]
+    citations = extra(completion)["citations"]
     assert citations[0]["n"] == 1 and citations[0]["document_id"] == ids["ferry.pdf"]
-    assert citations[0]["locator"]["page"] == 2 and completion.model_extra["cited"] == [1]
-    assert completion.usage.prompt_tokens == 11 and completion.usage.completion_tokens == 14
+    assert citations[0]["locator"]["page"] == 2 and extra(completion)["cited"] == [1]
+    assert completion.usage is not None and completion.usage.prompt_tokens == 11 and completion.usage.completion_tokens == 14
     assert "You are helpful" not in prompt_of(standin.state()["requests"][0])  # the grounded prompt is ours
 
 
@@ -88,7 +98,7 @@ async def test_a_streamed_completion_is_chunks_then_sources_then_done(container,
             messages=[{"role": "user", "content": "How do I reset the router?"}], extra_body={"top_k": 3})
         chunks = [c async for c in stream]
     assert all(c.object == "chat.completion.chunk" for c in chunks)
-    assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].model_extra["citations"]
+    assert chunks[0].choices[0].delta.role == "assistant" and extra(chunks[0])["citations"]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     answer, sources = text.split("\n\nSources:\n")
     assert "[12]" not in answer and answer.startswith("Hold the power button [1]")
@@ -96,8 +106,9 @@ async def test_a_streamed_completion_is_chunks_then_sources_then_done(container,
     cited = {int(n) for n in re.findall(r"\[(\d+)\]", answer)}
     assert {int(n) for n in re.findall(r"^\[(\d+)\]", sources, re.MULTILINE)} == cited
     last = [c for c in chunks if c.choices][-1]
-    assert last.choices[0].finish_reason == "stop" and last.model_extra["citations"][0]["filename"] == "router.md"
-    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+    assert last.choices[0].finish_reason == "stop" and extra(last)["citations"][0]["filename"] == "router.md"
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None and usage.completion_tokens > 0
 
 
 async def test_filters_follow_ups_and_the_no_answer_rule(container, standin) -> None:
@@ -113,9 +124,9 @@ async def test_filters_follow_ups_and_the_no_answer_rule(container, standin) -> 
             messages=[{"role": "user", "content": "Tell me about the ferry and the router."},
                       {"role": "assistant", "content": "Which part?"},
                       {"role": "user", "content": "How do I reset it?"}])
-        assert completion.model_extra["query"] == "reset the router"  # the follow-up, rewritten
-        assert {c["filename"] for c in completion.model_extra["citations"]} == {"router.md"}  # the filter held
-        assert completion.model_extra["citations"][0]["metadata"]["team"] == "network"
+        assert extra(completion)["query"] == "reset the router"  # the follow-up, rewritten
+        assert {c["filename"] for c in extra(completion)["citations"]} == {"router.md"}  # the filter held
+        assert extra(completion)["citations"][0]["metadata"]["team"] == "network"
         asked = len(standin.state()["requests"])
         stream = await aclient.chat.completions.create(
             model="answers", stream=True, messages=[{"role": "user", "content": "김치찌개는 어떻게 끓이나요?"}])
