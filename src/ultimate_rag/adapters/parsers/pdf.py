@@ -26,6 +26,7 @@ from .pdf_images import page_images
 from .pdf_ocr import needs_ocr, ocr_page, ocr_warnings
 from .pdf_text import Item as _Item
 from .pdf_text import mark_headings, text_items
+from .properties import pdf_properties
 from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, page_ranges, unreadable_warnings
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class PdfParser:
             pages = self._pages(doc, gate, ocr, ocr_empty)
             metadata = {k: v for k, v in (doc.metadata or {}).items() if v and k in ("title", "author", "subject")}
             metadata["page_count"] = doc.page_count
+            metadata["properties"] = pdf_properties(doc.metadata or {})
         finally:
             doc.close()
         pages, unreadable, partly = _readable(pages)
