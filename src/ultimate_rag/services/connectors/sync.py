@@ -33,8 +33,8 @@ from ...domain.errors import ConflictError, LeaseLostError, PermanentError, Ulti
 from ...domain.ids import source_object_key
 from ...domain.metadata import MAX_BYTES, S3_METADATA, SOURCE, clean, fitted, source_fields
 from ...domain.models import DocumentSource
-from ...domain.redact import redact_text
 from ...domain.ports import ConnectorStore, ConnectorSyncs, ObjectStorage, ParserResolver
+from ...domain.redact import redact_text
 from ...domain.status import DocumentStatus, is_active
 from ..failures import reason_for
 from ..ingestion import safe_filename
