@@ -112,11 +112,13 @@ def _timed(fn) -> float:
 
 
 class RssSampler:
-    """Peak RSS of this process and, separately, of the largest child process, every 20 ms."""
+    """Peak RSS of this process and, separately, of the largest child process, every 20 ms; and the
+    CPU time of every child as last seen (the forkserver's children are this process's too)."""
 
     def __init__(self) -> None:
         self.me = psutil.Process()
         self.peak_self = self.peak_child = 0
+        self.child_cpu: dict[int, float] = {}  # CPU seconds (user + system) of each child, last seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -135,6 +137,8 @@ class RssSampler:
                 for child in self.me.children(recursive=True):
                     try:
                         self.peak_child = max(self.peak_child, child.memory_info().rss)
+                        times = child.cpu_times()
+                        self.child_cpu[child.pid] = times.user + times.system
                     except psutil.Error:
                         pass
             except psutil.Error:

@@ -115,9 +115,14 @@ class Settings(BaseSettings):
 
     # parsing (PDF, DOCX, HTML, CSV, images, office formats), OCR and image descriptions
     parse_isolation: bool = True  # parse in a child process with the time and memory limits below
+    # time limits in CPU seconds of the parse process (adapters/parsers/parse_time.py): per page (or per
+    # parse without pages), per page of the document's budget, and that budget at most
     parse_timeout_seconds: float = Field(default=300.0, gt=0)
+    parse_page_seconds: float = Field(default=120.0, gt=0)
+    parse_document_timeout_seconds: float = Field(default=14_400.0, gt=0)
     parse_memory_limit_mb: int = Field(default=2048, ge=0)  # address-space cap of a parse process; 0: none
     parse_max_pages: int = Field(default=5000, ge=1)
+    parse_max_ocr_pages: int = Field(default=500, ge=1)  # pages of one document read by OCR, checked first
     parse_max_image_pixels: int = Field(default=100_000_000, ge=1)  # one image; larger: downscaled
     parse_max_image_bytes: int = Field(default=32 * 1024 * 1024, ge=1)  # one image; larger: downscaled/left out
     parse_max_asset_bytes: int = Field(default=256 * 1024 * 1024, ge=1)  # all images of a document
@@ -129,6 +134,8 @@ class Settings(BaseSettings):
     parse_max_sheets: int = Field(default=200, ge=1)  # XLSX/ODS sheets in a workbook
     parse_max_cells: int = Field(default=5_000_000, ge=1)  # XLSX/ODS cells read in a workbook
     ocr: Literal["off", "auto", "force"] = "auto"  # scans and images; force: every PDF page by OCR
+    # PDF engine: pdfium (pypdfium2, Apache-2.0/BSD-3) or pymupdf (the optional AGPL-3.0 extra)
+    pdf_engine: Literal["pdfium", "pymupdf"] = "pdfium"
     vision_base_url: str | None = None  # OpenAI-compatible endpoint; unset: alt text / captions are used
     vision_model: str | None = None
     vision_api_key: str | None = Field(default=None, repr=False)

@@ -182,6 +182,17 @@ def published_revision_is_shown(page) -> None:
         ["not_searchable", "not searchable", "not searchable"]]
 
 
+def ocr_progress_is_shown(page) -> None:
+    """A scan being read by OCR: pages done / total, and the time left while there is an estimate."""
+    docs = [DOC | {"status": "PARSING", "progress": {"stage": "PARSING", "done": 3, "total": 12, "eta_seconds": 250}},
+            DOC | {"status": "PARSING", "progress": {"stage": "PARSING", "done": 0, "total": 12}}]
+    texts = page.evaluate("""async (docs) => {
+        const rows = await import("/web/documents.js");
+        return docs.map((d) => rows.renderRow(d).querySelector(".progress-cell span").textContent);
+    }""", docs)
+    assert texts == ["3/12 pages read, about 4 min left", "0/12 pages read"]
+
+
 def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None:
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -287,6 +298,7 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     assert "tokens" in dialog.locator(".chunk-meta").first.inner_text()
     assert dialog.locator(".facts .searchability").inner_text().startswith("searchable")
     published_revision_is_shown(page)
+    ocr_progress_is_shown(page)
     page.screenshot(path=str(shots / "04-document-view.png"), full_page=True)
     page.click("#doc-close")
 

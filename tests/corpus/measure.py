@@ -31,6 +31,7 @@ from lxml import html as lxml_html
 from ultimate_rag.adapters.chunking.chunker import StructuredChunker
 from ultimate_rag.adapters.parsers import default_registry
 from ultimate_rag.adapters.parsers.isolation import ParseRunner
+from ultimate_rag.adapters.parsers.limits import ParseLimits
 from ultimate_rag.domain.models import Chunk, DocumentSource, ParsedDocument
 
 from .generate import write_all
@@ -116,21 +117,35 @@ def reference_text(case: Case) -> str:
 
 def pdf_reference_pages(data: bytes) -> list[str]:
     """pypdf's text per page (it needs fontTools for CFF fonts, pinned beside it); PyMuPDF's plain
-    text where pypdf is missing or cannot read the file; no pages where neither can."""
+    text where pypdf is missing or cannot read the file (when PyMuPDF is installed); no pages
+    where neither can. A page's first or last line that is only its page number is not body text
+    (the parser drops page numbers: pdf_furniture.py), so it is not counted."""
     try:
         import pypdf
 
         logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # it warns on every odd font
-        return [page.extract_text() or "" for page in pypdf.PdfReader(io.BytesIO(data)).pages]
+        return [_without_page_number(page.extract_text() or "") for page in pypdf.PdfReader(io.BytesIO(data)).pages]
     except Exception:  # ImportError, or a file pypdf cannot open
         pass
-    import pymupdf
-
     try:
+        import pymupdf
+
         with pymupdf.open(stream=data, filetype="pdf") as doc:
-            return [page.get_text("text") for page in doc]
+            return [_without_page_number(page.get_text("text")) for page in doc]
     except Exception:
         return []
+
+
+_PAGE_NUMBER_LINE = re.compile(r"^\s*(?:page\s*)?[-–]?\s*(?:\d{1,4}|[ivxlc]{1,6})\s*[-–]?(?:\s*(?:of|/)\s*\d{1,4})?\s*$",
+                               re.IGNORECASE)
+
+
+def _without_page_number(text: str) -> str:
+    lines = text.strip().split("\n")
+    for index in (0, -1):
+        if lines and _PAGE_NUMBER_LINE.match(lines[index]):
+            lines.pop(index)
+    return "\n".join(lines)
 
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -215,12 +230,22 @@ class Outcome:
         """What reaches the index: each chunk's embedded context (its headings) and content."""
         return "\n".join(f"{getattr(c, 'context', '')}\n{c.content}" for c in self.chunks)
 
+    def kept_text(self) -> str:
+        """What the document keeps: its chunks, and the page furniture (running headers and
+        footers) and contents entries that a PDF keeps as metadata instead of embedding them."""
+        metadata = self.parsed.metadata if self.parsed is not None else {}
+        furniture = metadata.get("page_furniture") or {}
+        kept = [*furniture.get("headers", ()), *furniture.get("footers", ()),
+                *(f"{entry.get('title', '')} {entry.get('page', '')}" for entry in metadata.get("contents") or ())]
+        return "\n".join([self.chunk_text(), *kept])
+
 
 def run_case(case: Case, count_tokens: Callable[[str], int], *, chunk_size: int = 256,
-             overlap: int = 0) -> Outcome:
+             overlap: int = 0, limits: ParseLimits | None = None) -> Outcome:
     """Parse and chunk one file as the worker does (the default chunk size; no overlap, so that a
-    repeated sentence cannot hide a lost one); an error is kept, not raised."""
-    registry = default_registry()
+    repeated sentence cannot hide a lost one); an error is kept, not raised. ``limits`` chooses
+    the PDF engine (``pdf_engine``), among others."""
+    registry = default_registry(limits)
     runner = ParseRunner(isolate=False)
     source = DocumentSource(uuid.uuid4(), case.path.name, "application/octet-stream", case.path.read_bytes())
     outcome = Outcome(case)

@@ -1,7 +1,7 @@
 """Scans and office files through the API and the worker (isolated parsing with its limits, real
 PostgreSQL, the real model): a phrase that exists only in a scanned image (English and Chinese
 PDFs, a PNG) is found by search with its page, box and page image; the progress shows pages done
-while PARSING; a slide's speaker note is cited with its slide number; an XLSX cell with its sheet
+while PARSING with an estimate of the time left; a slide's speaker note is cited with its slide number; an XLSX cell with its sheet
 and row; hostile packages fail with a reason and lying extensions are refused with the formats."""
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ async def test_scans_are_found_by_text_that_exists_only_in_their_images(client, 
 
     parsing = [p for p in progress if p.get("stage") == "PARSING"]
     assert {"stage": "PARSING", "done": 2, "total": 2} in parsing  # the two-page scan, every page done
+    halfway = [p for p in parsing if p["done"] == 1 and p["total"] == 2]
+    assert halfway and all(p["eta_seconds"] >= 0 for p in halfway)  # the page left, at the first page's pace
 
 
 async def test_a_speaker_note_is_cited_with_its_slide_and_a_cell_with_its_sheet_and_row(client, container) -> None:

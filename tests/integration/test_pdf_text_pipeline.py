@@ -5,6 +5,8 @@ read is indexed through pypdf, and an unsupported file is answered 415 with the 
 
 from __future__ import annotations
 
+import re
+
 from ultimate_rag.adapters.parsers import default_registry
 from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.adapters.parsers.text_quality import UNREADABLE_REASON
@@ -55,9 +57,11 @@ async def test_unreadable_pages_are_not_indexed_and_the_document_says_so(client,
     assert failed["attempts"] == 1 and failed["warnings"] == []
 
 
-async def test_a_pdf_mupdf_sees_without_pages_is_indexed_from_its_page_objects(client, container) -> None:
+async def test_a_pdf_whose_page_tree_is_missing_is_indexed_from_its_page_objects(client, container) -> None:
+    """py-pdf's unreadablemetadata.pdf: the catalog names a /Pages object the file does not hold."""
     kb = await make_kb(client)
     data, texts = zero_count_pdf()
+    data = re.sub(rb"/Pages (\d+) 0 R", b"/Pages 999 0 R", data, count=1)
     r = await upload(client, kb, "linearized.pdf", data)
     await run_worker(container)
     doc = await document(client, r.json()["id"])

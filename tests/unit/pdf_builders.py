@@ -164,3 +164,218 @@ def table_header_pdf() -> tuple[bytes, list[str]]:
         for x, cell in zip((72, 220, 370), row, strict=True):
             page.insert_text((x, y + 40 + 14 * r), cell, fontsize=10)
     return doc.tobytes(), ["3.2", "Departures", *header, *(c for row in rows for c in row)]
+
+
+# The credit table of pymupdf chinese-tables.pdf (表7-2), as drawn there: a ruled table, one
+# rectangle per cell, its header in the first row.
+CREDIT_HEADER = ["序号", "金融机构名称", "授信总额", "已使用情况", "剩余额度"]
+CREDIT_ROWS = [
+    ["1", "工商银行", "330,435.30", "234,850.00", "95,585.30"],
+    ["2", "徽商银行南京中山北路支行", "330,435.30", "256,735.30", "73,700.00"],
+    ["3", "兴业银行盐城分行", "302,600.00", "110,600.00", "192,000.00"],
+    ["4", "民生银行盐城分行", "262,000.00", "88,500.00", "173,500.00"],
+    ["5", "中信银行盐城分行", "205,088.00", "205,088.00", "0.00"],
+    ["6", "南京银行盐城分行", "175,170.00", "175,170.00", "0.00"],
+    ["7", "杭州银行", "109,000.00", "32,690.00", "76,310.00"],
+    ["8", "江苏银行", "218,597.00", "218,597.00", "0.00"],
+    ["9", "渤海银行", "98,000.00", "0.00", "98,000.00"],
+    ["10", "恒丰银行南京江北支行", "93,900.00", "43,500.00", "50,400.00"],
+    ["11", "上海银行盐城分行", "46,265.00", "46,265.00", "0.00"],
+]
+
+
+def _cell_grid(page: pymupdf.Page, x: float, y: float, widths: list[float], rows: list[list[str]],
+               height: float = 20, size: float = 9, font: str = "china-s") -> float:
+    for row in rows:
+        left = x
+        for width, cell in zip(widths, row, strict=True):
+            page.draw_rect(pymupdf.Rect(left, y, left + width, y + height), width=0.5)
+            # Latin digits in Helvetica: the built-in CJK font sets them a full em wide
+            page.insert_text((left + 3, y + height - 6), cell, fontsize=size, fontname=font if not cell.isascii() else "helv")
+            left += width
+        y += height
+    return y
+
+
+def credit_table_pdf() -> tuple[bytes, list[list[str]]]:
+    """chinese-tables.pdf's credit table: a heading, the paragraph before it, its caption and unit,
+    then the ruled table (cells drawn as rectangles), the bank names and amounts in 9 pt."""
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 60), "二、授信情况", fontsize=12, fontname="china-s")
+    page.insert_text((72, 85), CREDIT, fontsize=10.5, fontname="china-s")
+    page.insert_text((72, 100), CREDIT_2, fontsize=10.5, fontname="china-s")
+    page.insert_text((72, 125), "表7-2：截至2023年3月末发行人授信及使用情况", fontsize=10.5, fontname="china-s")
+    page.insert_text((470, 140), "单位：万元", fontsize=9, fontname="china-s")
+    _cell_grid(page, 72, 146, [40, 150, 80, 80, 80], [CREDIT_HEADER, *CREDIT_ROWS])
+    return doc.tobytes(), [CREDIT_HEADER, *CREDIT_ROWS]
+
+
+PIERS = [f"Pier {n}" for n in range(1, 61)]
+
+
+def ruled_table_pdf() -> tuple[bytes, list[list[str]]]:
+    """A ruled table with a two-row header (``Pier`` spanning both rows; ``2023`` and ``2024`` each
+    spanning ``Q1`` and ``Q2``), 60 rows continued over a page break with the header drawn again,
+    a running header and a "Page N of M" footer on every page. Borders are single lines, and the
+    inner borders of merged cells are not drawn. Returns the bytes and the rows a reader would
+    write: the column names, then the data rows."""
+    doc = pymupdf.open()
+    widths = [100.0, 80.0, 80.0, 80.0, 80.0]
+    xs = [72.0]
+    for width in widths:
+        xs.append(xs[-1] + width)
+    rows = [[pier, str(100 + n), str(200 + n), str(300 + n), str(400 + n)] for n, pier in enumerate(PIERS)]
+    pages = [rows[:32], rows[32:]]
+    for number, chunk in enumerate(pages, start=1):
+        page = doc.new_page()
+        page.insert_text((72, 40), "Harbour Authority Annual Report 2024", fontsize=8)
+        page.insert_text((260, 810), f"Page {number} of {len(pages)}", fontsize=8)
+        y = 80.0
+        if number == 1:
+            page.insert_text((72, 70), "Table 3: Departures by pier and quarter", fontsize=10)
+        top = y
+        page.draw_line((xs[0], y), (xs[-1], y), width=0.5)
+        page.insert_text((xs[1] + 60, y + 14), "2023", fontsize=10)
+        page.insert_text((xs[3] + 60, y + 14), "2024", fontsize=10)
+        page.draw_line((xs[1], y + 20), (xs[-1], y + 20), width=0.5)  # under 2023 and 2024, not under Pier
+        for k, label in enumerate(("Q1", "Q2", "Q1", "Q2")):
+            page.insert_text((xs[1 + k] + 30, y + 34), label, fontsize=10)
+        page.insert_text((xs[0] + 4, y + 24), "Pier", fontsize=10)
+        y += 40
+        page.draw_line((xs[0], y), (xs[-1], y), width=0.5)
+        for row in chunk:
+            for k, cell in enumerate(row):
+                page.insert_text((xs[k] + 4, y + 14), cell, fontsize=10)
+            y += 20
+            page.draw_line((xs[0], y), (xs[-1], y), width=0.5)
+        for k, x in enumerate(xs):
+            if k in (2, 4):  # between Q1 and Q2: not drawn through the 2023 and 2024 cells
+                page.draw_line((x, top + 20), (x, y), width=0.5)
+            else:
+                page.draw_line((x, top), (x, y), width=0.5)
+    return doc.tobytes(), [["Pier", "2023 / Q1", "2023 / Q2", "2024 / Q1", "2024 / Q2"], *rows]
+
+
+def unruled_table_pdf() -> tuple[bytes, list[list[str]]]:
+    """A table of positioned text without any ruling line, its header in bold, 50 rows continued
+    over a page break without the header drawn again."""
+    doc = pymupdf.open()
+    header = ["Vessel", "Length (m)", "Passengers", "Built"]
+    rows = [[f"Ferry {n}", f"{30 + n}.5", str(200 + 7 * n), str(1990 + n % 30)] for n in range(1, 51)]
+    xs = [72, 220, 320, 430]
+    page = doc.new_page()
+    page.insert_text((72, 60), "The fleet", fontsize=16)
+    _lines(page, 72, 90, textwrap.wrap(BODY, 90), 10, 13)
+    y = 150.0
+    for x, cell in zip(xs, header, strict=True):
+        page.insert_text((x, y), cell, fontsize=10, fontname="hebo")
+    for n, row in enumerate(rows):
+        y += 15
+        if n == 40:
+            page = doc.new_page()
+            y = 72
+        for x, cell in zip(xs, row, strict=True):
+            page.insert_text((x, y), cell, fontsize=10)
+    return doc.tobytes(), [header, *rows]
+
+
+TOC = [("1 Getting Started", "3"), ("1.1 What is Cython?", "3"), ("1.2 Installing Cython", "4"),
+       ("1.3 Building a Cython module", "5"), ("2 Language Basics", "6"), ("2.1 Declaring data types", "6")]
+CYTHON_ANSWER = ("Cython is a programming language that makes writing C extensions for the Python language as "
+                 "easy as Python itself. It is a superset of Python that also supports calling C functions and "
+                 "declaring C types on variables and class attributes.")
+
+
+def contents_pdf() -> tuple[bytes, list[str]]:
+    """cython.pdf's shape: a title page, a contents page of entries with dot leaders (a chapter
+    line without leaders), then chapters whose pages carry a running header ("Cython Reference
+    Guide, Release 0.29a0") and a footer of page number and chapter title. Returns the bytes and
+    the body sentences (what the index must hold)."""
+    doc = pymupdf.open()
+    doc.new_page().insert_text((150, 300), "Cython Reference Guide", fontsize=25)
+    page = doc.new_page()
+    page.insert_text((72, 80), "Contents", fontsize=20)
+    y = 120.0
+    for title, number in TOC:
+        leader = title
+        if title[1] == " ":  # a chapter: bold, no leaders, as in cython.pdf
+            page.insert_text((72, y), title, fontsize=10, fontname="hebo")
+            page.insert_text((530, y), number, fontsize=10, fontname="hebo")
+        else:
+            dots = " ." * int((510 - 86 - pymupdf.get_text_length(leader, fontsize=10)) / pymupdf.get_text_length(" .", fontsize=10))
+            page.insert_text((86, y), f"{leader}{dots}", fontsize=10)
+            page.insert_text((530, y), number, fontsize=10)
+        y += 16
+    sections = [("1.1 What is Cython?", CYTHON_ANSWER),
+                ("1.2 Installing Cython", "Installing Cython needs a C compiler and pip: run pip install Cython "
+                                          "in a terminal and the cythonize command becomes available."),
+                ("1.3 Building a Cython module", "A Cython module is built with a setup.py file that calls "
+                                                 "cythonize on the pyx sources, then compiled by setuptools."),
+                ("2.1 Declaring data types", "The cdef statement declares C variables with C types, which "
+                                             "lets Cython generate fast C code for loops over them.")]
+    body: list[str] = []
+    for page_number, (title, text) in enumerate(sections, start=3):
+        page = doc.new_page()
+        page.insert_text((72, 40), "Cython Reference Guide, Release 0.29a0", fontsize=8)
+        page.insert_text((72, 90), title, fontsize=14)
+        # enough text for a chunk of its own (~250 tokens), so that sections and contents compete
+        more = " ".join(f"Example {n} of section {title[:3]} shows the compiler output for a module with "
+                        f"{n + 2} functions and their generated C code." for n in range(1, 9))
+        text = f"{text} {more}"
+        lines = textwrap.wrap(text, 85)
+        _lines(page, 72, 120, lines, 10, 13)
+        page.insert_text((72, 800), f"{page_number} Chapter {title[0]}. {'Getting Started' if title[0] == '1' else 'Language Basics'}",
+                         fontsize=8)
+        body.append(text)
+    return doc.tobytes(), body
+
+
+def _raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF from numbered object bodies (1-based), with its cross-reference table."""
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+# "مرحبا" (hello) as the contextual presentation forms an Arabic PDF's text layer gives (initial
+# meem, final reh, initial hah, medial beh, final alef), with "2024" glued to it.
+ARABIC_FORMS = {"A": 0xFEE3, "B": 0xFEAE, "C": 0xFEA3, "D": 0xFE92, "E": 0xFE8E}
+
+
+def arabic_presentation_forms_pdf() -> bytes:
+    """A page whose text layer maps its codes (through a ToUnicode CMap) to Arabic presentation
+    forms, and a number glued to the word, as Arabic PDFs made by many tools read (issue shape:
+    U+FExx in the index, the ordinary letters not found)."""
+    codes: dict[str, int] = {**ARABIC_FORMS, **{d: ord(d) for d in "0123456789 "}}
+    cmap = "\n".join(f"<{ord(k):02X}> <{v:04X}>" for k, v in codes.items())
+    tounicode = (b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Arabic def "
+                 b"1 begincodespacerange <00> <FF> endcodespacerange\n%d beginbfchar\n%s\nendbfchar\n"
+                 b"endcmap CMapName currentdict /CMap defineresource pop end end" % (len(codes), cmap.encode()))
+    # drawn in visual order, left to right, as PDFs of right-to-left text are: the word's last letter
+    # first, the number to its left without a space
+    content = b"BT /F1 14 Tf 72 700 Td (2024EDCBA) Tj 0 -30 Td (EDCBA EDCBA) Tj ET"
+    return _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >> "
+        b"/Contents 5 0 R >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(tounicode), tounicode),
+    ])
+
+
+def glyph_codes_pdf() -> bytes:
+    """OCRmyPDF's truetype_font_nomapping.pdf: the text layer of its only page reads ``"7+%-``, the
+    codes of a subset font without a Unicode map that landed on ASCII punctuation."""
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 100), '"7+%-', fontsize=24)
+    return doc.tobytes()

@@ -199,12 +199,13 @@ def test_pdf_inline_image_becomes_an_asset_with_page_and_position() -> None:
     parsed = parse("inline.pdf", data)
     assert len(parsed.assets) == 1
     found = parsed.assets[0]
-    assert found.locator_key == "page-1/inline-1" and found.page == 1 and found.mime_type == "image/png"
+    # PDFium reads inline images as image objects like the others (PyMuPDF's keys say "inline-1")
+    assert found.locator_key == "page-1/image-1" and found.page == 1 and found.mime_type == "image/png"
     assert Image.open(io.BytesIO(found.data)).size == (24, 24)
     order = [(b.kind, b.text) for b in parsed.blocks]
     assert order == [("paragraph", "Text above the inline picture."), ("figure", "[Image on page 1]"),
                      ("paragraph", "Text below the inline picture.")]
-    assert parsed.blocks[1].asset_ids == ("page-1/inline-1",) and parsed.blocks[1].locator.page == 1
+    assert parsed.blocks[1].asset_ids == ("page-1/image-1",) and parsed.blocks[1].locator.page == 1
 
 
 def test_pdf_inline_image_over_the_pixel_limit_is_downscaled() -> None:
@@ -212,7 +213,7 @@ def test_pdf_inline_image_over_the_pixel_limit_is_downscaled() -> None:
     assert len(parsed.assets) == 1 and "Text below the inline picture." in parsed.text
     width, height = Image.open(io.BytesIO(parsed.assets[0].data)).size
     assert width * height <= 1000
-    assert parsed.metadata["warnings"][0].startswith("an inline image on page 1 (60×60 pixels) was downscaled to")
+    assert parsed.metadata["warnings"][0].startswith("an image on page 1 (60×60 pixels) was downscaled to")
 
 
 def test_pdf_image_that_mupdf_shrinks_under_the_limit_still_gets_a_warning() -> None:

@@ -47,6 +47,8 @@ def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature)
         models=embedding.models, indexes=indexes, snapshots=snapshots,
         default_chunk_size=settings.chunk_size_tokens, default_overlap=settings.chunk_overlap_tokens,
         parse_runner=ParseRunner(infra.limits, timeout_seconds=settings.parse_timeout_seconds,
+                                 page_allowance_seconds=settings.parse_page_seconds,
+                                 document_timeout_seconds=settings.parse_document_timeout_seconds,
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
         vision=make_vision(settings),
         dedup=Deduplicator(PostgresDedupStore(infra.queue), indexes, settings.dedup_min_chars),

@@ -45,15 +45,21 @@ class EmbeddingProgress:
 
 
 def parse_progress(store: PipelineStore, lease: Lease, interval: float) -> Callable[[int, int], Awaitable[None]]:
-    """Pages done / total while PARSING (OCR takes seconds a page), at most one write per interval."""
+    """Pages done / total while PARSING (OCR takes seconds a page), at most one write per interval,
+    with ``eta_seconds``: the pages left at the pace of the pages done so far."""
     last = 0.0
+    first: tuple[float, int] | None = None  # when the first report came, and its pages done
 
     async def report(done: int, total: int) -> None:
-        nonlocal last
+        nonlocal last, first
         now = asyncio.get_running_loop().time()
+        first = first or (now, done)
         if done < total and now - last < interval:
             return
         last = now
-        await store.report_progress(lease, {"stage": "PARSING", "done": done, "total": total})
+        state: dict[str, object] = {"stage": "PARSING", "done": done, "total": total}
+        if first[1] < done < total:
+            state["eta_seconds"] = round((now - first[0]) / (done - first[1]) * (total - done))
+        await store.report_progress(lease, state)
 
     return report

@@ -19,7 +19,9 @@ from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, Parse
 from . import progress
 from .assets import DECODE_CEILING, AssetGate, with_warnings
 from .limits import ParseLimits
-from .ocr import AUTO, FORCE, fit_for_ocr, ocr_blocks
+from .ocr import AUTO, FORCE, fit_for_ocr, foreign_script_warning
+from .ocr_layout import admitted, read_page
+from .text_quality import page_ranges
 
 IMAGE_KINDS = {"binary:image/png": (".png",), "binary:image/apng": (".png",),
                "binary:image/jpeg": (".jpg", ".jpeg"),
@@ -30,7 +32,7 @@ _FORMATS = ("PNG", "JPEG", "TIFF", "WEBP")
 class ImageParser:
     extensions = (".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
     name = "image"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -54,6 +56,9 @@ class ImageParser:
             if frames > self.limits.max_pages:
                 raise InvalidDocumentError(f"the image has {frames} pages, more than the limit of "
                                            f"{self.limits.max_pages}")
+            if frames > self.limits.max_ocr_pages and self.limits.ocr in (AUTO, FORCE):
+                raise InvalidDocumentError(f"the image has {frames} pages to read by OCR, more than the limit of "
+                                           f"{self.limits.max_ocr_pages} (ULTIMATE_RAG_PARSE_MAX_OCR_PAGES)")
             return self._pages(image, source.content, frames)
 
     def _pages(self, image: Image.Image, content: bytes, frames: int) -> ParsedDocument:
@@ -62,6 +67,7 @@ class ImageParser:
         assets: list[ParsedAsset] = []
         ocr = self.limits.ocr in (AUTO, FORCE)
         read = 0
+        foreign: list[int] = []
         for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
             if number > frames:
                 break
@@ -81,13 +87,19 @@ class ImageParser:
                 # a phone photo is stored sideways with an EXIF orientation: OCR reads it upright
                 # (its boxes are then in the upright image's pixels)
                 fitted, scale = fit_for_ocr(ImageOps.exif_transpose(page), self.limits.ocr_max_pixels)
-                found = ocr_blocks(fitted, number, scale=scale, asset_key=key)
+                result = read_page(fitted, number, scale=scale, asset_key=key)
+                found, crops = admitted(result, gate)
+                foreign += [number] if result.foreign_script else []
                 read += bool(found)
                 blocks.extend(found)
+                assets.extend(crops)
         progress.report(frames, frames)
         warnings = list(gate.warnings)
         if not ocr:
             warnings.append("OCR is off: the image's text was not read")
+        elif foreign:
+            pages = f"{'pages' if len(foreign) > 1 else 'page'} {page_ranges(foreign)} of {frames}"
+            warnings.append(foreign_script_warning(pages if frames > 1 else "the image"))
         elif not read:
             warnings.append("OCR found no text in the image")
         metadata = {"page_count": frames, "width": image.size[0], "height": image.size[1],

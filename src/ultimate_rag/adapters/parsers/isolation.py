@@ -3,7 +3,8 @@
 One parse = one short-lived process forked from a ``forkserver`` that has the parser libraries
 imported already (a fork costs milliseconds, not an interpreter start). The child caps its own
 address space (``RLIMIT_AS``) and CPU time (``RLIMIT_CPU``), parses, and sends the ParsedDocument
-back through a pipe. The parent waits off the event loop; past the time limit, or when the job is
+back through a pipe. The parent waits off the event loop; past a time limit (``parse_time.py``:
+the child's CPU time per page and per document, not wall-clock time), or when the job is
 cancelled, it kills the child. A child that runs out of memory, crashes (a segfault in a native
 library) or is killed leaves the worker and its other jobs untouched: the document fails with a
 readable reason instead. The forkserver and its children never see a secret: they run with
@@ -24,7 +25,6 @@ import multiprocessing
 import os
 import signal
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from typing import Any, cast
@@ -36,6 +36,7 @@ from ultimate_rag.offload import SMALL_WORK
 
 from . import child_env, progress
 from .limits import ParseLimits
+from .parse_time import TimeLimits, Watch, cpu_ceiling, cpu_seconds
 from .sanitize import sanitize_parsed
 
 _BUILTIN_PREFIX = "ultimate_rag.adapters.parsers."
@@ -61,9 +62,14 @@ class ParseRunner:
     """Runs ``parser.parse(source)`` isolated (default) or in a thread (``isolate=False``)."""
 
     def __init__(self, limits: ParseLimits | None = None, *, timeout_seconds: float = 300.0,
+                 page_allowance_seconds: float = 120.0, document_timeout_seconds: float = 14_400.0,
                  memory_limit_mb: int = 2048, isolate: bool = True) -> None:
+        """Time limits (parse_time.py): ``timeout_seconds`` of CPU per page (or per parse without
+        pages), ``page_allowance_seconds`` × pages for the document, at most
+        ``document_timeout_seconds``."""
         self.limits = limits or ParseLimits()
         self.timeout = timeout_seconds
+        self.times = TimeLimits(timeout_seconds, page_allowance_seconds, document_timeout_seconds)
         self.memory_bytes = memory_limit_mb * 1024 * 1024 if memory_limit_mb > 0 else 0
         self.isolate = isolate
 
@@ -77,7 +83,7 @@ class ParseRunner:
         try:
             if not self.runs_isolated(parser, source):
                 def run() -> ParsedDocument:
-                    progress.set_reporter(pump.notify)  # this thread's context only
+                    progress.set_reporter(lambda done, total, _: pump.notify(done, total))  # this thread only
                     return parser.parse(source)
 
                 return check_parsed(await asyncio.to_thread(run), self.limits)
@@ -99,7 +105,7 @@ class ParseRunner:
         ctx = _mp_context()
         receive, send = ctx.Pipe(duplex=False)
         process = ctx.Process(target=_child, name=f"{_CHILD_PREFIX}{name}", daemon=True,
-                              args=(send, name, source, self.limits, self.memory_bytes, self.timeout))
+                              args=(send, name, source, self.limits, self.memory_bytes, self.times))
         stop = threading.Event()
         # Starting writes the source to the child, so it runs off the event loop; a cancellation
         # meanwhile waits for the start to finish, or the child would be started and never killed.
@@ -107,8 +113,9 @@ class ParseRunner:
         try:
             await asyncio.shield(starting)
             send.close()
-            outcome = await asyncio.to_thread(_wait, receive, process, time.monotonic() + self.timeout, stop,
-                                              pump.notify, self.timeout)
+            pid = process.pid
+            watch = Watch(self.times, lambda: cpu_seconds(pid) if pid is not None else None)
+            outcome = await asyncio.to_thread(_wait, receive, process, watch, stop, pump.notify)
         finally:
             stop.set()
             if not starting.done():
@@ -119,6 +126,9 @@ class ParseRunner:
                     process.kill()
                 await asyncio.to_thread(process.join, 5)
             receive.close()
+        if outcome[0] == "died" and process.exitcode == -signal.SIGXCPU:  # the child's backstop acted first
+            outcome = ("limit", watch.passed() or "parsing took more CPU time than its limits allow "
+                       "(ULTIMATE_RAG_PARSE_TIMEOUT_SECONDS, ULTIMATE_RAG_PARSE_DOCUMENT_TIMEOUT_SECONDS)")
         return self._result(outcome, process.exitcode)
 
     async def probe_environment(self) -> dict[str, Any]:
@@ -130,22 +140,22 @@ class ParseRunner:
         await asyncio.to_thread(process.start)
         send.close()
         try:
-            outcome = await asyncio.to_thread(_wait, receive, process, time.monotonic() + self.timeout,
-                                              threading.Event())
+            wall = Watch(TimeLimits(self.timeout), lambda: None)  # wall-clock time: nothing to read
+            outcome = await asyncio.to_thread(_wait, receive, process, wall, threading.Event())
         finally:
             if process.is_alive():
                 process.kill()
             await asyncio.to_thread(process.join, 5)
             receive.close()
-        if outcome is None or outcome[0] != "ok":
+        if outcome[0] != "ok":
             raise InvalidDocumentError("the environment probe gave no answer")
         environment: dict[str, Any] = outcome[1]
         return environment
 
-    def _result(self, outcome: tuple[str, Any] | None, exitcode: int | None) -> ParsedDocument:
-        if outcome is None:
-            raise InvalidDocumentError(f"parsing took longer than the limit of {self.timeout:g} seconds")
+    def _result(self, outcome: tuple[str, Any], exitcode: int | None) -> ParsedDocument:
         kind, value = outcome
+        if kind == "limit":
+            raise InvalidDocumentError(str(value))
         if kind == "ok":
             parsed: ParsedDocument = value
             return parsed
@@ -155,8 +165,6 @@ class ParseRunner:
         if kind == "error":
             raise value
         if kind == "died":
-            if exitcode == -signal.SIGXCPU:
-                raise InvalidDocumentError(f"parsing took longer than the limit of {self.timeout:g} seconds")
             what = f"signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
             raise InvalidDocumentError(f"the parser process crashed on this file ({what})")
         raise InvalidDocumentError("the parser process ended without a result")
@@ -203,25 +211,21 @@ class _ProgressPump:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-def _wait(conn: Connection, process: Any, deadline: float, stop: threading.Event,
-          on_progress: Callable[[int, int], None] | None = None, per_step: float = 0.0) -> tuple[str, Any] | None:
-    """The child's message, ("died", None) when it ended without one, None past the deadline.
-    Progress messages (``("progress", done, total)``) go to ``on_progress`` on the way; a step
-    done (a page OCR'd) moves the deadline to ``per_step`` seconds from now: the time limit bounds
-    the time without progress, so a 40-page scan is not killed for being long, and a page that
-    hangs still is."""
-    last_done = -1
+def _wait(conn: Connection, process: Any, watch: Watch, stop: threading.Event,
+          on_progress: Callable[[int, int], None] | None = None) -> tuple[str, Any]:
+    """The child's message; ("died", None) when it ended without one; ("limit", reason) when it
+    is past a time limit (``watch``, parse_time.py); ("stopped", None) when ``stop`` is set.
+    Progress messages (``("progress", done, total, activity)``) go to the watch and to
+    ``on_progress`` on the way."""
     while not stop.is_set():
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
+        reason = watch.passed()
+        if reason is not None:
+            return ("limit", reason)
         try:
-            if conn.poll(min(0.1, remaining)):
+            if conn.poll(0.1):
                 message = conn.recv()
-                if isinstance(message, tuple) and message and message[0] == "progress":
-                    if message[1] > last_done:
-                        last_done = message[1]
-                        deadline = max(deadline, time.monotonic() + per_step)
+                if _is_progress(message):
+                    watch.progress(message[1], message[2], message[3] if len(message) > 3 else "")
                     if on_progress is not None:
                         on_progress(message[1], message[2])
                     continue
@@ -232,12 +236,16 @@ def _wait(conn: Connection, process: Any, deadline: float, stop: threading.Event
             try:
                 while conn.poll(0):
                     message = conn.recv()
-                    if not (isinstance(message, tuple) and message and message[0] == "progress"):
+                    if not _is_progress(message):
                         return cast("tuple[str, Any]", message)
             except (EOFError, OSError):
                 pass
             return ("died", None)
-    return None
+    return ("stopped", None)
+
+
+def _is_progress(message: object) -> bool:
+    return isinstance(message, tuple) and len(message) >= 3 and message[0] == "progress"
 
 
 _CHILD_PREFIX = "ultimate-rag-parse-"
@@ -288,7 +296,7 @@ def _mp_context() -> Any:
 
 
 def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLimits, memory_bytes: int,
-           timeout: float) -> None:
+           times: TimeLimits) -> None:
     import resource
 
     child_env.scrub()  # also when the forkserver was started by someone else, with everything
@@ -299,20 +307,19 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
     _few_malloc_arenas()
     if memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    cpu = max(1, int(timeout) + 5)  # a backstop; the parent's wall-clock limit normally acts first
-    # the soft limit moves on with every step done, like the parent's deadline (see _wait)
+    # a backstop past the parent's limits (parse_time.py), moved on with every page done
     hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
 
-    def cpu_limit(seconds: int) -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (seconds if hard == resource.RLIM_INFINITY else min(seconds, hard),
-                                                 hard))
+    def cpu_limit(seconds: float) -> None:
+        soft = max(1, int(seconds))
+        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
-    cpu_limit(cpu)
+    cpu_limit(cpu_ceiling(times, 0.0, 0))
 
-    def report(done: int, total: int) -> None:
+    def report(done: int, total: int, activity: str) -> None:
         used = resource.getrusage(resource.RUSAGE_SELF)
-        cpu_limit(int(used.ru_utime + used.ru_stime) + cpu)
-        conn.send(("progress", done, total))
+        cpu_limit(cpu_ceiling(times, used.ru_utime + used.ru_stime, total))
+        conn.send(("progress", done, total, activity))
 
     progress.set_reporter(report)
     try:

@@ -25,3 +25,5 @@ class ParseLimits:
     max_cells: int = 5_000_000  # XLSX/ODS: non-empty cells read in all sheets together (fails the document)
     ocr: str = "auto"  # "off" | "auto" (pages without readable text, images) | "force" (every page)
     ocr_max_pixels: int = 12_000_000  # a page or image is scaled down to this many pixels before OCR
+    max_ocr_pages: int = 500  # pages of one document to read by OCR (PDF pages, TIFF pages): checked before OCR
+    pdf_engine: str = "pdfium"  # "pdfium" (pypdfium2, the default) | "pymupdf" (the optional AGPL extra)

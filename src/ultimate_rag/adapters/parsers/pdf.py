@@ -1,19 +1,19 @@
-"""PDF parser on PyMuPDF (MuPDF): text per page in a column-aware reading order, headings from
-font sizes (pdf_text.py), and embedded images as assets with their original bytes, page and
-position. Pages without a text layer (scans) and pages whose text layer cannot be read are read
-by OCR (pdf_ocr.py; or left out, text_quality.py, when OCR is off); a file MuPDF
-cannot open, or in which it finds no pages, is read by pypdf instead (pdf_fallback.py).
+"""PDF parser: text per page in a column-aware reading order, headings from font sizes
+(pdf_text.py), tables as rows under their header (pdf_tables.py), page furniture — running
+headers and footers, page numbers, table-of-contents lines — out of the body (pdf_furniture.py),
+and embedded images as assets with their original bytes, page and position.
 
-Why PyMuPDF first and not pypdf: see docs/formats.md (speed, original image bytes; AGPL noted there).
+The file is read by an engine (pdf_engine.py): PDFium (pypdfium2, the default) or PyMuPDF (the
+optional AGPL extra, ``ULTIMATE_RAG_PDF_ENGINE=pymupdf``). Pages without a text layer (scans) and
+pages whose text layer cannot be read are read by OCR (pdf_ocr.py; or left out, text_quality.py,
+when OCR is off); a file no engine can open is read by pypdf instead (pdf_fallback.py).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import replace
-
-import pymupdf
+from dataclasses import dataclass, field, replace
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator, figure_text
@@ -21,11 +21,13 @@ from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, Parse
 from . import progress
 from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
-from .pdf_fallback import ENCRYPTED, PAGE_TREE_WARNING, parse_with_pypdf, rebuild_page_tree
-from .pdf_images import page_images
-from .pdf_ocr import needs_ocr, ocr_page, ocr_warnings
-from .pdf_text import Item as _Item
-from .pdf_text import mark_headings, text_items
+from .pdf_engine import CannotOpen, OpenedPdf, check_engine, open_pdf
+from .pdf_fallback import parse_with_pypdf
+from .pdf_furniture import strip_furniture
+from .pdf_lines import Line, Rule, build_lines
+from .pdf_ocr import PdfOcr, needs_ocr
+from .pdf_tables import find_tables, join_continued, table_block
+from .pdf_text import Item, mark_headings, text_items
 from .properties import pdf_properties
 from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, page_ranges, unreadable_warnings
 
@@ -36,13 +38,23 @@ PDF_KIND = "binary:application/pdf"
 CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
 
 
+@dataclass
+class _Page:
+    width: float = 0.0
+    height: float = 0.0
+    lines: list[Line] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+    images: list[Item] = field(default_factory=list)
+
+
 class PdfParser:
     extensions = (".pdf",)
     name = "pdf"
-    version = "1.2.0"
+    version = "2.0.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
+        self.engine = check_engine(self.limits.pdf_engine)
 
     def accepts(self, source: DocumentSource, detected_kind: str) -> bool:
         # The extension must agree with the content (a PDF named .md is refused, not guessed at);
@@ -54,42 +66,36 @@ class PdfParser:
             return self._parse(source.content)
         except (InvalidDocumentError, MemoryError):
             raise
-        except Exception as exc:  # MuPDF failed mid-document (a cycle in the page tree, ...)
+        except Exception as exc:  # the engine failed mid-document (a cycle in the page tree, ...)
+            log.warning("PDF engine %s failed: %s: %s", self.engine, exc.__class__.__name__, exc)
             return parse_with_pypdf(source.content, self.limits, f"{exc.__class__.__name__}: {exc}")
 
     def _parse(self, content: bytes) -> ParsedDocument:
-        doc, error, repaired = _open(content)
-        if doc is None:
-            return parse_with_pypdf(content, self.limits, error)
-        gate = AssetGate(self.limits)
-        ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]] = {}
         try:
-            ocr_empty: list[int] = []  # pages OCR read and found no text on
-            pages = self._pages(doc, gate, ocr, ocr_empty)
-            metadata = {k: v for k, v in (doc.metadata or {}).items() if v and k in ("title", "author", "subject")}
-            metadata["page_count"] = doc.page_count
-            metadata["properties"] = pdf_properties(doc.metadata or {})
+            pdf, repaired = open_pdf(self.engine, content)
+        except CannotOpen as exc:
+            return parse_with_pypdf(content, self.limits, str(exc))
+        gate = AssetGate(self.limits)
+        ocr = PdfOcr(gate, self.limits)
+        ocr_empty: list[int] = []  # pages OCR read and found no text on
+        try:
+            pages = self._pages(pdf, gate, ocr, ocr_empty)
+            metadata: dict[str, object] = {**pdf.metadata, "page_count": pdf.page_count, "pdf_engine": pdf.engine,
+                                           "properties": pdf_properties(pdf.metadata)}
         finally:
-            doc.close()
-        pages, unreadable, partly = _readable(pages)
+            pdf.close()
+        kept, furniture = strip_furniture([page.lines for page in pages], [(page.width, page.height) for page in pages])
+        metadata.update(furniture)
+        items, unreadable, partly = _layout(pages, kept)
         blocks: list[Block] = []
         assets: list[ParsedAsset] = []
-        for number, items in enumerate(mark_headings(pages), start=1):
-            if number in ocr:
-                ocr_page_blocks, page_asset, _ = ocr[number]
-                blocks.extend(ocr_page_blocks)
-                assets.extend([page_asset] if page_asset is not None else [])
+        for number, page_items in enumerate(mark_headings(join_continued(items)), start=1):
+            if number in ocr.pages:
+                ocr_blocks, ocr_assets, _ = ocr.pages[number]
+                blocks.extend(ocr_blocks)
+                assets.extend(ocr_assets)
                 continue
-            for item in items:
-                locator = SourceLocator(page=number)
-                if item.asset is not None:
-                    assets.append(item.asset)
-                    blocks.append(Block(kind="figure", text=figure_text(item.asset), locator=locator,
-                                        asset_ids=(item.asset.locator_key,)))
-                elif item.heading:
-                    blocks.append(Block(kind="heading", text=item.text, locator=locator, level=min(item.heading, 6)))
-                else:
-                    blocks.append(Block(kind="paragraph", text=item.text, locator=locator))
+            blocks.extend(_blocks(number, page_items, assets, sum(b.kind == "table" for b in blocks)))
         if not any(b.text.strip() for b in blocks if b.kind != "figure"):
             if unreadable:
                 raise InvalidDocumentError(UNREADABLE_REASON)
@@ -97,84 +103,86 @@ class PdfParser:
                 raise InvalidDocumentError(
                     f"the PDF has no text to index: OCR found no text on {_pages_text(ocr_empty)} (blank pages?)"
                     if ocr_empty else "the PDF has no text to index: its pages are blank (no text layer, no image)")
-        warnings = [*repaired, *unreadable_warnings(unreadable, partly, metadata["page_count"])]
+        page_count = pdf.page_count
+        warnings = [*repaired, *unreadable_warnings(unreadable, partly, page_count)]
         if ocr_empty:
-            warnings.append(f"{_pages_text(ocr_empty)} of {metadata['page_count']}: OCR found no text (blank pages?)")
-        if ocr:
-            metadata["ocr_pages"] = len(ocr)
-            warnings += ocr_warnings({n: why for n, (_, _, why) in ocr.items()}, metadata["page_count"])
+            warnings.append(f"{_pages_text(ocr_empty)} of {page_count}: OCR found no text (blank pages?)")
+        if ocr.pages:
+            metadata["ocr_pages"] = len(ocr.pages)
+        warnings += ocr.warnings(page_count)
         return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, [*gate.warnings, *warnings]),
                               assets=tuple(assets))
 
-    def _pages(self, doc: pymupdf.Document, gate: AssetGate,
-               ocr: dict[int, tuple[list[Block], ParsedAsset | None, str]], ocr_empty: list[int]) -> list[list[_Item]]:
-        """The text and image items of each page; pages read by OCR go into ``ocr`` instead (and
-        are empty in the list). Progress: pages done / total."""
-        if doc.page_count > self.limits.max_pages:
+    def _pages(self, pdf: OpenedPdf, gate: AssetGate, ocr: PdfOcr, ocr_empty: list[int]) -> list[_Page]:
+        """Lines, rules and images of each page; pages read by OCR are empty here, their blocks are
+        in ``ocr.pages``. Progress: pages done / total."""
+        if pdf.page_count > self.limits.max_pages:
             raise InvalidDocumentError(
-                f"the PDF has {doc.page_count} pages, more than the limit of {self.limits.max_pages}")
-        pages: list[list[_Item]] = []
-        for index in range(doc.page_count):
-            page = doc[index]
-            items = text_items(page)
-            progress.report(index, doc.page_count)
-            why = needs_ocr(page, [it.text for it in items], self.limits.ocr)
-            if why:
-                read = ocr_page(page, index + 1, gate, self.limits)
-                if read is not None:
-                    ocr[index + 1] = (*read, why)
-                    pages.append([])
-                    continue
-                if why != "unreadable":  # an unreadable text layer has its own warning
+                f"the PDF has {pdf.page_count} pages, more than the limit of {self.limits.max_pages}")
+        ocr.check_page_count(pdf)
+        pages: list[_Page] = []
+        for index in range(pdf.page_count):
+            width, height = pdf.size(index)
+            page = _Page(width=width, height=height)
+            glyphs = pdf.glyphs(index)
+            page.rules = pdf.rules(index) if glyphs else []
+            page.lines = build_lines(glyphs, page.rules)
+            del glyphs
+            progress.report(index, pdf.page_count)
+            why = needs_ocr(pdf, index, [line.text for line in page.lines], self.limits.ocr)
+            if why and ocr.read(pdf, index, why):
+                page.lines, page.rules = [], []
+            else:
+                if why and why != "unreadable" and index + 1 not in ocr.foreign:  # those have their own warnings
                     ocr_empty.append(index + 1)
-            # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
-            images = [_Item(*rect, asset=asset) for rect, asset in page_images(doc, page, index + 1, gate)]
-            for image in images:
-                _attach_caption(image, items)
-            pages.append(reading_order(items + images, page.rect.width))
-        progress.report(doc.page_count, doc.page_count)
+                # per image and per document asset limits: assets.AssetGate (warns, or fails the document)
+                page.images = [Item(*rect, asset=asset) for rect, asset in pdf.images(index, gate)]
+            pages.append(page)
+        progress.report(pdf.page_count, pdf.page_count)
         return pages
 
 
-def _open(content: bytes) -> tuple[pymupdf.Document | None, str, list[str]]:
-    """The document MuPDF opens (with its page tree rebuilt when it finds no pages but page objects
-    exist) and warnings about the repair; or (None, what went wrong, []) when it cannot."""
-    try:
-        doc = pymupdf.open(stream=content, filetype="pdf")
-    except Exception as exc:
-        return None, f"{exc.__class__.__name__}: {exc}", []
-    if doc.needs_pass and not doc.authenticate(""):
-        doc.close()
-        raise InvalidDocumentError(ENCRYPTED)
-    if doc.page_count == 0:
-        rebuilt = rebuild_page_tree(doc)
-        doc.close()
-        if rebuilt is None:
-            return None, "no pages", []
-        return rebuilt, "", [PAGE_TREE_WARNING]
-    return doc, "", []
-
-
-def _readable(pages: list[list[_Item]]) -> tuple[list[list[_Item]], list[int], list[int]]:
-    """Pages without the text that cannot be read (text_quality.py): an unreadable page keeps only
-    its images; a readable one loses its unreadable blocks. Also returns the page numbers of both."""
-    out: list[list[_Item]] = []
+def _layout(pages: list[_Page], kept: list[list[Line]]) -> tuple[list[list[Item]], list[int], list[int]]:
+    """Each page's items in reading order: tables, text blocks and images; without the text that
+    cannot be read (text_quality.py: an unreadable page keeps only its images, a readable one
+    loses its unreadable blocks). Also the numbers of both kinds of page."""
+    out: list[list[Item]] = []
     unreadable: list[int] = []
     partly: list[int] = []
-    for number, items in enumerate(pages, start=1):
-        texts = [it.text for it in items if it.asset is None]
-        if page_is_unreadable(texts):
+    for number, (page, lines) in enumerate(zip(pages, kept, strict=True), start=1):
+        if page_is_unreadable([line.text for line in lines]):
             unreadable.append(number)
-            out.append([it for it in items if it.asset is not None])
+            out.append(list(page.images))
             continue
-        kept = [it for it in items if it.asset is not None or not is_unreadable(it.text)]
-        if len(kept) < len(items):
+        tables, rest = find_tables(lines, page.rules, number, page.width)
+        texts = text_items(rest)
+        readable = [it for it in texts if not is_unreadable(it.text)]
+        if len(readable) < len(texts):
             partly.append(number)
-        out.append(kept)
+        for image in page.images:
+            _attach_caption(image, readable)
+        out.append(reading_order(readable + tables + page.images, page.width))
     return out, unreadable, partly
 
 
-def _attach_caption(image: _Item, items: list[_Item]) -> None:
+def _blocks(number: int, items: list[Item], assets: list[ParsedAsset], tables_before: int) -> list[Block]:
+    blocks: list[Block] = []
+    locator = SourceLocator(page=number)
+    for item in items:
+        if item.asset is not None:
+            assets.append(item.asset)
+            blocks.append(Block(kind="figure", text=figure_text(item.asset), locator=locator,
+                                asset_ids=(item.asset.locator_key,)))
+        elif item.table is not None:
+            blocks.extend(table_block(item.table, tables_before + sum(b.kind == "table" for b in blocks) + 1))
+        elif item.heading:
+            blocks.append(Block(kind="heading", text=item.text, locator=locator, level=min(item.heading, 6)))
+        elif item.text:
+            blocks.append(Block(kind="paragraph", text=item.text, locator=locator))
+    return blocks
+
+
+def _attach_caption(image: Item, items: list[Item]) -> None:
     """Use the nearest caption-like text block (below first, then above) as the description."""
     assert image.asset is not None
     best: tuple[float, str] | None = None
@@ -193,29 +201,51 @@ def _attach_caption(image: _Item, items: list[_Item]) -> None:
         image.asset = replace(image.asset, description=best[1])
 
 
-def reading_order(items: list[_Item], page_width: float) -> list[_Item]:
-    """Column-aware order: full-width blocks split the page into bands; inside a band, narrow
-    blocks are read column by column (left column top to bottom, then the right one)."""
+def reading_order(items: list[Item], page_width: float) -> list[Item]:
+    """Column-aware order: the page's columns are the stretches its narrow items cover (merged
+    where they overlap); an item that reaches over two columns (a title, a wide figure or table)
+    divides the page into bands, and inside a band the columns are read in turn, left to right,
+    each top to bottom. One, two or three columns alike."""
     if not items:
         return []
-    mid = page_width / 2
-    ordered: list[_Item] = []
-    band: list[_Item] = []
+    columns = _columns([it for it in items if it.x1 - it.x0 <= THIRD * page_width])
+    if len(columns) < 3:  # not three columns: two, or one
+        columns = _columns([it for it in items if it.x1 - it.x0 <= NARROW * page_width])
+    ordered: list[Item] = []
+    band: list[Item] = []
 
     def flush() -> None:
-        band.sort(key=lambda it: (0 if (it.x0 + it.x1) / 2 < mid else 1, it.y0, it.x0))
+        band.sort(key=lambda it: (_column_of(it, columns), it.y0, it.x0))
         ordered.extend(band)
         band.clear()
 
     for item in sorted(items, key=lambda it: (round(it.y0, 1), it.x0)):
-        full_width = item.x0 < mid - 0.05 * page_width and item.x1 > mid + 0.05 * page_width
-        if full_width:
+        if sum(1 for a, b in columns if min(item.x1, b) - max(item.x0, a) > 0.1 * (b - a)) >= 2:
             flush()
             ordered.append(item)
         else:
             band.append(item)
     flush()
     return ordered
+
+
+NARROW = 0.6  # share of the page width: a narrower item belongs to one column (of two)
+THIRD = 0.4  # the same for a page of three columns
+
+
+def _columns(items: list[Item]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for item in sorted(items, key=lambda it: it.x0):
+        if out and item.x0 <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], item.x1))
+        else:
+            out.append((item.x0, item.x1))
+    return out
+
+
+def _column_of(item: Item, columns: list[tuple[float, float]]) -> int:
+    centre = (item.x0 + item.x1) / 2
+    return next((k for k, (a, b) in enumerate(columns) if a <= centre <= b), len(columns))
 
 
 def _pages_text(numbers: list[int]) -> str:

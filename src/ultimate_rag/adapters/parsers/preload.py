@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 
-for _name in ("docx", "pptx", "lxml.html"):
+# the PDF engine: pypdfium2 loads PDFium (~0.1 s) and starts no thread
+for _name in ("docx", "pptx", "lxml.html", "ultimate_rag.adapters.parsers.pdf_pdfium"):
     try:
         importlib.import_module(_name)
     except ImportError:  # a parser whose library is missing fails on its own, with its reason

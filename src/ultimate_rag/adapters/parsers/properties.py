@@ -28,14 +28,11 @@ def pdf_date(value: object) -> str | None:
     return f"{date}T{hour}:{minute or '00'}:{second or '00'}{offset}"
 
 
-def pdf_properties(info: Mapping[str, Any]) -> dict[str, Any]:
-    """From PyMuPDF's ``metadata`` (title, author, creationDate, modDate) or pypdf's information
-    dictionary (/Title, /Author, /CreationDate, /ModDate)."""
-    def get(*names: str) -> Any:
-        return next((info[n] for n in names if info.get(n)), None)
-    return document_properties(title=get("title", "/Title"), author=get("author", "/Author"),
-                               created=pdf_date(get("creationDate", "/CreationDate")),
-                               modified=pdf_date(get("modDate", "/ModDate")))
+def pdf_properties(info: Mapping[str, str]) -> dict[str, Any]:
+    """From a PDF engine's ``metadata`` (pdf_engine.OpenedPdf: title, author, creation_date,
+    mod_date as the information dictionary writes them)."""
+    return document_properties(title=info.get("title"), author=info.get("author"),
+                               created=pdf_date(info.get("creation_date")), modified=pdf_date(info.get("mod_date")))
 
 
 def office_properties(core: Any) -> dict[str, Any]:

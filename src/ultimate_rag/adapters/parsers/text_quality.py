@@ -13,6 +13,9 @@ none of these characters, so their share is the signal:
   control range; a shift that stays among letters does not (a known limit, docs/formats.md);
 - a page is unreadable when unreadable texts hold at least half of its characters.
 
+A second shape: codes that land on printable ASCII punctuation (``is_symbol_soup``: no letter,
+mostly ``!"#$%…``), as a subset font whose codes were given out from ``!`` upwards gives them.
+
 A single stray control character in a paragraph is not garbage; it is removed (sanitize.py).
 """
 
@@ -25,11 +28,16 @@ GARBAGE_SHARE = 0.10
 PAGE_SHARE = 0.5
 UNREADABLE_REASON = "the PDF's text layer cannot be read (its fonts have no Unicode map); it needs OCR"
 _GARBAGE_CATEGORIES = frozenset({"Cc", "Co", "Cn", "Cs"})
+SOUP_MIN = 4
+SOUP_SHARE = 0.6
+_ASCII_SYMBOLS = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
 def garbage_count(text: str) -> tuple[int, int]:
     """(garbage characters, non-blank characters) of ``text``. A private-use character standing
     alone between blanks is a symbol-font bullet or icon (U+F0B7 from Word/PowerPoint), not garbage."""
+    if text.isprintable() and "\ufffd" not in text:  # no control, private-use or unassigned character
+        return 0, len(text) - text.count(" ")
     garbage = total = 0
     last = len(text) - 1
     for i, ch in enumerate(text):
@@ -46,7 +54,23 @@ def garbage_count(text: str) -> tuple[int, int]:
 
 def is_unreadable(text: str) -> bool:
     garbage, total = garbage_count(text)
-    return garbage >= 2 and garbage >= GARBAGE_SHARE * total
+    return (garbage >= 2 and garbage >= GARBAGE_SHARE * total) or is_symbol_soup(text)
+
+
+def is_symbol_soup(text: str) -> bool:
+    """Glyph codes that landed on printable ASCII: a font without a Unicode map whose codes were
+    given out from ``!`` upwards (OCRmyPDF's truetype_font_nomapping.pdf reads ``"7+%-``). At
+    least ``SOUP_MIN`` characters, no letter at all, and ASCII punctuation and symbols make
+    ``SOUP_SHARE`` of them or more; numbers and formulas ("[0, 1] × [0, 1]", "330,435.30") do not."""
+    if len(text) < SOUP_MIN or any(ch.isalpha() for ch in text):
+        return False
+    chars = [ch for ch in text if not ch.isspace()]
+    if len(chars) < SOUP_MIN:
+        return False
+    paired = chars.count("(") == chars.count(")") and chars.count("[") == chars.count("]")
+    if paired and any(ch in "([" for ch in chars):
+        return False  # brackets that pair up: a formula, "(1) - (2) = 3%"
+    return sum(ch in _ASCII_SYMBOLS for ch in chars) >= SOUP_SHARE * len(chars)
 
 
 def page_is_unreadable(texts: Sequence[str]) -> bool:

@@ -56,13 +56,21 @@ export async function loadPage() {
   renderStatusFilter();
 }
 
+// "about 4 min": seconds left, in the reader's language and a unit that fits
+function duration(seconds) {
+  const [value, unit] = seconds < 90 ? [Math.max(1, Math.round(seconds)), "second"]
+    : seconds < 5400 ? [Math.round(seconds / 60), "minute"] : [Math.round(seconds / 360) / 10, "hour"];
+  return new Intl.NumberFormat(state.lang || "en", { style: "unit", unit, unitDisplay: "short" }).format(value);
+}
+
 function progressOf(doc) {
   const p = doc.progress || {};
   if (doc.status === "READY") return { value: 1, max: 1, text: t("chunks_count", { count: doc.chunk_count }) };
   if (p.total && !isStable(doc.status)) {
-    const key = p.stage === "PARSING" ? "progress_pages"  // OCR: pages read
+    const key = p.stage === "PARSING" ? (p.eta_seconds ? "progress_pages_eta" : "progress_pages")  // OCR: pages read
       : p.waiting === "embedder" ? "progress_waiting" : "progress_chunks";
-    return { value: p.done || 0, max: p.total, text: t(key, { done: p.done || 0, total: p.total }) };
+    const eta = p.eta_seconds ? duration(p.eta_seconds) : "";
+    return { value: p.done || 0, max: p.total, text: t(key, { done: p.done || 0, total: p.total, eta }) };
   }
   return null;
 }
