@@ -75,8 +75,9 @@ async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:
             doc = uuid4()
             await conn.execute(
                 "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key,"
-                " status, published_revision, metadata) VALUES (%s, %s, %s, 'text/plain', 1, 'x', 'x', 'READY', 1, %s)",
-                (doc, kb.id, f"synthetic-{n}.txt", Jsonb(metadata_of(n))))
+                " status, published_revision, metadata, chunk_count)"
+                " VALUES (%s, %s, %s, 'text/plain', 1, 'x', 'x', 'READY', 1, %s, %s)",
+                (doc, kb.id, f"synthetic-{n}.txt", Jsonb(metadata_of(n)), min(per_doc, n_chunks - first)))
             ids = [uuid4() for _ in range(min(per_doc, n_chunks - first))]
             picks = rng.integers(0, len(dense), len(ids))
             async with conn.cursor() as cur:
@@ -153,12 +154,52 @@ async def latency(container, kb: UUID, repeat: int, mode: SearchMode) -> None:
             print(f"PLAN {name}: {json.dumps(raw)}: {await plan_of(container, kb, raw)}")
 
 
+SETTINGS = {"planner": [], "exact": ["SET LOCAL enable_indexscan = off"],
+            "hnsw": ["SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off"]}
+
+
+def _nodes(node: dict) -> list[str]:
+    here = f"{node['Node Type']}{'(' + node['Index Name'] + ')' if 'Index Name' in node else ''}"
+    return [here, *(n for child in node.get("Plans", []) for n in _nodes(child))]
+
+
+async def plans(container, kb: UUID, question: str) -> None:
+    """Each filter's dense and sparse side under the planner's choice, an exact scan, and a forced
+    HNSW walk: execution time and the plan's top node (what the store's choice is measured against)."""
+    from ultimate_rag.adapters.postgres.search_filters import vector_row_filter
+    from ultimate_rag.adapters.vectors.sparse_pg import as_sparsevec, ef_search
+    store = container.embedding.default_index
+    search = container.retrieval.search
+    _, embedder = await search._index_of(kb)
+    vectors = await search._query_vectors(question, SearchMode.HYBRID, embedder)
+    from pgvector import Vector
+    for name, raw in FILTERS.items():
+        where, params = vector_row_filter(SearchFilters(metadata=parse(raw)) if raw else None)
+        params |= {"q": Vector(np.asarray(vectors.dense, dtype=np.float32)), "kb": kb, "n": 50,
+                   "qs": as_sparsevec(vectors.sparse)}
+        for side, statement in (("dense", store._dense_side(where, True)), ("sparse", store._sparse_side(where))):
+            for label, sets in SETTINGS.items():
+                async with container.infra.db.transaction() as conn:
+                    await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    await conn.execute(ef_search(50))
+                    for line in sets:
+                        await conn.execute(line)
+                    from psycopg import sql
+                    rows = await (await conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + statement,
+                                                     params)).fetchall()
+                top = rows[0]["QUERY PLAN"][0]
+                nodes = _nodes(top["Plan"])
+                print(f"PLANTIME filter={name!r} side={side} settings={label} ms={top['Execution Time']:.1f} "
+                      f"rows={top['Plan'].get('Actual Rows')} nodes={'>'.join(nodes[:8])}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--mode", choices=[m.value for m in SearchMode], default="hybrid")
-    parser.add_argument("--documents", type=int, default=12, help="evaluation-set documents whose vectors are used")
+    parser.add_argument("--documents", type=int, default=42, help="evaluation-set documents whose vectors are used")
+    parser.add_argument("--plans", action="store_true", help="also time each side's plan under three settings")
     args = parser.parse_args()
     print(machine())
     url, server, root = fresh_database()
@@ -167,7 +208,11 @@ async def main() -> None:
     await container.open()
     try:
         await ingest(container, "metadata-vectors", dict(list(DOCUMENTS.items())[:args.documents]))
-        await latency(container, await synthetic(container, args.chunks), args.repeat, SearchMode(args.mode))
+        kb = await synthetic(container, args.chunks)
+        if args.plans:
+            await plans(container, kb, QUESTIONS[0][0])
+        if args.repeat:
+            await latency(container, kb, args.repeat, SearchMode(args.mode))
     finally:
         await container.close()
         server.cleanup()  # type: ignore[attr-defined]
