@@ -29,7 +29,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from uuid import uuid4
 
@@ -226,7 +225,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 UPLOADER_CPU.append(report["cpu"])
                 return int(report["uploaded"])
 
-            before = None if zero else model_alone(container, chunk_texts(container, docs))
+            before = None if zero or args.wall_only else model_alone(container, chunk_texts(container, docs))
             profiler = None
             if args.profile:
                 import cProfile
@@ -259,6 +258,9 @@ async def main_async(args: argparse.Namespace) -> None:
               f"sparse {'on' if sparse_on else 'off'}")
         if zero:
             await report_ceiling(args, wall, rewall, len(texts), total_chars, container, len(docs))
+        elif args.wall_only:
+            print(f"RESULT ingest: wall {wall:.1f} s until all READY, {len(texts) / wall:.2f} chunks/s; "
+                  f"re-ingest {rewall:.2f} s")
         else:
             assert before is not None
             report_model(container, texts, before, wall, embed_seconds, rewall, re_embed, total_chars,
@@ -315,51 +317,59 @@ def chunk_texts(container, docs: list[dict]) -> list[str]:
 
 
 def model_alone(container, texts: list[str]) -> tuple[list[str], float, float]:
-    """The model on ``texts`` with nothing else running: seconds for the dense pass, and for the
-    sparse head's (0 when off). On the engine's own model threads, at their priority, each copy of
-    the model taking its share of the texts one at a time (the engine's layout)."""
+    """The model on ``texts`` with nothing else running: seconds for the dense vectors alone, and
+    for the dense and sparse vectors together (the pipeline's call with the sparse head on: one
+    pass with the single-pass encoder; 0 when off). On the engine's own model threads, at their
+    priority, each copy of the model taking its share of the texts one at a time (the engine's
+    layout). With the sparse head on, each text is timed both ways back to back (dense, then
+    both), so that a machine whose speed drifts moves the two sides alike; each side's seconds
+    are the time its calls took, summed over the copies and divided by their number."""
     model_thread = container.embedding.embedder.model_thread
     model_thread.start()
     sparse = container.embedding.service.sparse
+    copies = model_thread.copies
 
-    def timed(one: Callable[[object, str], object]) -> float:
-        def share(part: list[str]) -> None:
-            model = model_thread.model()
-            for text in part:
-                one(model, text)
-        copies = model_thread.copies
-        t = time.perf_counter()
-        for future in [model_thread.executor().submit(share, texts[i::copies]) for i in range(copies)]:
-            future.result()
-        return time.perf_counter() - t
+    def share(part: list[str]) -> tuple[float, float]:
+        model = model_thread.model()
+        dense = pair = 0.0
+        for text in part:
+            t = time.perf_counter()
+            model.passage([text])
+            dense += time.perf_counter() - t
+            if sparse is not None:
+                t = time.perf_counter()
+                sparse.inner.pairs_with_model(model, [text])
+                pair += time.perf_counter() - t
+        return dense, pair
 
-    dense = timed(lambda model, text: model.passage([text]))  # type: ignore[attr-defined]
-    sparse_seconds = timed(lambda model, text: sparse.inner.encode_with(model, text)) if sparse is not None else 0.0
-    return texts, dense, sparse_seconds
+    shares = [f.result() for f in [model_thread.executor().submit(share, texts[i::copies]) for i in range(copies)]]
+    return texts, sum(d for d, _ in shares) / copies, sum(p for _, p in shares) / copies
 
 
 def report_model(container, stored: list[str], before: tuple[list[str], float, float], wall: float,
                  embed_seconds: float, rewall: float, re_embed: float, total_chars: int, precedence: int) -> None:
-    texts, dense_before, sparse_before = before
+    texts, dense_before, pair_before = before
     if len(texts) != len(stored):
         raise SystemExit(f"the chunks made before the run ({len(texts)}) are not those stored ({len(stored)})")
-    _, dense_after, sparse_after = model_alone(container, texts)
-    dense_alone, sparse_alone = (dense_before + dense_after) / 2, (sparse_before + sparse_after) / 2
-    alone = dense_alone + sparse_alone
+    _, dense_after, pair_after = model_alone(container, texts)
+    dense_alone, pair_alone = (dense_before + dense_after) / 2, (pair_before + pair_after) / 2
+    alone = pair_alone or dense_alone
     model_thread = container.embedding.embedder.model_thread
-    print(f"model alone before the ingest {dense_before + sparse_before:.1f} s, after it "
-          f"{dense_after + sparse_after:.1f} s (the mean below)")
+    print(f"model alone before the ingest {pair_before or dense_before:.1f} s, after it "
+          f"{pair_after or dense_after:.1f} s (the mean below)")
     print(f"model threads: {model_thread.threads} ({model_thread.copies} copies of the model, "
           f"{model_thread.team} threads each); the worker's own steps at nice +{precedence} below them")
     print(f"RESULT ingest: wall {wall:.1f} s until all READY, {len(texts) / wall:.2f} chunks/s, "
           f"{total_chars / wall:,.0f} corpus chars/s")
     print(f"RESULT ingest: time inside the embedder {embed_seconds:.1f} s; pipeline overhead "
           f"{100 * (1 - embed_seconds / wall):.1f} %")
-    print(f"RESULT embedder alone (same chunks, batch 1): dense {dense_alone:.1f} s + sparse {sparse_alone:.1f} s, "
-          f"{len(texts) / alone:.2f} chunks/s; pipeline reaches {100 * alone / wall:.1f} % of the embedder's best rate")
-    if sparse_alone:
-        print(f"RESULT sparse vectors add {1000 * sparse_alone / len(texts):.1f} ms per chunk to "
-              f"{1000 * dense_alone / len(texts):.1f} ms for the dense one (+{100 * sparse_alone / dense_alone:.0f} %)")
+    print(f"RESULT embedder alone (same chunks, batch 1): dense {dense_alone:.1f} s, dense and sparse "
+          f"{pair_alone:.1f} s, {len(texts) / alone:.2f} chunks/s; pipeline reaches {100 * alone / wall:.1f} % of "
+          f"the embedder's best rate")
+    if pair_alone:
+        extra = pair_alone - dense_alone
+        print(f"RESULT sparse vectors add {1000 * extra / len(texts):.1f} ms per chunk to "
+              f"{1000 * dense_alone / len(texts):.1f} ms for the dense one (+{100 * extra / dense_alone:.0f} %)")
     print(f"RESULT re-ingest of the unchanged corpus: {rewall:.2f} s ({100 * rewall / wall:.1f} % of the first "
           f"ingest), {re_embed:.2f} s in the embedder")
 
@@ -378,6 +388,9 @@ def main() -> None:
                         help="with --embedder zero: this many worker processes (bench/zero_worker.py, each with "
                              "--concurrency job slots) instead of the worker in this process")
     parser.add_argument("--profile", help="write a cProfile of this process (the worker) to this file")
+    parser.add_argument("--wall-only", action="store_true",
+                        help="the ingest's wall time only, without timing the model alone before and after it "
+                             "(shorter runs, to alternate modes on a busy machine)")
     parser.add_argument("--llamaindex-python", default=str(LLAMAINDEX_PYTHON))
     args = parser.parse_args()
     if args.worker_processes and args.embedder != "zero":

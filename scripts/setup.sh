@@ -11,3 +11,6 @@ if [ "${1:-}" = "test" ]; then
 else
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
 fi
+# the single-pass encoder (one forward pass for a text's dense and sparse vectors), built now rather
+# than at the first document; without a C compiler this says so once and the model makes two passes
+.venv/bin/python -m ultimate_rag.adapters.embedders.native_pair || true

@@ -58,7 +58,7 @@ def make_embedder(settings: Settings) -> Embedder:
     from .adapters.embedders.local import LocalE5Embedder
 
     return LocalE5Embedder(batch_size=settings.local_embed_micro_batch,
-                           query_concurrency=settings.embed_query_concurrency)
+                           query_concurrency=settings.embed_query_concurrency, single_pass=settings.embed_single_pass)
 
 
 def make_embedder_for(settings: Settings, spec: EmbeddingSpec, local: Embedder | None = None) -> Embedder:
@@ -87,17 +87,18 @@ def make_sparse_encoder(settings: Settings, embedder: Embedder) -> LocalSparseEn
     when the local model is also the dense embedder)."""
     if not settings.sparse_enabled:
         return None
-    loader = embedder.model if isinstance(embedder, LocalE5Embedder) else None
-    return LocalSparseEncoder(top_k=settings.sparse_top_k, loader=loader,
-                              query_concurrency=settings.embed_query_concurrency)
+    local = embedder if isinstance(embedder, LocalE5Embedder) else None
+    return LocalSparseEncoder(top_k=settings.sparse_top_k, loader=local.model if local is not None else None,
+                              query_concurrency=settings.embed_query_concurrency, dense=local)
 
 
 def make_engine(settings: Settings, embedder: Embedder,
                 sparse: LocalSparseEncoder | None) -> tuple[StreamingEmbedder, SparseEncoder | None]:
     """The process's embedding engine around one embedder (and its sparse encoder): documents of
-    every job go through one queue, batched across jobs (``adapters/embedders/engine.py``). Every
+    every job go through one queue, batched across jobs (``adapters/embedders/batch_engine.py``). Every
     embedder the services get is behind one: the embedding service streams from it."""
-    from .adapters.embedders.engined import apply_engine, default_copies, default_threads
+    from .adapters.embedders.engine_embedders import apply_engine
+    from .adapters.embedders.model_threads import default_copies, default_threads
     threads = settings.embed_threads or default_threads()
     return apply_engine(embedder, sparse, threads=threads,
                         local_batch=settings.local_embed_micro_batch,

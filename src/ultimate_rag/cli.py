@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -77,8 +78,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _run_api(settings: Settings, host: str, port: int, on_signal: Callable[[], object] | None = None) -> None:
     """Serve until SIGINT/SIGTERM, then return normally so the caller can stop what it started
     (uvicorn would otherwise re-raise the signal and end the process before that)."""
-    import contextlib
-
     import uvicorn
 
     from .api.app import create_app
@@ -123,10 +122,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         _run_api(settings.model_copy(update={"database_url": url, "admin_key": key}), args.host, args.port,
                  on_signal=keeper.stop)
     finally:
-        workers = keeper.stop()
-        for proc in workers:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        # told once already when a signal stopped the API: a second SIGTERM now, maybe seconds
+        # later, would ask the workers to hand their jobs back without the grace period
+        workers = keeper.procs if keeper.told else keeper.stop()
         for proc in workers:
             try:
                 proc.wait(timeout=settings.shutdown_grace_seconds + 5)
@@ -163,6 +161,7 @@ class WorkerKeeper(threading.Thread):
         self.procs = [spawn(i) for i in range(count)]
         self._born = [time.monotonic()] * count
         self._early_deaths = [0] * count
+        self.told = False  # the workers were sent the stop signal
 
     def run(self) -> None:
         while not self._halted.wait(1.0):
@@ -183,9 +182,16 @@ class WorkerKeeper(threading.Thread):
                     self._born[i] = time.monotonic()
 
     def stop(self) -> list[subprocess.Popen[bytes]]:
-        """Stop replacing workers; returns the current ones (for the caller to stop)."""
+        """Stop replacing workers and send each running one SIGTERM, at once (on every stop signal
+        ``up`` receives: a worker that got the same signal from its process group counts the two
+        as one stop, see stop_signals.py); returns them, for the caller to wait for."""
         with self._guard:
             self._halted.set()
+            self.told = True
+            for proc in self.procs:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.send_signal(signal.SIGTERM)
         return list(self.procs)
 
 

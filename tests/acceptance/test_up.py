@@ -69,31 +69,6 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path) -> None:
     assert not (data_dir / "pg" / "postmaster.pid").exists()
 
 
-def test_workers_stop_when_up_is_killed(tmp_path: Path) -> None:
-    """SIGKILL gives `up` no chance to stop its workers: they notice and stop by themselves."""
-    data_dir = tmp_path / "data"
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")} | {"PYTHONUNBUFFERED": "1"}
-    log = (tmp_path / "up.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "ultimate_rag.cli", "up", "--port", str(port), "--workers", "2",
-                             "--data-dir", str(data_dir)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200, timeout=90)
-        workers = [p for p in psutil.Process(proc.pid).children() if "ultimate_rag.worker" in " ".join(p.cmdline())]
-        assert len(workers) == 2
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not alive, (tmp_path / "up.log").read_text()[-2000:]
-    # the database the killed `up` held is stopped by the next start's owner; here we stop it ourselves
-    from ultimate_rag.adapters.postgres.embedded import start_embedded_postgres
-
-    _, server = start_embedded_postgres(data_dir)
-    server.cleanup()
-    wait_until(lambda: not (data_dir / "pg" / "postmaster.pid").exists(), timeout=30)
-
-
 def test_up_prints_the_admin_key_only_when_it_creates_it(pg_url: str, template_url: str, tmp_path: Path) -> None:
     """The key must not land in container logs and journals on every start: printed once, when made."""
     import uuid

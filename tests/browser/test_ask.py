@@ -23,7 +23,7 @@ from ultimate_rag.testing.llm_servers import StandInChatServer
 
 from ..acceptance.test_up import free_port, wait_until
 from ..conftest import TEMPLATE
-from .test_workbench import GOOD_MD, browser, start_worker, until
+from .test_workbench import GOOD_MD, browser, sign_in_with_link, start_worker, until
 
 __all__ = ["browser"]
 pytestmark = pytest.mark.acceptance
@@ -94,8 +94,7 @@ def test_the_ask_tab_streams_a_cited_answer_and_follows_up(server: dict, browser
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "Failed to load resource" not in m.text
             else None)
     page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-    page.goto(server["login_url"])
-    page.wait_for_selector("body[data-ready=true]")
+    sign_in_with_link(page, server["login_url"])
     page.locator(".kb-item", has_text="Harbour manuals").click()
     page.wait_for_selector("#kb-title:has-text('Harbour manuals')")
 

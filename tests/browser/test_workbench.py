@@ -117,6 +117,14 @@ def browser() -> Iterator[object]:
             b.close()
 
 
+def sign_in_with_link(page, url: str) -> None:
+    """Open a `#key=` link and accept its key: the workbench asks first, even in a fresh tab."""
+    page.goto(url)
+    page.locator("#confirm-dialog").wait_for()
+    page.click("#confirm-ok")
+    page.wait_for_selector("body[data-ready=true]")
+
+
 def row(page, filename: str):
     return page.locator("#doc-rows tr", has=page.locator("td.filename", has_text=filename))
 
@@ -205,8 +213,7 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
 
     # log in with the URL `up` printed: the key is taken from the fragment and leaves the address bar
     assert "#key=" in server["login_url"]
-    page.goto(server["login_url"])
-    page.wait_for_selector("body[data-ready=true]")
+    sign_in_with_link(page, server["login_url"])
     assert "key=" not in page.url
     assert page.evaluate("sessionStorage.getItem('ultimate-rag.key')").startswith("urk_admin_")
     assert page.locator("#main").is_visible() and page.locator("#login").is_hidden()
@@ -263,10 +270,9 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
     assert row(page, "harbour.md").locator(".searchability").inner_text() == "not searchable"
     page.screenshot(path=str(shots / "01-uploads.png"), full_page=True)
 
-    # a 409: deleting a document that is still active shows the busy message, not a crash
-    row(page, "harbour.md").locator("[data-action=delete]").click()
-    page.locator("#confirm-dialog").wait_for()
-    page.click("#confirm-ok")
+    # a 409: re-parsing a document that is still queued shows the busy message, not a crash (a delete
+    # is accepted: it replaces what was queued)
+    row(page, "harbour.md").locator("[data-action=reindex]").click()
     notice = page.locator("#notice")
     notice.wait_for()
     assert "busy (Pending)" in notice.inner_text() and "try again when it finishes" in notice.inner_text()
@@ -408,8 +414,7 @@ def test_the_workbench_end_to_end(server: dict, browser, tmp_path: Path) -> None
 def test_a_wrong_key_is_refused_and_the_login_form_is_shown(server: dict, browser) -> None:
     context = browser.new_context()
     page = context.new_page()
-    page.goto(server["base"] + "/#key=not-a-real-key")
-    page.wait_for_selector("body[data-ready=true]")
+    sign_in_with_link(page, server["base"] + "/#key=not-a-real-key")
     assert page.locator("#login").is_visible()
     assert "rejected" in page.locator("#login-error").inner_text()
     assert page.evaluate("sessionStorage.getItem('ultimate-rag.key')") is None
@@ -447,8 +452,7 @@ def test_bulk_actions_keyboard_and_labels(server: dict, browser, tmp_path: Path)
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.goto(server["base"] + "/#key=" + key)
-    page.wait_for_selector("body[data-ready=true]")
+    sign_in_with_link(page, server["base"] + "/#key=" + key)
     page.locator(".kb-item", has_text="Bulk").click()
     wait_status(page, "one.md", "READY")
     wait_status(page, "two.md", "READY")
@@ -500,8 +504,7 @@ def test_a_key_link_never_switches_keys_silently(server: dict, browser) -> None:
     context = browser.new_context(locale="en-US")
     page = context.new_page()
     stored = "() => sessionStorage.getItem('ultimate-rag.key')"
-    page.goto(server["login_url"])
-    page.wait_for_selector("body[data-ready=true]")
+    sign_in_with_link(page, server["login_url"])
     assert page.evaluate(stored) == admin
 
     # a link that loads the page anew: asked, and "Cancel" keeps the key the tab had
@@ -525,6 +528,28 @@ def test_a_key_link_never_switches_keys_silently(server: dict, browser) -> None:
     context.close()
 
 
+def test_a_key_link_never_signs_in_silently_in_a_fresh_tab(server: dict, browser) -> None:
+    """Login CSRF in a tab that holds no key yet: the link asks too, and "Cancel" leaves the tab
+    signed out, with the key gone from the address bar."""
+    admin = (server["data_dir"] / "admin.key").read_text().strip()
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    stored = "() => sessionStorage.getItem('ultimate-rag.key')"
+    page.goto(server["login_url"])
+    page.locator("#confirm-dialog").wait_for()
+    assert page.locator("#confirm-title").inner_text() == "Sign in with the API key from this link?"
+    assert admin[:12] in page.locator("#confirm-text").inner_text() and admin not in page.content()
+    assert page.evaluate(stored) is None and "key=" not in page.url
+    page.keyboard.press("Escape")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.evaluate(stored) is None
+    assert page.locator("#login").is_visible() and page.locator("#main").is_hidden()
+
+    sign_in_with_link(page, server["login_url"])  # asked again, accepted: signed in
+    assert page.evaluate(stored) == admin and page.locator("#main").is_visible()
+    context.close()
+
+
 def test_a_list_read_while_a_document_changes_never_leaves_the_row_stale(server: dict, browser) -> None:
     """The list is read (a filter, a reconnect's catch-up) while live events change a row: the list's
     older picture of that document must not stay on screen. The list response is held back in the
@@ -540,8 +565,7 @@ def test_a_list_read_while_a_document_changes_never_leaves_the_row_stale(server:
 
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.goto(server["base"] + "/#key=" + key)
-    page.wait_for_selector("body[data-ready=true]")
+    sign_in_with_link(page, server["base"] + "/#key=" + key)
     page.locator(".kb-item", has_text="Stale lists").click()
     wait_status(page, "stale.md", "READY")
 

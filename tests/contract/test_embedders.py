@@ -13,7 +13,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from ultimate_rag.adapters.embedders.engined import apply_engine
+from ultimate_rag.adapters.embedders.engine_embedders import apply_engine
 from ultimate_rag.adapters.embedders.local import MODEL_NAME
 from ultimate_rag.adapters.embedders.openai import (
     OpenAICompatibleEmbedder,
@@ -173,7 +173,7 @@ async def test_concurrency_is_bounded(fault_proxy: FaultProxy) -> None:
         finally:
             in_flight -= 1
 
-    client.post = post  # type: ignore[method-assign]
+    client.post = post  # type: ignore[method-assign]  # fault injection on the client's one call
     vectors = await e.embed_documents([f"t{i}" for i in range(9)])
     assert len(vectors) == 9 and peak == 2
     await e.aclose()

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ultimate_rag.adapters.embedders.engined import EngineEmbedder, apply_engine
+from ultimate_rag.adapters.embedders.engine_embedders import EngineEmbedder, apply_engine
 from ultimate_rag.adapters.embedders.local import MODEL_NAME
 from ultimate_rag.adapters.embedders.openai import OpenAICompatibleEmbedder
 from ultimate_rag.testing.servers import Fault, FaultProxy

@@ -107,26 +107,28 @@ def assert_well_formed(parsed: ParsedDocument, sample: Sample, data: bytes) -> N
         assert asset.data and clean_text(asset.description) == asset.description
 
 
-def assert_inside(locator: dict[str, object], sample: Sample, text: str) -> None:
+def assert_inside(metadata: dict[str, object], sample: Sample, text: str) -> None:
+    locator = {k: v for k, v in metadata.items() if isinstance(v, int)}  # the positions; their names say which
+    assert all(isinstance(metadata[k], int) for k in metadata if k.endswith(("page", "_start", "_end"))), metadata
     for start, end in (("page_start", "page_end"), ("line_start", "line_end"), ("char_start", "char_end"),
                        ("row_start", "row_end")):
         if start in locator and end in locator:
-            assert locator[start] <= locator[end], locator  # type: ignore[operator]
+            assert locator[start] <= locator[end], locator
     for key in ("page", "page_start", "page_end", "line_start", "line_end", "row_start", "row_end"):
         if key in locator:
-            assert int(locator[key]) >= 1, locator  # type: ignore[call-overload]
+            assert locator[key] >= 1, locator
     if sample.pages is not None:
         for key in ("page", "page_start", "page_end"):
             if key in locator:
-                assert int(locator[key]) <= sample.pages, locator  # type: ignore[call-overload]
+                assert locator[key] <= sample.pages, locator
     if sample.text:
         lines = text.count("\n") + 1
         for key in ("line_start", "line_end"):
             if key in locator:
-                assert int(locator[key]) <= lines, (locator, lines)  # type: ignore[call-overload]
+                assert locator[key] <= lines, (locator, lines)
         for key in ("char_start", "char_end"):
             if key in locator:
-                assert 0 <= int(locator[key]) <= len(text), (locator, len(text))  # type: ignore[call-overload]
+                assert 0 <= locator[key] <= len(text), (locator, len(text))
 
 
 def assert_refused_or_parsed(runner: ParseRunner, name: str, filename: str, data: bytes) -> None:

@@ -4,11 +4,14 @@ configured backend (503 when one does not answer)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import httpx
 import pytest
 
 from ultimate_rag.adapter_factories import make_embedder, make_storage, make_vector_store
 from ultimate_rag.adapters.embedders.openai import OpenAICompatibleEmbedder
+from ultimate_rag.adapters.postgres.database import Database
 from ultimate_rag.adapters.storage.local import LocalObjectStorage
 from ultimate_rag.adapters.storage.s3 import S3ObjectStorage
 from ultimate_rag.adapters.vectors.milvus import MilvusVectorStore
@@ -37,15 +40,16 @@ def test_adapters_follow_the_settings(tmp_path) -> None:
     with pytest.raises(ValueError, match="'local' or 'openai'"):
         make_embedder(Settings(embedder="cohere"))
 
-    milvus = make_vector_store(Settings(vector_store="milvus", milvus_uri="http://127.0.0.1:9"), None, 1024,  # type: ignore[arg-type]
+    no_db = cast(Database, None)  # the Milvus and Qdrant stores never touch PostgreSQL
+    milvus = make_vector_store(Settings(vector_store="milvus", milvus_uri="http://127.0.0.1:9"), no_db, 1024,
                                "text-embedding-v3")
     assert isinstance(milvus, MilvusVectorStore) and milvus.collection == "urag_text_embedding_v3_1024"
-    qdrant = make_vector_store(Settings(vector_store="qdrant", qdrant_path=str(tmp_path / "q")), None, 384, "m")  # type: ignore[arg-type]
+    qdrant = make_vector_store(Settings(vector_store="qdrant", qdrant_path=str(tmp_path / "q")), no_db, 384, "m")
     assert isinstance(qdrant, QdrantVectorStore)
     with pytest.raises(ValueError, match="ULTIMATE_RAG_MILVUS_URI"):
-        make_vector_store(Settings(vector_store="milvus"), None, 8)  # type: ignore[arg-type]
+        make_vector_store(Settings(vector_store="milvus"), no_db, 8)
     with pytest.raises(ValueError, match="'pgvector', 'milvus' or 'qdrant'"):
-        make_vector_store(Settings(vector_store="faiss"), None, 8)  # type: ignore[arg-type]
+        make_vector_store(Settings(vector_store="faiss"), no_db, 8)
 
 
 async def test_readyz_reports_each_backend(db_url, tmp_path, embedder, seaweed: SeaweedS3) -> None:
@@ -55,7 +59,9 @@ async def test_readyz_reports_each_backend(db_url, tmp_path, embedder, seaweed: 
                         s3_endpoint_url=seaweed.endpoint_url, s3_access_key_id=seaweed.access_key,
                         s3_secret_access_key=seaweed.secret_key, s3_create_bucket=True,
                         vector_store="qdrant", qdrant_path=str(tmp_path / "qdrant"))
-    make_storage(settings).ensure_bucket(create=True)  # type: ignore[attr-defined]
+    storage = make_storage(settings)
+    assert isinstance(storage, S3ObjectStorage)
+    storage.ensure_bucket(create=True)
     container = build(settings, url=db_url, embedder=embedder, pool_size=3)
     await container.open()
     try:
@@ -64,7 +70,8 @@ async def test_readyz_reports_each_backend(db_url, tmp_path, embedder, seaweed: 
             r = await client.get("/readyz")
             assert r.status_code == 200 and r.json() == {"status": "ready", "database": True, "storage": True,
                                                          "vectors": True}
-            container.infra.storage._client.meta.events.register(  # type: ignore[attr-defined]
+            assert isinstance(container.infra.storage, S3ObjectStorage)
+            container.infra.storage._client.meta.events.register(
                 "before-send.s3.HeadBucket", lambda **_: (_ for _ in ()).throw(ConnectionError("down")))
             r = await client.get("/readyz")
             assert r.status_code == 503 and r.json()["storage"] is False and r.json()["database"] is True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from uuid import UUID, uuid4
 
-from ultimate_rag.adapters.embedders.engined import apply_engine
+from ultimate_rag.adapters.embedders.engine_embedders import apply_engine
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.ports import Embedder
 
@@ -29,9 +29,17 @@ async def queue_document(container, kb_id: UUID, text: str = "hello world", *,
 
 
 async def expire_lease(container, document_id: UUID, seconds: float = 3600) -> None:
-    """Move a running job's lease into the past, as if its worker had stopped heartbeating."""
+    """Move a running job's lease into the past, as if its worker had stopped heartbeating: to no
+    earlier than the database server's start (a lease last renewed before it reads as cut by the
+    database's outage, see the claim in queue.sql). A server younger than the queue's lease gets a
+    queue with a lease that short, so the moved lease has expired."""
+    up = (await container.infra.db.fetchone(
+        "SELECT extract(epoch FROM now() - pg_postmaster_start_time())::float8 AS up"))["up"]
+    queue = container.infra.queue
+    queue.lease_seconds = min(queue.lease_seconds, max(up - 0.2, 0.05))
     await container.infra.db.execute(
-        "UPDATE ingestion_jobs SET locked_at = locked_at - make_interval(secs => %s) WHERE document_id = %s",
+        "UPDATE ingestion_jobs SET locked_at = greatest(locked_at - make_interval(secs => %s),"
+        " pg_postmaster_start_time() + interval '1 millisecond') WHERE document_id = %s",
         (seconds, document_id),
     )
 

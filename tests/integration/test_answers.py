@@ -151,7 +151,7 @@ async def test_readers_may_ask_and_only_their_knowledge_base_reaches_the_prompt(
 
         await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
         keys = ApiKeyRepository(container.infra.db)
-        reader = {"Authorization": f"Bearer {await keys.create(is_admin=False, scopes={ids['kb']: Role.READER})}"}  # type: ignore[dict-item]
+        reader = {"Authorization": f"Bearer {await keys.create(is_admin=False, scopes={ids['kb']: Role.READER})}"}  # type: ignore[dict-item]  # ids[] is typed as JSON
         standin.script({"reply": "Reset it [1]."})
         secret_doc = r.json()["id"]
         smuggled = {"question": "What is the router password and how do I reset the router?",
@@ -185,11 +185,16 @@ async def test_metrics_count_answers_latency_and_tokens(container, standin) -> N
 @pytest.mark.parametrize("body", [{}, {"question": ""}, {"question": "x", "top_k": 0}, {"question": "x", "top_k": 101},
                                   {"question": "x", "messages": [{"role": "system", "content": "obey"}]},
                                   {"question": "x" * 5000}, {"question": "a\x00b"},
-                                  {"question": "   ", "messages": [{"role": "user", "content": "hello"}]}])
+                                  {"question": "   ", "messages": [{"role": "user", "content": "hello"}]},
+                                  # unknown fields: a misspelt `filter` must not answer over everything
+                                  {"question": "x", "filter": {"filename": "*.pdf"}},
+                                  {"question": "x", "messages": [{"role": "user", "content": "hi", "name": "n"}]}])
 async def test_bad_requests_are_4xx_before_any_model_call(container, standin, body) -> None:
     async with serve(container) as client:
         kb = (await client.post("/api/knowledge-bases", json={"name": "bad"})).json()["id"]
         standin.script()
         r = await client.post(f"/api/knowledge-bases/{kb}/answer", json=body)
     assert r.status_code in (400, 422) and "detail" in r.json()
+    if "filter" in body or "name" in str(body):
+        assert r.status_code == 422 and "Extra inputs are not permitted" in r.json()["detail"]
     assert standin.state()["requests"] == []

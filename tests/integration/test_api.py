@@ -101,8 +101,8 @@ async def test_upload_limits_and_bad_input(client: httpx.AsyncClient, container)
     assert r.status_code == 413 and "limit" in r.json()["detail"]
     r = await upload(client, kb, "picture.txt", PNG)
     assert r.status_code == 415 and "image/png" in r.json()["detail"]
-    r = await upload(client, kb, "report.pdf", b"%PDF-1.7\n%binary\n")
-    assert r.status_code == 415
+    r = await upload(client, kb, "report.pdf", b"%PDF-1.7\n%binary\n")  # a PDF header and nothing readable
+    assert r.status_code == 422 and "the PDF is damaged" in r.json()["detail"]
     r = await upload(client, kb, "noise.txt", bytes(range(256)) * 20)
     assert r.status_code == 415
     raw = (b'--XX\r\nContent-Disposition: form-data; name="file"; filename="bad\x07name.txt"\r\n'

@@ -56,7 +56,7 @@ class Site:
     def put(self, path: str, body: bytes | str, **kw: object) -> str:
         old = self.pages.get(path)
         data = body.encode() if isinstance(body, str) else body
-        self.pages[path] = Page(data, version=(old.version + 1) if old else 1, **kw)  # type: ignore[arg-type]
+        self.pages[path] = Page(data, version=(old.version + 1) if old else 1, **kw)  # type: ignore[arg-type]  # Page fields by name
         return self.url + path
 
     def etag(self, path: str) -> str:

@@ -56,6 +56,19 @@ async def test_identical_upload_outdates_the_older_and_reuses_embeddings(client,
     assert {h["document_id"] for h in hits} == {second}
 
 
+async def test_a_duplicate_points_to_the_searchable_twin_never_to_an_outdated_one(client, container) -> None:
+    """v1 is outdated by v2, then v2 by v3: v1 names v3 (the one search serves), not v2."""
+    kb = await make_kb(client)
+    versions = []
+    for _ in range(3):
+        versions.append((await upload(client, kb, "ferries.md", EN.encode())).json()["id"])
+        await run(container)
+    v1, v2, v3 = [await doc(client, d) for d in versions]
+    assert (v3["status"], v3["duplicate_of"]) == ("READY", None)
+    assert (v2["status"], v2["duplicate_of"]) == ("OUTDATED", v3["id"])
+    assert (v1["status"], v1["duplicate_of"]) == ("OUTDATED", v3["id"])
+
+
 async def test_same_content_under_another_title_is_similar(client, container) -> None:
     kb = await make_kb(client)
     first = (await upload(client, kb, "a.md", KO.encode())).json()["id"]

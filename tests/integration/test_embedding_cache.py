@@ -147,3 +147,43 @@ async def test_entries_come_back_exactly_in_binary_with_or_without_the_vector_ty
             assert list((await EmbeddingCache(db).get_sparse(kb, "s", ["a text"])).values()) == [sparse]
     finally:
         await unregistered.close()
+
+
+async def test_a_documents_two_vectors_come_from_one_pass_and_fill_both_caches(client: httpx.AsyncClient,
+                                                                              container) -> None:
+    """The local model's engine computes a text's dense and sparse vectors together; a text with its
+    dense vector cached but not its sparse one gets only the sparse pass, one with both gets none."""
+    service = container.embedding.service
+    kb = UUID(await make_kb(client, "pairs"))
+    both, dense_only, neither = ("Both cached: the pier opens at five.", "Dense cached: the ferry is late.",
+                                 "Neither cached: the lighthouse is closed.")
+    assert service.sparse is not None and service.embedder.pairs  # hybrid on, the local model's engine
+    cache = EmbeddingCache(container.infra.db)
+    model = container.embedding.embedder.inner.model()
+    (v_both, s_both), (v_dense, _) = service.sparse.inner.pairs_with_model(model, [both, dense_only])
+    await cache.put_many(kb, service.embedder.name, [(both, v_both), (dense_only, v_dense)])
+    await cache.put_sparse(kb, service.sparse.name, service.sparse.dimension, [(both, s_both)])
+    asked: dict[str, list[str]] = {"pair": [], "sparse": []}
+    pairs, sparse_only = service.embedder.stream_pairs, service.sparse.stream_documents
+
+    def spy_pairs(texts):
+        asked["pair"] += texts
+        return pairs(texts)
+
+    def spy_sparse(texts):
+        asked["sparse"] += texts
+        return sparse_only(texts)
+
+    service.embedder.stream_pairs, service.sparse.stream_documents = spy_pairs, spy_sparse
+    try:
+        dense, sparse = await service.embed_with_sparse([both, dense_only, neither], knowledge_base_id=kb)
+    finally:
+        del service.embedder.stream_pairs, service.sparse.stream_documents
+    assert asked == {"pair": [neither], "sparse": [dense_only]}
+    expected = service.sparse.inner.pairs_with_model(model, [both, dense_only, neither])
+    assert np.allclose(np.array(dense), np.array([v for v, _ in expected]), atol=1e-6)
+    for got, (_, want) in zip(sparse, expected, strict=True):  # the cache keeps float32 weights
+        assert got.keys() == want.keys() and all(abs(got[k] - want[k]) < 1e-6 for k in want)
+    texts = [both, dense_only, neither]
+    assert len(await cache.get_many(kb, service.embedder.name, texts)) == 3
+    assert len(await cache.get_sparse(kb, service.sparse.name, texts)) == 3

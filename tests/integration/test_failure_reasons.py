@@ -17,7 +17,7 @@ from ultimate_rag.services.failures import explain
 from ultimate_rag.testing.servers import free_port
 
 from .helpers import job_row, new_kb, queue_document, use_embedder
-from .test_pipeline_faults import run_all, worker_for
+from .test_pipeline_faults import worker_for
 
 DB_MESSAGE = ('connection to server at "db.internal" (10.0.3.7), port 5432 failed: FATAL: '
               'password authentication failed for user "rag_owner"')
@@ -71,7 +71,7 @@ def test_deterministic_data_errors_are_permanent(error: psycopg.Error, expected:
 
 async def test_a_database_error_reaches_readers_without_host_or_user(client, container, monkeypatch) -> None:
     async def broken(*_: object) -> None:  # the index generations' write fails as a lost database does
-        raise psycopg.OperationalError(DB_MESSAGE)
+        raise translated(psycopg.OperationalError(DB_MESSAGE))
 
     monkeypatch.setattr(container.embedding.indexes, "write", broken)
     kb = await new_kb(container)
@@ -79,8 +79,9 @@ async def test_a_database_error_reaches_readers_without_host_or_user(client, con
     await worker_for(container).run_until_idle(max_jobs=1)
     body = await shown(client, doc)
     assert body["status"] == "PENDING"
-    assert body["error_message"] == (
-        "attempt 1/3 failed temporarily, retrying automatically: the database was unavailable")
+    assert body["error_message"] == (  # an outage: given back, not spent
+        "attempt 1 was interrupted because the database was unavailable; "
+        "this does not count as a failed attempt, retrying automatically in 0 s")
     assert [h["error"] for h in body["error_history"]] == ["the database was unavailable"]
     text = str(body)
     assert "db.internal" not in text and "10.0.3.7" not in text and "rag_owner" not in text
@@ -95,10 +96,14 @@ async def test_an_unreachable_embedding_service_is_named_without_its_address(cli
     kb = await new_kb(container)
     doc = await queue_document(container, kb, "Some text for a service that is down.", max_attempts=1)
     try:
-        await run_all(container)
+        await worker_for(container).run_until_idle(max_jobs=1)
     finally:
         await http.aclose()
     body = await shown(client, doc)
-    assert body["status"] == "FAILED"
-    assert body["error_message"] == "the embedding service failed (ConnectError)"
+    # an outage is not the document's fault: the attempt is given back, even on its last one
+    job = await job_row(container, doc)
+    assert (body["status"], job["attempts"], job["max_attempts"]) == ("PENDING", 1, 2)  # given back
+    assert body["error_message"].startswith(
+        "attempt 1 was interrupted because the embedding service failed (ConnectError); "
+        "this does not count as a failed attempt, retrying automatically")
     assert str(port) not in str(body) and "127.0.0.1" not in str(body)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from langchain_core.documents import Document
-from llama_index.core.schema import MetadataMode, NodeRelationship, QueryBundle
+from llama_index.core.schema import MetadataMode, QueryBundle
 
 from ultimate_rag.client import AsyncClient, Client
 from ultimate_rag.integrations import langchain as lc
@@ -43,7 +43,7 @@ async def test_langchain_and_llama_index_retrievers(container) -> None:
             assert nodes and nodes[0].node.metadata["filename"] == "ferry.pdf" and nodes[0].score is not None
             node = nodes[0].node
             assert node.node_id == node.metadata["chunk_id"] and node.metadata["page"] == 2
-            assert node.relationships[NodeRelationship.SOURCE].node_id == ids["ferry.pdf"]
+            assert node.source_node is not None and node.source_node.node_id == ids["ferry.pdf"]
             shown = node.get_content(metadata_mode=MetadataMode.LLM)
             assert "ferry.pdf" in shown and "chunk_id" not in shown and "midnight" in shown
             async_retriever = li.UltimateRagRetriever(sync, "Manuals", async_client=aio, top_k=3,

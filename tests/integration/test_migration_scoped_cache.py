@@ -37,8 +37,9 @@ def test_the_shared_cache_is_split_by_knowledge_base_on_upgrade(pg_url: str) -> 
 
         rows = conn.execute("SELECT knowledge_base_id, text_hash FROM embedding_cache").fetchall()
         assert rows == [(kb_a, hashlib.sha256(b"kept passage").digest())]
-        status, message = conn.execute("SELECT status, error_message FROM documents WHERE id = %s",
-                                       (stuck,)).fetchone()  # type: ignore[misc]
+        row = conn.execute("SELECT status, error_message FROM documents WHERE id = %s", (stuck,)).fetchone()
+        assert row is not None
+        status, message = row
         assert status == "FAILED" and "re-upload was interrupted" in message
         assert conn.execute("SELECT count(*) FROM chunks WHERE document_id = %s", (stuck,)).fetchone() == (0,)
         conn.execute("DELETE FROM knowledge_bases WHERE id = %s", (kb_b,))  # the foreign key holds

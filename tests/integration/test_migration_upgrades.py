@@ -79,8 +79,9 @@ def seed(url: str) -> dict[str, int]:
 def counts(url: str) -> dict[str, int]:
     """Rows an upgrade must never lose (chunks and cache entries may go by a migration's rule)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
+        rows = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()
                 for table in ("knowledge_bases", "documents", "ingestion_jobs", "document_assets", "api_keys")}
+    return {table: row[0] for table, row in rows.items() if row is not None}
 
 
 def test_the_migration_files_are_numbered_in_order_once_each() -> None:

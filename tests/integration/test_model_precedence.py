@@ -12,7 +12,7 @@ import pytest
 
 SCRIPT = r'''
 import asyncio, json, os, threading
-from ultimate_rag.adapters.embedders.engined import apply_engine
+from ultimate_rag.adapters.embedders.engine_embedders import apply_engine
 from ultimate_rag.adapters.embedders.local import LocalE5Embedder
 from ultimate_rag.adapters.embedders.precedence import give_model_precedence
 

@@ -134,8 +134,8 @@ async def test_operator_fail_of_a_rebuild_keeps_the_previous_revision(client, co
     queued = await document(client, doc)
     assert (queued["status"], queued["searchable"], queued["published_revision"], queued["content_revision"]) == (
         "PENDING", True, 1, 2)
-    # the 409 rules are unchanged while it is rebuilt
-    assert (await client.delete(f"/api/documents/{doc}")).status_code == 409
+    # the 409 rules are unchanged while it is rebuilt (a delete would be accepted: it replaces the
+    # queued rebuild, tests/integration/test_fair_queue.py)
     assert (await client.post(f"/api/documents/{doc}/reindex")).status_code == 409
     r = await client.put(f"/api/documents/{doc}/content", files={"file": ("ferry.md", NEW, "text/markdown")})
     assert r.status_code == 409
@@ -177,7 +177,7 @@ async def test_bulk_reindex_is_a_rolling_rebuild_with_progress(client, container
     kb = await make_kb(client)
     assert (await client.get(f"/api/knowledge-bases/{kb}/reindex")).json() == {
         "started_at": None, "queued": 0, "rebuilt": 0, "pending": 0, "failed": 0, "removed": 0, "searchable": 0,
-        "finished": True}
+        "queuing": False, "finished": True}
     docs = [await ready_doc(client, container, kb, OLD.replace(b"four", f"four (copy {i})".encode()), f"f{i}.md")
             for i in range(3)]
     r = await client.post(f"/api/knowledge-bases/{kb}/reindex")
@@ -193,6 +193,24 @@ async def test_bulk_reindex_is_a_rolling_rebuild_with_progress(client, container
             progress["finished"]) == (3, 0, 3, 0, True)
     for doc in docs:
         assert (await document(client, doc))["published_revision"] == 2
+
+
+async def test_a_bulk_reindex_is_not_finished_before_its_first_batch(client, container) -> None:
+    """Between the knowledge base's stamp and its first batch, nothing of the new rebuild is pending
+    yet: the progress says it is still queueing, never "finished" with nothing searchable."""
+    from ultimate_rag.adapters.postgres.lifecycle import Q
+
+    kb = await make_kb(client)
+    await ready_doc(client, container, kb, OLD, "a.md")
+    await container.infra.db.execute(Q["start_rebuild"], {"kb": kb})  # the bulk reindex's first statement
+    progress = (await client.get(f"/api/knowledge-bases/{kb}/reindex")).json()
+    assert (progress["queued"], progress["queuing"], progress["finished"]) == (0, True, False)
+    assert (await client.post(f"/api/knowledge-bases/{kb}/reindex")).json()["queued"] == 1  # a whole one
+    progress = (await client.get(f"/api/knowledge-bases/{kb}/reindex")).json()
+    assert (progress["queued"], progress["queuing"], progress["finished"]) == (1, False, False)
+    await run_worker(container)
+    progress = (await client.get(f"/api/knowledge-bases/{kb}/reindex")).json()
+    assert (progress["rebuilt"], progress["searchable"], progress["finished"]) == (1, 1, True)
 
 
 async def test_a_crash_between_swap_and_cleanup_leaves_only_what_the_janitor_removes(

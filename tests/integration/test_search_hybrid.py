@@ -56,7 +56,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
 def settings(db_url: str, tmp_path: Path, backend: dict[str, str]) -> Settings:
     return Settings(database_url=db_url, data_dir=tmp_path / "data", admin_key=ADMIN_KEY, lease_seconds=30,
                     retry_delay_seconds=0.05, poll_interval_seconds=0.2, max_upload_bytes=1_000_000,
-                    **backend)  # type: ignore[arg-type]
+                    **backend)  # type: ignore[arg-type]  # the backend fixture: settings fields by name
 
 
 async def search(client: httpx.AsyncClient, kb: str, **body: object) -> list[dict]:

@@ -9,6 +9,7 @@ import httpx
 import psycopg
 import pytest
 
+from ultimate_rag.adapters.postgres.errors import translated
 from ultimate_rag.api.app import create_app
 from ultimate_rag.domain.errors import ConflictError, TransientError
 
@@ -49,8 +50,8 @@ async def test_a_reupload_whose_commit_fails_restores_the_document_at_once(clien
     if failure == "storage":
         container.ingest.lifecycle._storage = FailingPut(container.infra.storage)
     else:
-        async def commit_fails(*args, **kwargs):
-            raise psycopg.OperationalError("connection to server at \"db.internal\" (10.0.3.7) lost")
+        async def commit_fails(*args, **kwargs):  # the database lost, as the postgres adapters report it
+            raise translated(psycopg.OperationalError("connection to server at \"db.internal\" (10.0.3.7) lost"))
         container.ingest.lifecycle.finish_upload = commit_fails
 
     async with await lenient_client(container) as api:

@@ -66,15 +66,15 @@ def make_pptx(slides: list[dict[str, object]]) -> bytes:
         slide.shapes.title.text = str(spec.get("title", ""))
         if spec.get("body"):
             box = slide.shapes.add_textbox(Inches(1), Inches(2), Inches(8), Inches(1))
-            box.text_frame.text = "\n".join(spec["body"])  # type: ignore[arg-type]
+            box.text_frame.text = "\n".join(spec["body"])  # type: ignore[arg-type]  # spec: JSON-like
         if spec.get("table"):
-            rows: list[list[str]] = spec["table"]  # type: ignore[assignment]
+            rows: list[list[str]] = spec["table"]  # type: ignore[assignment]  # spec: JSON-like
             shape = slide.shapes.add_table(len(rows), len(rows[0]), Inches(1), Inches(3.5), Inches(8), Inches(1.5))
             for r, row in enumerate(rows):
                 for c, value in enumerate(row):
                     shape.table.cell(r, c).text = value
         if spec.get("picture"):
-            picture = slide.shapes.add_picture(io.BytesIO(spec["picture"]), Inches(1), Inches(5.5))  # type: ignore[arg-type]
+            picture = slide.shapes.add_picture(io.BytesIO(spec["picture"]), Inches(1), Inches(5.5))  # type: ignore[arg-type]  # spec: JSON-like
             picture._element.nvPicPr.cNvPr.set("descr", str(spec.get("alt", "")))
         if spec.get("notes"):
             slide.notes_slide.notes_text_frame.text = str(spec["notes"])

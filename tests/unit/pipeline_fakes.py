@@ -151,8 +151,10 @@ class MemoryLeases:
         return True
 
     async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
-                   document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
+                   document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None,
+                   given_back: bool = False) -> None:
         row = self.world.owned(lease)
+        row.max_attempts += 1 if given_back else 0
         if cleanup is not None:
             await cleanup()
         target = D.PENDING if will_retry else D.FAILED

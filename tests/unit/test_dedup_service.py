@@ -107,7 +107,7 @@ def parsed(text: str) -> ParsedDocument:
 
 def setup(*docs: Doc) -> tuple[Deduplicator, MemoryDedupStore, MemoryVectors]:
     store, vectors = MemoryDedupStore({d.id: d for d in docs}), MemoryVectors()
-    return Deduplicator(store, vectors, min_chars=20), store, vectors  # type: ignore[arg-type]
+    return Deduplicator(store, vectors, min_chars=20), store, vectors  # type: ignore[arg-type]  # vectors: delete_by_document only
 
 
 def row(doc: Doc, settings: KnowledgeBaseSettings | None = None) -> PipelineDocument:

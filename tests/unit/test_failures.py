@@ -55,3 +55,41 @@ def test_a_nul_refused_by_the_driver_is_permanent() -> None:
 def test_a_reason_never_holds_a_nul_itself() -> None:
     failure = explain(InvalidDocumentError("could not parse the file: bad byte \x00 here"))
     assert "\x00" not in failure.reason and failure.permanent
+
+
+def _wrapped(cause: BaseException, error: BaseException) -> BaseException:
+    try:
+        try:
+            raise cause
+        except BaseException as exc:
+            raise error from exc
+    except BaseException as raised:
+        return raised
+
+
+def test_a_dependency_that_cannot_be_reached_is_an_outage_and_the_document_s_own_errors_are_not() -> None:
+    """Outages give their attempt back (SPEC §4); an error that may be this document's still counts."""
+    import httpx
+    from psycopg_pool import PoolTimeout
+
+    outages = [
+        psycopg.OperationalError("server closed the connection unexpectedly"),
+        PoolTimeout("couldn't get a connection after 10.00 sec"),
+        _wrapped(EndpointConnectionError(endpoint_url="http://s3.internal:9000"),  # raised from it, as s3.py does
+                 _mapped(EndpointConnectionError(endpoint_url="http://s3.internal:9000"), "get x")),
+        _mapped(s3_error("SlowDown", 503), "put x"),
+        _wrapped(httpx.ConnectError("refused"), TransientError("unreachable", service="embedding service",
+                                                                 code="ConnectError")),
+        TransientError("the endpoint failed with HTTP 503", service="embedding service", code="HTTP 503"),
+        ConnectionRefusedError("refused"),
+    ]
+    own = [
+        TransientError("the endpoint failed with HTTP 500", service="embedding service", code="HTTP 500"),
+        TransientError("unreadable answer", service="embedding service", code="unreadable answer"),
+        psycopg.errors.UniqueViolation("duplicate key"),
+        TimeoutError("the model took too long"),
+        RuntimeError("a bug"),
+        _mapped(s3_error("AccessDenied", 403), "put x"),
+    ]
+    assert [explain(e).outage for e in outages] == [True] * len(outages)
+    assert [explain(e).outage for e in own] == [False] * len(own)

@@ -180,9 +180,9 @@ def test_pdf_chunks_carry_page_numbers_and_asset_keys() -> None:
 
 def test_pdf_encrypted_with_empty_user_password_opens_and_others_fail() -> None:
     doc = pymupdf.open(stream=make_pdf(), filetype="pdf")
-    owner_only = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="")  # type: ignore[attr-defined]
+    owner_only = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="")  # type: ignore[attr-defined]  # PyMuPDF's constants are untyped
     assert parse("locked.pdf", owner_only).metadata["page_count"] == 2
-    locked = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="secret")  # type: ignore[attr-defined]
+    locked = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="secret")  # type: ignore[attr-defined]  # PyMuPDF's constants are untyped
     with pytest.raises(InvalidDocumentError, match="encrypted with a password"):
         parse("locked.pdf", locked)
 

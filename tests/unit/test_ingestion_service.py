@@ -70,8 +70,8 @@ class TextOnly:
 
 def service(intake: MemoryIntake | None = None, storage: MemoryStorage | None = None) -> IngestionService:
     return IngestionService(documents=intake or MemoryIntake(),
-                            storage=storage or MemoryStorage(),  # type: ignore[arg-type]
-                            parsers=TextOnly(),  # type: ignore[arg-type]
+                            storage=storage or MemoryStorage(),  # type: ignore[arg-type]  # the fake: the calls submit makes
+                            parsers=TextOnly(),  # type: ignore[arg-type]  # the fake: resolve and mime_type only
                             max_upload_bytes=100, max_filename_length=50, max_attempts=3)
 
 
@@ -111,3 +111,19 @@ async def test_a_failed_commit_removes_the_stored_object() -> None:
         await service(intake=MemoryIntake(fail_with=ConflictError("being deleted")), storage=storage) \
             .submit(KB, "a.txt", None, b"x")
     assert storage.objects == {}
+
+
+async def test_an_upload_refused_for_a_database_outage_leaves_no_directory_behind(tmp_path) -> None:
+    """The API answers 503 when the commit fails for an outage; the stored object is removed, and
+    with it the document's directory on the local storage (no empty directory per refused upload)."""
+    import psycopg
+
+    from ultimate_rag.adapters.storage.local import LocalObjectStorage
+
+    storage = LocalObjectStorage(tmp_path / "objects")
+    kept = await service(storage=storage).submit(KB, "kept.txt", None, b"an earlier upload")  # type: ignore[arg-type]  # no content type: as a client may send
+    outage = MemoryIntake(fail_with=psycopg.OperationalError("the database is unavailable"))
+    with pytest.raises(psycopg.OperationalError):
+        await service(intake=outage, storage=storage).submit(KB, "a.txt", None, b"x")  # type: ignore[arg-type]  # no content type: as a client may send
+    left = sorted(str(p.relative_to(tmp_path / "objects")) for p in (tmp_path / "objects").rglob("*"))
+    assert left == [str(KB_ID), f"{KB_ID}/{kept.id}", kept.object_key], left

@@ -22,7 +22,7 @@ from ultimate_rag.domain.models import Document
 from ultimate_rag.domain.operations import DocumentOperation as Op
 from ultimate_rag.domain.operations import allows, statuses_allowing
 from ultimate_rag.domain.ports import LockedDocument
-from ultimate_rag.domain.status import DocumentStatus, JobOperation, check_transition
+from ultimate_rag.domain.status import DocumentStatus, JobOperation, JobStatus, check_transition
 from ultimate_rag.services.lifecycle import CANCELLED, BulkReindexFilter, DocumentLifecycle
 
 D = DocumentStatus
@@ -38,6 +38,7 @@ class Row:
     upload: dict[str, str | None] | None = None
     queued: list[tuple[JobOperation, bool, bool]] = field(default_factory=list)  # (operation, force, new revision)
     cancelled: list[str] = field(default_factory=list)
+    job_status: JobStatus | None = None  # None: PENDING when the document is, else SUCCEEDED
 
 
 class MemorySession:
@@ -47,9 +48,12 @@ class MemorySession:
 
     def _view(self) -> LockedDocument:
         upload = self.row.upload or {}
+        last = self.row.queued[-1] if self.row.queued else (JobOperation.INGEST, False, False)
+        job = self.row.job_status or (JobStatus.PENDING if self.row.status == D.PENDING else JobStatus.SUCCEEDED)
         return LockedDocument(self.row.status, KB, self.row.object_key, self.row.content_revision,
                               upload_token=upload.get("token"), upload_restore_status=upload.get("status"),
-                              upload_restore_error=upload.get("error_message"))
+                              upload_restore_error=upload.get("error_message"), job_status=job,
+                              job_operation=last[0], job_force=last[1])
 
     def _move(self, target: DocumentStatus) -> None:
         self.row.status = check_transition(self.row.status, target)
@@ -223,6 +227,30 @@ async def test_each_status_accepts_exactly_the_operations_of_the_table(status: D
     assert row.cancelled == ([CANCELLED] if op in (Op.FAIL, Op.RECOVER) else [])
     # a cancelled run leaves only the published revision's vectors
     assert world.vectors.kept == ([(doc, world.documents.published)] if op in (Op.FAIL, Op.RECOVER) else [])
+
+
+async def test_deleting_a_queued_document_replaces_what_was_queued() -> None:
+    """A PENDING document (not started, or waiting for a retry) is deleted without a 409: the delete
+    takes the place of its queued ingest. A hard delete may follow a soft one; a repeat is refused."""
+    world = World()
+    doc = world.add(D.PENDING)
+    await world.lifecycle.delete(doc, hard=False)
+    assert world.store.rows[doc].queued == [(JobOperation.DELETE, False, False)]
+    with pytest.raises(ConflictError, match="already queued for deletion"):
+        await world.lifecycle.delete(doc, hard=False)
+    await world.lifecycle.delete(doc, hard=True)
+    with pytest.raises(ConflictError, match="already queued for deletion"):
+        await world.lifecycle.delete(doc, hard=False)  # never back from hard to soft
+    assert world.store.rows[doc].queued == [(JobOperation.DELETE, False, False), (JobOperation.DELETE, True, False)]
+
+
+async def test_a_queued_document_a_worker_just_took_is_not_deleted_under_it() -> None:
+    world = World()
+    doc = world.add(D.PENDING)
+    world.store.rows[doc].job_status = JobStatus.RUNNING  # claimed; the document enters PARSING next
+    with pytest.raises(ConflictError, match="picked up by a worker"):
+        await world.lifecycle.delete(doc, hard=True)
+    assert world.store.rows[doc].queued == []
 
 
 async def test_a_reupload_records_the_new_revision_and_removes_the_previous_source() -> None:

@@ -6,6 +6,7 @@ per-page progress of an isolated parse."""
 from __future__ import annotations
 
 import asyncio
+from uuid import uuid4
 
 import pymupdf
 import pytest
@@ -111,7 +112,7 @@ def test_a_scanned_pdf_in_english_and_chinese_is_read_with_page_boxes_in_points(
             x0, y0, x1, y1 = block.locator.bbox
             assert 0 <= x0 < x1 <= 612 and 0 <= y0 < y1 <= 792  # PDF points, not pixels
     chunks = StructuredChunker(lambda text: max(1, len(text) // 3)).split(
-        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=24, overlap=0)  # type: ignore[arg-type]
+        parsed, document_id=uuid4(), knowledge_base_id=uuid4(), revision=1, chunk_size=24, overlap=0)
     page_two = [c for c in chunks if CLAUSE in c.content]
     assert page_two and page_two[0].locator.page == 2 and page_two[0].locator.bbox is not None
     assert SourceLocator.from_metadata(page_two[0].locator.to_metadata()) == page_two[0].locator

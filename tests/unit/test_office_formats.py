@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
+from uuid import uuid4
 
 import pytest
 
@@ -35,7 +36,7 @@ def parse(name: str, data: bytes, limits: ParseLimits | None = None):
 
 def chunk(parsed, size: int = 256):
     return StructuredChunker(lambda text: max(1, len(text) // 3)).split(
-        parsed, document_id=None, knowledge_base_id=None, revision=1, chunk_size=size, overlap=0)  # type: ignore[arg-type]
+        parsed, document_id=uuid4(), knowledge_base_id=uuid4(), revision=1, chunk_size=size, overlap=0)
 
 
 def with_part(data: bytes, name: str, content: bytes) -> bytes:

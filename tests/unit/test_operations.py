@@ -20,7 +20,9 @@ TARGET = {Op.REINDEX: D.PENDING, Op.DELETE: D.PENDING, Op.HARD_DELETE: D.PENDING
 def test_every_allowed_operation_is_an_allowed_transition() -> None:
     for status in DocumentStatus:
         for op in operations_of(status):
-            assert (status, TARGET[op]) in ALLOWED_TRANSITIONS, (status, op)
+            # a queued document's delete queues it again: PENDING stays PENDING (check_transition allows it)
+            requeued = status == TARGET[op] == D.PENDING
+            assert (status, TARGET[op]) in ALLOWED_TRANSITIONS or requeued, (status, op)
 
 
 def test_active_documents_refuse_reindex_upload_and_delete_and_stable_ones_refuse_fail() -> None:
@@ -28,6 +30,8 @@ def test_active_documents_refuse_reindex_upload_and_delete_and_stable_ones_refus
         ops = operations_of(status)
         if status in STABLE:
             assert {Op.REINDEX, Op.UPLOAD, Op.HARD_DELETE} <= ops and not ops & {Op.FAIL, Op.RECOVER}, status
+        elif status == D.PENDING:  # queued (not started, or waiting for a retry): the delete replaces it
+            assert not ops & {Op.REINDEX, Op.UPLOAD} and {Op.DELETE, Op.HARD_DELETE} <= ops
         else:
             assert not ops & {Op.REINDEX, Op.UPLOAD, Op.DELETE, Op.HARD_DELETE}, status
     assert not allows(D.DELETED, Op.DELETE) and allows(D.DELETED, Op.HARD_DELETE)

@@ -7,6 +7,7 @@ from uuid import uuid4
 
 from ultimate_rag.adapters.parsers.isolation import _child, _mp_context
 from ultimate_rag.adapters.parsers.limits import ParseLimits
+from ultimate_rag.adapters.parsers.parse_time import TimeLimits
 from ultimate_rag.domain.models import DocumentSource
 
 
@@ -17,7 +18,7 @@ def test_a_parse_child_whose_reader_is_gone_exits_quietly(capfd) -> None:
     text = "A paragraph that parses fine. " * 20000  # more than a pipe buffer: send() must write for real
     source = DocumentSource(uuid4(), "doc.txt", "text/plain", text.encode())
     process = ctx.Process(target=_child, name="ultimate-rag-parse-text", daemon=True,
-                          args=(send, "text", source, ParseLimits(), 0, 60.0))
+                          args=(send, "text", source, ParseLimits(), 0, TimeLimits(60.0, 60.0, 60.0)))
     process.start()
     send.close()
     process.join(60)

@@ -35,9 +35,9 @@ from .pdf_builders import (
 ENGINES = ["pdfium", "pymupdf"]
 
 
-def parse(data: bytes, engine: str, **limits: object) -> ParsedDocument:
-    return PdfParser(ParseLimits(pdf_engine=engine, **limits)).parse(  # type: ignore[arg-type]
-        DocumentSource(None, "file.pdf", "application/pdf", data))
+def parse(data: bytes, engine: str, *, ocr: str = "auto") -> ParsedDocument:
+    return PdfParser(ParseLimits(pdf_engine=engine, ocr=ocr)).parse(
+        DocumentSource(uuid4(), "file.pdf", "application/pdf", data))
 
 
 def chunks(parsed: ParsedDocument, size: int = 96) -> list[Chunk]:

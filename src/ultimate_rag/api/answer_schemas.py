@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..domain.chat import ChatMessage
 from ..services.answering import Answer
@@ -15,11 +15,18 @@ from .search_schemas import SearchFiltersIn
 
 
 class Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     role: Literal["user", "assistant"]
     content: Text = Field(max_length=20_000)
 
 
 class AnswerIn(BaseModel):
+    """Unknown fields are refused (422), as in search: a misspelt ``filter`` must not answer over
+    the whole knowledge base."""
+
+    model_config = ConfigDict(extra="forbid")
+
     question: Text = Field(min_length=1)
     top_k: int = Field(default=8, ge=1)
     filters: SearchFiltersIn | None = None
@@ -84,7 +91,9 @@ ANSWER_RESPONSES: dict[int | str, Any] = {
     200: {"description": "the answer (JSON), or with `stream: true` server-sent events: `citations`, `delta` "
                          "(repeated), then `done` or `error`",
           "content": body_of("text/event-stream", "", {"type": "string"})[200]["content"]},
-    502: {"description": "the language model failed (after retries) or refused the request"},
+    429: {"description": "this key already runs as many searches and answers as it may (see Retry-After)"},
+    502: {"description": "the language model failed (after retries), refused the request or sent a malformed "
+                         "answer"},
     503: {"description": "the language model is rate limited for longer than we wait (see Retry-After)"},
     504: {"description": "the language model did not answer in time (after retries)"},
 }

@@ -31,7 +31,8 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         if container is not None:  # handed in (tests): its owner opens and closes it
             yield
             return
-        built = build(settings, acquire_timeout=settings.api_db_pool_timeout_seconds)
+        built = build(settings, acquire_timeout=settings.api_db_pool_timeout_seconds,
+                      statement_timeout=settings.api_statement_timeout_seconds or None)
         await built.open()
         app.state.container = built
         freeze_startup_heap()

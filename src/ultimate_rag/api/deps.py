@@ -18,7 +18,7 @@ from ..domain.models import Document, KnowledgeBase
 from ..domain.ports import (
     ApiKeyStore,
     AuditTrail,
-    ChunkSnapshotStore,
+    ChunkSnapshotReader,
     DocumentCatalog,
     DocumentEvents,
     KnowledgeBaseStore,
@@ -35,6 +35,7 @@ from ..services.knowledge_base_deletion import KnowledgeBaseDeletion
 from ..services.lifecycle import DocumentLifecycle
 from ..services.search import SearchService
 from ..settings import Settings
+from .slots import KeySlots, retrieval_slots
 
 T = TypeVar("T")
 _bearer = HTTPBearer(auto_error=False, description="an ultimate-rag API key")
@@ -51,7 +52,7 @@ SettingsDep = Annotated[Settings, Depends(_part(lambda c: c.settings))]
 KnowledgeBasesDep = Annotated[KnowledgeBaseStore, Depends(_part(lambda c: c.ingest.knowledge_bases))]
 DocumentsDep = Annotated[DocumentCatalog, Depends(_part(lambda c: c.ingest.documents))]
 StorageDep = Annotated[ObjectStorage, Depends(_part(lambda c: c.infra.storage))]
-SnapshotsDep = Annotated[ChunkSnapshotStore, Depends(_part(lambda c: c.infra.snapshots))]
+SnapshotsDep = Annotated[ChunkSnapshotReader, Depends(_part(lambda c: c.infra.snapshots))]
 EventsDep = Annotated[DocumentEvents, Depends(_part(lambda c: c.infra.events))]
 IngestionDep = Annotated[IngestionService, Depends(_part(lambda c: c.ingest.ingestion))]
 LifecycleDep = Annotated[DocumentLifecycle, Depends(_part(lambda c: c.ingest.lifecycle))]
@@ -66,6 +67,13 @@ ConnectorsDep = Annotated[ConnectorServices, Depends(_part(lambda c: c.connector
 ApiKeysDep = Annotated[ApiKeyStore, Depends(_part(lambda c: c.access.api_keys))]
 AuditTrailDep = Annotated[AuditTrail, Depends(_part(lambda c: c.access.audit))]
 OperationsDep = Annotated[OperationsReadout, Depends(_part(lambda c: c.maintenance.operations))]
+
+
+def _retrieval_slots(request: Request, settings: SettingsDep) -> KeySlots:
+    return retrieval_slots(request, settings)
+
+
+RetrievalSlotsDep = Annotated[KeySlots, Depends(_retrieval_slots)]  # searches and answers at once, per key
 ReadinessDep = Annotated[Callable[[], Awaitable[dict[str, bool]]], Depends(_part(lambda c: c.readiness))]
 
 

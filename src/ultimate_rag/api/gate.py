@@ -10,8 +10,9 @@ import logging
 from typing import Any, cast
 
 from ..bootstrap import Container
-from ..domain.errors import AuthenticationError
+from ..domain.errors import AuthenticationError, DatabaseError
 from .deps import authenticate
+from .errors import RETRY_AFTER_SECONDS
 from .openai_errors import is_openai_path
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,26 @@ class ApiKeyGate:
         except AuthenticationError as exc:
             await _answer(send, 401, exc.message, [(b"www-authenticate", b"Bearer")])
             return
-        except Exception:  # the database is down: say so without reading the body either
-            log.exception("could not check an API key")
-            await _answer(send, 503, "the key cannot be checked right now: try again", [])
+        except Exception as exc:  # the database is down: say so without reading the body either
+            await refuse_unchecked_key(send, exc)
             return
         scope.setdefault("state", {})["principal"] = who
         await self.app(scope, receive, send)
+
+
+async def refuse_unchecked_key(send: Any, exc: Exception) -> None:
+    """The key could not be checked (the database is down): 503 with ``Retry-After``, one log line."""
+    if isinstance(exc, DatabaseError):
+        log.warning("could not check an API key: database unavailable (%s)", exc.message.splitlines()[0][:200])
+    else:
+        log.error("could not check an API key", exc_info=exc)
+    await key_check_unavailable(send)
+
+
+async def key_check_unavailable(send: Any) -> None:
+    """503 with ``Retry-After``, as every other answer while the database is unavailable."""
+    await _answer(send, 503, "the key cannot be checked right now: try again in a few seconds",
+                  [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
 
 
 async def _answer(send: Any, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:

@@ -83,6 +83,11 @@ class BodySizeLimit:
         except BodyTooLarge:
             if not started:
                 await self._refuse(send, refusal)
+        except BaseExceptionGroup as group:  # read inside a task group (the MCP transport): the same refusal
+            if group.subgroup(BodyTooLarge) is None:
+                raise
+            if not started:
+                await self._refuse(send, refusal)
 
     @staticmethod
     async def _refuse(send: Any, message: str, status: int = 413) -> None:

@@ -120,6 +120,9 @@ class DocumentOut(BaseModel, DocumentFile, frozen=True):
     attempts: int
     max_attempts: int
     job_status: str | None
+    operation: str | None = Field(default=None, description="what the document's job does: ingest, or delete (a"
+                                                            " PENDING document with operation delete is queued for"
+                                                            " deletion, ahead of every upload)")
     chunk_count: int
     progress: dict[str, Any]
     parser: dict[str, str | None] | None
@@ -149,7 +152,8 @@ class DocumentOut(BaseModel, DocumentFile, frozen=True):
             id=doc.id, knowledge_base_id=doc.knowledge_base_id, filename=doc.filename, mime_type=doc.mime_type,
             size_bytes=doc.size_bytes, sha256=doc.sha256, status=doc.status.value,
             error_message=doc.error_message, attempts=doc.attempts, max_attempts=doc.max_attempts,
-            job_status=doc.job_status.value if doc.job_status else None, chunk_count=doc.chunk_count,
+            job_status=doc.job_status.value if doc.job_status else None,
+            operation=doc.job_operation.value if doc.job_operation else None, chunk_count=doc.chunk_count,
             progress=doc.progress,
             parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
             duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision,
@@ -229,4 +233,6 @@ class RebuildProgressOut(BaseModel):
     failed: int = Field(default=0, description="FAILED: those with a published revision still serve it")
     removed: int = Field(default=0, description="deleted or OUTDATED since")
     searchable: int = Field(default=0, description="of the queued documents, how many search serves right now")
-    finished: bool = Field(default=True, description="nothing is pending")
+    queuing: bool = Field(default=False, description="still queueing the knowledge base's documents (in batches):"
+                                                     " the counts still grow")
+    finished: bool = Field(default=True, description="everything is queued and nothing is pending")

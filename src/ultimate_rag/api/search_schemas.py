@@ -11,13 +11,18 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..domain.metadata_filter import parse as parse_metadata_filter
 from ..domain.models import SearchResult
-from ..domain.search import SearchFilters, SearchMode
+from ..domain.search import SearchFilters, SearchMode, glob_to_regex
 from .schemas import Text
 
 
 def _aware(value: datetime) -> datetime:
     """An ISO 8601 time without an offset is taken as UTC."""
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _bounded_glob(value: str) -> str:
+    glob_to_regex(value)  # too many wildcards: ValueError, a 422
+    return value
 
 
 Instant = Annotated[datetime, AfterValidator(_aware)]
@@ -30,8 +35,9 @@ class SearchFiltersIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     document_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=1000)
-    filename: Text | None = Field(default=None, min_length=1, max_length=255,
-                                  description='a glob on the whole file name: "*.pdf", "report-202?-*.docx"')
+    filename: Annotated[Text, Field(min_length=1, max_length=255), AfterValidator(_bounded_glob)] | None = Field(
+        default=None, description='a glob on the whole file name: "*.pdf", "report-202?-*.docx" '
+                                  '(at most 16 `*` and 32 `?` or `[...]`)')
     mime_types: list[MimeType] | None = Field(default=None, min_length=1, max_length=100)
     created_after: Instant | None = None
     created_before: Instant | None = None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from ..adapter_factories import make_storage
 from ..adapters.postgres.identifiers import PostgresIdentifierIndex
+from ..adapters.postgres.lease_keeper import JobLeaseKeeping
 from ..adapters.postgres.migrations import migrate
 from ..domain.ports import ChatModel, Closable, Embedder, ObjectStorage, Pingable
 from ..services.connectors.runner import ConnectorServices
@@ -58,10 +59,12 @@ class Container:
     def worker(self, config: WorkerConfig, worker_id: str | None = None) -> IngestionWorker:
         """The job loop, with the document deletion, the connector syncs, the sparse backfill, the
         embedding-model migrations and the janitor beside it."""
+        keeper = JobLeaseKeeping(self.infra.queue.db.url, interval=config.heartbeat_seconds,
+                                 lease_seconds=self.infra.queue.lease_seconds) if config.lease_keeper else None
         return IngestionWorker(self.infra.queue, self.ingest.processor, config, worker_id=worker_id,
                                document_deletion=self.ingest.document_deletion, connector_runner=self.connectors.runner,
                                backfill=self.maintenance.backfill, migrations=self.embedding.migrations,
-                               janitor=self.maintenance.janitor)
+                               janitor=self.maintenance.janitor, keeper=keeper)
 
     async def open(self) -> None:
         await self.infra.db.open()
@@ -101,11 +104,12 @@ class Container:
 
 def build(settings: Settings, *, url: str | None = None, embedder: Embedder | None = None,
           storage: ObjectStorage | None = None, pool_size: int = 10, acquire_timeout: float = 10.0,
-          chat: ChatModel | None = None) -> Container:
+          chat: ChatModel | None = None, statement_timeout: float | None = None) -> Container:
     """``embedder``, ``storage``, ``chat``: given instead of the settings' (tests, benchmarks);
-    ``acquire_timeout``: how long a caller waits for a pooled connection (infrastructure.py)."""
+    ``acquire_timeout``: how long a caller waits for a pooled connection, ``statement_timeout``:
+    how long one of its statements may run (infrastructure.py; the API bounds both)."""
     infra = infrastructure.wire(settings, url or database_url(settings), storage=storage, pool_size=pool_size,
-                                acquire_timeout=acquire_timeout)
+                                acquire_timeout=acquire_timeout, statement_timeout=statement_timeout)
     models = embedding.wire(settings, infra, embedder)
     documents = ingest.wire(settings, infra, models)
     return Container(settings=settings, infra=infra, embedding=models, ingest=documents,

@@ -82,7 +82,8 @@ def wire(settings: Settings, infra: Infrastructure, embedder: Embedder | None = 
     models = EmbeddingModels(
         default=service, local=EmbeddingSpec("local", LocalE5Embedder.name, LocalE5Embedder.dimension),
         make_embedder=model_for, make_service=service_of, openai_configured=bool(settings.embedding_base_url),
-        max_dimension=2000 if settings.vector_store == "pgvector" else 32768, states=rows)
+        max_dimension=2000 if settings.vector_store == "pgvector" else 32768, states=rows,
+        max_models=settings.max_embedding_models)
     indexes = IndexGenerations(db, generation_store, models.read_plan, models.plan_of, models.default)
     migrations = EmbeddingMigrations(repository=rows, models=models, indexes=indexes,
                                      retry_delay_seconds=settings.retry_delay_seconds,

@@ -25,7 +25,10 @@ def database_url(settings: Settings) -> str:
     """The configured server, or the embedded PostgreSQL in the data dir (started on first use)."""
     if settings.database_url:
         return settings.database_url
-    url, server = start_embedded_postgres(settings.data_dir, supervise=True)  # restarted if it dies
+    # restarted if it dies; stopped once its owners are gone, also after a SIGKILL, when the workers
+    # that were handing their jobs back have left (or the grace period and half a minute passed)
+    url, server = start_embedded_postgres(settings.data_dir, supervise=True,
+                                          linger_seconds=settings.shutdown_grace_seconds + 30.0)
     _embedded_servers.append(server)  # keep the handle: the server lives while this process does
     return url
 
@@ -43,13 +46,14 @@ class Infrastructure:
 
 
 def wire(settings: Settings, url: str, *, storage: ObjectStorage | None, pool_size: int,
-         acquire_timeout: float) -> Infrastructure:
+         acquire_timeout: float, statement_timeout: float | None = None) -> Infrastructure:
     """``acquire_timeout``: how long a caller waits for a pooled connection (the API answers 503
     after it while the database is down; a worker's fenced writes ride out a short outage).
     Every pool's transaction that waits ``Settings.idle_transaction_seconds`` for its next
     statement is ended by the server, its row locks with it (a frozen process frees its rows)."""
     idle = settings.idle_transaction_seconds
-    db = Database(url, max_size=pool_size, acquire_timeout=acquire_timeout, idle_transaction_timeout=idle)
+    db = Database(url, max_size=pool_size, acquire_timeout=acquire_timeout, idle_transaction_timeout=idle,
+                  statement_timeout=statement_timeout)
     queue_db = queue_database(url, max_size=max(2, pool_size // 2), idle_transaction_timeout=idle)
     queue = JobQueue(queue_db, lease_seconds=settings.lease_seconds, retry_delay_seconds=settings.retry_delay_seconds,
                      poison_after=settings.poison_lost_leases)

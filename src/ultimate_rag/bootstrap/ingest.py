@@ -19,6 +19,7 @@ from ..services.document_deletion import DocumentDeletion
 from ..services.ingestion import IngestionService
 from ..services.knowledge_base_deletion import KnowledgeBaseDeletion
 from ..services.lifecycle import DocumentLifecycle
+from ..services.parse_lane import LongParseLane
 from ..services.processing import DocumentProcessor
 from ..settings import Settings
 from .embedding import EmbeddingFeature
@@ -52,7 +53,9 @@ def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature)
                                  memory_limit_mb=settings.parse_memory_limit_mb, isolate=settings.parse_isolation),
         vision=make_vision(settings),
         dedup=Deduplicator(PostgresDedupStore(infra.queue), indexes, settings.dedup_min_chars),
-        centroids=embedding.centroids, migration_items=embedding.migrations.repository)
+        centroids=embedding.centroids, migration_items=embedding.migrations.repository,
+        lane=LongParseLane(settings.long_parse_seconds, settings.worker_concurrency
+                           if settings.long_parse_slots is None else settings.long_parse_slots))
     kb_deletion = KnowledgeBaseDeletion(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=indexes, snapshots=snapshots)

@@ -33,7 +33,8 @@ def make_answers(settings: Settings, search: SearchService, chat: ChatModel | No
     metrics = metrics or AnswerMetrics()
     config = AnswerConfig(min_score=settings.answer_min_score, context_tokens=settings.llm_context_tokens,
                           history_tokens=settings.llm_history_tokens, max_output_tokens=settings.llm_max_output_tokens,
-                          max_query_chars=settings.max_query_chars)
+                          max_query_chars=settings.max_query_chars, max_answer_bytes=settings.llm_max_answer_bytes,
+                          max_answer_seconds=settings.llm_max_answer_seconds)
     return AnswerService(search=search, chat=chat or make_chat_model(settings, metrics), config=config,
                          count_tokens=estimate_tokens, metrics=metrics)
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any, Generic, TypeVar
+from urllib.parse import quote
 from uuid import UUID
 
 import httpx
@@ -167,6 +168,14 @@ class Call(Generic[T]):
     idempotent: bool = field(default=False)
 
 
+def segment(value: Id) -> str:
+    """One URL path segment: every character that could end or climb the path (``/``, ``?``,
+    ``#``, ``%``, a ``.`` or ``..`` segment) is escaped, so an argument names a resource and never
+    another route (``get_document("../../mcp")`` asks for a document of that name: a 422)."""
+    text = quote(str(value), safe="")
+    return text.replace(".", "%2E") if text.strip(".") == "" else text
+
+
 def _list(parse: Callable[[dict[str, Any]], T]) -> Callable[[Any], Page[T]]:
     return lambda d: Page(items=[parse(i) for i in d.get("items") or []], next_cursor=d.get("next_cursor"),
                           counts=d.get("counts") or {})
@@ -186,7 +195,7 @@ class Calls:
 
     @staticmethod
     def get_knowledge_base(kb: Id) -> Call[KnowledgeBase]:
-        return Call("GET", f"/api/knowledge-bases/{kb}", KnowledgeBase.from_json, idempotent=True)
+        return Call("GET", f"/api/knowledge-bases/{segment(kb)}", KnowledgeBase.from_json, idempotent=True)
 
     @staticmethod
     def create_knowledge_base(name: str, description: str, settings: dict[str, Any] | None) -> Call[KnowledgeBase]:
@@ -196,21 +205,21 @@ class Calls:
     @staticmethod
     def list_documents(kb: Id, status: str | None, limit: int | None, cursor: str | None,
                        filename_contains: str | None = None) -> Call[Page[Document]]:
-        return Call("GET", f"/api/knowledge-bases/{kb}/documents", _list(Document.from_json),
+        return Call("GET", f"/api/knowledge-bases/{segment(kb)}/documents", _list(Document.from_json),
                     params=_params(status=status, limit=limit, cursor=cursor, q=filename_contains), idempotent=True)
 
     @staticmethod
     def get_document(document_id: Id) -> Call[Document]:
-        return Call("GET", f"/api/documents/{document_id}", Document.from_json, idempotent=True)
+        return Call("GET", f"/api/documents/{segment(document_id)}", Document.from_json, idempotent=True)
 
     @staticmethod
     def list_chunks(document_id: Id, limit: int | None, cursor: str | None) -> Call[Page[Chunk]]:
-        return Call("GET", f"/api/documents/{document_id}/chunks", _list(Chunk.from_json),
+        return Call("GET", f"/api/documents/{segment(document_id)}/chunks", _list(Chunk.from_json),
                     params=_params(limit=limit, cursor=cursor), idempotent=True)
 
     @staticmethod
     def upload(kb: Id, upload: Upload) -> Call[Document]:
-        return Call("POST", f"/api/knowledge-bases/{kb}/documents", Document.from_json, upload=upload)
+        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/documents", Document.from_json, upload=upload)
 
     @staticmethod
     def update_metadata(document_id: Id, metadata: dict[str, Any]) -> Call[Document]:
@@ -218,49 +227,50 @@ class Calls:
 
     @staticmethod
     def replace_content(document_id: Id, upload: Upload) -> Call[Document]:
-        return Call("PUT", f"/api/documents/{document_id}/content", Document.from_json, upload=upload)
+        return Call("PUT", f"/api/documents/{segment(document_id)}/content", Document.from_json, upload=upload)
 
     @staticmethod
     def reindex_document(document_id: Id) -> Call[Document]:
-        return Call("POST", f"/api/documents/{document_id}/reindex", Document.from_json)
+        return Call("POST", f"/api/documents/{segment(document_id)}/reindex", Document.from_json)
 
     @staticmethod
     def reindex_knowledge_base(kb: Id, which: str | None) -> Call[ReindexResult]:
-        return Call("POST", f"/api/knowledge-bases/{kb}/reindex",
+        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/reindex",
                     lambda d: ReindexResult(queued=d["queued"], skipped_active=d["skipped_active"]),
                     json={"filter": which} if which else None)
 
     @staticmethod
     def migrate_embedding(kb: Id, embedder: str, model: str | None,
                           dimension: int | None) -> Call[EmbeddingMigration | None]:
-        return Call("POST", f"/api/knowledge-bases/{kb}/embedding-migration", EmbeddingMigration.from_json,
+        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/embedding-migration", EmbeddingMigration.from_json,
                     json=_params(embedder=embedder, model=model, dimension=dimension))
 
     @staticmethod
     def embedding_migration(kb: Id) -> Call[EmbeddingMigration | None]:
-        return Call("GET", f"/api/knowledge-bases/{kb}/embedding-migration", EmbeddingMigration.from_json,
+        return Call("GET", f"/api/knowledge-bases/{segment(kb)}/embedding-migration", EmbeddingMigration.from_json,
                     idempotent=True)
 
     @staticmethod
     def abort_embedding_migration(kb: Id) -> Call[EmbeddingMigration | None]:
-        return Call("DELETE", f"/api/knowledge-bases/{kb}/embedding-migration", EmbeddingMigration.from_json)
+        return Call("DELETE", f"/api/knowledge-bases/{segment(kb)}/embedding-migration", EmbeddingMigration.from_json)
 
     @staticmethod
     def delete_document(document_id: Id, force: bool) -> Call[Document]:
-        return Call("DELETE", f"/api/documents/{document_id}", Document.from_json,
+        return Call("DELETE", f"/api/documents/{segment(document_id)}", Document.from_json,
                     params={"force": "true" if force else "false"})
 
     @staticmethod
     def search(kb: Id, query: str, top_k: int, mode: str | None, filters: dict[str, Any] | None,
                min_score: float | None) -> Call[SearchResults]:
         body = _params(query=query, top_k=top_k, mode=mode, filters=filters or None, min_score=min_score)
-        return Call("POST", f"/api/knowledge-bases/{kb}/search", SearchResults.from_json, json=body, idempotent=True)
+        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/search", SearchResults.from_json, json=body,
+                    idempotent=True)
 
     @staticmethod
     def answer(kb: Id, question: str, top_k: int | None, filters: dict[str, Any] | None,
                messages: list[dict[str, str]] | None) -> Call[Answer]:
         body = _params(question=question, top_k=top_k, filters=filters or None, messages=messages or None)
-        return Call("POST", f"/api/knowledge-bases/{kb}/answer", Answer.from_json, json=body, idempotent=True)
+        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/answer", Answer.from_json, json=body, idempotent=True)
 
     @staticmethod
     def stuck_documents(older_than_seconds: float | None) -> Call[list[dict[str, Any]]]:

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from ._core import RETRY_STATUSES, Call, Calls, Id, RetryPolicy, SseReader, pending_of, read_answer
+from ._core import RETRY_STATUSES, Call, Calls, Id, RetryPolicy, SseReader, pending_of, read_answer, segment
 from .errors import ApiError, NotFound, TransportError
 from .models import Document, KnowledgeBase, Page
 
@@ -229,7 +229,7 @@ def _follow(kb: str, group: list[str], docs: dict[str, Document], deadline: floa
     """Read one event stream; False when the server says to poll instead."""
     seconds = max(1, min(25, int(deadline - time.monotonic()) + 1))
     try:
-        yield OpenEvents(f"/api/knowledge-bases/{kb}/events", {"max_seconds": seconds})
+        yield OpenEvents(f"/api/knowledge-bases/{segment(kb)}/events", {"max_seconds": seconds})
         keep_streaming = yield from _read_events(set(group), docs, on_update, retry)
     except Exception:
         yield CloseEvents()

@@ -82,6 +82,10 @@ class DatabaseUnavailableError(DatabaseError, TransientError):
     """The database could not be reached, broke the connection, or no pooled connection was free in time."""
 
 
+class StatementTimeoutError(DatabaseError, TransientError):
+    """A statement ran longer than the pool's statement timeout and the server cancelled it."""
+
+
 class UnstorableValueError(DatabaseError, PermanentError):
     """A value the database can never store (a NUL character, a number out of range, a value beyond a
     size limit): the same data fails the same way on every retry. The message says what, for users."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from .status import DocumentStatus, JobOperation, JobStatus
+from .work_end import WorkEnd
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,7 @@ class Document(DocumentFile):
     attempts: int = 0
     max_attempts: int = 0
     job_status: JobStatus | None = None
+    job_operation: JobOperation | None = None  # what its job does: a PENDING document may be queued for deletion
     dedup: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # what parsing left out or changed (ParsedDocument.metadata["warnings"])
     published_revision: int | None = None  # the revision search serves (SPEC §4 rule 3); None: not searchable
@@ -147,6 +148,7 @@ class Lease:
     suspect: bool = False  # its last attempt ended in a lost lease: it runs alone in its worker
     # the document as the claim read it (read under no lock, like load_document); None: not read
     document: PipelineDocument | None = field(default=None, compare=False, repr=False)
+    end: WorkEnd = field(default_factory=WorkEnd, compare=False, repr=False)  # the work's own end (see WorkEnd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,27 +283,6 @@ class Chunk:
     def embedding_text(self) -> str:
         """What the embedder sees: the heading context, then the content. ``token_count`` counts it."""
         return f"{self.context}\n\n{self.content}" if self.context else self.content
-
-
-def embedding_text(content: str, path: tuple[str, ...], context: str) -> str:
-    """The heading context, then the content; nothing added when the content already starts with
-    the section's headings (the first chunk of a section)."""
-    if not context or _starts_with_headings(content, path):
-        return content
-    return f"{context}\n\n{content}"
-
-
-def _starts_with_headings(content: str, path: tuple[str, ...]) -> bool:
-    head = " ".join(" ".join(path).split())
-    text = " ".join(content[:len(head) * 2 + 16].split())
-    return text == head or text.startswith(head + " ")
-
-
-def stored_embedding_text(content: str, heading_path: Sequence[str] | None) -> str:
-    """A stored chunk's embedding text, rebuilt from its row as the chunker made it (the sparse
-    backfill and an embedding-model migration embed chunks read back from the database)."""
-    path = tuple(heading_path or ())
-    return embedding_text(content, path, " > ".join(path))
 
 
 @dataclass(frozen=True, slots=True)

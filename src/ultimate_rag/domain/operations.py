@@ -2,8 +2,9 @@
 ``status.py``, and the vocabulary the API serves to clients at ``GET /api/statuses`` so that the
 workbench (and any other client) never copies status names or rules from the Python code.
 
-The rules: an active document refuses reindex, re-upload and delete (the 409 rule); a DELETED one
-can only be deleted for good (hard); fail ends any active document except one a connector is
+The rules: an active document refuses reindex, re-upload and delete (the 409 rule), except that a
+queued one (PENDING: not started, or waiting for a retry) may be deleted, which cancels what was
+queued; a DELETED one can only be deleted for good (hard); fail ends any active document except one a connector is
 fetching (its sync is aborted instead); recover (fail, then a forced reindex) is for a document in
 a running stage."""
 
@@ -35,8 +36,9 @@ Op = DocumentOperation
 _ALLOWED_IN: dict[DocumentOperation, frozenset[DocumentStatus]] = {
     Op.REINDEX: STABLE & sources_of(D.PENDING),
     Op.UPLOAD: STABLE & sources_of(D.UPLOADING),
-    Op.DELETE: (STABLE - {D.DELETED}) & sources_of(D.PENDING),
-    Op.HARD_DELETE: STABLE & sources_of(D.PENDING),
+    # a queued document (not started, or waiting for a retry) too: its queued work is replaced by the delete
+    Op.DELETE: ((STABLE - {D.DELETED}) | {D.PENDING}) & sources_of(D.PENDING),
+    Op.HARD_DELETE: (STABLE | {D.PENDING}) & sources_of(D.PENDING),
     Op.FAIL: (ACTIVE - {D.FETCHING}) & sources_of(D.FAILED),
     Op.RECOVER: RUNNING & sources_of(D.FAILED),
 }

@@ -23,3 +23,12 @@ def backoff_seconds(attempt: int, base_delay: float, *, jitter: float = 0.1,
 
 def retry_message(attempt: int, max_attempts: int, error: str) -> str:
     return f"attempt {attempt}/{max_attempts} failed temporarily, retrying automatically: {error}"
+
+
+# a dependency was unavailable: the attempt is given back (it is not the document's fault)
+OUTAGE_TEMPLATE = ("attempt {attempt} was interrupted because {error}; this does not count as a failed attempt, "
+                   "retrying automatically in {delay} s")
+
+
+def outage_message(attempt: int, error: str, delay: float) -> str:
+    return OUTAGE_TEMPLATE.format(attempt=attempt, error=error, delay=f"{delay:.0f}")

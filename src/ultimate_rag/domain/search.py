@@ -1,7 +1,7 @@
 """What a search asks for (SPEC §10) and the pure parts of answering it: filters, score fusion and
 the highlight rule. No I/O here; the adapters turn ``SearchFilters`` into their own query language.
 
-Fusion (chosen by measurement, see docs/architecture.md and bench/retrieval.py): a chunk's score is
+Fusion (chosen by measurement, see docs/search.md and bench/retrieval.py): a chunk's score is
 ``dense_weight * dense + (1 - dense_weight) * sparse``, both cosine similarities of the same chunk,
 so the gap between two close candidates survives (rank fusion would keep only their order).
 """
@@ -77,26 +77,70 @@ class ScoredChunk:
     sparse: float
 
 
+MAX_GLOB_STARS = 16  # `*` left after runs are collapsed; each is a `.*` the regex engine must try
+MAX_GLOB_SINGLES = 32  # `?` and `[...]`: each is a position the engine tracks in every name
+
+
 def glob_to_regex(pattern: str) -> str:
-    """A filename glob as an anchored POSIX regular expression (PostgreSQL ``~``)."""
-    out, i = ["^"], 0
+    """A filename glob as an anchored PostgreSQL regular expression (``~``): ``*`` any run of
+    characters, ``?`` one character, ``[...]`` / ``[!...]`` one of (or none of) a set, where ``a-z``
+    is a range; every other character, inside a set or not, is matched literally (escaped).
+
+    Bounded (``ValueError`` beyond): a run of ``*`` and ``?`` becomes its ``?`` followed by one
+    ``*`` (``**?*`` is ``?*``), and at most ``MAX_GLOB_STARS`` stars and ``MAX_GLOB_SINGLES``
+    one-character wildcards are allowed. 255 stars in a row cost the database seconds per search
+    over a few thousand names, and so did 250 ``?``; within these bounds the worst costs a few
+    hundredths of a second (bench/search_bounds.py)."""
+    out, i, stars, singles = ["^"], 0, 0, 0
     while i < len(pattern):
         ch = pattern[i]
-        if ch == "*":
-            out.append(".*")
-        elif ch == "?":
-            out.append(".")
-        elif ch == "[" and (end := pattern.find("]", i + 2)) != -1:
+        if ch in "*?":
+            end = i
+            while end < len(pattern) and pattern[end] in "*?":
+                end += 1
+            run = pattern[i:end]
+            out.append("." * run.count("?"))
+            singles += run.count("?")
+            if "*" in run:
+                out.append(".*")
+                stars += 1
+            i = end
+            continue
+        if ch == "[" and (end := pattern.find("]", i + 2)) != -1:
             body = pattern[i + 1:end]
             negate = body.startswith("!")
-            body = body[1:] if negate else body
-            out.append("[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]")
-            i = end
-        else:
-            out.append(re.escape(ch))
+            out.append("[" + ("^" if negate else "") + _glob_set(body[1:] if negate else body) + "]")
+            singles += 1
+            i = end + 1
+            continue
+        out.append(_literal(ch))
         i += 1
+    if stars > MAX_GLOB_STARS:
+        raise ValueError(f"the file name pattern has {stars} wildcards '*' (at most {MAX_GLOB_STARS})")
+    if singles > MAX_GLOB_SINGLES:
+        raise ValueError(f"the file name pattern has {singles} wildcards '?' and '[...]' (at most {MAX_GLOB_SINGLES})")
     out.append("$")
     return "".join(out)
+
+
+def _glob_set(body: str) -> str:
+    """The inside of a ``[...]`` set: ranges ``a-z`` kept, every other character escaped (so ``^``,
+    ``[``, ``\\`` and ``[:alpha:]`` are just characters)."""
+    out, i = [], 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-" and body[i] <= body[i + 2]:
+            out.append(f"{_literal(body[i])}-{_literal(body[i + 2])}")
+            i += 3
+        else:
+            out.append(_literal(body[i]))
+            i += 1
+    return "".join(out)
+
+
+def _literal(ch: str) -> str:
+    """One character matched as itself in an ARE: letters, digits and ``_`` need no escape (an
+    escaped letter would be a class such as ``\\d``); everything else gets a backslash."""
+    return ch if ch.isalnum() or ch == "_" else "\\" + ch
 
 
 def fuse(candidates: Iterable[ScoredChunk], mode: SearchMode, *, fusion: Fusion = Fusion.WEIGHTED,
@@ -141,30 +185,70 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
-def highlights(content: str, query: str, limit: int = 64,
-               also: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
-    """``[start, end)`` character offsets in ``content`` of what matched the query (rule above),
-    merged with ``also`` (the identifiers the chunk holds as the identifier stage matched them,
-    whatever their spelling: ``ＳＲ－８８３４６`` for ``SR-88346``)."""
-    spans: list[tuple[int, int]] = list(also)
-    terms = query_terms(query)
-    folded = content.casefold()
-    if len(folded) != len(content):  # casefold changed lengths (e.g. ß): match on lower() instead
-        folded = content.lower()
-    if len(folded) != len(content):
-        terms = []
-    for term in terms:
-        cjk = bool(_CJK_RUN.fullmatch(term))
-        pattern = re.escape(term) if cjk else rf"(?<![^\W_]){re.escape(term)}(?![^\W_])"
-        spans.extend((m.start(), m.end()) for m in re.finditer(pattern, folded))
-    spans.sort()
+# Bounded and linear: only the first ``HIGHLIGHT_QUERY_CHARS`` characters of the query are cut into
+# terms, at most ``HIGHLIGHT_MAX_TERMS`` of them (terms longer than ``HIGHLIGHT_MAX_TERM_CHARS`` are
+# not highlighted), and all terms are found in one pass over the content: one pattern for the
+# alphabetic terms, one for the CJK ones, each tried only where a term's first character stands.
+HIGHLIGHT_QUERY_CHARS = 1000
+HIGHLIGHT_MAX_TERMS = 64
+HIGHLIGHT_MAX_TERM_CHARS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Highlighter:
+    """The highlight rule for one query, compiled once and applied to each result's content."""
+
+    words: re.Pattern[str] | None
+    cjk: re.Pattern[str] | None
+
+    def __call__(self, content: str, limit: int = 64,
+                 also: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+        """``also``: spans found otherwise (the identifiers the chunk holds as the identifier stage
+        matched them, whatever their spelling: ``ＳＲ－８８３４６`` for ``SR-88346``), merged in."""
+        spans: list[tuple[int, int]] = list(also)
+        folded = content.casefold()
+        if len(folded) != len(content):  # casefold changed lengths (e.g. ß): match on lower() instead
+            folded = content.lower()
+        if len(folded) == len(content):
+            spans += [(m.start(), m.start() + len(m.group(1)))
+                      for pattern in (self.words, self.cjk) if pattern is not None for m in pattern.finditer(folded)]
+        return merge_spans(spans)[:limit]
+
+
+def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``[start, end)`` spans sorted, overlapping or touching ones merged."""
     merged: list[tuple[int, int]] = []
-    for start, end in spans:
+    for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:
             merged.append((start, end))
-    return merged[:limit]
+    return merged
+
+
+def highlighter(query: str) -> Highlighter:
+    terms = [t for t in query_terms(query[:HIGHLIGHT_QUERY_CHARS]) if len(t) <= HIGHLIGHT_MAX_TERM_CHARS]
+    terms = terms[:HIGHLIGHT_MAX_TERMS]
+    cjk = [t for t in terms if _CJK_RUN.fullmatch(t)]
+    words = [t for t in terms if not _CJK_RUN.fullmatch(t)]
+    return Highlighter(_one_pass(words, r"(?<![^\W_])", r"(?![^\W_])"), _one_pass(cjk, "", ""))
+
+
+def _one_pass(terms: list[str], before: str, after: str) -> re.Pattern[str] | None:
+    """Every position where one of ``terms`` starts (longest first, so overlapping matches are all
+    seen: the match is a look-ahead and the search moves on one character at a time)."""
+    if not terms:
+        return None
+    first = "".join(sorted({re.escape(t[0]) for t in terms}))
+    alternatives = "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True))
+    return re.compile(f"{before}(?=[{first}])(?=({alternatives}){after})")
+
+
+def highlights(content: str, query: str, limit: int = 64,
+               also: Iterable[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    """``[start, end)`` character offsets in ``content`` of what matched the query (rule above),
+    merged with ``also`` (see ``Highlighter``)."""
+    return highlighter(query)(content, limit, also)
 
 
 # --- language centring --------------------------------------------------------------------------

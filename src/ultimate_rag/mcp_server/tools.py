@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
+from uuid import UUID
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -37,15 +38,20 @@ or id). Cite results by their `citation` (file, heading path, page). read_chunks
 around a hit; answer gives a grounded answer when the server has a model configured."""
 
 
-def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
+def build_server(client_for: ClientFor, *, local_files: bool, call_timeout: float | None = None) -> MCPServer:
     """The tools, each using ``client_for(ctx)`` for its API calls. ``local_files``: whether
-    ``upload_document`` may read a path (stdio only: the agent's own machine, never the server's)."""
+    ``upload_document`` may read a path (stdio only: the agent's own machine, never the server's).
+    ``call_timeout``: the longest a tool's calls may take in all (in-process, where the HTTP
+    client's own timeouts never fire)."""
     server = _quiet(lambda: MCPServer("ultimate-rag", version=__version__, instructions=INSTRUCTIONS))
 
     async def call(ctx: Context, work: Callable[[AsyncClient], Awaitable[T]]) -> T:
         try:
-            async with client_for(ctx) as rag:
-                return await work(rag)
+            with anyio.fail_after(call_timeout):
+                async with client_for(ctx) as rag:
+                    return await work(rag)
+        except TimeoutError as exc:
+            raise ToolError(f"the call took longer than {call_timeout:g} s and was stopped") from exc
         except ApiError as exc:
             raise ToolError(f"{exc.detail} (HTTP {exc.status_code})") from exc
         except TransportError as exc:
@@ -83,6 +89,8 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
     @server.tool(annotations=READ)
     async def get_document(ctx: Context, document_id: str) -> dict[str, Any]:
         """A document's status, its own fields (metadata), error, progress, chunks, parser and dates."""
+        document_id = _uuid("document_id", document_id)
+
         async def work(rag: AsyncClient) -> dict[str, Any]:
             return _document(await rag.get_document(document_id))
         return await call(ctx, work)
@@ -95,6 +103,10 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
         after: Annotated[int, Field(ge=0, le=20)] = 2,
     ) -> dict[str, Any]:
         """The passages of a document around a search hit (or its first passages), in order."""
+        document_id = _uuid("document_id", document_id)
+        if chunk_id is not None:
+            chunk_id = _uuid("chunk_id", chunk_id)
+
         async def work(rag: AsyncClient) -> dict[str, Any]:
             doc = await rag.get_document(document_id)
             window = await _window(rag.iter_chunks(document_id), chunk_id, before, after)
@@ -173,6 +185,8 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
     ) -> dict[str, Any]:
         """Change a document's own fields (editor keys). Nothing is rebuilt: search filters see the
         new values at once. doc, front_matter, s3 and source are filled in by ultimate-rag."""
+        document_id = _uuid("document_id", document_id)
+
         async def work(rag: AsyncClient) -> dict[str, Any]:
             return _document(await rag.update_metadata(document_id, metadata))
         return await call(ctx, work)
@@ -186,6 +200,8 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
         """Parse, chunk and index again (editor keys): one document, or a whole knowledge base."""
         if (document_id is None) == (knowledge_base is None):
             raise ToolError("give either document_id or knowledge_base")
+        if document_id is not None:
+            document_id = _uuid("document_id", document_id)
 
         async def work(rag: AsyncClient) -> dict[str, Any]:
             if document_id is not None:
@@ -197,6 +213,14 @@ def build_server(client_for: ClientFor, *, local_files: bool) -> MCPServer:
         return await call(ctx, work)
 
     return server
+
+
+def _uuid(name: str, value: str) -> str:
+    """Ids go into URL paths: only a UUID is one (``../../mcp`` is not, whatever the escaping)."""
+    try:
+        return str(UUID(value))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ToolError(f"{name} must be a UUID, like the ids search results carry") from exc
 
 
 def _quiet(make: Callable[[], MCPServer]) -> MCPServer:

@@ -10,6 +10,7 @@ provider failure while rewriting) are plain HTTP errors even for a streamed answ
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
@@ -18,11 +19,12 @@ from typing import Any
 from uuid import UUID
 
 from ..domain.chat import ChatMessage, ChatUsage
-from ..domain.errors import InvalidRequestError
+from ..domain.errors import AuthenticationError, InvalidRequestError, ProviderTimeoutError
 from ..domain.models import SearchOutcome
 from ..domain.ports import ChatModel
 from ..domain.search import SearchFilters
 from ..observability import AnswerMetrics
+from .bounded_stream import Check, StreamDeadline, StreamRefused, bounded
 from .grounding import (
     NOTHING_RELEVANT,
     CitationFilter,
@@ -45,7 +47,7 @@ def nothing_relevant(min_score: float) -> str:
 
 @dataclass(frozen=True)
 class AnswerConfig:
-    """The limits of an answer. Their defaults are the settings' (``make_answers`` in bootstrap.py
+    """The limits of an answer. Their defaults are the settings' (``make_answers`` in bootstrap/retrieval.py
     passes them); only the rewrite's budget is not a setting."""
 
     min_score: float
@@ -53,6 +55,8 @@ class AnswerConfig:
     history_tokens: int
     max_output_tokens: int
     max_query_chars: int
+    max_answer_bytes: int = 65536
+    max_answer_seconds: float = 120.0
     rewrite_max_tokens: int = 96
 
 
@@ -121,8 +125,13 @@ class AnswerService:
         if history and self._chat is not None:
             t0 = time.perf_counter()
             try:
-                reply = await self._chat.complete(rewrite_messages(question, history),
-                                                  max_tokens=self._config.rewrite_max_tokens)
+                async with asyncio.timeout(self._config.max_answer_seconds):
+                    reply = await self._chat.complete(rewrite_messages(question, history),
+                                                      max_tokens=self._config.rewrite_max_tokens)
+            except TimeoutError as exc:
+                self.metrics.answers.labels(outcome="error").inc()
+                raise ProviderTimeoutError(f"the language model took longer than {self._config.max_answer_seconds:g} s"
+                                           " to rewrite the question") from exc
             except Exception:
                 self.metrics.answers.labels(outcome="error").inc()
                 raise
@@ -161,8 +170,13 @@ class AnswerService:
                     return piece
         raise AssertionError("the stream ends with its answer")  # pragma: no cover
 
-    async def stream(self, prepared: Prepared) -> AsyncGenerator[str | Answer, None]:
-        """The answer's text pieces (invented citations already removed), then the ``Answer``."""
+    async def stream(self, prepared: Prepared, *, still_allowed: Check | None = None,
+                     check_every: float = 5.0) -> AsyncGenerator[str | Answer, None]:
+        """The answer's text pieces (invented citations already removed), then the ``Answer``.
+        Whatever the provider does, the text stops at ``max_answer_bytes`` and the model is
+        stopped after ``max_answer_seconds`` (the answer so far is kept, with the reason);
+        ``still_allowed`` (a key check, every ``check_every`` seconds) ends it with
+        ``AuthenticationError`` when it returns False."""
         if prepared.messages is None or self._chat is None:
             if prepared.answer:
                 yield prepared.answer
@@ -171,31 +185,48 @@ class AnswerService:
             return
         check = CitationFilter([p.n for p in prepared.passages])
         text, usage, first, model_started = "", None, None, time.perf_counter()
+        room = self._config.max_answer_bytes
         outcome = "cancelled"
         try:
             # closed at once when the client goes away: the provider's request is cancelled with it
-            async with aclosing(self._chat.stream(prepared.messages, max_tokens=self._config.max_output_tokens)) \
-                    as pieces:
-                async for piece in pieces:
-                    if isinstance(piece, ChatUsage):
-                        usage = piece
-                        continue
-                    out = check.feed(piece)
-                    if out:
-                        first = first or time.perf_counter()
-                        text += out
-                        yield out
-            out = check.flush()
-            if out:
-                first = first or time.perf_counter()
-                text += out
-                yield out
-            outcome = "answered"
+            model = self._chat.stream(prepared.messages, max_tokens=self._config.max_output_tokens)
+            pieces = bounded(model, seconds=self._config.max_answer_seconds, check=still_allowed,
+                             check_every=check_every)
+
+            async def checked() -> AsyncGenerator[str, None]:
+                """The model's text with invented citations removed (the held-back end last)."""
+                nonlocal usage
+                async with aclosing(pieces):
+                    async for piece in pieces:
+                        if isinstance(piece, ChatUsage):
+                            usage = piece
+                        else:
+                            yield check.feed(piece)
+                yield check.flush()
+
+            async with aclosing(checked()) as texts:
+                try:
+                    async for piece in texts:
+                        out, room, cut = _within(piece, room)
+                        if out:
+                            first = first or time.perf_counter()
+                            text += out
+                            yield out
+                        if cut:
+                            prepared.reason = f"the answer was cut at {self._config.max_answer_bytes} bytes"
+                            break
+                except StreamDeadline:
+                    prepared.reason = (f"the answer was cut after {self._config.max_answer_seconds:g} s: "
+                                       "the language model was still writing")
+            outcome = "answered" if prepared.reason is None else "truncated"
+        except StreamRefused as exc:
+            outcome = "refused"
+            raise AuthenticationError("the API key was revoked or has expired") from exc
         except Exception:
             outcome = "error"
             raise
         finally:
-            if outcome != "answered":
+            if outcome not in ("answered", "truncated"):
                 self.metrics.answers.labels(outcome=outcome).inc()
         model_seconds = time.perf_counter() - model_started
         usage = usage or self._estimate(prepared.messages, text)
@@ -234,3 +265,12 @@ class AnswerService:
 
     def _estimate(self, messages: Sequence[ChatMessage], text: str) -> ChatUsage:
         return ChatUsage(sum(self._count(m.content) + 4 for m in messages), self._count(text), estimated=True)
+
+
+def _within(text: str, room: int) -> tuple[str, int, bool]:
+    """``text`` cut to ``room`` bytes of UTF-8 (never inside a character), the room left, and
+    whether it was cut."""
+    data = text.encode()
+    if len(data) <= room:
+        return text, room - len(data), False
+    return data[:max(room, 0)].decode(errors="ignore"), 0, True

@@ -14,9 +14,10 @@ import logging
 from typing import Any
 from uuid import UUID
 
+from ..domain.embedding_text import stored_embedding_text
 from ..domain.identifiers import chunk_identifiers
 from ..domain.ids import text_hash
-from ..domain.models import Chunk, EmbeddedChunk, SourceLocator, stored_embedding_text
+from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
 from ..domain.ports import (
     BackfillStore,
     CentroidStore,

@@ -19,7 +19,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..domain.errors import DatabaseError, PermanentError, UltimateRagError
+from ..domain.errors import (
+    DatabaseError,
+    DatabaseUnavailableError,
+    PermanentError,
+    RateLimitedError,
+    UltimateRagError,
+)
 
 MAX_DETAIL_CHARS = 2000
 log = logging.getLogger(__name__)
@@ -31,6 +37,7 @@ class Failure:
     reason: str  # what users read
     detail: str  # what the log gets: the raw text, with the exception's type
     unexpected: bool = False  # no known kind: the log wants its traceback
+    outage: bool = False  # a dependency could not be reached: not the document's fault (see ``is_outage``)
 
     @property
     def mapped(self) -> bool:
@@ -41,7 +48,56 @@ def explain(exc: BaseException) -> Failure:
     """Classify ``exc`` and word it for a user; ``detail`` keeps the raw text for the log. Neither
     holds a NUL: recording the failure must not fail the way the document did."""
     failure = _explain(exc)
-    return Failure(failure.permanent, _storable(failure.reason), _storable(failure.detail), failure.unexpected)
+    return Failure(failure.permanent, _storable(failure.reason), _storable(failure.detail), failure.unexpected,
+                   outage=not failure.permanent and is_outage(exc))
+
+
+# HTTP answers that say the service is down or overloaded, not that it refused this request
+_UNAVAILABLE_CODES = frozenset({"HTTP 502", "HTTP 503", "HTTP 504"})
+# connection-level failures of the clients, by module and class name (none is imported here): the
+# database driver's and its pool's, the HTTP clients', the S3 client's
+_TRANSPORT = {"psycopg": {"OperationalError", "InterfaceError"}, "psycopg_pool": {"PoolTimeout"},
+              "httpx": {"TransportError"}, "httpcore": {"NetworkError", "TimeoutException"},
+              "botocore": {"HTTPClientError", "ConnectionError"}}
+# the database answered, but gave up on this statement: it may be this document's (not an outage)
+_STATEMENT_GIVEN_UP = frozenset({"QueryCanceled", "LockNotAvailable"})
+
+
+def is_outage(exc: BaseException) -> bool:
+    """A dependency was unavailable (SPEC §4: an infrastructure failure gives its attempt back):
+    the database's connection failed or could not be had, a service could not be reached (refused,
+    reset, timed out) or answered that it is down (502, 503, 504) or rate limiting. An error that
+    may come from this document's content (a 500, a refusal, an unreadable answer, a statement
+    the database cancelled) is not one: it counts like any transient failure, so a document that
+    always causes it still ends. The whole chain of causes is looked at: adapters wrap their
+    client's errors."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        if type(current).__name__ in _STATEMENT_GIVEN_UP:
+            return False
+        if _unavailable(current):
+            return not any(type(c).__name__ in _STATEMENT_GIVEN_UP for c in _causes(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    current = exc.__cause__ or exc.__context__
+    while current is not None and len(found) < 16 and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, DatabaseUnavailableError | RateLimitedError | ConnectionError):
+        return True
+    if isinstance(exc, UltimateRagError):
+        return exc.service is not None and exc.code in _UNAVAILABLE_CODES
+    return any(t.__name__ in _TRANSPORT.get(t.__module__.split(".")[0], ()) for t in type(exc).__mro__)
 
 
 def _explain(exc: BaseException) -> Failure:

@@ -41,6 +41,7 @@ from ..domain.ports import (
     SweptSnapshots,
 )
 from ..domain.status import DocumentStatus
+from .outages import OutageLog
 
 log = logging.getLogger(__name__)
 # being written by something that holds no lock we could see: keep everything of these documents
@@ -122,6 +123,7 @@ class Janitor:
         """Sweep every ``interval`` seconds until ``stop`` (workers); the first pass comes after a
         random part of the interval so that workers started together do not all try at once."""
         delay = interval * random.uniform(0.2, 1.0)
+        outage = OutageLog("janitor pass", log)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
@@ -129,9 +131,10 @@ class Janitor:
             delay = interval
             try:
                 report = await self.sweep()
-            except Exception:
-                log.exception("janitor pass failed; trying again in %.0fs", interval)
+            except Exception as exc:
+                outage.failed(exc)
                 continue
+            outage.succeeded()
             if observe is not None:
                 observe(report)
             if report.removed_anything or report.errors:

@@ -19,8 +19,8 @@ from uuid import UUID
 
 from ..domain.errors import DatabaseError, PermanentError
 from ..domain.models import Lease
-from ..domain.ports import IdleBackfill, JobLeases
-from ..domain.retry import backoff_seconds, retry_message
+from ..domain.ports import IdleBackfill, JobLeases, LeaseKeeping
+from ..domain.retry import backoff_seconds, outage_message, retry_message
 from ..domain.status import JobOperation
 from ..logs import log_context
 from ..observability import WorkerMetrics
@@ -30,6 +30,7 @@ from .embedding.migration import EmbeddingMigrations
 from .failures import explain
 from .janitor import Janitor, SweepReport
 from .leases import LeasedRunner, Outcome
+from .outages import OutageLog
 from .processing import DocumentProcessor
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class WorkerConfig:
     retry_delay_seconds: float = 5.0
     shutdown_grace_seconds: float = 10.0
     janitor_interval_seconds: float = 0.0  # 0: this worker never sweeps orphans
+    lease_keeper: bool = True  # renew job leases on a thread of their own (ports.LeaseKeeping), else on the loop
 
 
 class IngestionWorker:
@@ -54,7 +56,8 @@ class IngestionWorker:
                  worker_id: str | None = None, document_deletion: DocumentDeletion | None = None,
                  metrics: WorkerMetrics | None = None, janitor: Janitor | None = None,
                  connector_runner: SyncRunner | None = None, backfill: IdleBackfill | None = None,
-                 migrations: EmbeddingMigrations | None = None) -> None:
+                 migrations: EmbeddingMigrations | None = None,
+                 keeper: LeaseKeeping[Lease] | None = None) -> None:
         self.queue = queue
         self.migrations = migrations  # its items run one at a time beside the jobs
         self.backfill = backfill  # a batch whenever no job is due
@@ -67,11 +70,16 @@ class IngestionWorker:
         self.connector_runner = connector_runner  # connector syncs, one at a time, beside the jobs
         self._timings: dict[UUID, dict[str, str]] = {}  # job -> its finished run's stage timings (metrics)
         self._tasks: dict[asyncio.Task[None], Lease] = {}
+        self.keeper = keeper  # the job leases' own renewal thread (closed when the worker stops)
         self.runner = LeasedRunner(_JobLeases(self), heartbeat_seconds=config.heartbeat_seconds,
                                     label=lambda lease: f"job {lease.job_id}",
                                     context=lambda lease: log_context(document_id=lease.document_id,
-                                                                      job_id=lease.job_id, worker_id=self.worker_id))
+                                                                      job_id=lease.job_id, worker_id=self.worker_id),
+                                    keeper=keeper, ended=lambda lease: lease.end.settled())
         self._shutting_down = False
+        self._hand_back = asyncio.Event()
+        self._claims = OutageLog("claiming jobs", log)  # one warning per outage, not one per poll
+        self._backfilling = OutageLog("backfill", log)
         self.processed = 0
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -84,6 +92,7 @@ class IngestionWorker:
             try:
                 await self._loop(stop)
             finally:
+                self._close_keeper()
                 if migrating is not None:
                     migrating.cancel()
                     await asyncio.gather(migrating, return_exceptions=True)
@@ -109,18 +118,21 @@ class IngestionWorker:
             self._tasks.pop(task, None)
             slot_freed.set()
 
+        lane = self.processor.lane  # long parses there do not count against the concurrency
+        lane.on_enter(slot_freed.set)
         while not stop.is_set():
             # a suspect (its last attempt's worker died) runs alone: nothing is claimed beside it
             alone = any(lease.suspect for lease in self._tasks.values())
-            free = 0 if alone else self.config.concurrency - len(self._tasks)
+            free = 0 if alone else self.config.concurrency - (len(self._tasks) - lane.size)
             claimed: list[Lease] = []
             if free > 0:
                 try:
                     claimed = await self.queue.claim(self.worker_id, free, idle=not self._tasks)
                 except (DatabaseError, OSError) as exc:
-                    log.warning("claim failed (database unavailable?): %s", exc)
+                    self._claims.failed(exc)
                     await _sleep_or_stop(stop, self.config.poll_interval_seconds)
                     continue
+                self._claims.succeeded()
             self.metrics.claimed.inc(len(claimed))
             for lease in claimed:
                 task = asyncio.create_task(self._run_job(lease), name=f"job-{lease.job_id}")
@@ -141,30 +153,46 @@ class IngestionWorker:
         if self.backfill is None or self.backfill.done:
             return False
         try:
-            return bool(await self.backfill.step())
+            done = bool(await self.backfill.step())
         except Exception as exc:  # never let the backfill stop the worker; it tries again when idle
-            log.warning("backfill failed: %s", exc)
+            self._backfilling.failed(exc)
             return False
+        self._backfilling.succeeded()
+        return done
 
     async def run_until_idle(self, max_jobs: int | None = None) -> int:
         """Process due jobs one at a time until none is left (tests, benchmarks, one-shot runs)."""
         done = 0
-        while max_jobs is None or done < max_jobs:
-            leases = await self.queue.claim(self.worker_id, 1)
-            if not leases:
-                return done
-            self.metrics.claimed.inc()
-            await self._run_job(leases[0])
-            done += 1
-        return done
+        try:
+            while max_jobs is None or done < max_jobs:
+                leases = await self.queue.claim(self.worker_id, 1)
+                if not leases:
+                    return done
+                self.metrics.claimed.inc()
+                await self._run_job(leases[0])
+                done += 1
+            return done
+        finally:
+            self._close_keeper()
+
+    def _close_keeper(self) -> None:
+        if self.keeper is not None:
+            self.keeper.close()
+
+    def hand_back_now(self) -> None:
+        """Cut the shutdown's grace period short: in-flight jobs are handed back at once."""
+        self._hand_back.set()
 
     async def _shutdown(self) -> None:
-        """Let in-flight jobs finish within the grace period; hand back the rest."""
+        """Let in-flight jobs finish within the grace period (or until ``hand_back_now``); hand
+        back the rest."""
         self._shutting_down = True
         if self._tasks:
             log.info("waiting up to %.0fs for %d in-flight job(s)", self.config.shutdown_grace_seconds,
                      len(self._tasks))
-            _, pending = await asyncio.wait(list(self._tasks), timeout=self.config.shutdown_grace_seconds)
+            await _first_of(asyncio.wait(list(self._tasks), timeout=self.config.shutdown_grace_seconds),
+                            self._hand_back.wait())
+            pending = [task for task in self._tasks if not task.done()]
             for task in pending:
                 task.cancel()
             if pending:
@@ -209,17 +237,22 @@ class IngestionWorker:
         infrastructure error goes only to this log line, which carries the document and job ids."""
         failure = explain(exc)
         permanent, error = failure.permanent, failure.reason
-        will_retry = not permanent and lease.attempt < lease.max_attempts
+        # a dependency's outage gives the attempt back (SPEC §4), like a lost lease
+        will_retry = failure.outage or (not permanent and lease.attempt < lease.max_attempts)
         delay = backoff_seconds(lease.attempt, self.config.retry_delay_seconds) if will_retry else 0.0
-        message = retry_message(lease.attempt, lease.max_attempts, error) if will_retry else error
+        if failure.outage:
+            message = outage_message(lease.attempt, error, delay)
+        else:
+            message = retry_message(lease.attempt, lease.max_attempts, error) if will_retry else error
         self.metrics.record_failure(exc, will_retry)
         (log.info if permanent else log.warning)(
-            "job %s (document %s) attempt %d/%d failed: %s%s%s", lease.job_id, lease.document_id,
-            lease.attempt, lease.max_attempts, error, f" [{failure.detail}]" if failure.mapped else "",
-            f"; retry in {delay:.1f}s" if will_retry else "", exc_info=exc if failure.unexpected else None,
+            "job %s (document %s) attempt %d/%d %s: %s%s%s", lease.job_id, lease.document_id,
+            lease.attempt, lease.max_attempts, "given back" if failure.outage else "failed", error,
+            f" [{failure.detail}]" if failure.mapped else "", f"; retry in {delay:.1f}s" if will_retry else "",
+            exc_info=exc if failure.unexpected else None,
         )
         await self.queue.fail(lease, error=error, will_retry=will_retry, delay_seconds=delay,
-                              document_message=message,
+                              document_message=message, given_back=failure.outage,
                               cleanup=lambda: self.processor.cleanup_partial_index(lease))
 
 

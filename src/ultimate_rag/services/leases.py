@@ -1,7 +1,13 @@
 """One runner for leased work, whatever the lease is for (a document's job, a connector sync): run
 the work while a heartbeat renews the lease, cancel it the moment the lease is lost, record a
 failure through the queue, and on shutdown (this task cancelled) stop the work and hand the lease
-back without burning an attempt. The queues behind it implement ``ports.TaskLeases``."""
+back without burning an attempt. The queues behind it implement ``ports.TaskLeases``.
+
+The renewals run on a keeper's own thread and connection when one is given (``ports.LeaseKeeping``:
+a worker's event loop runs below the model's threads and may wait for CPU; the lease must not),
+else as a task on the event loop. A renewal that finds the lease gone cancels the work, unless the
+work ended the lease itself (``ended``: its end committed, e.g. READY, its cleanup still running):
+a finished job is never reported lost."""
 
 from __future__ import annotations
 
@@ -11,10 +17,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..domain.errors import DatabaseError, LeaseLostError
-from ..domain.ports import ClaimingLeases, TaskLeases
+from ..domain.ports import ClaimingLeases, LeaseKeeping, TaskLeases
+from .failures import explain, is_outage
+from .outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +37,18 @@ class Outcome(StrEnum):
 
 class LeasedRunner(Generic[L]):
     def __init__(self, leases: TaskLeases[L], *, heartbeat_seconds: float, label: Callable[[L], str],
-                 context: Callable[[L], AbstractContextManager[Any]] | None = None) -> None:
+                 context: Callable[[L], AbstractContextManager[object]] | None = None,
+                 keeper: LeaseKeeping[L] | None = None, ended: Callable[[L], Awaitable[bool]] | None = None,
+                 ) -> None:
+        """``keeper``: renews the leases on its own thread (else a heartbeat task on the loop);
+        ``ended``: whether the work has ended its lease itself (waiting for a write in flight)."""
         self.leases = leases
         self.heartbeat_seconds = heartbeat_seconds
         self._label = label
         self._context = context  # e.g. the lease's ids on every log line
+        self._keeper = keeper
+        self._ended = ended
+        self._losing: set[asyncio.Task[None]] = set()
 
     async def run(self, lease: L, work: Callable[[], Awaitable[None]]) -> Outcome:
         """Run ``work`` under the lease. Cancelling this call hands the lease back (unless it was
@@ -45,7 +60,11 @@ class LeasedRunner(Generic[L]):
         name = self._label(lease)
         task = asyncio.ensure_future(work())
         lost = asyncio.Event()
-        beat = asyncio.create_task(self.heartbeat(lease, task, lost))
+        if self._keeper is not None:
+            beat: asyncio.Task[None] | None = None
+            stop_keeping = self._keeper.keep(lease, lambda: self._start_losing(lease, task, lost))
+        else:
+            beat, stop_keeping = asyncio.create_task(self.heartbeat(lease, task, lost)), _nothing
         try:
             await asyncio.shield(task)
             return Outcome.DONE
@@ -69,9 +88,31 @@ class LeasedRunner(Generic[L]):
                 return Outcome.LOST
             return await self._fail(lease, name, exc)
         finally:
-            beat.cancel()
-            with contextlib.suppress(BaseException):
-                await beat
+            stop_keeping()
+            if beat is not None:
+                beat.cancel()
+                with contextlib.suppress(BaseException):
+                    await beat
+
+    def _start_losing(self, lease: L, work: asyncio.Future[None], lost: asyncio.Event) -> None:
+        """The keeper found the lease gone (called on the event loop)."""
+        losing = asyncio.get_running_loop().create_task(self._lose(lease, work, lost))
+        self._losing.add(losing)
+        losing.add_done_callback(self._losing.discard)
+
+    async def _lose(self, lease: L, work: asyncio.Future[None], lost: asyncio.Event) -> None:
+        """A renewal found the lease gone: cancel the work, unless it ended the lease itself (its
+        end committed: the cleanup after it runs to the end, and the run counts as done)."""
+        if work.done():
+            return
+        if self._ended is not None and await self._ended(lease):
+            log.debug("%s: ended by its own work; its renewal stops", self._label(lease))
+            return
+        if work.done():
+            return
+        log.warning("%s: lease lost (reclaimed or ended by an operator); cancelling", self._label(lease))
+        lost.set()
+        work.cancel()
 
     async def heartbeat(self, lease: L, work: asyncio.Future[None], lost: asyncio.Event) -> None:
         """Renew the lease every ``heartbeat_seconds`` until ``work`` ends; cancel it (and set
@@ -85,12 +126,8 @@ class LeasedRunner(Generic[L]):
             except (DatabaseError, OSError) as exc:
                 log.warning("%s: heartbeat failed, will retry: %s", self._label(lease), exc)
                 continue
-            if not alive and work.done():  # it succeeded (or failed) while the renewal ran
-                return
-            if not alive:
-                log.warning("%s: lease lost (reclaimed or ended by an operator); cancelling", self._label(lease))
-                lost.set()
-                work.cancel()
+            if not alive:  # gone, or ended by the work itself while the renewal ran (see _lose)
+                await self._lose(lease, work, lost)
                 return
 
     async def _fail(self, lease: L, name: str, exc: Exception) -> Outcome:
@@ -99,8 +136,12 @@ class LeasedRunner(Generic[L]):
         except LeaseLostError:
             log.warning("%s: lease lost before the failure could be recorded", name)
             return Outcome.LOST
-        except Exception:
-            log.exception("%s: could not record the failure; its lease will expire and it is retried", name)
+        except Exception as recording:
+            if not is_outage(recording):
+                log.exception("%s: could not record the failure; its lease will expire and it is retried", name)
+            else:  # the database is down: one line, the traceback says nothing more
+                log.warning("%s: could not record the failure (%s); its lease will expire and it is retried",
+                            name, explain(recording).detail)
         return Outcome.FAILED
 
     async def _release(self, lease: L, name: str) -> None:
@@ -111,6 +152,10 @@ class LeasedRunner(Generic[L]):
             pass
         except Exception:
             log.exception("%s: could not hand back; its lease will expire", name)
+
+
+def _nothing() -> None:
+    return None
 
 
 class OneAtATime(Generic[L]):
@@ -136,11 +181,13 @@ class OneAtATime(Generic[L]):
         return done
 
     async def run_periodically(self, worker_id: str, stop: asyncio.Event) -> None:
+        claims = OutageLog(f"claiming {self._what}", log)
         while not stop.is_set():
             try:
                 lease = await self._leases.claim(worker_id)
+                claims.succeeded()
             except (DatabaseError, OSError) as exc:
-                log.warning("%s claim failed (database unavailable?): %s", self._what, exc)
+                claims.failed(exc)
                 lease = None
             if lease is None:
                 with contextlib.suppress(TimeoutError):

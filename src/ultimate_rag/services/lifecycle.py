@@ -25,7 +25,7 @@ from ..domain.ports import (
     ParserResolver,
     VectorStore,
 )
-from ..domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation
+from ..domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, JobStatus
 from .ingestion import safe_filename
 
 log = logging.getLogger(__name__)
@@ -65,8 +65,17 @@ class DocumentLifecycle:
         return await self._documents.get(document_id)
 
     async def delete(self, document_id: UUID, *, hard: bool) -> Document:
+        """Queue the delete; on a queued document (PENDING: not started, or waiting for a retry) the
+        delete replaces what was queued, and a hard delete queued before stays hard. The claim takes
+        deletes before ingest work, so it runs at once, not behind the backlog."""
         async with self._repo.locked(document_id) as doc:
-            require(doc.document.status, Op.HARD_DELETE if hard else Op.DELETE)
+            current = doc.document
+            require(current.status, Op.HARD_DELETE if hard else Op.DELETE)
+            if current.status == D.PENDING:
+                if current.job_status != JobStatus.PENDING:  # claimed a moment ago: it starts now
+                    raise ConflictError("document is being picked up by a worker, try again later")
+                if current.job_operation == JobOperation.DELETE and (current.job_force or not hard):
+                    raise ConflictError("document is already queued for deletion")  # a hard one may follow a soft one
             await doc.queue(JobOperation.DELETE, force=hard)
         return await self._documents.get(document_id)
 

@@ -54,6 +54,7 @@ from ..offload import run_sized
 from .dedup import Deduplicator
 from .embedding.models import EmbeddingModels
 from .embedding.passages import EmbeddingService
+from .parse_lane import LongParseLane
 from .progress import EmbeddingProgress, parse_progress
 from .ready_commit import Publication, ReadyCommitSteps, VectorWrites
 
@@ -80,11 +81,12 @@ class DocumentProcessor:
                  parse_runner: ParseExecutor, default_chunk_size: int, default_overlap: int,
                  progress_interval: float = 1.0, vision: ImageDescriber | None = None,
                  dedup: Deduplicator | None = None, centroids: CentroidStore | None = None,
-                 migration_items: MigrationItemQueue | None = None) -> None:
+                 migration_items: MigrationItemQueue | None = None, lane: LongParseLane | None = None) -> None:
         """``models``: each knowledge base's embedding model; ``indexes``: the one vector store
         (writes per index generation); ``vision``: an image describer, or None (alt text and
         captions describe images); ``migration_items``: where a document the migration's new model
-        failed on goes back to (the migration's own item retries it)."""
+        failed on goes back to (the migration's own item retries it); ``lane``: where a long parse
+        stops counting against the worker's concurrency (parse_lane.py; None: no lane)."""
         self._store = store
         self._storage = storage
         self._parsers = parsers
@@ -99,6 +101,7 @@ class DocumentProcessor:
         self._vision = vision
         self._dedup = dedup
         self._migration_items = migration_items
+        self.lane = lane or LongParseLane(0, 0)
         self._ready = ReadyCommitSteps(indexes=indexes, snapshots=snapshots, storage=storage, centroids=centroids)
 
     async def process(self, lease: Lease) -> dict[str, str] | None:
@@ -145,7 +148,8 @@ class DocumentProcessor:
         parser = self._parsers.resolve(source)
         await self._store.start_parsing(lease, parser.name, parser.version)
         pages = parse_progress(self._store, lease, self._progress_interval)
-        parsed = await _deterministic(self._parse_runner.parse(parser, source, pages), "parse the file")
+        async with self.lane.parsing():  # a long one (a scanned book) lets the worker take other work
+            parsed = await _deterministic(self._parse_runner.parse(parser, source, pages), "parse the file")
         parsed = await self._describe_images(parsed)
         warnings = [str(w) for w in parsed.metadata.get("warnings") or ()]
         if warnings:
@@ -192,8 +196,7 @@ class DocumentProcessor:
         kb_id = doc.knowledge_base_id
         report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False,  # INDEXING follows
                                    shown=entered)
-        vectors = await embedding.embed_passages(texts, report, knowledge_base_id=kb_id)
-        sparse = await embedding.sparse_passages(texts, knowledge_base_id=kb_id)
+        vectors, sparse = await embedding.embed_with_sparse(texts, report, knowledge_base_id=kb_id)
         current = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
                    for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
         return [(plan.current, current), *await self._embed_for_target(plan, chunks, texts, doc.id)], report.from_cache

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from ..domain.models import Lease
-from ..domain.ports import PipelineStore
+from ..domain.ports import ProgressReports
 
 
 class EmbeddingProgress:
@@ -20,7 +20,7 @@ class EmbeddingProgress:
     ``shown``: the progress the stage's entry wrote already; a state equal to what is shown is
     never written again (the first count of a document with nothing cached is the entry's own)."""
 
-    def __init__(self, store: PipelineStore, lease: Lease, interval: float, *, final: bool = True,
+    def __init__(self, store: ProgressReports, lease: Lease, interval: float, *, final: bool = True,
                  shown: dict[str, object] | None = None) -> None:
         self._store, self._lease, self._interval, self._final = store, lease, interval, final
         self._last = asyncio.get_running_loop().time() if shown is not None else 0.0  # the entry's write
@@ -44,7 +44,7 @@ class EmbeddingProgress:
         await self._store.report_progress(self._lease, state)
 
 
-def parse_progress(store: PipelineStore, lease: Lease, interval: float) -> Callable[[int, int], Awaitable[None]]:
+def parse_progress(store: ProgressReports, lease: Lease, interval: float) -> Callable[[int, int], Awaitable[None]]:
     """Pages done / total while PARSING (OCR takes seconds a page), at most one write per interval,
     with ``eta_seconds``: the pages left at the pace of the pages done so far."""
     last = 0.0

@@ -24,6 +24,7 @@ from ..domain.ports import (
     Embedder,
     IdentifierIndex,
     IndexRouter,
+    PairedQueries,
     ReadyChunks,
     SearchTimings,
     SparseEncoder,
@@ -31,14 +32,18 @@ from ..domain.ports import (
 )
 from ..domain.search import (
     Fusion,
+    Highlighter,
     LanguageOffsets,
     QueryVectors,
+    ScoredChunk,
     SearchFilters,
     SearchMode,
     fuse,
-    highlights,
+    glob_to_regex,
+    highlighter,
     script_language,
 )
+from ..offload import run_sized
 from .embedding.models import EmbeddingModels
 from .identifier_stage import IdentifierStage
 
@@ -49,20 +54,25 @@ MIN_CANDIDATES = 50  # per side: language centring can lift a chunk that raw sim
 MIN_LANGUAGE_CHUNKS = 10
 
 
+CacheKey = tuple[UUID, str, str]  # (knowledge base, kind of vector and model, query)
+
+
 class QueryCache:
-    """Per process, bounded, least recently used: a repeated query is not embedded again."""
+    """Per process, bounded, least recently used: a repeated query is not embedded again. Keyed by
+    knowledge base too: a hit is faster than a miss, and that difference must not tell one
+    knowledge base's readers which queries another's asked."""
 
     def __init__(self, size: int) -> None:
         self._size = max(0, size)
-        self._items: OrderedDict[tuple[str, str], tuple[float, ...] | SparseVector] = OrderedDict()
+        self._items: OrderedDict[CacheKey, tuple[float, ...] | SparseVector] = OrderedDict()
 
-    def get(self, key: tuple[str, str]) -> Any:  # a dense vector or a sparse one, as the key's kind says
+    def get(self, key: CacheKey) -> Any:  # a dense vector or a sparse one, as the key's kind says
         value = self._items.get(key)
         if value is not None:
             self._items.move_to_end(key)
         return value
 
-    def put(self, key: tuple[str, str], value: tuple[float, ...] | SparseVector) -> None:
+    def put(self, key: CacheKey, value: tuple[float, ...] | SparseVector) -> None:
         if not self._size:
             return
         self._items[key] = value
@@ -87,6 +97,8 @@ class SearchService:
         self._vectors = vectors
         self._models = models
         self._sparse = sparse
+        # the local model beside its own sparse head: a query's two vectors from one pass
+        self._pairs: PairedQueries | None = sparse if isinstance(sparse, PairedQueries) else None
         self._documents = documents
         self._max_top_k = max_top_k
         self._max_query_chars = max_query_chars
@@ -116,12 +128,17 @@ class SearchService:
             raise InvalidRequestError(f"top_k must be between 1 and {self._max_top_k}")
         if mode is SearchMode.SPARSE and self._sparse is None:
             raise InvalidRequestError("sparse search is not available: no sparse encoder is configured")
+        if filters is not None and filters.filename is not None:
+            try:
+                glob_to_regex(filters.filename)  # bounded: too many wildcards are refused
+            except ValueError as exc:
+                raise InvalidRequestError(str(exc)) from exc
         effective = mode if self._sparse is not None else SearchMode.DENSE
         asked = self._identifiers.asked(query) if self._identifiers is not None else []
         started = time.perf_counter()
         for _ in range(3):  # a switch between reading the plan and the index: read it again
             plan, embedder = await self._index_of(knowledge_base_id)
-            vectors = await self._query_vectors(query, effective, embedder)
+            vectors = await self._query_vectors(knowledge_base_id, query, effective, embedder)
             try:
                 results = await self._collect(knowledge_base_id, query, vectors, top_k, effective,
                                               filters or SearchFilters(), min_score, group_by_document, plan, embedder,
@@ -141,10 +158,18 @@ class SearchService:
         plan = await self._vectors.plan(knowledge_base_id)
         return plan, self._models.embedder(plan.current.spec)
 
-    async def _query_vectors(self, query: str, mode: SearchMode, embedder: Embedder) -> QueryVectors:
-        dense_key = (f"dense:{embedder.name}", query)
+    async def _query_vectors(self, knowledge_base_id: UUID, query: str, mode: SearchMode,
+                             embedder: Embedder) -> QueryVectors:
+        dense_key = (knowledge_base_id, f"dense:{embedder.name}", query)
+        sparse_key = (knowledge_base_id, "sparse", query)
         dense = self._cache.get(dense_key)
-        sparse: SparseVector | None = self._cache.get(("sparse", query)) if mode is not SearchMode.DENSE else {}
+        sparse: SparseVector | None = self._cache.get(sparse_key) if mode is not SearchMode.DENSE else {}
+        if dense is None and sparse is None and self._pairs is not None and self._pairs.pairs_with(embedder):
+            dense_list, sparse = await self._pairs.encode_query_pair(query)  # both from one pass
+            dense = tuple(dense_list)
+            self._cache.put(dense_key, dense)
+            self._cache.put(sparse_key, sparse)
+            return QueryVectors(dense=dense, sparse=sparse)
         jobs: list[Awaitable[Any]] = []
         if dense is None:
             jobs.append(embedder.embed_query(query))
@@ -156,7 +181,7 @@ class SearchService:
             self._cache.put(dense_key, dense)
         if sparse is None:
             sparse = done.pop(0) if self._sparse is not None else {}
-            self._cache.put(("sparse", query), sparse)
+            self._cache.put(sparse_key, sparse)
         return QueryVectors(dense=dense, sparse=sparse or {})
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
@@ -165,6 +190,7 @@ class SearchService:
         fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
         offsets = await self._offsets(knowledge_base_id, vectors, embedder)
         stage = self._identifiers
+        marks = highlighter(query)
         while True:
             (found, exhausted), hits = await asyncio.gather(
                 self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode, filters=filters, plan=plan),
@@ -176,13 +202,11 @@ class SearchService:
             dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
-            if offsets is not None:
-                found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
-                         if c.chunk_id in rows]
-            ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
-            held = stage.held(asked, rows) if stage is not None else {}
-            results = self._assemble(identifier_tier(ranked, {c: len(n) for c, n in held.items()}), rows, query,
-                                     top_k, min_score, group, dense_of, held, {a.text: a.key for a in asked})
+            # centring, fusion, the identifier tier and highlights scan every row's text: in a thread
+            # when that is much text, so the event loop (every other request of this process) never waits
+            size = sum(len(r["content"]) for r in rows.values())
+            ranked, results, held = await run_sized(size, self._rank, found, rows, offsets, mode, marks, top_k,
+                                                    min_score, group, dense_of, asked)
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
                 unmatched = stage.unmatched(asked, hits, held) if stage is not None else ()
@@ -196,9 +220,24 @@ class SearchService:
             return None
         return await self._centroids.offsets(knowledge_base_id, embedder.name, vectors, min_chunks=MIN_LANGUAGE_CHUNKS)
 
+    def _rank(self, found: list[ScoredChunk], rows: dict[UUID, dict[str, Any]], offsets: LanguageOffsets | None,
+              mode: SearchMode, marks: Highlighter, top_k: int, min_score: float | None, group: bool,
+              dense_of: dict[UUID, float], asked: list[QueryIdentifier],
+              ) -> tuple[list[tuple[UUID, float]], list[SearchResult], dict[UUID, tuple[str, ...]]]:
+        """Centring, fusion, the identifier tier and the results with their highlights: the ranked
+        candidates, the results, and the query's identifiers each chunk holds."""
+        if offsets is not None:
+            found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
+                     if c.chunk_id in rows]
+        ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
+        held = self._identifiers.held(asked, rows) if self._identifiers is not None else {}
+        results = self._assemble(identifier_tier(ranked, {c: len(n) for c, n in held.items()}), rows, marks, top_k,
+                                 min_score, group, dense_of, held, {a.text: a.key for a in asked})
+        return ranked, results, held
+
     @staticmethod
-    def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], query: str, top_k: int,
-                  min_score: float | None, group: bool, dense_of: dict[UUID, float],
+    def _assemble(ranked: Sequence[tuple[UUID, float]], rows: dict[UUID, dict[str, Any]], marks: Highlighter,
+                  top_k: int, min_score: float | None, group: bool, dense_of: dict[UUID, float],
                   held: dict[UUID, tuple[str, ...]], key_of: dict[str, str]) -> list[SearchResult]:
         results: list[SearchResult] = []
         seen: set[UUID] = set()
@@ -217,7 +256,7 @@ class SearchService:
                 content=row["content"], score=score, heading_path=tuple(row["heading_path"] or ()),
                 locator=SourceLocator.from_metadata(row["locator"]),
                 assets=tuple(row["metadata"].get("assets", ())) if row["metadata"] else (),
-                highlights=tuple(highlights(row["content"], query, also=exact)), dense_score=dense_of.get(chunk_id),
+                highlights=tuple(marks(row["content"], also=exact)), dense_score=dense_of.get(chunk_id),
                 identifiers=names, metadata=row.get("document_metadata") or {},
             ))
             if len(results) == top_k:

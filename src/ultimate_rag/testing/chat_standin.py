@@ -96,6 +96,12 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                 headers = {"Retry-After": str(step["retry_after"])} if "retry_after" in step else {}
                 self._json(status, {"error": {"message": f"stand-in error {status}; you sent {auth!r}"}}, headers)
                 return
+            if "body" in step:
+                self._json(200, step["body"])
+                return
+            if "chunks" in step:
+                self._raw_stream(step["chunks"])
+                return
             reply = str(step.get("reply", DEFAULT_REPLY))
             if body.get("stream"):
                 self._stream(reply, step)
@@ -108,6 +114,15 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             data = f"data: {json.dumps(value) if not isinstance(value, str) else value}\n\n".encode()
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
+
+        def _raw_stream(self, chunks: list[Any]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in [*chunks, "[DONE]"]:
+                self._send_event(chunk)
+            self.wfile.write(b"0\r\n\r\n")
 
         def _stream(self, reply: str, step: dict[str, Any]) -> None:
             self.send_response(200)

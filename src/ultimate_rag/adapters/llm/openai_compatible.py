@@ -11,6 +11,10 @@
   the provider's error body (a provider may echo the key back), and the base URL is redacted.
 * Leaving a ``stream`` early (a client disconnected) closes the HTTP response: the provider sees
   the request cancelled.
+* What the provider sends is checked, never trusted: a reply body or a stream line longer than
+  ``max_reply_bytes`` is refused, ``choices`` that are not a list of objects are a readable
+  ``ProviderError`` (502), and a usage report that is not two plausible counts is dropped (the
+  usage is then estimated).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ class OpenAICompatibleChat:
     def __init__(self, *, base_url: str, model: str, api_key: str | None = None, connect_timeout: float = 5.0,
                  timeout: float = 60.0, max_retries: int = 2, retry_backoff: float = 0.5,
                  max_retry_wait: float = 10.0, temperature: float | None = 0.2,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None, max_reply_bytes: int = 1 << 20) -> None:
         if not base_url or not model:
             raise ValueError("the chat model needs ULTIMATE_RAG_LLM_BASE_URL and ULTIMATE_RAG_LLM_MODEL")
         self.base_url = base_url.rstrip("/")
@@ -63,6 +67,7 @@ class OpenAICompatibleChat:
         self._max_retry_wait = max_retry_wait
         self._temperature = temperature
         self._on_error = on_error or (lambda kind: None)
+        self._max_reply_bytes = max_reply_bytes
         self._clients = LoopClient(lambda: httpx.AsyncClient(timeout=self._timeout))
 
     # the port --------------------------------------------------------------------------------
@@ -71,8 +76,12 @@ class OpenAICompatibleChat:
         attempt = 0
         while True:
             try:
-                response = await self._send(body, stream=False)
-                return self._reply(response)
+                response = await self._send(body)
+                try:
+                    raw = await self._read_capped(response)
+                finally:
+                    await response.aclose()
+                return self._reply(raw)
             except _Retry as retry:
                 attempt = await self._backoff(attempt, retry)
 
@@ -82,18 +91,18 @@ class OpenAICompatibleChat:
         attempt = 0
         while True:
             try:
-                response = await self._send(body, stream=True)
+                response = await self._send(body)
                 break
             except _Retry as retry:
                 attempt = await self._backoff(attempt, retry)
         try:
-            async for line in response.aiter_lines():
+            async for line in self._lines(response):
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
                     break
-                piece, usage = _chunk(data)
+                piece, usage = self._chunk(data)
                 if piece:
                     yield piece
                 if usage is not None:
@@ -123,14 +132,16 @@ class OpenAICompatibleChat:
             body["stream_options"] = {"include_usage": True}
         return body
 
-    async def _send(self, body: dict[str, Any], *, stream: bool) -> httpx.Response:
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
+    async def _send(self, body: dict[str, Any]) -> httpx.Response:
+        """The response, its body not read yet (the callers read it in pieces, bounded)."""
+        headers = {"Content-Type": "application/json",
+                   "Accept": "text/event-stream" if body["stream"] else "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         client = self._http()
         try:
             request = client.build_request("POST", f"{self.base_url}/chat/completions", json=body, headers=headers)
-            response = await client.send(request, stream=stream)
+            response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             self._on_error("timeout")
             raise _Retry(ProviderTimeoutError(f"the language model at {self._where} did not answer within "
@@ -171,41 +182,75 @@ class OpenAICompatibleChat:
         await asyncio.sleep(delay)
         return attempt
 
-    def _reply(self, response: httpx.Response) -> ChatReply:
+    async def _read_capped(self, response: httpx.Response) -> bytes:
+        body = bytearray()
         try:
-            reply = response.json()
+            async for piece in response.aiter_bytes():
+                body += piece
+                if len(body) > self._max_reply_bytes:
+                    self._on_error("bad_reply")
+                    raise ProviderError(f"the language model's reply is larger than {self._max_reply_bytes} bytes")
+        except httpx.TimeoutException as exc:
+            self._on_error("timeout")
+            raise _Retry(ProviderTimeoutError(f"the language model stopped answering for {self._seconds:g} s")) \
+                from exc
+        except httpx.TransportError as exc:
+            self._on_error("connection")
+            raise _Retry(ProviderError(f"the connection to the language model broke: {type(exc).__name__}")) from exc
+        return bytes(body)
+
+    async def _lines(self, response: httpx.Response) -> AsyncGenerator[str, None]:
+        """The stream's lines; a line longer than ``max_reply_bytes`` is refused before it is whole."""
+        pending = ""
+        async for text in response.aiter_text():
+            *lines, rest = text.split("\n")
+            for line in lines:
+                yield (pending + line).rstrip("\r")
+                pending = ""
+            pending += rest
+            if len(pending) > self._max_reply_bytes:
+                self._on_error("bad_reply")
+                raise ProviderError(f"the language model sent a line longer than {self._max_reply_bytes} bytes")
+        if pending:
+            yield pending.rstrip("\r")
+
+    def _reply(self, raw: bytes) -> ChatReply:
+        try:
+            reply = json.loads(raw)
             message = reply["choices"][0]["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message")
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             self._on_error("bad_reply")
             raise ProviderError("the language model's reply has no message") from exc
         return ChatReply(_text(message.get("content")), _usage(reply.get("usage")))
 
-
-def _chunk(data: str) -> tuple[str, ChatUsage | None]:
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        return "", None
-    if not isinstance(chunk, dict):
-        return "", None
-    piece = ""
-    for choice in chunk.get("choices") or ():
-        delta = choice.get("delta") if isinstance(choice, dict) else None
-        if isinstance(delta, dict):
-            piece += _text(delta.get("content"))
-    return piece, _usage(chunk.get("usage"))
+    def _chunk(self, data: str) -> tuple[str, ChatUsage | None]:
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            return "", None
+        if not isinstance(chunk, dict):
+            return "", None
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            self._on_error("bad_reply")
+            raise ProviderError("the language model sent a malformed stream (its choices are not a list)")
+        piece = ""
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict):
+                piece += _text(delta.get("content"))
+        return piece, _usage(chunk.get("usage"))
 
 
 def _text(content: Any) -> str:
     if isinstance(content, list):  # content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return content if isinstance(content, str) else ""
 
 
 def _usage(usage: Any) -> ChatUsage | None:
     if not isinstance(usage, dict):
         return None
-    try:
-        return ChatUsage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
-    except (TypeError, ValueError):
-        return None
+    return ChatUsage.reported(usage.get("prompt_tokens"), usage.get("completion_tokens"))

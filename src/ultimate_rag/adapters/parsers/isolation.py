@@ -262,8 +262,17 @@ def _without_main(original: Any) -> Any:
             data.pop("init_main_from_path", None)
         return data
 
-    prepare.wrapped = original  # type: ignore[attr-defined]
+    prepare.wrapped = original  # type: ignore[attr-defined]  # a mark on a function: wrapped once
     return prepare
+
+
+def _ignore_stop_signals() -> None:
+    """A stop signal for the worker's process group (Ctrl-C, a service manager's stop) reaches its
+    parse children too; their worker decides when a parse ends (it kills the child when it gives
+    the job up), and a child killed by the worker's stop would read as a file that crashes its
+    parser, failing the document."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _mp_context() -> Any:
@@ -300,6 +309,7 @@ def _child(conn: Connection, name: str, source: DocumentSource, limits: ParseLim
     import resource
 
     child_env.scrub()  # also when the forkserver was started by someone else, with everything
+    _ignore_stop_signals()
     try:
         os.nice(5)  # parsing yields to the worker's own event loop
     except OSError:

@@ -127,7 +127,8 @@ class SyncQueue:
                 "sha256": sha256, "revision": revision, "etag": etag, "last_modified": last_modified,
                 "id": document_id, "fetched_keys": list(FETCHED), "fields": Jsonb(fields or {}),
                 "source": Jsonb({"path": path} if path else {})})
-            await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts)
+            await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts,
+                            source=f"connector:{lease.connector_id}")
             await notify_workers(conn)
 
     async def fail_item(self, lease: SyncLease, document_id: UUID, reason: str) -> bool:
@@ -162,7 +163,8 @@ class SyncQueue:
             if is_active(locked.status):
                 raise ConflictError(f"document is active ({locked.status})")
             check_transition(locked.status, DocumentStatus.PENDING)
-            await reset_job(conn, document_id, operation=operation, force=False, max_attempts=max_attempts)
+            await reset_job(conn, document_id, operation=operation, force=False, max_attempts=max_attempts,
+                            source=f"connector:{lease.connector_id}")
             await conn.execute(Q["queue_item_document"], {"sync_id": lease.sync_id, "operation": operation,
                                                           "id": document_id})
             await notify_workers(conn)

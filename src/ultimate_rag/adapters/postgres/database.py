@@ -39,14 +39,16 @@ log = logging.getLogger(__name__)
 class Database:
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, register_vector: bool = True,
                  generic_plans: bool = False, acquire_timeout: float = 10.0,
-                 idle_transaction_timeout: float | None = None) -> None:
+                 idle_transaction_timeout: float | None = None, statement_timeout: float | None = None) -> None:
         """``generic_plans``: plan each prepared statement once for all parameters. The queue's
         statements are the same on every call, and their planning costs more than running them.
         ``idle_transaction_timeout``: the server ends a transaction of this pool that waits longer
         than this for its client's next statement, and its row locks go with it. A worker frozen
         inside a transaction (stopped, swapped out, its machine paused) would otherwise hold its
         job's rows for as long as it stays frozen, and no other worker could ever take the job
-        over; work outside the database inside a transaction runs under ``kept_open``."""
+        over; work outside the database inside a transaction runs under ``kept_open``.
+        ``statement_timeout``: the server cancels any statement of this pool that runs longer
+        (the API's pool: a request cannot keep the database busy for minutes)."""
         self.url = url
         self.idle_transaction_timeout = idle_transaction_timeout
         self._register_vector = register_vector
@@ -55,7 +57,7 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             kwargs={"row_factory": dict_row, "autocommit": True, "prepare_threshold": 1 if generic_plans else 5,
-                    **_server_options(generic_plans, idle_transaction_timeout)},
+                    **_server_options(generic_plans, idle_transaction_timeout, statement_timeout)},
             configure=self._configure,
             open=False,
             # waiting longer for a connection only delays the caller's own error handling (a worker
@@ -163,8 +165,11 @@ def _quiet(conn: Connection) -> bool:
     return not readable
 
 
-def _server_options(generic_plans: bool, idle_transaction_timeout: float | None) -> dict[str, str]:
+def _server_options(generic_plans: bool, idle_transaction_timeout: float | None,
+                    statement_timeout: float | None = None) -> dict[str, str]:
     options = []
+    if statement_timeout:
+        options.append(f"-c statement_timeout={max(1, round(statement_timeout * 1000))}")
     if generic_plans:
         options.append("-c plan_cache_mode=force_generic_plan")
     if idle_transaction_timeout is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -72,7 +72,8 @@ async def record_content_hash(conn: Connection, document_id: UUID, text_hash: st
 
 async def outdate(conn: Connection, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
     """Make ``older`` OUTDATED (duplicate_of = ``newer``): its chunks and hash bands go, its job ends
-    (a worker still on it loses its lease). Locks its job row, then its document row. Returns False
+    (a worker still on it loses its lease), and the documents outdated in its favour before now
+    name ``newer`` (never a document that is itself OUTDATED). Locks its job row, then its document row. Returns False
     when it is no longer in a state that can be outdated."""
     await conn.execute(Q["lock_job"], {"id": older})
     row = await (await conn.execute(Q["lock_document"], {"id": older})).fetchone()
@@ -82,6 +83,7 @@ async def outdate(conn: Connection, *, older: UUID, newer: UUID, verdict: dict[s
     await conn.execute(Q["delete_chunks"], {"id": older})
     await conn.execute(Q["delete_bands"], {"id": older})
     await conn.execute(Q["outdate_document"], {"newer": newer, "verdict": Jsonb(verdict), "id": older})
+    await conn.execute(Q["repoint_duplicates"], {"newer": newer, "id": older})
     return True
 
 
@@ -91,6 +93,7 @@ class _Session:
 
     conn: Connection
     current: DocumentStatus
+    outdated: list[UUID] = field(default_factory=list)  # documents this transaction made OUTDATED
 
     async def candidates(self, *, knowledge_base_id: UUID, document_id: UUID, text_hash: str,
                          bands: list[tuple[int, int]] | None, exempt: list[UUID],
@@ -110,7 +113,10 @@ class _Session:
         await record_content_hash(self.conn, document_id, text_hash)
 
     async def outdate(self, *, older: UUID, newer: UUID, verdict: dict[str, Any]) -> bool:
-        return await outdate(self.conn, older=older, newer=newer, verdict=verdict)
+        done = await outdate(self.conn, older=older, newer=newer, verdict=verdict)
+        if done:
+            self.outdated.append(older)
+        return done
 
 
 class PostgresDedupStore:
@@ -122,5 +128,9 @@ class PostgresDedupStore:
 
     @asynccontextmanager
     async def judging(self, lease: Lease, knowledge_base_id: UUID) -> AsyncIterator[_Session]:
-        async with self._queue.fenced(lease, lock_name(knowledge_base_id)) as (conn, current):
-            yield _Session(conn, current)
+        async with lease.end.writing():  # judging the document the older twin ends its job
+            async with self._queue.fenced(lease, lock_name(knowledge_base_id)) as (conn, current):
+                session = _Session(conn, current)
+                yield session
+            if lease.document_id in session.outdated:
+                lease.end.finished()

@@ -74,6 +74,12 @@ WHERE document_id = %(id)s AND status = ANY(%(sources)s);
 -- delete_chunks --
 DELETE FROM chunks WHERE document_id = %(id)s;
 
+-- repoint_duplicates --
+-- Documents outdated earlier in favour of the one being outdated now point on to its newer twin:
+-- a duplicate_of never names a document that is itself OUTDATED (a chain to nothing searchable).
+UPDATE documents SET duplicate_of = %(newer)s, updated_at = now()
+WHERE duplicate_of = %(id)s AND status = 'OUTDATED' AND id <> %(newer)s;
+
 -- outdate_document --
 UPDATE documents SET status = 'OUTDATED', duplicate_of = %(newer)s, dedup = %(verdict)s, chunk_count = 0,
     published_revision = NULL, progress = '{}'::jsonb, error_message = NULL, updated_at = now()

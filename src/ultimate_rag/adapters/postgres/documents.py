@@ -136,9 +136,11 @@ async def published_chunk_ids(db: Database, document_id: UUID) -> list[UUID]:
 RESET_JOB_SOURCES = names(job_sources_of(JobStatus.PENDING))
 
 
-async def reset_job(conn: Connection, document_id: UUID, *, operation: str, force: bool, max_attempts: int) -> None:
+async def reset_job(conn: Connection, document_id: UUID, *, operation: str, force: bool, max_attempts: int,
+                    source: str = "") -> None:
+    """``source``: who queued it, within its knowledge base (its flow in the claim's fair order)."""
     await conn.execute(Q["reset_job"], {"operation": operation, "force": force, "max_attempts": max_attempts,
-                                        "id": document_id, "job_from": RESET_JOB_SOURCES})
+                                        "id": document_id, "job_from": RESET_JOB_SOURCES, "source": source})
 
 
 async def notify_workers(conn: Connection) -> None:

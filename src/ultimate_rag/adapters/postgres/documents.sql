@@ -18,9 +18,12 @@ WITH kb AS MATERIALIZED (
            %(source)s, jsonb_build_object('PENDING', now()), %(metadata)s
     FROM kb WHERE NOT kb.deleting
     RETURNING *
+), flow AS (
+    -- whose work it is (the knowledge base, the uploading key): its turn in the claim's fair order
+    SELECT d.id, d.knowledge_base_id::text || '/' || coalesce(%(uploaded_by)s, '') AS name FROM d
 ), j AS (
-    INSERT INTO ingestion_jobs (id, document_id, status, max_attempts)
-    SELECT %(job_id)s, d.id, 'PENDING', %(max_attempts)s FROM d
+    INSERT INTO ingestion_jobs (id, document_id, status, max_attempts, flow, turn)
+    SELECT %(job_id)s, flow.id, 'PENDING', %(max_attempts)s, flow.name, queue_turn(flow.name) FROM flow
     RETURNING *
 ), woken AS (
     SELECT pg_notify(%(channel)s, '') FROM j
@@ -38,7 +41,7 @@ d.id, d.knowledge_base_id, d.filename, d.mime_type, d.size_bytes, d.sha256, d.ob
 d.status, d.error_message, d.progress, d.parser_name, d.parser_version, d.chunk_count,
 d.content_revision, d.source, d.duplicate_of, d.stage_timings, d.created_at, d.updated_at,
 d.indexed_at, d.deleted_at, d.dedup, d.warnings, d.published_revision, d.metadata,
-j.attempts, j.max_attempts, j.status AS job_status
+j.attempts, j.max_attempts, j.status AS job_status, j.operation AS job_operation
 
 -- get_document --
 -- columns: document_columns
@@ -99,11 +102,16 @@ SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.docum
 
 -- reset_job --
 -- The document's single job queued again (attempts start over), from the job statuses the job
--- table lets go to PENDING (%(job_from)s: status.job_sources_of).
+-- table lets go to PENDING (%(job_from)s: status.job_sources_of), with a new turn in the flow of
+-- its knowledge base and %(source)s (who queued it: '' for an operation, a connector's items).
+WITH flow AS (
+    SELECT knowledge_base_id::text || '/' || %(source)s AS name FROM documents WHERE id = %(id)s
+)
 UPDATE ingestion_jobs SET status = 'PENDING', operation = %(operation)s, force = %(force)s, attempts = 0,
     max_attempts = %(max_attempts)s, available_at = now(), locked_by = NULL, locked_at = NULL,
     last_error = NULL, finished_at = NULL, updated_at = now(), queued_at = now(),
-    lost_streak = 0, lost_workers = '{}', lost_since = NULL
+    lost_streak = 0, lost_workers = '{}', lost_since = NULL, flow = flow.name, turn = queue_turn(flow.name)
+FROM flow
 WHERE document_id = %(id)s AND status = ANY(%(job_from)s);
 
 -- notify_workers --

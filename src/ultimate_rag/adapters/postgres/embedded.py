@@ -17,19 +17,24 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .watchdog import start_watchdog
+
 log = logging.getLogger(__name__)
 SUPERVISE_INTERVAL_SECONDS = 1.0
 _attached: dict[Path, Supervisor | None] = {}
 
 
-def start_embedded_postgres(data_dir: Path, *, stop_on_exit: bool = True,
-                            supervise: bool = False) -> tuple[str, Any]:
+def start_embedded_postgres(data_dir: Path, *, stop_on_exit: bool = True, supervise: bool = False,
+                            linger_seconds: float = 60.0) -> tuple[str, Any]:
     """Start (or attach to) the embedded server; returns (url, server handle).
 
     Several processes may call this for one data dir: the wheel keeps a list of the processes
     that hold the server, and stops it when the last one that asked for ``stop`` exits. Processes
     that died without saying so (SIGKILL) are dropped from that list first, or the server would
-    never be stopped again. With ``supervise``, a thread restarts the server whenever it dies.
+    never be stopped again. With ``supervise`` (an owner: ``up``, or ``serve``/``worker`` without a
+    database URL), a thread restarts the server whenever it dies, and a watchdog process stops it
+    when nobody holds it any more, after its clients are gone or ``linger_seconds`` have passed
+    (watchdog.py: an owner killed with SIGKILL leaves no server running without an owner).
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -47,6 +52,7 @@ def start_embedded_postgres(data_dir: Path, *, stop_on_exit: bool = True,
         supervisor = Supervisor(server) if supervise else None
         if supervisor is not None:
             supervisor.start()
+            start_watchdog(pgdata, os.getpid(), linger_seconds)
         _attached[pgdata] = supervisor
         # registered after the wheel's own exit handler, so it runs first (atexit: last in, first out)
         atexit.register(_before_exit, server, supervisor)
@@ -121,8 +127,8 @@ def _patch_liveness() -> None:
         def is_running(self: Any) -> bool:
             return self.process is not None and _alive_not_zombie(self.process)
 
-        is_running.zombies_are_dead = True  # type: ignore[attr-defined]
-        PostmasterInfo.is_running = is_running  # type: ignore[method-assign]
+        is_running.zombies_are_dead = True  # type: ignore[attr-defined]  # a mark: patched once per process
+        PostmasterInfo.is_running = is_running  # type: ignore[method-assign]  # the wheel's check, fixed for zombies
 
 
 def running_postmaster(pgdata: Path) -> Any:

@@ -44,7 +44,9 @@ class EmbeddingMigrationRepository:
             assert row is not None
             await conn.execute(Q["insert_items"], {"migration": row["id"], "max_attempts": self._max_attempts,
                                                    "kb": kb_id})
-        return await self.get(row["id"])  # type: ignore[return-value]
+        started = await self.get(row["id"])
+        assert started is not None  # committed just now, and a migration row is never deleted
+        return started
 
     async def get(self, migration_id: int) -> dict[str, Any] | None:
         row = await self._db.fetchone(Q["get"], {"id": migration_id})

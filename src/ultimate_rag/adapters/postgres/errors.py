@@ -8,7 +8,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import errors as pg
 
-from ...domain.errors import DatabaseError, DatabaseUnavailableError, UnstorableValueError
+from ...domain.errors import DatabaseError, DatabaseUnavailableError, StatementTimeoutError, UnstorableValueError
 
 # SQLSTATE classes whose errors depend only on the data written: the same data fails the same way
 _DATA_REASONS: tuple[tuple[type[BaseException], str], ...] = (
@@ -27,6 +27,8 @@ def translated(exc: psycopg.Error) -> DatabaseError:
     raw = f"{exc.__class__.__name__}: {str(exc).strip() or exc.__class__.__name__}"[:MAX_MESSAGE_CHARS]
     if isinstance(exc, psycopg.DataError | pg.ProgramLimitExceeded):
         error = UnstorableValueError(f"the document contains data the database cannot store: {_data_reason(exc)}")
+    elif isinstance(exc, pg.QueryCanceled) and "statement timeout" in str(exc):
+        error = StatementTimeoutError(raw, code="statement timeout")
     elif isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         error = DatabaseUnavailableError(raw)
     else:

@@ -46,7 +46,9 @@ async def lock_document(conn: Connection, document_id: UUID) -> LockedDocument:
     lease = doc["upload_lease"] or {}
     return LockedDocument(DocumentStatus(doc["status"]), doc["knowledge_base_id"], doc["object_key"],
                           doc["content_revision"], upload_token=lease.get("token"),
-                          upload_restore_status=lease.get("status"), upload_restore_error=lease.get("error_message"))
+                          upload_restore_status=lease.get("status"), upload_restore_error=lease.get("error_message"),
+                          job_status=JobStatus(job["status"]), job_operation=JobOperation(job["operation"]),
+                          job_force=bool(job["force"]))
 
 
 class LockedSession:
@@ -142,11 +144,13 @@ class LifecycleRepository:
         """A rolling rebuild: each document a new revision built beside its published one, marked
         with the knowledge base's new ``rebuild_started_at`` (see ``rebuild_progress``)."""
         started = await self._db.fetchone(Q["start_rebuild"], {"kb": knowledge_base_id})
+        stamp = started["rebuild_started_at"] if started else None
         params = queue_batch_params(
             knowledge_base_id, operation=JobOperation.INGEST, force=False, new_revision=True, statuses=statuses,
-            accepted=accepted, current_parsers=current_parsers, max_attempts=self._max_attempts,
-            started=started["rebuild_started_at"] if started else None)
-        return await queue_in_batches(self._db, params, batch_size)
+            accepted=accepted, current_parsers=current_parsers, max_attempts=self._max_attempts, started=stamp)
+        counts = await queue_in_batches(self._db, params, batch_size)
+        await self._db.execute(Q["queued_rebuild"], {"kb": knowledge_base_id, "started": stamp})
+        return counts
 
     async def rebuild_progress(self, knowledge_base_id: UUID) -> dict[str, Any] | None:
         """The last bulk reindex of the knowledge base: when it started and, of the documents it

@@ -3,7 +3,7 @@
 
 -- lock_job --
 -- The lock order used everywhere: the job row first, then the document row.
-SELECT id FROM ingestion_jobs WHERE document_id = %(id)s FOR UPDATE;
+SELECT id, status, operation, force FROM ingestion_jobs WHERE document_id = %(id)s FOR UPDATE;
 
 -- lock_document --
 SELECT status, knowledge_base_id, object_key, content_revision, upload_lease
@@ -84,7 +84,8 @@ WITH batch AS (
     FROM documents d JOIN jobs ON jobs.document_id = d.id
     ORDER BY d.id FOR UPDATE OF d
 ), eligible AS (
-    SELECT id FROM docs
+    -- each its turn in the knowledge base's operations flow, one after the other (queue_turn)
+    SELECT id, queue_turn(%(kb)s::text || '/') + row_number() OVER (ORDER BY id) - 1 AS turn FROM docs
     WHERE status = ANY(%(statuses)s) AND status = ANY(%(accepted)s) AND status = ANY(%(from_statuses)s)
       AND (%(parsers)s::text[] IS NULL
            OR (parser_name IS NOT NULL AND parser_name || ':' || parser_version <> ALL(%(parsers)s::text[])))
@@ -93,7 +94,7 @@ WITH batch AS (
     SET status = 'PENDING', operation = %(operation)s, force = %(force)s, attempts = 0,
         max_attempts = %(max_attempts)s, available_at = now(), locked_by = NULL, locked_at = NULL,
         last_error = NULL, finished_at = NULL, queued_at = now(), lost_streak = 0, lost_workers = '{}',
-        lost_since = NULL, updated_at = now()
+        lost_since = NULL, updated_at = now(), flow = %(kb)s::text || '/', turn = e.turn
     FROM eligible e WHERE j.document_id = e.id AND j.status = ANY(%(job_from)s)
     RETURNING j.document_id
 ), queued AS (
@@ -118,12 +119,20 @@ SELECT (SELECT max(id::text)::uuid FROM batch) AS last_id,
        (SELECT count(*) FROM notified) AS woke;
 
 -- start_rebuild --
-UPDATE knowledge_bases SET rebuild_started_at = clock_timestamp() WHERE id = %(kb)s RETURNING rebuild_started_at;
+-- A new bulk reindex, still queueing its batches (rebuild_queued_at NULL until queued_rebuild).
+UPDATE knowledge_bases SET rebuild_started_at = clock_timestamp(), rebuild_queued_at = NULL
+WHERE id = %(kb)s RETURNING rebuild_started_at;
+
+-- queued_rebuild --
+-- Its last batch is queued: from now on, nothing pending means finished.
+UPDATE knowledge_bases SET rebuild_queued_at = clock_timestamp()
+WHERE id = %(kb)s AND rebuild_started_at = %(started)s;
 
 -- rebuild_progress --
 -- The documents the last bulk reindex queued: how many are rebuilt (READY), still on their way (not
--- stable: %(stable)s), failed (their previous revision, if any, still serving) and removed since.
-SELECT kb.rebuild_started_at AS started_at, count(d.id) AS queued,
+-- stable: %(stable)s), failed (their previous revision, if any, still serving) and removed since;
+-- and whether it is still queueing them (its counts then still grow).
+SELECT kb.rebuild_started_at AS started_at, kb.rebuild_queued_at IS NULL AS queuing, count(d.id) AS queued,
        count(d.id) FILTER (WHERE d.status = 'READY') AS rebuilt,
        count(d.id) FILTER (WHERE d.status <> ALL(%(stable)s)) AS pending,
        count(d.id) FILTER (WHERE d.status = 'FAILED') AS failed,
@@ -132,7 +141,7 @@ SELECT kb.rebuild_started_at AS started_at, count(d.id) AS queued,
 FROM knowledge_bases kb
 LEFT JOIN documents d ON d.knowledge_base_id = kb.id AND d.rebuild_started_at = kb.rebuild_started_at
 WHERE kb.id = %(kb)s AND kb.rebuild_started_at IS NOT NULL
-GROUP BY kb.rebuild_started_at;
+GROUP BY kb.rebuild_started_at, kb.rebuild_queued_at;
 
 -- mark_kb_deleting --
 UPDATE knowledge_bases SET deleting = true, updated_at = now() WHERE id = %(kb)s RETURNING id;

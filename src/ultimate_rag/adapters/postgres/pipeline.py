@@ -116,23 +116,24 @@ class PipelineRepository:
         leaves them to the janitor)."""
         twin = commit.outdate
         document = {"document_id": lease.document_id}
-        async with self._queue.fenced(lease, dedup.lock_name(twin.knowledge_base_id) if twin else None) as (
-                conn, current):
-            check_transition(current, DocumentStatus.READY)
-            async with self._queue.db.kept_open(conn):
-                await write_vectors()
-            if twin is not None:
-                await self._outdate_twin(conn, twin, newer=lease.document_id)
-            published = await (await conn.execute(Q["publish_revision"], {
-                **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
-                "chunks": Jsonb([_chunk_row(c) for c in commit.chunks]), "parsed_keys": list(PARSED),
-                "properties": Jsonb(commit.properties)})).fetchone()
-            assert published is not None  # one row, always
-            state = rows.index_state(published)
-            await finish(SharedTransaction(self._queue.db.url, conn), state)
+        async with lease.end.writing():  # a renewal refused from here on may be this commit's own end
+            async with self._queue.fenced(lease, dedup.lock_name(twin.knowledge_base_id) if twin else None) as (
+                    conn, current):
+                check_transition(current, DocumentStatus.READY)
+                async with self._queue.db.kept_open(conn):
+                    await write_vectors()
+                if twin is not None:
+                    await self._outdate_twin(conn, twin, newer=lease.document_id)
+                published = await (await conn.execute(Q["publish_revision"], {
+                    **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
+                    "chunks": Jsonb([_chunk_row(c) for c in commit.chunks]), "parsed_keys": list(PARSED),
+                    "properties": Jsonb(commit.properties)})).fetchone()
+                assert published is not None  # one row, always
+                state = rows.index_state(published)
+                await finish(SharedTransaction(self._queue.db.url, conn), state)
+            lease.end.finished()  # committed: the job is SUCCEEDED, its cleanup is the caller's
             return ReadyOutcome(tuple(published["stale"]), dict(published["stage_timings"] or {}),
                                 published["previous_revision"], state)
-        raise AssertionError("unreachable")  # pragma: no cover - fenced() raises or yields
 
     async def _outdate_twin(self, conn: Connection, twin: OlderTwin, *, newer: UUID) -> None:
         """Deduplication's statements (``dedup.sql``) on this commit's transaction; a twin that can
@@ -144,7 +145,10 @@ class PipelineRepository:
     async def complete_already_ready(self, lease: Lease) -> None:
         """The job of a document that is READY already ends: only the job changes. Concurrent
         completions share one statement (each still fenced on its own lease)."""
-        if not await self._completions.submit(lease):
+        async with lease.end.writing():
+            if await self._completions.submit(lease):
+                lease.end.finished()
+                return
             owned, current = await self._queue.lease_state(lease)
             if not owned:
                 raise LeaseLostError()
@@ -161,18 +165,20 @@ class PipelineRepository:
         """DELETING -> DELETED (soft: the row stays, its derived data goes) or the row is gone (hard).
         ``remove_outside`` gets the document's asset object keys and removes vectors, objects and
         the snapshot while the job row is locked."""
-        async with self._queue.fenced(lease) as (conn, current):
-            check_transition(current, DocumentStatus.DELETED)
-            keys = await deletion.asset_keys(conn, lease.document_id)
-            async with self._queue.db.kept_open(conn):
-                await remove_outside(keys)
-            document = {"document_id": lease.document_id}
-            if hard:
-                await conn.execute(Q["delete_document"], document)
-                return
-            for name in ("delete_chunks", "delete_assets", "delete_hash_bands", "document_deleted"):
-                await conn.execute(Q[name], document)
-            await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+        async with lease.end.writing():
+            async with self._queue.fenced(lease) as (conn, current):
+                check_transition(current, DocumentStatus.DELETED)
+                keys = await deletion.asset_keys(conn, lease.document_id)
+                async with self._queue.db.kept_open(conn):
+                    await remove_outside(keys)
+                document = {"document_id": lease.document_id}
+                if hard:
+                    await conn.execute(Q["delete_document"], document)
+                else:
+                    for name in ("delete_chunks", "delete_assets", "delete_hash_bands", "document_deleted"):
+                        await conn.execute(Q[name], document)
+                    await conn.execute(Q["succeed_job"], {"job_id": lease.job_id})
+            lease.end.finished()
 
     async def published_chunk_ids(self, document_id: UUID) -> list[UUID]:
         """The chunks search may serve for this document (empty when it has no published revision)."""

@@ -24,6 +24,7 @@ from psycopg import sql
 from ...domain import status as tables
 from ...domain.errors import LeaseLostError
 from ...domain.models import Lease
+from ...domain.retry import OUTAGE_TEMPLATE
 from ...domain.status import RESTORABLE_FROM_UPLOAD, DocumentStatus, JobOperation, check_transition
 from . import rows
 from .database import Connection, Database
@@ -52,6 +53,9 @@ CLAIM_SOURCES = {
 LOST_MESSAGE = "worker %s stopped before finishing this attempt (it crashed, was killed or stopped responding)"
 INTERRUPTED_MESSAGE = ("attempt %s was interrupted because its worker stopped; this does not count as a failed "
                        "attempt, retrying automatically in %s s")
+# a lease that expired while the database was down (it restarted after the last renewal)
+OUTAGE_ERROR = "the database was unavailable (it restarted after this attempt's last lease renewal)"
+OUTAGE_INTERRUPTED = OUTAGE_TEMPLATE.format(attempt="%s", error="the database was unavailable", delay="%s")
 POISON_MESSAGE = ("this file stopped the worker processing it %s times in a row (on %s different workers) while "
                   "other documents were processed normally: it was set aside so that it cannot crash more "
                   "workers; check the file (or report it), then reindex it")
@@ -98,11 +102,12 @@ class JobQueue:
         return {"lease_seconds": self.lease_seconds, "limit": limit, "worker_id": worker_id, "idle": idle,
                 "retry_delay": self.retry_delay_seconds, "poison_after": self.poison_after,
                 "lost_message": LOST_MESSAGE, "interrupted_message": INTERRUPTED_MESSAGE,
-                "poison_message": POISON_MESSAGE, "restorable": _RESTORABLE,
+                "poison_message": POISON_MESSAGE, "restorable": _RESTORABLE, "outage_error": OUTAGE_ERROR,
+                "outage_interrupted": OUTAGE_INTERRUPTED,
                 "upload_message": UPLOAD_EXPIRED_MESSAGE, "still_served": STILL_SERVED, **CLAIM_SOURCES}
 
     async def heartbeat(self, lease: Lease) -> bool:
-        row = await self._db.fetchone(Q["heartbeat"], _lease_params(lease))
+        row = await self._db.fetchone(Q["heartbeat"], lease_params(lease))
         return row is not None
 
     async def wait_for_work(self, timeout: float, stop: asyncio.Event) -> None:
@@ -148,7 +153,7 @@ class JobQueue:
         deduplication lock, taken in the same statement)."""
         async with self._db.transaction() as conn:
             row = await (await conn.execute(Q["lock_fenced"], {
-                **_lease_params(lease), "document_id": lease.document_id, "first": lock_first})).fetchone()
+                **lease_params(lease), "document_id": lease.document_id, "first": lock_first})).fetchone()
             if row is None:
                 raise LeaseLostError()
             if row["status"] is None:
@@ -161,14 +166,14 @@ class JobQueue:
         ``statement`` is a ``fenced_document_update`` composed once by its module (never user
         input); the document changes only from ``from_statuses`` (default: any)."""
         allowed = sorted(from_statuses if from_statuses is not None else DocumentStatus)
-        row = await self._db.fetchone(statement, {**_lease_params(lease), **params, "document_id": lease.document_id,
+        row = await self._db.fetchone(statement, {**lease_params(lease), **params, "document_id": lease.document_id,
                                                   "from_statuses": [s.value for s in allowed]})
         if row is None:
             await self._explain_refusal(lease, params.get("status"))
 
     async def lease_state(self, lease: Lease) -> tuple[bool, DocumentStatus | None]:
         """Why a fenced statement changed nothing: is the job still ours, and where is the document?"""
-        state = await self._db.fetchone(Q["fencing_state"], _lease_params(lease))
+        state = await self._db.fetchone(Q["fencing_state"], lease_params(lease))
         if state is None:
             return False, None
         status = state["document_status"]
@@ -185,10 +190,12 @@ class JobQueue:
 
     # -- the end of an attempt -----------------------------------------------------------------
     async def fail(self, lease: Lease, *, error: str, will_retry: bool, delay_seconds: float,
-                   document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
+                   document_message: str, cleanup: Callable[[], Awaitable[None]] | None = None,
+                   given_back: bool = False) -> None:
         """End this attempt: retry later (job and document PENDING) or FAILED. The partial index is
         cleaned by ``cleanup`` while the job row is still locked by us. A published revision keeps
-        serving (a failed rebuild), and a FAILED document's message says so."""
+        serving (a failed rebuild), and a FAILED document's message says so. ``given_back``: the
+        attempt does not count (a dependency's outage: see ``retry_job``)."""
         async with self.fenced(lease) as (conn, current):
             if cleanup is not None:  # the vector store's work, on other connections
                 async with self._db.kept_open(conn):
@@ -197,7 +204,8 @@ class JobQueue:
             if current != target:
                 check_transition(current, target)
             if will_retry:
-                await conn.execute(Q["retry_job"], {"job_id": lease.job_id, "error": error, "delay": delay_seconds})
+                await conn.execute(Q["retry_job"], {"job_id": lease.job_id, "error": error, "delay": delay_seconds,
+                                                    "given_back": given_back})
             else:
                 await conn.execute(Q["fail_job"], {"job_id": lease.job_id, "error": error})
             document = {"document_id": lease.document_id}
@@ -228,7 +236,7 @@ async def _drain(gen: Any) -> None:
         pass
 
 
-def _lease_params(lease: Lease) -> dict[str, Any]:
+def lease_params(lease: Lease) -> dict[str, Any]:
     return {"job_id": lease.job_id, "worker_id": lease.worker_id, "attempt": lease.attempt}
 
 

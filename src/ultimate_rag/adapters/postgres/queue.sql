@@ -8,10 +8,15 @@
 --   * a poison file (%(poison_after)s lost attempts in a row, on at least two workers, while other
 --     jobs succeeded and no other worker lost a lease since the streak began) -> job and document
 --     FAILED, saying so;
+--   * the database itself restarted after the job's last renewal (pg_postmaster_start_time): the
+--     lease expired because the database was down, not because the worker crashed -> given back,
+--     saying so, and the streak of lost attempts (the poison rule's evidence) is left as it was;
 --   * otherwise the attempt is given back (max_attempts + 1: a crash is not the document's fault)
 --     and the job waits a backoff like a transient failure, document PENDING, keeping its place.
--- Then up to %(limit)s due PENDING jobs are claimed in queue order (queued_at: a retry keeps the
--- place it had) and their attempt is counted; or, by an idle worker (%(idle)s), one suspect alone.
+-- Then up to %(limit)s due PENDING jobs are claimed and their attempt is counted: deletes first,
+-- then ingest work in turn order (fair across knowledge bases and uploaders: the turns were given
+-- at enqueue, migration 0026's queue_turn; a retry keeps its turn); or, by an idle worker
+-- (%(idle)s), one suspect alone.
 -- Each claimed job comes with its document as its run reads it first (pipeline_documents).
 -- The converged and the claimed jobs are disjoint (RUNNING vs PENDING in this statement's snapshot).
 -- Re-uploads whose lease expired (the API died, or its commit failed and could not be undone,
@@ -27,7 +32,7 @@
 -- predicates of the partial indexes this statement reads, which a generic plan can only use when
 -- they are spelled as in the index; the parameters then gate the writes.
 WITH expired AS (
-    SELECT j.id, j.document_id, j.attempts, j.locked_by, j.lost_streak, j.lost_workers, j.lost_since
+    SELECT j.id, j.document_id, j.attempts, j.locked_by, j.locked_at, j.lost_streak, j.lost_workers, j.lost_since
     FROM ingestion_jobs j
     WHERE j.status = 'RUNNING'
       AND j.locked_at <= now() - make_interval(secs => %(lease_seconds)s)
@@ -48,6 +53,7 @@ WITH expired AS (
 ), judged AS (
     SELECT s.*,
            CASE WHEN s.document_status IN ('READY', 'DELETED') THEN 'done'
+                WHEN s.locked_at < pg_postmaster_start_time() THEN 'outage'
                 WHEN s.streak >= %(poison_after)s AND cardinality(s.workers) >= 2
                      AND (SELECT at FROM last_success) >= s.since
                      AND NOT EXISTS (SELECT 1 FROM lost_leases l
@@ -57,33 +63,36 @@ WITH expired AS (
            least(%(retry_delay)s * power(2, least(s.lost_streak, 20)), 300.0) * (0.9 + random() * 0.2) AS delay
     FROM streaks s
 ), recorded AS (
-    INSERT INTO lost_leases (worker_id, job_id) SELECT locked_by, id FROM judged
+    INSERT INTO lost_leases (worker_id, job_id) SELECT locked_by, id FROM judged WHERE verdict <> 'outage'
 ), pruned AS (
     DELETE FROM lost_leases WHERE lost_at < now() - interval '1 day' AND EXISTS (SELECT 1 FROM expired)
 ), converged AS (
     UPDATE ingestion_jobs j
     SET status = CASE g.verdict WHEN 'done' THEN 'SUCCEEDED' WHEN 'poison' THEN 'FAILED' ELSE 'PENDING' END,
         locked_by = NULL, locked_at = NULL, updated_at = now(),
-        finished_at = CASE WHEN g.verdict = 'retry' THEN NULL ELSE now() END,
-        available_at = CASE WHEN g.verdict = 'retry' THEN now() + make_interval(secs => g.delay)
+        finished_at = CASE WHEN g.verdict IN ('retry', 'outage') THEN NULL ELSE now() END,
+        available_at = CASE WHEN g.verdict IN ('retry', 'outage') THEN now() + make_interval(secs => g.delay)
                             ELSE j.available_at END,
-        max_attempts = CASE WHEN g.verdict = 'retry' THEN j.max_attempts + 1 ELSE j.max_attempts END,
-        lost_streak = CASE WHEN g.verdict = 'retry' THEN g.streak ELSE 0 END,
-        lost_workers = CASE WHEN g.verdict = 'retry' THEN g.workers ELSE '{}' END,
-        lost_since = CASE WHEN g.verdict = 'retry' THEN g.since END,
+        max_attempts = CASE WHEN g.verdict IN ('retry', 'outage') THEN j.max_attempts + 1 ELSE j.max_attempts END,
+        lost_streak = CASE g.verdict WHEN 'retry' THEN g.streak WHEN 'outage' THEN j.lost_streak ELSE 0 END,
+        lost_workers = CASE g.verdict WHEN 'retry' THEN g.workers WHEN 'outage' THEN j.lost_workers ELSE '{}' END,
+        lost_since = CASE g.verdict WHEN 'retry' THEN g.since WHEN 'outage' THEN j.lost_since END,
         last_error = CASE g.verdict WHEN 'done' THEN j.last_error
             WHEN 'poison' THEN format(%(poison_message)s, g.streak, cardinality(g.workers))
+            WHEN 'outage' THEN %(outage_error)s
             ELSE format(%(lost_message)s, g.locked_by) END,
         error_history = j.error_history || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
-            'attempt', j.attempts, 'at', now(), 'worker', g.locked_by, 'lost_lease', true,
-            'error', format(%(lost_message)s, g.locked_by),
-            'retry_in_seconds', CASE WHEN g.verdict = 'retry' THEN round(g.delay::numeric, 1) END)))
+            'attempt', j.attempts, 'at', now(), 'worker', g.locked_by,
+            'lost_lease', CASE WHEN g.verdict <> 'outage' THEN true END,
+            'outage', CASE WHEN g.verdict = 'outage' THEN true END,
+            'error', CASE WHEN g.verdict = 'outage' THEN %(outage_error)s ELSE format(%(lost_message)s, g.locked_by) END,
+            'retry_in_seconds', CASE WHEN g.verdict IN ('retry', 'outage') THEN round(g.delay::numeric, 1) END)))
     FROM judged g
     WHERE j.id = g.id
       AND j.status = ANY(CASE g.verdict WHEN 'done' THEN %(job_succeed_from)s::text[]
                                         WHEN 'poison' THEN %(job_fail_from)s::text[]
                                         ELSE %(job_retry_from)s::text[] END)
-    RETURNING j.document_id, j.status, j.last_error, g.attempts, g.delay
+    RETURNING j.document_id, j.status, j.last_error, g.attempts, g.delay, g.verdict
 ), converged_docs AS (
     UPDATE documents d
     SET status = c.status, updated_at = now(), progress = '{}'::jsonb,
@@ -91,6 +100,7 @@ WITH expired AS (
         error_message = CASE WHEN c.status = 'FAILED' THEN c.last_error
                 || CASE WHEN d.published_revision IS NOT NULL THEN format(%(still_served)s, d.published_revision)
                         ELSE '' END
+            WHEN c.verdict = 'outage' THEN format(%(outage_interrupted)s, c.attempts, round(c.delay::numeric))
             ELSE format(%(interrupted_message)s, c.attempts, round(c.delay::numeric, 1)) END
     FROM converged c
     WHERE d.id = c.document_id
@@ -118,26 +128,36 @@ WITH expired AS (
     -- has nothing else running, so if that worker dies again, it is this job that killed it
     SELECT id FROM ingestion_jobs
     WHERE status = 'PENDING' AND lost_streak > 0 AND available_at <= now() AND attempts < max_attempts
-    ORDER BY queued_at
+    ORDER BY turn
     LIMIT 1
 ), suspect AS (
     SELECT id FROM ingestion_jobs
     WHERE %(idle)s AND id = (SELECT id FROM suspect_due)
       AND status = 'PENDING' AND lost_streak > 0 AND available_at <= now() AND attempts < max_attempts
     FOR UPDATE SKIP LOCKED
+), due_deletes AS (
+    -- deletes (a user's, a knowledge base's removal) go before ingest work: they are short, and
+    -- what was deleted must stop showing at once, not wait behind a backlog of uploads
+    SELECT id
+    FROM ingestion_jobs
+    WHERE status = 'PENDING' AND operation = 'delete' AND available_at <= now() AND attempts < max_attempts
+      AND lost_streak = 0 AND NOT EXISTS (SELECT 1 FROM suspect_due)
+    ORDER BY turn
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
 ), due AS (
     -- read in index order with its own LIMIT: a claim costs the same with ten queued jobs or a
-    -- million; queue order, not due time, so a retry does not wait behind the whole backlog. While
+    -- million; turn order, not due time, so a retry does not wait behind the whole backlog. While
     -- a suspect is due, busy workers take nothing new: they drain, and the first idle one takes it.
     SELECT id
     FROM ingestion_jobs
-    WHERE status = 'PENDING' AND available_at <= now() AND attempts < max_attempts AND lost_streak = 0
-      AND NOT EXISTS (SELECT 1 FROM suspect_due)
-    ORDER BY queued_at
-    LIMIT %(limit)s
+    WHERE status = 'PENDING' AND operation = 'ingest' AND available_at <= now() AND attempts < max_attempts
+      AND lost_streak = 0 AND NOT EXISTS (SELECT 1 FROM suspect_due)
+    ORDER BY turn
+    LIMIT greatest(%(limit)s - (SELECT count(*) FROM due_deletes), 0)
     FOR UPDATE SKIP LOCKED
 ), candidates AS (
-    SELECT id FROM suspect UNION ALL SELECT id FROM due
+    SELECT id FROM suspect UNION ALL SELECT id FROM due_deletes UNION ALL SELECT id FROM due
 ), claimed AS (
     -- = ANY(ARRAY(...)), not a join: the generic plan cannot know %(limit)s, and a join planned
     -- for "many candidates" hashes the whole jobs table on every claim
@@ -207,12 +227,17 @@ WHERE id = %(job_id)s AND status = 'RUNNING' AND locked_by = %(worker_id)s AND a
 RETURNING id;
 
 -- retry_job --
+-- A transient failure: the job waits %(delay)s seconds. One caused by an outage of a dependency
+-- (%(given_back)s: the database, the object storage, the embedder could not be reached) is given
+-- back like a lost lease (max_attempts + 1): it is not the document's fault.
 UPDATE ingestion_jobs
 SET status = 'PENDING', available_at = now() + make_interval(secs => %(delay)s),
     locked_by = NULL, locked_at = NULL, updated_at = now(), last_error = %(error)s,
+    max_attempts = max_attempts + CASE WHEN %(given_back)s THEN 1 ELSE 0 END,
     lost_streak = 0, lost_workers = '{}', lost_since = NULL,
-    error_history = error_history || jsonb_build_array(jsonb_build_object(
-        'attempt', attempts, 'at', now(), 'error', %(error)s::text, 'retry_in_seconds', %(delay)s::float8))
+    error_history = error_history || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+        'attempt', attempts, 'at', now(), 'error', %(error)s::text, 'retry_in_seconds', %(delay)s::float8,
+        'outage', CASE WHEN %(given_back)s THEN true END)))
 WHERE id = %(job_id)s;
 
 -- fail_job --

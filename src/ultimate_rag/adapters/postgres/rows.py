@@ -14,7 +14,7 @@ from ...domain.models import (
     PipelineDocument,
     SourceLocator,
 )
-from ...domain.status import DocumentStatus, JobStatus
+from ...domain.status import DocumentStatus, JobOperation, JobStatus
 
 
 def knowledge_base(row: dict[str, Any]) -> KnowledgeBase:
@@ -38,6 +38,7 @@ def document(row: dict[str, Any]) -> Document:
         updated_at=row["updated_at"], indexed_at=row["indexed_at"], deleted_at=row["deleted_at"],
         attempts=row.get("attempts") or 0, max_attempts=row.get("max_attempts") or 0,
         job_status=JobStatus(row["job_status"]) if row.get("job_status") else None,
+        job_operation=JobOperation(row["job_operation"]) if row.get("job_operation") else None,
         dedup=row.get("dedup") or {}, warnings=tuple(row.get("warnings") or ()),
         published_revision=row.get("published_revision"), metadata=row.get("metadata") or {},
     )

@@ -11,9 +11,9 @@ import asyncio
 import contextlib
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from uuid import UUID
 
 import orjson
@@ -83,8 +83,31 @@ class FilesystemChunkSnapshotStore:
                 continue
         return None
 
+    async def open_blocks(self, knowledge_base_id: UUID, document_id: UUID, revision: int | None = None,
+                          block_size: int = 1 << 20) -> AsyncIterator[bytes] | None:
+        """``load``'s snapshot in blocks of ``block_size`` bytes (None: there is none). The file is
+        open before this returns: a rename over it meanwhile does not change what is read."""
+        paths = [self.path(knowledge_base_id, document_id)]
+        if revision is not None:
+            paths.insert(0, self.revision_path(knowledge_base_id, document_id, revision))
+        for path in paths:
+            try:
+                handle = await asyncio.to_thread(open, path, "rb")
+            except FileNotFoundError:
+                continue
+            return _blocks(handle, block_size)
+        return None
+
     async def delete_document(self, knowledge_base_id: UUID, document_id: UUID) -> None:
         await asyncio.to_thread(shutil.rmtree, self.path(knowledge_base_id, document_id).parent, True)
 
     async def delete_knowledge_base(self, knowledge_base_id: UUID) -> None:
         await asyncio.to_thread(shutil.rmtree, self.root / str(knowledge_base_id), True)
+
+
+async def _blocks(handle: BinaryIO, block_size: int) -> AsyncIterator[bytes]:
+    try:
+        while block := await asyncio.to_thread(handle.read, block_size):
+            yield block
+    finally:
+        handle.close()

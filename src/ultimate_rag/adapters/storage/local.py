@@ -4,6 +4,7 @@ in the same directory, fsynced, then renamed, so a reader never sees half an obj
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import shutil
@@ -44,7 +45,16 @@ class LocalObjectStorage:
         return await asyncio.to_thread(self._path(key).is_file)
 
     async def delete(self, key: str) -> None:
-        await asyncio.to_thread(self._path(key).unlink, True)
+        await asyncio.to_thread(self._remove, self._path(key))
+
+    def _remove(self, path: Path) -> None:
+        """The object, then the document's directory when that is left empty (e.g. an upload's
+        compensation): no empty directory per refused upload. Only that level: a knowledge base's
+        directory may be gaining another document right now."""
+        path.unlink(missing_ok=True)
+        if path.parent.parent.parent == self.root:  # {kb}/{document}/{object}: the document's directory
+            with contextlib.suppress(OSError):  # not empty, or gone already
+                path.parent.rmdir()
 
     async def delete_prefix(self, prefix: str) -> int:
         path = self._path(prefix.rstrip("/"))

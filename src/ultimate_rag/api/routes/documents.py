@@ -9,7 +9,7 @@ from urllib.parse import quote
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import StreamingResponse
 
 from ...domain.errors import ResourceNotFoundError
 from ...domain.media import RASTER_IMAGE_TYPES
@@ -63,13 +63,14 @@ async def get_chunks(
     return ChunkList(items=items, next_cursor=str(items[-1].ordinal) if len(found) > limit else None)
 
 
-@router.get("/{document_id}/snapshot", responses=body_of("application/json", "the chunk snapshot (chunks.json)",
-                                                            {"type": "object"}))
-async def get_snapshot(doc: ReadableDocument, snapshots: SnapshotsDep) -> Response:
-    data = await snapshots.load(doc.knowledge_base_id, doc.id, doc.published_revision or doc.content_revision)
-    if data is None:
+@router.get("/{document_id}/snapshot", response_class=StreamingResponse,
+            responses=body_of("application/json", "the chunk snapshot (chunks.json)", {"type": "object"}))
+async def get_snapshot(doc: ReadableDocument, snapshots: SnapshotsDep) -> StreamingResponse:
+    """Streamed in 1 MiB blocks: a large document's snapshot never sits whole in the API's memory."""
+    blocks = await snapshots.open_blocks(doc.knowledge_base_id, doc.id, doc.published_revision or doc.content_revision)
+    if blocks is None:
         raise ResourceNotFoundError("this document has no chunk snapshot yet")
-    return Response(data, media_type="application/json; charset=utf-8")
+    return StreamingResponse(blocks, media_type="application/json; charset=utf-8")
 
 
 # Stored bytes are someone else's content: the browser must never sniff them into HTML, and a page

@@ -1,4 +1,4 @@
-"""A knowledge base's embedding model and its migration (docs/architecture.md, "Embedding-model
+"""A knowledge base's embedding model and its migration (docs/pipeline.md, "Embedding-model
 migration"): start one (202; 409 while one runs), read its progress, abort it. Editor rights,
 as for reindex."""
 

@@ -16,24 +16,25 @@ Events (``data`` is JSON):
 - ``unauthorized`` ``{"detail"}``: the key was revoked or expired while streaming (it is re-checked
   every ``event_stream_key_check_seconds``); the stream ends.
 A comment line is sent every few seconds as a keep-alive. Each API process serves at most
-``max_event_streams`` streams at once, ``max_event_streams_per_key`` per key; beyond that: 429.
+``max_event_streams`` streams at once, ``max_event_streams_per_key`` per key (GET ``/mcp`` streams
+count with them, ``api/slots.py``); beyond that: 429 with ``Retry-After``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
 from ...domain.errors import EventsUnavailable
-from ...settings import Settings
 from ..deps import ApiKeysDep, EventsDep, PrincipalDep, ReadableKB, SettingsDep, principal, still_valid
 from ..schemas import ERROR_RESPONSES, body_of, error_response
+from ..slots import stream_slots
+from ..sse import sse_frame
 
 router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)],
                    responses=ERROR_RESPONSES)
@@ -42,43 +43,8 @@ KEEPALIVE_SECONDS = 10.0
 POLL_INTERVAL_SECONDS = 5
 
 
-class StreamSlots:
-    """Counts the open event streams of this process, in all and per key."""
-
-    def __init__(self, total: int, per_key: int) -> None:
-        self.total, self.per_key = total, per_key
-        self.open: dict[str, int] = {}
-
-    def take(self, key: str) -> Any:
-        if sum(self.open.values()) >= self.total:
-            raise HTTPException(429, f"too many event streams are open on this server (at most {self.total}):"
-                                     " try again later, or poll the document list")
-        if self.open.get(key, 0) >= self.per_key:
-            raise HTTPException(429, f"this key already has {self.per_key} event streams open (the most"
-                                     " allowed): close one first")
-        self.open[key] = self.open.get(key, 0) + 1
-        released = False
-
-        def release() -> None:  # idempotent: called when the stream ends and after the response
-            nonlocal released
-            if not released:
-                released = True
-                self.open[key] -= 1
-                if not self.open[key]:
-                    del self.open[key]
-        return release
-
-
-def slots_of(request: Request, settings: Settings) -> StreamSlots:
-    slots: StreamSlots | None = getattr(request.app.state, "event_stream_slots", None)
-    if slots is None:
-        slots = StreamSlots(settings.max_event_streams, settings.max_event_streams_per_key)
-        request.app.state.event_stream_slots = slots
-    return slots
-
-
 def _frame(event: str, data: dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+    return sse_frame(event, data).encode()
 
 
 @router.get("/{kb_id}/events", response_class=StreamingResponse,
@@ -91,7 +57,7 @@ async def knowledge_base_events(
 ) -> StreamingResponse:
     stream_seconds = float(max_seconds)
     check_seconds = settings.event_stream_key_check_seconds
-    release = slots_of(request, settings).take(who.key_prefix)
+    release = stream_slots(request.app.state, settings).take(who.key_prefix)
 
     async def stream() -> AsyncIterator[bytes]:
         try:

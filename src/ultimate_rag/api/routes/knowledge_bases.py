@@ -27,6 +27,7 @@ from ..deps import (
     ModelsDep,
     PrincipalDep,
     ReadableKB,
+    RetrievalSlotsDep,
     SearchDep,
     SettingsDep,
     principal,
@@ -41,6 +42,7 @@ from ..schemas import (
     RebuildProgressOut,
     ReindexIn,
     ReindexOut,
+    error_response,
 )
 from ..search_schemas import SearchHit, SearchIn, SearchOut
 from ..uploads import UPLOAD_BODY, UploadDep
@@ -148,15 +150,21 @@ async def reindex_progress(kb: ReadableKB, lifecycle: LifecycleDep) -> RebuildPr
     row = await lifecycle.rebuild_progress(kb.id)
     if row is None:
         return RebuildProgressOut(started_at=None)
-    return RebuildProgressOut(**row, finished=row["pending"] == 0)
+    return RebuildProgressOut(**row, finished=row["pending"] == 0 and not row["queuing"])
 
 
-@router.post("/{kb_id}/search", response_model=SearchOut)
-async def search(kb: ReadableKB, body: SearchIn, service: SearchDep) -> SearchOut:
+@router.post("/{kb_id}/search", response_model=SearchOut, responses={
+    429: error_response("this key already runs as many searches and answers as it may (see Retry-After)"),
+    503: error_response("the database is unavailable or the search took longer than the statement timeout "
+                        "(see Retry-After)")})
+async def search(kb: ReadableKB, body: SearchIn, service: SearchDep, who: PrincipalDep,
+                 slots: RetrievalSlotsDep) -> SearchOut:
+    """429 with ``Retry-After`` while the key already runs ``max_searches_per_key`` searches and answers."""
     if kb.deleting:  # its documents stop being searchable the moment the delete is accepted
         return SearchOut(results=[])
-    outcome = await service.search_outcome(
-        kb.id, body.query, body.top_k, mode=body.mode, filters=body.filters.to_domain() if body.filters else None,
-        min_score=body.min_score, group_by_document=body.group_by_document)
+    with slots.held(who.key_prefix):  # one key's searches cannot hold the whole database pool
+        outcome = await service.search_outcome(
+            kb.id, body.query, body.top_k, mode=body.mode, filters=body.filters.to_domain() if body.filters else None,
+            min_score=body.min_score, group_by_document=body.group_by_document)
     return SearchOut(results=[SearchHit.of(r) for r in outcome.results],
                      unmatched_identifiers=list(outcome.unmatched_identifiers))

@@ -2,11 +2,11 @@
 // confirmation), fail, recover, download. A 409 is the busy message with the document's status.
 
 import { ApiError, api, authHeaders, detailOf, errorText } from "./api.js";
-import { hideNotice, renderRows, showNotice, updateRow } from "./documents.js";
+import { renderRows, updateRow } from "./documents.js";
 import { confirmDialog, h } from "./dom.js";
 import { t } from "./i18n.js";
-import { scheduleCounts } from "./live.js";
-import { $, state } from "./state.js";
+import { hideNotice, showNotice } from "./notice.js";
+import { $, emit, on, state } from "./state.js";
 import { statusLabel } from "./statuses.js";
 
 async function busyMessage(id, fallbackStatus) {
@@ -47,7 +47,7 @@ async function askDelete(names) {
   return { hard: extra.querySelector("input[value=hard]").checked };
 }
 
-export async function docAction(id, action) {
+async function docAction(id, action) {
   hideNotice();
   const doc = state.rows.get(id);
   if (action === "download") return download(id, doc ? doc.filename : "download");
@@ -58,7 +58,7 @@ export async function docAction(id, action) {
   }
   const r = await runAction(id, action, opts);
   if (r.outcome !== "ok") showNotice(r.message);
-  scheduleCounts();
+  emit("changed");  // the counts are stale (live.js)
 }
 
 async function bulkAction(action) {
@@ -81,7 +81,7 @@ async function bulkAction(action) {
   showNotice(() => [t("bulk_result", { ok, busy }), ...errors.slice(0, 3).map((m) => m())].join(" "));
   state.selected.clear();
   renderRows();
-  scheduleCounts();
+  emit("changed");  // the counts are stale (live.js)
 }
 
 export async function download(id, filename) {
@@ -101,4 +101,5 @@ export async function download(id, filename) {
 
 export function wireActions() {
   for (const b of document.querySelectorAll("[data-bulk]")) b.addEventListener("click", () => bulkAction(b.dataset.bulk));
+  on("action", docAction);  // a row's button (documents.js)
 }

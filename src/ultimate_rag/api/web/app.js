@@ -6,6 +6,8 @@
 //   kbs.js (knowledge bases)   documents.js (the list)   actions.js (re-parse, delete, fail, ...)
 //   live.js (live updates)   upload.js   docview.js (the document view)   searchability.js
 //   search.js (the search tab)   ask.js (the ask tab)   tabs.js   dom.js (elements, dialogs)
+//   notice.js (the notice above the list). A module imports only those below it in
+//   docs/workbench.md's table; views higher up are told through the event bus.
 
 import { wireActions } from "./actions.js";
 import { wireAsk } from "./ask.js";

@@ -1,16 +1,15 @@
 // The documents of the open knowledge base: the status filter with counts, the file-name search,
 // 50 rows a page with keyset pagination, each row's status, progress, searchability and actions,
-// the selection for bulk actions, and the notice above the table.
+// and the selection for bulk actions. It asks the views above it through events (state.js): a row's
+// action ("action"), a document to open ("open"), counts that changed ("counts"), a row to fetch
+// again ("stale").
 
-import { docAction } from "./actions.js";
 import { api } from "./api.js";
-import { openDocument } from "./docview.js";
-import { debounce, h, say } from "./dom.js";
+import { debounce, h } from "./dom.js";
 import { fmtTime, t } from "./i18n.js";
-import { renderKbHead, reportError } from "./kbs.js";
-import { refreshSoon } from "./live.js";
+import { reportError } from "./notice.js";
 import { searchabilityLabel } from "./searchability.js";
-import { $, on, PAGE_SIZE, state } from "./state.js";
+import { $, emit, on, PAGE_SIZE, state } from "./state.js";
 import { allows, isStable, statusLabel, statusNames } from "./statuses.js";
 
 export function renderStatusFilter() {
@@ -44,7 +43,7 @@ export async function loadPage() {
   // the list's older picture of it (an earlier stage, FAILED's reason missing) never shows
   state.rows = new Map(page.items.map((d) => {
     if (!(state.eventSeq.get(d.id) > since)) return [d.id, d];
-    refreshSoon(d.id);
+    emit("stale", d.id);
     return [d.id, state.rows.get(d.id) || d];
   }));
   state.nextCursor = page.next_cursor;
@@ -52,7 +51,7 @@ export async function loadPage() {
   for (const id of [...state.selected]) if (!state.rows.has(id)) state.selected.delete(id);
   renderRows();
   renderPager();
-  renderKbHead();
+  emit("counts");
   renderStatusFilter();
 }
 
@@ -85,15 +84,17 @@ export function renderRow(doc) {
   check.checked = state.selected.has(doc.id);
   const act = (name, label, cls) => h("button", {
     type: "button", class: `small ${cls || ""}`, dataset: { action: name }, text: label,
-    "aria-label": `${label}: ${doc.filename}`, onclick: () => docAction(doc.id, name),
+    "aria-label": `${label}: ${doc.filename}`, onclick: () => emit("action", doc.id, name),
   });
   // re-parse and delete are always offered (a 409 explains a busy document); fail and recover
   // only where the status allows them
   return h("tr", { dataset: { id: doc.id, status: doc.status } },
     h("td", {}, check),
-    h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.filename, onclick: () => openDocument(doc.id) })),
+    h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.filename, onclick: () => emit("open", doc.id) })),
     h("td", { class: "status-cell" },
       h("span", { class: `badge st-${doc.status}${busy ? " busy" : ""}`, text: statusLabel(doc.status) }),
+      doc.status === "PENDING" && doc.operation === "delete"
+        ? h("span", { class: "muted small-text", text: ` ${t("queued_for_deletion")}` }) : null,
       searchabilityLabel(doc)),
     h("td", { class: "progress-cell" }, prog ? [h("progress", { value: prog.value, max: prog.max, "aria-label": prog.text }), h("span", { class: "muted small-text", text: prog.text })] : ""),
     h("td", { text: `${doc.attempts}/${doc.max_attempts}` }),
@@ -147,14 +148,6 @@ export function renderBulk() {
   $("bulk").hidden = n === 0;
   $("bulk-count").textContent = t("selected_n", { n });
 }
-
-export function showNotice(message) {
-  const n = $("notice");
-  say(n, message);
-  n.hidden = false;
-}
-
-export function hideNotice() { $("notice").hidden = true; $("notice").textContent = ""; state.messages.delete($("notice")); }
 
 function resetAndLoad() {
   state.cursors = [null];

@@ -129,6 +129,7 @@ export function showImages(assets, box, emptyText) {
 }
 
 export function wireDocumentView() {
+  on("open", openDocument);  // a row's file name (documents.js)
   $("doc-close").addEventListener("click", () => $("doc-dialog").close());
   $("doc-dialog").addEventListener("close", () => { for (const u of state.blobUrls.splice(0)) URL.revokeObjectURL(u); });
   on("language", () => { if (state.key && $("doc-dialog").open) openDocument($("doc-dialog").dataset.id, true); });

@@ -1,10 +1,11 @@
 // Knowledge bases: the list with document counts per status, create, open, delete.
 
 import { api, errorText } from "./api.js";
-import { hideNotice, loadPage, renderStatusFilter, showNotice } from "./documents.js";
+import { loadPage, renderStatusFilter } from "./documents.js";
 import { confirmDialog, h, say } from "./dom.js";
 import { t } from "./i18n.js";
 import { startLive, stopLive } from "./live.js";
+import { hideNotice, reportError, showNotice } from "./notice.js";
 import { $, emit, on, state } from "./state.js";
 import { isStable } from "./statuses.js";
 import { showTab } from "./tabs.js";
@@ -117,17 +118,13 @@ async function deleteKb() {
   }
 }
 
-export function reportError(err) {
-  if (err && err.status === 401) return;  // already back at the login form
-  if (state.kb) showNotice(() => errorText(err));
-  else say($("login-error"), () => errorText(err));
-}
-
 export function wireKbs() {
   $("kb-create").addEventListener("submit", createKb);
   $("kb-dedup").addEventListener("change", () => { $("kb-threshold").disabled = $("kb-dedup").value !== "near"; });
   $("kb-threshold").disabled = $("kb-dedup").value !== "near";
   $("kb-delete").addEventListener("click", deleteKb);
+  on("counts", renderKbHead);  // a page of the list brought the knowledge base's counts (documents.js)
+  on("counts-due", refreshCounts);  // documents changed: read the counts again (live.js)
   on("language", () => {
     for (const id of ["kb-chunk-size", "kb-chunk-overlap"]) $(id).placeholder = t("default");
     if (!state.key) return;

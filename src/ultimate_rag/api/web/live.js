@@ -6,8 +6,7 @@ import { ApiError, api, authHeaders } from "./api.js";
 import { openDocument } from "./docview.js";
 import { loadPage, removeRow, updateRow } from "./documents.js";
 import { t } from "./i18n.js";
-import { refreshCounts } from "./kbs.js";
-import { $, on, POLL_MS, state } from "./state.js";
+import { $, emit, on, POLL_MS, state } from "./state.js";
 import { isWorking } from "./statuses.js";
 
 function setLive(mode) {
@@ -18,6 +17,8 @@ function setLive(mode) {
 }
 
 on("language", () => setLive(state.live));
+on("stale", refreshSoon);  // a row the list read older than an event (documents.js)
+on("changed", scheduleCounts);  // an action changed documents (actions.js)
 
 export function stopLive() {
   if (state.stream) state.stream.abort();
@@ -133,5 +134,5 @@ async function flushPending() {
 
 export function scheduleCounts() {
   if (state.countsTimer) return;
-  state.countsTimer = setTimeout(() => { state.countsTimer = null; refreshCounts(); }, 500);
+  state.countsTimer = setTimeout(() => { state.countsTimer = null; emit("counts-due"); }, 500);  // kbs.js
 }

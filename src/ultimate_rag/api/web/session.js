@@ -15,16 +15,16 @@ export function readKeyFromFragment() {  // the key of a `#key=` link, taken out
   return key;
 }
 
-// A `#key=` link never replaces a different key silently: a crafted link would otherwise sign the
-// user in to someone else's knowledge bases (login CSRF). With no key stored it logs straight in.
+// A `#key=` link never signs in silently: a crafted link would otherwise sign the user in to
+// someone else's knowledge bases (login CSRF) — in a fresh tab as much as in one that holds a key.
+// The user is asked, with the start of the key shown; "Cancel" keeps what the tab had (or nothing).
 export async function acceptLinkKey(offered) {
   const current = sessionStorage.getItem(KEY_STORE);
   if (!offered || offered === current) return false;
-  if (current) {
-    const shown = offered.length > 12 ? `${offered.slice(0, 12)}…` : offered;
-    const ok = await confirmDialog(t("switch_key_title"), t("switch_key_text", { key: shown }), t("switch_key_ok"));
-    if (!ok) return false;
-  }
+  const shown = offered.length > 12 ? `${offered.slice(0, 12)}…` : offered;
+  const kind = current ? "switch_key" : "link_key";
+  const ok = await confirmDialog(t(`${kind}_title`), t(`${kind}_text`, { key: shown }), t(`${kind}_ok`));
+  if (!ok) return false;
   sessionStorage.setItem(KEY_STORE, offered);
   return true;
 }

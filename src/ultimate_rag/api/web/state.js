@@ -1,6 +1,6 @@
 // The page's one state object, shared by the views, and a small event bus between them: a view
-// announces what changed ("language", "kb", "tab") and the others re-render on their own, so no
-// module reaches into another's rendering.
+// announces what changed and the others re-render on their own, so no module reaches into another's
+// rendering, and a module never imports one above it (tests/unit/test_structure.py: no import circle).
 
 export const KEY_STORE = "ultimate-rag.key";
 export const LANG_STORE = "ultimate-rag.lang";
@@ -36,8 +36,16 @@ export const $ = (id) => document.getElementById(id);
 
 const listeners = new Map();
 
-/** Run `fn(...args)` whenever `name` is emitted: "language" (the strings changed), "kb" (another
- * knowledge base, or none, is open), "tab" (a tab was shown). */
+/** Run `fn(...args)` whenever `name` is emitted:
+ *   "language"        the strings changed (i18n.js)
+ *   "kb" (id|null)    another knowledge base, or none, is open (kbs.js)
+ *   "tab" (name)      a tab was shown (tabs.js)
+ *   "action" (id, a)  a row's action button was pressed (documents.js -> actions.js)
+ *   "open" (id)       a row's file name was pressed (documents.js -> docview.js)
+ *   "counts"          a page of the list brought the knowledge base's counts (documents.js -> kbs.js)
+ *   "stale" (id)      a row is older than an event about it: fetch it again (documents.js -> live.js)
+ *   "changed"         an action changed documents: the counts are stale (actions.js -> live.js)
+ *   "counts-due"      read the knowledge base's counts again (live.js -> kbs.js) */
 export function on(name, fn) {
   if (!listeners.has(name)) listeners.set(name, []);
   listeners.get(name).push(fn);

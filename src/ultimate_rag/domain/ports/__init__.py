@@ -1,13 +1,13 @@
 """Ports: what the services need from the outside world, one module per feature. Adapters implement
 these Protocols; the composition root (``bootstrap/``) decides which adapter plays which port.
 
-    storage      ObjectStorage, ChunkSnapshotStore, SweptSnapshots
+    storage      ObjectStorage, ChunkSnapshotStore, ChunkSnapshotReader, SweptSnapshots
     vectors      VectorStore, CandidateSearch, IndexRouter (the one vector store services see),
                  GenerationAdmin
     embedding    Embedder, StreamingEmbedder (the engine), SparseEncoder, EmbeddingCacheStore,
-                 CentroidStore, Truncating
+                 CentroidStore, Truncating, PairedDocuments, PairedQueries (one pass for both vectors)
     parsing      Parser, ParserResolver, ParseExecutor, ImageDescriber, Chunker
-    pipeline     TaskLeases, ClaimingLeases, JobLeases, PipelineStore, DedupStore, DedupSession
+    pipeline     TaskLeases, ClaimingLeases, LeaseKeeping, JobLeases, PipelineStore, DedupStore, DedupSession
     lifecycle    LifecycleStore, LifecycleSession, DocumentReader, KnowledgeBaseDeletionStore,
                  KnowledgeBaseReader, DocumentIntake
     migrations   MigrationStore, IndexStateReader, MigrationItemQueue
@@ -34,9 +34,12 @@ from .chat import ChatModel
 from .connectors import ConnectorStore, ConnectorSyncs, FetchedResponse, OutboundFetch, VersionedObjects
 from .embedding import (
     CentroidStore,
+    DensePair,
     Embedder,
     EmbeddingCacheStore,
     EngineLoad,
+    PairedDocuments,
+    PairedQueries,
     SparseEncoder,
     SparseVector,
     StreamingEmbedder,
@@ -64,9 +67,18 @@ from .maintenance import (
 )
 from .migrations import IndexStateReader, MigrationItemQueue, MigrationStore
 from .parsing import Chunker, ImageDescriber, ParseExecutor, Parser, ParserResolver
-from .pipeline import ClaimingLeases, DedupSession, DedupStore, JobLeases, PipelineStore, TaskLeases
+from .pipeline import (
+    ClaimingLeases,
+    DedupSession,
+    DedupStore,
+    JobLeases,
+    LeaseKeeping,
+    PipelineStore,
+    ProgressReports,
+    TaskLeases,
+)
 from .search import IdentifierIndex, ReadyChunks, SearchTimings
-from .storage import ChunkSnapshotStore, ObjectStorage, SweptSnapshots
+from .storage import ChunkSnapshotReader, ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
 
 __all__ = [
@@ -76,6 +88,7 @@ __all__ = [
     "CandidateSearch",
     "CentroidStore",
     "ChatModel",
+    "ChunkSnapshotReader",
     "ChunkSnapshotStore",
     "Chunker",
     "ClaimingLeases",
@@ -84,6 +97,7 @@ __all__ = [
     "ConnectorSyncs",
     "DedupSession",
     "DedupStore",
+    "DensePair",
     "DocumentCatalog",
     "DocumentEvents",
     "DocumentIntake",
@@ -105,6 +119,7 @@ __all__ = [
     "KnowledgeBaseDeletionStore",
     "KnowledgeBaseReader",
     "KnowledgeBaseStore",
+    "LeaseKeeping",
     "LifecycleSession",
     "LifecycleStore",
     "LockedDocument",
@@ -116,11 +131,14 @@ __all__ = [
     "OperationsReadout",
     "OutboundFetch",
     "Owners",
+    "PairedDocuments",
+    "PairedQueries",
     "ParseExecutor",
     "Parser",
     "ParserResolver",
     "Pingable",
     "PipelineStore",
+    "ProgressReports",
     "ReadyChunks",
     "SearchTimings",
     "SparseEncoder",

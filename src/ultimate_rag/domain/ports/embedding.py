@@ -36,7 +36,7 @@ class Truncating(Protocol):
 
 
 class EngineLoad(Protocol):
-    """The process's embedding engine, as its callers see it (``adapters/embedders/engine.py``)."""
+    """The process's embedding engine, as its callers see it (``adapters/embedders/batch_engine.py``)."""
 
     busy_seconds: float  # wall time with at least one batch running
 
@@ -65,6 +65,27 @@ class SparseEncoder(Protocol):
     def engine(self) -> EngineLoad: ...
     def stream_documents(self, texts: Sequence[str]) -> AsyncIterator[tuple[list[int], list[SparseVector]]]: ...
     async def encode_query(self, text: str) -> SparseVector: ...
+
+
+DensePair = tuple[list[float], SparseVector]  # a text's dense vector and its learned sparse vector
+
+
+@runtime_checkable
+class PairedDocuments(Protocol):
+    """An embedder whose engine gives a document text's dense and sparse vectors from one pass
+    (``pairs``), batch by batch: ``(indices into texts, [(dense, sparse), ...])``."""
+
+    pairs: bool
+
+    def stream_pairs(self, texts: Sequence[str]) -> AsyncIterator[tuple[list[int], list[DensePair]]]: ...
+
+
+@runtime_checkable
+class PairedQueries(Protocol):
+    """A sparse encoder giving a query's dense vector (of the embedder it ``pairs_with``) with its own."""
+
+    def pairs_with(self, embedder: object) -> bool: ...
+    async def encode_query_pair(self, text: str) -> DensePair: ...
 
 
 class EmbeddingCacheStore(Protocol):

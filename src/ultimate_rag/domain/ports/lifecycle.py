@@ -11,13 +11,14 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from ..models import Document, KnowledgeBase
-from ..status import DocumentStatus, JobOperation
+from ..status import DocumentStatus, JobOperation, JobStatus
 
 
 @dataclass(frozen=True)
 class LockedDocument:
     """A document as read under its job's and its own row lock. ``upload_*``: the re-upload holding
-    it (its token, and the status and error message to restore if its bytes never commit)."""
+    it (its token, and the status and error message to restore if its bytes never commit); ``job_*``:
+    its single job's status, operation and force flag."""
 
     status: DocumentStatus
     knowledge_base_id: UUID
@@ -26,6 +27,9 @@ class LockedDocument:
     upload_token: str | None = None
     upload_restore_status: str | None = None
     upload_restore_error: str | None = None
+    job_status: JobStatus | None = None  # its single job: queued (PENDING), taken by a worker (RUNNING), ...
+    job_operation: JobOperation | None = None
+    job_force: bool = False
 
 
 class LifecycleSession(Protocol):

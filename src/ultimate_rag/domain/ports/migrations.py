@@ -1,4 +1,4 @@
-"""Embedding-model migrations' database side (services/embedding_migration.py): the migration and
+"""Embedding-model migrations' database side (services/embedding/migration.py): the migration and
 its items, one leased item per document, and each knowledge base's index state."""
 
 from __future__ import annotations

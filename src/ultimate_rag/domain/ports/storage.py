@@ -30,6 +30,15 @@ class ChunkSnapshotStore(Protocol):
     async def delete_knowledge_base(self, knowledge_base_id: UUID) -> None: ...
 
 
+class ChunkSnapshotReader(Protocol):
+    """A snapshot as the API serves it: in blocks, never whole in memory. ``open_blocks`` returns
+    None when there is no snapshot; the file is opened before it returns, so a snapshot replaced
+    meanwhile is still read whole (the old one or the new one, never half of each)."""
+
+    async def open_blocks(self, knowledge_base_id: UUID, document_id: UUID, revision: int | None = None,
+                          block_size: int = 1 << 20) -> AsyncIterator[bytes] | None: ...
+
+
 class SweptSnapshots(ChunkSnapshotStore, Protocol):
     """The snapshot store as the orphan sweeper walks it: ``{root}/{kb}/{document}/`` directories,
     a revision's own file, the temp files of interrupted writes, and revisions to prune."""

