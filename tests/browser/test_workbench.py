@@ -624,8 +624,7 @@ def test_metadata_is_shown_edited_and_filtered_on(server: dict, browser) -> None
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(server["login_url"])
-    page.wait_for_selector("body[data-ready=true]")
+    sign_in_with_link(page, server["login_url"])
     page.locator(".kb-item", has_text="Fleet").click()
     wait_status(page, "ferry.md", "READY")
     row(page, "ferry.md").locator("td.filename button").click()
