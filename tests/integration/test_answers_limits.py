@@ -7,6 +7,7 @@ never reaches the metrics, and model text cannot forge server-sent events."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from uuid import UUID
 
@@ -78,6 +79,21 @@ async def test_a_streamed_answer_ends_when_its_key_is_revoked(container, standin
         assert seen[-1] == ("error", {"detail": "the API key was revoked or has expired"})
         await eventually(lambda: cancelled(standin), lambda n: n == 1, what="the provider's request ended")
 
+        # the OpenAI-compatible stream re-checks its key the same way
+        other = await repo.create(is_admin=False, scopes={UUID(ids["kb"]): Role.READER})
+        standin.script({"hold": True, "reply": "Hold the power button"})
+        payloads: list[str] = []
+        async with client.stream("POST", "/v1/chat/completions", headers={"Authorization": f"Bearer {other}"},
+                                 json={"model": ids["kb"], "stream": True, "top_k": 2,
+                                       "messages": [{"role": "user", "content": QUESTION["question"]}]}) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    payloads.append(line[6:])
+                    if '"content":"Hold"' in line:  # the first piece of the answer
+                        await repo.revoke(other.split("_")[1])
+        assert payloads[-1] == "[DONE]" and json.loads(payloads[-2])["error"]["code"] == "invalid_api_key"
+        await eventually(lambda: cancelled(standin), lambda n: n == 1, what="the provider's request ended")
+
 
 async def test_malformed_provider_output_is_a_readable_502_and_never_reaches_the_metrics(container,
                                                                                         standin) -> None:
@@ -133,3 +149,16 @@ async def test_model_text_cannot_forge_events(container, standin) -> None:
     frames = [f for f in raw.split("\n\n") if f]
     done = frames[-1].split("\ndata: ", 1)[1]
     assert "forged" in done and '\\u2028' in done  # the text is all there, escaped
+
+    async with serve(container) as client:  # the OpenAI-compatible stream: only data lines, one event each
+        standin.script({"reply": forged})
+        async with client.stream("POST", "/v1/chat/completions", json={
+                "model": ids["kb"], "stream": True, "top_k": 2,
+                "messages": [{"role": "user", "content": QUESTION["question"]}]}) as response:
+            raw = (await response.aread()).decode()
+    lines = raw.splitlines()
+    assert all(line.startswith("data: ") or line == "" for line in lines), lines
+    assert lines[-2:] == ["data: [DONE]", ""]
+    text = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                   for line in lines if line.startswith("data: {") and json.loads(line[6:]).get("choices"))
+    assert "\u2028event: done" in text  # the text is all there, as the model wrote it
