@@ -178,3 +178,18 @@ async def test_editors_change_metadata_readers_read_it(client: httpx.AsyncClient
     assert (await client.patch(doc, json={"metadata": {"kind": "x"}}, headers=keys["stranger"])).status_code == 404
     r = await client.patch(doc, json={"metadata": {"kind": "lease"}}, headers=keys["editor"])
     assert r.status_code == 200 and r.json()["metadata"]["kind"] == "lease"
+
+
+async def test_the_folder_path_is_relative_and_checked(client: httpx.AsyncClient) -> None:
+    """``path`` becomes ``source.path`` (the one place a document's folder path lives) as a clean
+    relative path; what could climb out of the folder or hide characters is a 422 naming it."""
+    kb = (await client.post("/api/knowledge-bases", json={"name": f"p-{uuid4().hex[:6]}"})).json()["id"]
+    r = await upload(client, kb, "a.md", b"# A\n\ntext\n", path="/hr/./policies\\a.md")
+    assert r.status_code == 202, r.text
+    doc = (await client.get(f"/api/documents/{r.json()['id']}")).json()
+    assert doc["metadata"]["source"] == {"path": "hr/policies/a.md", "folder": "hr/policies",
+                                         "folders": ["hr", "hr/policies"]}
+    assert doc["source"]["path"] == "hr/policies/a.md"
+    for path in ("../etc/a.md", "hr/../../a.md", "hr/\u202ea.md", "a/" * 600 + "a.md"):
+        r = await upload(client, kb, "b.md", b"# B\n\ntext\n", path=path)
+        assert r.status_code == 422 and r.json()["detail"].startswith("path"), (path, r.text)
