@@ -20,10 +20,11 @@ from .answering import ingest, serve
 async def test_langchain_and_llama_index_retrievers(container) -> None:
     async with serve(container) as http:
         ids = await ingest(http, container, name="Manuals")
-        await http.patch(f"/api/documents/{ids['router.md']}", json={"metadata": {"team": "network"}})
         url = str(http.base_url)
         sync, aio = Client(url, ADMIN_KEY), AsyncClient(url, ADMIN_KEY)
         try:
+            changed = await asyncio.to_thread(sync.update_metadata, ids["router.md"], {"team": "network"})
+            assert changed.metadata["team"] == "network" and changed.metadata["doc"]["title"] == "Router manual"
             retriever = lc.UltimateRagRetriever(client=sync, knowledge_base="Manuals", top_k=3)
             docs: list[Document] = await asyncio.to_thread(retriever.invoke, "How do I reset the router?")
             assert docs and docs[0].metadata["filename"] == "router.md" and docs[0].id == docs[0].metadata["chunk_id"]
