@@ -24,20 +24,18 @@ import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import numpy as np
-from psycopg.types.json import Jsonb
 
 from ultimate_rag.adapters.postgres.search_filters import document_conditions
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.metadata_filter import parse
-from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import SearchFilters, SearchMode
 from ultimate_rag.settings import Settings
 
 from .common import fresh_database, machine
-from .retrieval import ingest
+from .retrieval import ingest, synthetic
 from .retrieval_set.documents import DOCUMENTS
 from .retrieval_set.questions import QUESTIONS
 
@@ -53,62 +51,6 @@ FILTERS: dict[str, dict | None] = {
 
 def metadata_of(n: int) -> dict:
     return {"office": f"office-{n % 50}", "year": 2000 + n % 25, "tags": [f"tag-{n % 7}", "all"], "doc_no": n}
-
-
-async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:
-    """``n_chunks`` chunks of published documents with metadata, each the vectors of a real chunk,
-    perturbed; the HNSW indexes built after the bulk load (as a restore would)."""
-    kb = await container.ingest.knowledge_bases.create("metadata-latency", "", KnowledgeBaseSettings())
-    db = container.infra.db
-    table = container.embedding.default_index.table
-    real = await db.fetchall(f"SELECT v.embedding AS dense, s.embedding AS sparse FROM {table} v"
-                             " JOIN chunk_sparse_vectors s USING (chunk_id)")
-    dense = np.array([np.asarray(r["dense"].to_list(), dtype=np.float32) for r in real])
-    sparse = [(r["sparse"].indices(), r["sparse"].values()) for r in real]
-    rng = np.random.default_rng(11)
-    hnsw = {"dense": f"{table}_hnsw_idx", "sparse": "chunk_sparse_vectors_hnsw_idx"}
-    started = time.perf_counter()
-    for name in hnsw.values():
-        await db.execute(f"DROP INDEX IF EXISTS {name}")
-    async with db.connection() as conn:
-        for n, first in enumerate(range(0, n_chunks, per_doc)):
-            doc = uuid4()
-            await conn.execute(
-                "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key,"
-                " status, published_revision, metadata, chunk_count)"
-                " VALUES (%s, %s, %s, 'text/plain', 1, 'x', 'x', 'READY', 1, %s, %s)",
-                (doc, kb.id, f"synthetic-{n}.txt", Jsonb(metadata_of(n)), min(per_doc, n_chunks - first)))
-            ids = [uuid4() for _ in range(min(per_doc, n_chunks - first))]
-            picks = rng.integers(0, len(dense), len(ids))
-            async with conn.cursor() as cur:
-                async with cur.copy("COPY chunks (id, document_id, knowledge_base_id, ordinal, content, token_count,"
-                                    " revision) FROM STDIN") as copy:
-                    for i, cid in enumerate(ids):
-                        await copy.write_row((cid, doc, kb.id, i, f"synthetic chunk {first + i}", 4, 1))
-                vecs = dense[picks] + rng.normal(0, 0.03, (len(ids), dense.shape[1])).astype(np.float32)
-                vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-                async with cur.copy(f"COPY {table} (chunk_id, document_id, knowledge_base_id, embedding) FROM STDIN") as copy:
-                    for cid, vec in zip(ids, vecs, strict=True):
-                        await copy.write_row((cid, doc, kb.id, "[" + ",".join(f"{x:.5f}" for x in vec) + "]"))
-                async with cur.copy("COPY chunk_sparse_vectors (chunk_id, document_id, knowledge_base_id, embedding)"
-                                    " FROM STDIN") as copy:
-                    for cid, p in zip(ids, picks, strict=True):
-                        idx, val = sparse[p]
-                        keep = rng.random(len(idx)) > 0.2
-                        w = np.asarray(val)[keep] * rng.uniform(0.8, 1.2, int(keep.sum()))
-                        w /= np.linalg.norm(w)
-                        body = ",".join(f"{i + 1}:{v:.5f}" for i, v in zip(np.asarray(idx)[keep], w, strict=True))
-                        await copy.write_row((cid, doc, kb.id, "{" + body + "}/16384"))
-    print(f"inserted {n_chunks} synthetic chunks in {time.perf_counter() - started:.1f}s")
-    started = time.perf_counter()
-    async with db.connection() as conn:
-        await conn.execute("SET maintenance_work_mem = '2GB'")
-        await conn.execute(f"CREATE INDEX {hnsw['dense']} ON {table} USING hnsw (embedding vector_cosine_ops)")
-        await conn.execute(f"CREATE INDEX {hnsw['sparse']} ON chunk_sparse_vectors"
-                           " USING hnsw (embedding sparsevec_cosine_ops)")
-        await conn.execute("ANALYZE")
-    print(f"built the HNSW indexes in {time.perf_counter() - started:.1f}s")
-    return kb.id
 
 
 async def plan_of(container, kb: UUID, raw: dict) -> str:
@@ -208,7 +150,7 @@ async def main() -> None:
     await container.open()
     try:
         await ingest(container, "metadata-vectors", dict(list(DOCUMENTS.items())[:args.documents]))
-        kb = await synthetic(container, args.chunks)
+        kb = await synthetic(container, args.chunks, name="metadata-latency", seed=11, fields=metadata_of)
         if args.plans:
             await plans(container, kb, QUESTIONS[0][0])
         if args.repeat:
