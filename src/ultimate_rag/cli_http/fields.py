@@ -45,16 +45,21 @@ def metadata_of(pairs: list[tuple[str, Any]] | None) -> dict[str, Any] | None:
     return out
 
 
+def json_object(text: str) -> dict[str, Any]:
+    """An ``argparse`` type: a JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("give a JSON object")
+    return value
+
+
 def filter_condition(text: str) -> dict[str, Any]:
     """An ``argparse`` type: one ``--filter``, ``key=value`` (equality) or a JSON object."""
     if text.lstrip().startswith("{"):
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
-        if not isinstance(value, dict):
-            raise argparse.ArgumentTypeError("give a JSON object")
-        return value
+        return json_object(text)
     key, value = _pair(text)
     return {key: value}
 
