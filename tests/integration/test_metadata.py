@@ -73,7 +73,7 @@ async def test_metadata_on_the_document_its_chunks_and_hits(client: httpx.AsyncC
     assert answer["citations"] and answer["citations"][0]["metadata"]["office"] == "Berlin"
 
 
-@pytest.mark.parametrize(("metadata", "expected"), [
+FILTER_CASES: list[tuple[dict[str, Any], set[str]]] = [
     ({"office": "Berlin"}, {"handbook.md", "contract.txt"}),
     ({"office": {"$ne": "Berlin"}}, {"manual.txt"}),
     ({"office": "Berlin", "year": {"$gte": 2025}}, {"handbook.md"}),
@@ -87,12 +87,16 @@ async def test_metadata_on_the_document_its_chunks_and_hits(client: httpx.AsyncC
     ({"$and": [{"year": 2025}, {"$or": [{"office": "Seoul"}, {"source.folders": {"$contains": "hr"}}]}]},
      {"manual.txt", "handbook.md"}),
     ({"year": "2025"}, set()),  # typed: the string is not the number
-])
-async def test_metadata_filters_inside_the_search(client: httpx.AsyncClient, corpus, metadata, expected) -> None:
+]
+
+
+async def test_metadata_filters_inside_the_search(client: httpx.AsyncClient, corpus) -> None:
+    """Every operator, in every mode, on one corpus (ingested once: the cases share it)."""
     kb, _ = corpus
-    for mode in ("hybrid", "dense", "sparse"):
-        found = await hits(client, kb, "printer toner holiday", metadata, mode=mode, group_by_document=True)
-        assert {h["filename"] for h in found} == expected, mode
+    for metadata, expected in FILTER_CASES:
+        for mode in ("hybrid", "dense", "sparse"):
+            found = await hits(client, kb, "printer toner holiday", metadata, mode=mode, group_by_document=True)
+            assert {h["filename"] for h in found} == expected, (metadata, mode)
 
 
 async def test_a_patch_is_searchable_at_once_and_rebuilds_nothing(client: httpx.AsyncClient, container,
