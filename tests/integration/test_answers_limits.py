@@ -51,6 +51,18 @@ async def test_an_answer_is_cut_in_bytes_and_in_time(container, standin) -> None
         assert len(sent.encode()) <= 1024 and frames[-1][0] == "done"
         assert frames[-1][1]["reason"] == "the answer was cut at 1024 bytes"
 
+        # the OpenAI-compatible API says it as OpenAI does: finish_reason "length"
+        chat = {"model": ids["kb"], "top_k": 2, "messages": [{"role": "user", "content": QUESTION["question"]}]}
+        standin.script({"reply": huge})
+        whole = (await client.post("/v1/chat/completions", json=chat)).json()
+        assert whole["choices"][0]["finish_reason"] == "length"
+        assert len(whole["choices"][0]["message"]["content"].split("\n\nSources:")[0].encode()) <= 1024
+        standin.script({"reply": huge})
+        async with client.stream("POST", "/v1/chat/completions", json={**chat, "stream": True}) as response:
+            ends = [json.loads(line[6:])["choices"][0]["finish_reason"] async for line in response.aiter_lines()
+                    if line.startswith("data: {") and json.loads(line[6:]).get("choices")]
+        assert ends[-1] == "length" and set(ends[:-1]) == {None}
+
         # a slow drip (each piece well inside the read timeout) ends on time, and the provider's
         # request with it
         standin.script({"reply": "Hold the power button for ten seconds [1]. " * 20, "delay": 0.2})
@@ -58,7 +70,7 @@ async def test_an_answer_is_cut_in_bytes_and_in_time(container, standin) -> None
         assert body["reason"].startswith("the answer was cut after 1.5 s") and body["answer"]
         await eventually(lambda: cancelled(standin), lambda n: n == 1, what="the provider's request ended")
         metrics = (await client.get("/metrics")).text
-    assert 'ultimate_rag_answers_total{outcome="truncated"} 3.0' in metrics
+    assert 'ultimate_rag_answers_total{outcome="truncated"} 5.0' in metrics  # /answer thrice, /v1 twice
 
 
 async def test_a_streamed_answer_ends_when_its_key_is_revoked(container, standin) -> None:

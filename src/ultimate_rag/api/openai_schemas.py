@@ -118,7 +118,7 @@ class Completion:
         text = (answer.text if answer.text is not None else lead_text(self.prepared)) + self.tail(answer)
         return self._base("chat.completion") | {
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                         "logprobs": None, "finish_reason": "stop"}],
+                         "logprobs": None, "finish_reason": finish_reason(answer)}],
             "usage": usage(answer), "citations": self.citations(), "cited": answer.cited,
             "query": answer.prepared.query, "language": answer.prepared.language}
 
@@ -131,6 +131,13 @@ class Completion:
 
     def usage_chunk(self, answer: Answer) -> dict[str, Any]:
         return self._base("chat.completion.chunk") | {"choices": [], "usage": usage(answer)}
+
+
+def finish_reason(answer: Answer) -> str:
+    """``length`` when the model was asked and its answer was cut (in bytes or in time: the
+    answer's ``reason`` says which, and a model that was asked has a reason only then), else ``stop``."""
+    asked = answer.prepared.messages is not None
+    return "length" if asked and answer.prepared.reason is not None else "stop"
 
 
 def usage(answer: Answer) -> dict[str, int]:

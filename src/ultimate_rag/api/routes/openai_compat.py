@@ -32,7 +32,7 @@ from ..deps import (
     principal,
     still_valid,
 )
-from ..openai_schemas import ChatCompletionIn, Completion, lead_text, model_of
+from ..openai_schemas import ChatCompletionIn, Completion, finish_reason, lead_text, model_of
 from ..schemas import ERROR_RESPONSES
 from ..sse import sse_data
 
@@ -119,7 +119,8 @@ async def _chunks(service: AnswerService, completion: Completion, with_usage: bo
             tail = completion.tail(piece)
             if tail:
                 yield _data(completion.chunk({"content": tail}))
-            yield _data(completion.chunk({}, "stop", citations=completion.citations(), cited=piece.cited))
+            yield _data(completion.chunk({}, finish_reason(piece), citations=completion.citations(),
+                                         cited=piece.cited))
             if with_usage:
                 yield _data(completion.usage_chunk(piece))
     except ProviderError as exc:
