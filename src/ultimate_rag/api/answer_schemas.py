@@ -48,13 +48,14 @@ class CitationOut(BaseModel):
     content: str
     score: float
     assets: list[dict[str, Any]]
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the document's own fields")
 
     @classmethod
     def of(cls, p: Passage) -> CitationOut:
         r = p.result
         return cls(n=p.n, chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename,
                    heading_path=list(r.heading_path), locator=r.locator.to_metadata(), content=r.content,
-                   score=r.score, assets=list(r.assets))
+                   score=r.score, assets=list(r.assets), metadata=r.metadata)
 
 
 class UsageOut(BaseModel):

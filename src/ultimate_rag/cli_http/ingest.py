@@ -8,6 +8,7 @@ import argparse
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import RenderableType
 from rich.markup import escape
@@ -28,6 +29,7 @@ from rich.text import Text
 
 from ..client import ApiError, AsyncClient, Conflict, Document, TransportError
 from .common import CliError, add_connection_options, connect, consoles, knowledge_base, run
+from .fields import metadata_of, metadata_pair
 from .plan import NEW, UNCHANGED, UPDATE, Step, collect, plan, sha256_of
 
 
@@ -42,6 +44,8 @@ def add_ingest_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--wait", action="store_true", help="wait until every document is READY or FAILED")
     p.add_argument("--timeout", type=float, default=3600.0, help="for --wait, in seconds (default 3600)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary: failures only")
+    p.add_argument("--metadata", action="append", type=metadata_pair, metavar="KEY=VALUE",
+                   help="a field of every document (repeatable): office=Berlin, year=2025, tags='[\"hr\"]'")
     add_connection_options(p)
     p.set_defaults(func=lambda args: run(lambda: Ingest(args).run()))
 
@@ -90,7 +94,12 @@ class Ingest:
 
     async def _upload(self, rag: AsyncClient, kb_id: str, steps: list[Step]) -> None:
         todo = [s for s in steps if s.action != UNCHANGED]
-        self.outcomes += [Outcome(s, s.document) for s in steps if s.action == UNCHANGED]
+        metadata = metadata_of(self.args.metadata)
+        for step in steps:
+            if step.action == UNCHANGED and step.document is not None:
+                if metadata and not _holds(step.document.metadata, metadata):  # the fields, without an upload
+                    step.document = await rag.update_metadata(step.document.id, metadata)
+                self.outcomes.append(Outcome(step, step.document))
         if not todo:
             return
         limit = asyncio.Semaphore(self.args.concurrency)
@@ -118,10 +127,14 @@ class Ingest:
             bars.advance(task, sent - done)
             done = sent
 
+        metadata = metadata_of(self.args.metadata)
         try:
             if step.action == NEW:
-                return Outcome(step, await rag.upload(kb_id, step.file.path, progress=progress))
+                return Outcome(step, await rag.upload(kb_id, step.file.path, progress=progress, metadata=metadata,
+                                                      path=step.file.relative or None))
             assert step.document is not None
+            if metadata:  # a document ingested before gets the fields too (a merge: its other fields stay)
+                await rag.update_metadata(step.document.id, metadata)
             try:
                 return Outcome(step, await rag.replace_content(step.document.id, step.file.path, progress=progress))
             except Conflict:  # being processed: wait for it to settle, then once more
@@ -184,6 +197,11 @@ class Ingest:
                 errors.add_row(escape(shown), escape(reason))
             (self.err if self.args.quiet else self.out).print(errors)
         return 1 if failures else 0
+
+
+def _holds(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    return all((isinstance(v, dict) and isinstance(current.get(k), dict) and _holds(current[k], v))
+               or current.get(k) == v for k, v in wanted.items())
 
 
 def tally(outcomes: list[Outcome]) -> tuple[list[tuple[str, int, int, int, str]], list[tuple[str, str]]]:

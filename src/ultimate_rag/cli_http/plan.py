@@ -23,6 +23,7 @@ class LocalFile:
     shown: str  # the path as the user gave it (for output)
     size: int
     sha256: str = ""
+    relative: str = ""  # where it lies in the folder given (the folder's name first): the document's source.path
 
 
 @dataclass
@@ -40,8 +41,10 @@ def collect(paths: Iterable[str], include: list[str] | None, exclude: list[str] 
         root = Path(given)
         if root.is_file():
             candidates: Iterator[tuple[Path, str]] = iter([(root, root.name)])
+            prefix = ""
         elif root.is_dir():
             candidates = _walk(root)
+            prefix = f"{root.resolve().name}/" if root.resolve().name else ""
         else:
             raise FileNotFoundError(f"{given}: no such file or folder")
         for path, rel in candidates:
@@ -51,7 +54,7 @@ def collect(paths: Iterable[str], include: list[str] | None, exclude: list[str] 
                 continue
             real = path.resolve()
             if real not in found and path.is_file():
-                found[real] = LocalFile(path=path, shown=str(path), size=path.stat().st_size)
+                found[real] = LocalFile(path=path, shown=str(path), size=path.stat().st_size, relative=prefix + rel)
     return list(found.values())
 
 

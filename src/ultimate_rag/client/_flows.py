@@ -124,6 +124,8 @@ def request_kwargs(call: Call[Any]) -> Iterator[dict[str, Any]]:
     stream, size, owned = call.upload.open()
     try:
         kwargs["files"] = call.upload.files(stream, size)
+        if fields := call.upload.fields():
+            kwargs["data"] = fields
         yield kwargs
     finally:
         if owned:

@@ -54,6 +54,7 @@ class Document:
     searchable: bool = False  # search serves its published revision (also while a rebuild runs or after one failed)
     published_revision: int | None = None
     content_revision: int = 1
+    metadata: dict[str, Any] = field(default_factory=dict)  # its own fields (docs/metadata.md)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -71,7 +72,7 @@ class Document:
                    duplicate_of=str(d["duplicate_of"]) if d.get("duplicate_of") else None,
                    created_at=_time(d.get("created_at")), updated_at=_time(d.get("updated_at")),
                    searchable=bool(d.get("searchable")), published_revision=d.get("published_revision"),
-                   content_revision=int(d.get("content_revision") or 1), raw=d)
+                   content_revision=int(d.get("content_revision") or 1), metadata=d.get("metadata") or {}, raw=d)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class SearchHit:
     locator: dict[str, Any]
     highlights: list[list[int]] = field(default_factory=list)
     assets: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -139,7 +141,8 @@ class SearchHit:
         return cls(chunk_id=str(d["chunk_id"]), document_id=str(d["document_id"]), filename=d.get("filename") or "",
                    content=d.get("content") or "", score=float(d.get("score") or 0.0),
                    heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
-                   highlights=list(d.get("highlights") or []), assets=list(d.get("assets") or []), raw=d)
+                   highlights=list(d.get("highlights") or []), assets=list(d.get("assets") or []),
+                   metadata=d.get("metadata") or {}, raw=d)
 
 
 class SearchResults(list[SearchHit]):
@@ -168,12 +171,14 @@ class Chunk:
     locator: dict[str, Any]
     token_count: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    document_metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Chunk:
         return cls(id=str(d["id"]), ordinal=int(d["ordinal"]), content=d.get("content") or "",
                    heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
-                   token_count=int(d.get("token_count") or 0), metadata=d.get("metadata") or {})
+                   token_count=int(d.get("token_count") or 0), metadata=d.get("metadata") or {},
+                   document_metadata=d.get("document_metadata") or {})
 
 
 @dataclass(frozen=True)
@@ -182,11 +187,12 @@ class AnswerCitation:
     chunk_id: str
     citation: Citation
     content: str
+    metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> AnswerCitation:
         return cls(n=int(d.get("n") or 0), chunk_id=str(d.get("chunk_id", "")), citation=Citation.from_json(d),
-                   content=d.get("content") or "")
+                   content=d.get("content") or "", metadata=d.get("metadata") or {})
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from .docx_xml import (
 from .limits import ParseLimits
 from .packages import check_archive, transitional, without_oversized_parts
 from .pdf import CAPTION
+from .properties import office_properties
 from .table_captions import attach_captions
 from .tables import Cell, Row, table_blocks, table_markdown
 
@@ -89,7 +90,7 @@ class DocxParser:
         body.items(document.element.body, depth=0)
         headers, footers = header_footer_blocks(document, title)
         blocks = headers + _merge_lists(attach_captions(body.blocks, body.styled)) + notes.leftovers() + footers
-        metadata: dict[str, object] = {}
+        metadata: dict[str, object] = {"properties": office_properties(document.core_properties)}
         if title:
             metadata["title"] = title
         return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, gate.warnings),

@@ -30,6 +30,7 @@ from .html import _max_depth, safe_parser, strip_page
 from .html_walk import Walker
 from .limits import ParseLimits
 from .packages import check_archive
+from .properties import epub_properties
 from .table_captions import attach_captions
 from .zipxml import parse_xml, read_part, resolve
 
@@ -81,7 +82,7 @@ class EpubParser:
                               for k, block in enumerate(attach_captions(walker.blocks, walker.captions)))
                 assets.extend(walker.assets)
             progress.report(len(spine), len(spine))
-        metadata: dict[str, Any] = {"chapters": len(spine)}
+        metadata: dict[str, Any] = {"chapters": len(spine), "properties": epub_properties(opf)}
         title = opf.findtext(f".//{{{_DC}}}title")
         if title and title.strip():
             metadata["title"] = " ".join(title.split())

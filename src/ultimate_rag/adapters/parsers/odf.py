@@ -30,6 +30,7 @@ from . import progress
 from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
 from .packages import check_archive
+from .properties import odf_properties
 from .sheets import CellCounter, check_sheet_count, sheet_blocks
 from .slides import NOTES_PREFIX
 from .table_captions import attach_captions
@@ -82,6 +83,9 @@ class OdfParser:
             if body is None:
                 raise InvalidDocumentError(f"the {what} document has no body")
             reader = _Reader(archive, self.limits, what)
+            meta = read_part(archive, "meta.xml", self.limits, what)
+            if meta:
+                reader.metadata["properties"] = odf_properties(parse_xml(meta, "meta.xml", what))
             if (sheet := body.find(_q("office:spreadsheet"))) is not None:
                 reader.spreadsheet(sheet)
             elif (slides := body.find(_q("office:presentation"))) is not None:

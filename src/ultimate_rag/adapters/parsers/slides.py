@@ -21,6 +21,7 @@ from . import progress
 from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
 from .packages import check_archive, transitional, without_oversized_parts
+from .properties import office_properties
 from .table_captions import attach_captions
 from .tables import Cell, Row, table_blocks
 
@@ -64,7 +65,8 @@ class PptxParser:
             progress.report(number - 1, len(slides))
             blocks.extend(_slide(slide, number, gate, assets, tables))
         progress.report(len(slides), len(slides))
-        metadata: dict[str, object] = {"page_count": len(slides)}
+        metadata: dict[str, object] = {"page_count": len(slides),
+                                       "properties": office_properties(presentation.core_properties)}
         title = presentation.core_properties.title
         if title:
             metadata["title"] = title
