@@ -172,18 +172,18 @@ def test_same_names_stay_apart_refusals_are_said_once_and_not_sent_again(live, t
                            capture_output=True, text=True, timeout=600)
     assert first.returncode == 1, first.stdout + first.stderr  # two files refused
     refusals = [line for line in first.stderr.splitlines() if line.startswith("refused ")]
-    assert sorted(r.split(":")[0] for r in refusals) == ["refused media/clip1.bin", "refused media/clip2.bin"]
+    assert sorted(r.split(":")[0] for r in refusals) == ["refused site/media/clip1.bin", "refused site/media/clip2.bin"]
     assert all("HTTP 415" in r and "supported formats" not in r for r in refusals)  # the list is said once, at the end
     assert first.stdout.count("the server reads: ") == 1 and ".pdf" in first.stdout
-    assert "READY north/article.md" in first.stdout and "ingest summary" in first.stdout
+    assert "READY site/north/article.md" in first.stdout and "ingest summary" in first.stdout
     with Client(live.url, live.admin_key) as rag:
         docs = {d.source_path: d for d in rag.iter_documents(rag.find_knowledge_base(kb).id)}
-    assert set(docs) == {"north/article.md", "south/article.md", "west/article.md"}
+    assert set(docs) == {"site/north/article.md", "site/south/article.md", "site/west/article.md"}
     assert {d.filename for d in docs.values()} == {"article.md"} and {d.status for d in docs.values()} == {"READY"}
 
     found = subprocess.run(cli(live, "search", "where does the ferry moor?", "--kb", kb, "--top-k", "1"),
                            env=env(state), capture_output=True, text=True, timeout=300)
-    assert found.stdout.startswith("1. south/article.md · Harbour south"), found.stdout + found.stderr
+    assert found.stdout.startswith("1. site/south/article.md · Harbour south"), found.stdout + found.stderr
 
     # again, with one file changed: the refused files are not sent again, the changed one replaces its own
     (folder / "west" / "article.md").write_text("# Harbour west\n\nIn the harbour, yachts anchor in the west bay "
@@ -192,13 +192,13 @@ def test_same_names_stay_apart_refusals_are_said_once_and_not_sent_again(live, t
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 1, again.stdout + again.stderr
     assert "2 refused before" in again.stdout and "1 updated" in again.stdout and "2 unchanged" in again.stdout
-    assert again.stdout.count("uploaded ") == 1 and "uploaded west/article.md" in again.stdout
+    assert again.stdout.count("uploaded ") == 1 and "uploaded site/west/article.md" in again.stdout
     assert "were not sent again (--retry-refused sends them)" in again.stdout and "refused " not in again.stderr
     with Client(live.url, live.admin_key) as rag:
         after = {d.source_path: d for d in rag.iter_documents(rag.find_knowledge_base(kb).id)}
-    assert after["west/article.md"].id == docs["west/article.md"].id
-    assert after["west/article.md"].sha256 != docs["west/article.md"].sha256
-    assert after["north/article.md"].updated_at == docs["north/article.md"].updated_at
+    assert after["site/west/article.md"].id == docs["site/west/article.md"].id
+    assert after["site/west/article.md"].sha256 != docs["site/west/article.md"].sha256
+    assert after["site/north/article.md"].updated_at == docs["site/north/article.md"].updated_at
 
 
 def test_the_wait_ends_with_the_summary_when_nothing_moves_and_when_interrupted(live, tmp_path) -> None:
@@ -212,14 +212,14 @@ def test_the_wait_ends_with_the_summary_when_nothing_moves_and_when_interrupted(
         assert stalled.returncode == 3, stalled.stdout + stalled.stderr
         assert "ingest summary" in stalled.stdout and "Traceback" not in stalled.stderr
         assert "still running: 1 document(s) (PENDING 1); nothing changed for 1s (--timeout)" in stalled.stdout
-        assert "  PENDING    tide.md" in stalled.stdout
+        assert "  PENDING    notes/tide.md" in stalled.stdout
 
         (folder / "moon.md").write_text("# Moon\n\nThe moon pulls the tide.\n")
         waiting = subprocess.Popen(cli(live, "ingest", str(folder), "--kb", kb, "--wait"), env=env(state),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines: list[str] = []
         assert waiting.stdout is not None
-        while not (lines and lines[-1].startswith("uploaded moon.md")):
+        while not (lines and lines[-1].startswith("uploaded notes/moon.md")):
             lines.append(waiting.stdout.readline())
             assert lines[-1] or waiting.poll() is None, "".join(lines)
         waiting.send_signal(signal.SIGINT)

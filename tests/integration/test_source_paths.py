@@ -21,10 +21,12 @@ async def test_same_names_in_other_folders_stay_apart_everywhere(client: httpx.A
     for folder, text in (("north", "The north quay moors fishing boats."), ("south", "The south quay moors ferries.")):
         r = await upload(client, kb, "article.md", f"# Quay\n\n{text}\n".encode(), f"./{folder}//article.md")
         assert r.status_code == 202, r.text
-        assert r.json()["source"] == {"kind": "upload", "path": f"{folder}/article.md"}  # normalised
+        # normalised, and kept as the document's metadata source.path (what lists, hits and citations show)
+        assert r.json()["metadata"]["source"]["path"] == f"{folder}/article.md"
+        assert r.json()["source"] == {"kind": "upload", "path": f"{folder}/article.md"}
         ids[folder] = r.json()["id"]
     plain = await upload(client, kb, "single.md", b"# Single\n\nA file uploaded alone.\n", None)
-    assert plain.json()["source"] == {"kind": "upload"}
+    assert plain.json()["source"] == {"kind": "upload"} and "source" not in plain.json()["metadata"]
     for bad in ("../etc/passwd", "a/../../b", "/", "a\x01b", "x" * 1100):
         r = await upload(client, kb, "article.md", b"# x\n\ny\n", bad)
         assert r.status_code == 422 and "path" in r.json()["detail"], (bad, r.text)

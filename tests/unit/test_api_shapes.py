@@ -21,7 +21,8 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 DOCUMENT_KEYS = ["id", "knowledge_base_id", "filename", "mime_type", "size_bytes", "sha256", "status",
                  "error_message", "attempts", "max_attempts", "job_status", "operation", "chunk_count", "progress",
                  "parser", "duplicate_of", "dedup", "content_revision", "published_revision", "searchable", "source",
-                 "warnings", "timings", "created_at", "updated_at", "indexed_at", "deleted_at", "error_history"]
+                 "metadata", "warnings", "timings", "created_at", "updated_at", "indexed_at", "deleted_at",
+                 "error_history"]
 SYNC_KEYS = ["id", "connector_id", "trigger", "status", "attempts", "max_attempts", "counts", "errors", "error",
              "created_at", "started_at", "finished_at"]
 CONNECTOR_KEYS = ["id", "knowledge_base_id", "kind", "name", "config", "schedule_seconds", "next_sync_at",

@@ -75,7 +75,7 @@ def test_the_plan_skips_held_bytes_replaces_changed_files_and_adds_the_rest(tmp_
     assert steps["b.md"].action == UPDATE and steps["b.md"].document == existing[1]
     assert steps["c.md"].action == NEW
     assert steps["d.txt"].action == UNCHANGED and steps["d.txt"].document == existing[0]  # the KB holds its bytes
-    assert steps["c2.txt"].action == UNCHANGED and steps["c2.txt"].note == "same bytes as c.md"
+    assert steps["c2.txt"].action == UNCHANGED and steps["c2.txt"].note == f"same bytes as {tmp_path.name}/c.md"
 
 
 def test_a_missing_path_is_named(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_the_ingest_summary_counts_statuses_and_names_each_failure(tmp_path: Pat
             refused: bool = False):
         d = None if status is None else Document(id=name, knowledge_base_id="kb", filename=name, status=status,
                                                  error_message=reason)
-        return Outcome(Step(LocalFile(tmp_path / name, name, 1, rel=f"sub/{name}"), action), d, error, refused)
+        return Outcome(Step(LocalFile(tmp_path / name, name, 1, relative=f"sub/{name}"), action), d, error, refused)
 
     rows, failures = tally([out("a", NEW, "READY"), out("b", NEW, None, error="bad (HTTP 415)", refused=True),
                             out("c", NEW, "FAILED", reason="no text"), out("d", UNCHANGED, "READY"),

@@ -18,9 +18,8 @@ from ultimate_rag.client import Document
 
 
 def doc(name: str, sha: str, path: str | None = None, status: str = "READY") -> Document:
-    source = {"kind": "upload", **({"path": path} if path else {})}
     return Document(id=f"id-{path or name}", knowledge_base_id="kb", filename=name, status=status, sha256=sha,
-                    raw={"source": source})
+                    metadata={"source": {"path": path}} if path else {})
 
 
 def test_files_of_one_name_in_other_folders_replace_their_own_document(tmp_path: Path) -> None:
@@ -32,20 +31,24 @@ def test_files_of_one_name_in_other_folders_replace_their_own_document(tmp_path:
     files = collect([str(tmp_path)], None, None)
     for f in files:
         f.sha256 = sha256_of(f.path)
-    assert sorted(f.rel or "" for f in files) == ["a/article.md", "b/article.md", "c/article.md", "legacy.md"]
-    sha = {f.rel: f.sha256 for f in files}
+    root = tmp_path.name  # the folder's name comes first
+    assert sorted(f.relative for f in files) == [f"{root}/{p}" for p in ("a/article.md", "b/article.md",
+                                                                          "c/article.md", "legacy.md")]
+    for f in files:
+        f.relative = f.relative.removeprefix(f"{root}/")
+    sha = {f.relative: f.sha256 for f in files}
     existing = [doc("article.md", sha["a/article.md"], "a/article.md"), doc("article.md", "old-b", "b/article.md"),
                 doc("article.md", "old-c", "c/article.md"), doc("legacy.md", "old-legacy")]  # uploaded before paths
     (tmp_path / "c" / "article.md").write_text("# c\n\nversion three\n")
     files[2].sha256 = sha256_of(files[2].path)
-    steps = {s.file.rel: s for s in plan(files, existing)}
+    steps = {s.file.relative: s for s in plan(files, existing)}
     assert steps["a/article.md"].action == UNCHANGED
     assert steps["b/article.md"].action == UPDATE and steps["b/article.md"].document is existing[1]
     assert steps["c/article.md"].action == UPDATE and steps["c/article.md"].document is existing[2]
     assert steps["legacy.md"].action == UPDATE and steps["legacy.md"].document is existing[3]
 
-    alone = collect([str(tmp_path / "b" / "article.md")], None, None)  # a file named alone has no folder path
-    assert alone[0].rel is None and alone[0].label == str(tmp_path / "b" / "article.md")
+    alone = collect([str(tmp_path / "b" / "article.md")], None, None)  # a file named alone: its name
+    assert alone[0].relative == alone[0].label == "article.md"
     alone[0].sha256 = "brand-new"
     assert plan(alone, existing)[0].action == NEW  # it is not guessed to be one of the three
 
@@ -55,6 +58,9 @@ def test_refusals_are_remembered_by_their_bytes_per_knowledge_base(tmp_path: Pat
     first = RefusedFiles("http://server/", "kb-1", state)
     first.remember("sha-junk", "junk.bin", 415, "unsupported file format: .bin")
     first.remember("sha-busy", "big.pdf", 503, "the database is unavailable")  # of the moment: not kept
+    first.remember("sha-path", "a\x01.md", 422, "path contains control characters")  # the request's, not the bytes'
+    first.remember("sha-meta", "m.md", 422, "metadata.source: reserved key")
+    first.remember("sha-empty", "e.txt", 422, "the file is not readable text")  # the bytes': kept
     first.save()
     other = RefusedFiles("http://server", "kb-2", state)
     other.remember("sha-x", "x.bin", 413, "too large")
@@ -64,6 +70,8 @@ def test_refusals_are_remembered_by_their_bytes_per_knowledge_base(tmp_path: Pat
     refusal = again.get("sha-junk")
     assert refusal is not None and (refusal.status, refusal.file) == (415, "junk.bin")
     assert again.get("sha-busy") is None and again.get("sha-x") is None
+    assert again.get("sha-path") is None and again.get("sha-meta") is None and again.get("sha-empty") is not None
+    again.forget("sha-empty")
     assert RefusedFiles("http://server", "kb-2", state).get("sha-x") is not None
     again.forget("sha-junk")  # sent again and accepted (e.g. after a server upgrade)
     again.save()
@@ -99,7 +107,7 @@ def test_the_time_left_counts_down_between_finishes_and_is_rounded() -> None:
 def test_every_end_says_what_happened_and_the_exit_status_tells_it(tmp_path: Path) -> None:
     def outcome(status: str | None, error: str | None = None, refused: bool = False) -> Outcome:
         d = Document(id=str(status), knowledge_base_id="kb", filename="f.md", status=status or "READY")
-        return Outcome(Step(LocalFile(tmp_path / "f.md", "f.md", 1, rel="sub/f.md"), NEW), d, error, refused)
+        return Outcome(Step(LocalFile(tmp_path / "f.md", "f.md", 1, relative="sub/f.md"), NEW), d, error, refused)
 
     def end(outcomes: list[Outcome], gave_up: str | None = None) -> tuple[int, str]:
         buffer = io.StringIO()
@@ -127,7 +135,8 @@ def test_the_upload_form_carries_the_path(tmp_path: Path) -> None:
     def handle(request: httpx.Request) -> httpx.Response:
         seen.append(request.read())
         return httpx.Response(202, json={"id": "d", "knowledge_base_id": "kb", "filename": "article.md",
-                                         "status": "PENDING", "source": {"kind": "upload", "path": "b/article.md"}})
+                                         "status": "PENDING", "source": {"kind": "upload", "path": "b/article.md"},
+                                         "metadata": {"source": {"path": "b/article.md", "folder": "b"}}})
 
     with Client(http=httpx.Client(transport=httpx.MockTransport(handle), base_url="http://fake")) as rag:
         made = rag.upload("kb", b"# b\n", filename="article.md", path="b/article.md")

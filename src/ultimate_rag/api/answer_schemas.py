@@ -8,6 +8,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..domain.chat import ChatMessage
+from ..domain.metadata import source_path
 from ..services.answering import Answer
 from ..services.grounding import Passage
 from .schemas import Text, body_of
@@ -49,13 +50,15 @@ class CitationOut(BaseModel):
     content: str
     score: float
     assets: list[dict[str, Any]]
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the document's own fields")
 
     @classmethod
     def of(cls, p: Passage) -> CitationOut:
         r = p.result
         return cls(n=p.n, chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename,
-                   source_path=r.source_path, heading_path=list(r.heading_path), locator=r.locator.to_metadata(),
-                   content=r.content, score=r.score, assets=list(r.assets))
+                   source_path=source_path(r.metadata), heading_path=list(r.heading_path),
+                   locator=r.locator.to_metadata(),
+                   content=r.content, score=r.score, assets=list(r.assets), metadata=r.metadata)
 
 
 class UsageOut(BaseModel):

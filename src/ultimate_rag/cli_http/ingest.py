@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import RenderableType
 from rich.markup import escape
@@ -30,8 +31,9 @@ from rich.text import Text
 from ..client import ApiError, AsyncClient, Conflict, Document, TransportError
 from ..client._core import ProgressCallback
 from .common import CliError, add_connection_options, connect, consoles, knowledge_base, run, server_url
+from .fields import metadata_of, metadata_pair
 from .plan import NEW, UNCHANGED, Step, collect, plan, sha256_of
-from .refusals import REMEMBERED_STATUSES, RefusedFiles
+from .refusals import RefusedFiles, follows_from_bytes
 from .summary import REFUSED_BEFORE, Outcome, print_summary
 from .watch import SETTLED, Board, follow
 
@@ -56,6 +58,8 @@ def add_ingest_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--retry-refused", action="store_true",
                    help="send again the files the server refused before (same bytes), e.g. after an upgrade")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary: failures only")
+    p.add_argument("--metadata", action="append", type=metadata_pair, metavar="KEY=VALUE",
+                   help="a field of every document (repeatable): office=Berlin, year=2025, tags='[\"hr\"]'")
     add_connection_options(p)
     p.set_defaults(func=lambda args: run(lambda: Ingest(args).run()))
 
@@ -71,6 +75,7 @@ class Ingest:
         self.live = self.out.is_terminal and not self.args.quiet  # bars on a TTY, plain lines otherwise
         self.refused: RefusedFiles | None = None
         self.gave_up: str | None = None
+        self.metadata = metadata_of(self.args.metadata)  # --metadata: fields of every document
 
     async def run(self) -> int:
         if self.args.concurrency < 1:
@@ -126,7 +131,11 @@ class Ingest:
 
     async def _upload(self, rag: AsyncClient, kb_id: str, steps: list[Step]) -> None:
         todo = [s for s in steps if s.action not in (UNCHANGED, REFUSED_BEFORE)]
-        self.outcomes += [Outcome(s, s.document) for s in steps if s.action == UNCHANGED]
+        for step in steps:
+            if step.action == UNCHANGED:
+                if self.metadata and step.document and not _holds(step.document.metadata, self.metadata):
+                    step.document = await rag.update_metadata(step.document.id, self.metadata)  # no upload
+                self.outcomes.append(Outcome(step, step.document))
         if not todo:
             return
         limit = asyncio.Semaphore(self.args.concurrency)
@@ -175,8 +184,11 @@ class Ingest:
 
     async def _put(self, rag: AsyncClient, kb_id: str, step: Step, progress: ProgressCallback) -> Document:
         if step.action == NEW:
-            return await rag.upload(kb_id, step.file.path, progress=progress, path=step.file.rel)
+            return await rag.upload(kb_id, step.file.path, progress=progress, metadata=self.metadata,
+                                    path=step.file.relative or None)
         assert step.document is not None
+        if self.metadata:  # a document ingested before gets the fields too (a merge: its other fields stay)
+            await rag.update_metadata(step.document.id, self.metadata)
         try:
             return await rag.replace_content(step.document.id, step.file.path, progress=progress)
         except Conflict:  # being processed: wait for it to settle, then once more
@@ -194,7 +206,7 @@ class Ingest:
         assert self.refused is not None
         self.refused.remember(step.file.sha256, step.file.label, exc.status_code, reason)
         return Outcome(step, step.document, error=f"{reason} (HTTP {exc.status_code})",
-                       refused=exc.status_code in REMEMBERED_STATUSES)
+                       refused=follows_from_bytes(exc.status_code, reason))
 
     async def _wait(self, rag: AsyncClient, started: float) -> None:
         waiting = {o.document.id: o for o in self.outcomes if o.document is not None and not o.error}
@@ -226,6 +238,11 @@ class Ingest:
         assert self.refused is not None
         return print_summary(self.outcomes, self.out, self.err, quiet=self.args.quiet, supported=self.supported,
                              gave_up=self.gave_up, state_problem=self.refused.problem)
+
+
+def _holds(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    return all((isinstance(v, dict) and isinstance(current.get(k), dict) and _holds(current[k], v))
+               or current.get(k) == v for k, v in wanted.items())
 
 
 class _Amount(ProgressColumn):

@@ -3,9 +3,10 @@ documents the knowledge base already has. Bytes it already holds are skipped (sh
 path (relative to the folder given) matches a document with other bytes replaces that document's
 content; the rest are new. So an interrupted run, run again, uploads only what did not arrive.
 
-A file under a folder is uploaded with its path relative to that folder (``guides/setup.md``),
-which the server keeps as the document's ``source.path``: files of the same name in different
-folders stay apart, and a changed file replaces the document it was, not one of the same name."""
+A file is uploaded with its path in the folder given, the folder's name first (``docs/guides/setup.md``
+for ``ingest docs``; a file named alone, its name), which the server keeps as the document's
+metadata ``source.path``: files of the same name in different folders stay apart, and a changed
+file replaces the document it was, not one of the same name."""
 
 from __future__ import annotations
 
@@ -27,12 +28,12 @@ class LocalFile:
     shown: str  # the path as the user gave it (for output)
     size: int
     sha256: str = ""
-    rel: str | None = None  # the path relative to the folder it was found under ('/'-separated); None: named alone
+    relative: str = ""  # where it lies in the folder given (the folder's name first): the document's source.path
 
     @property
     def label(self) -> str:
         """How output names it: its path in the folder, or the path given."""
-        return self.rel or self.shown
+        return self.relative or self.shown
 
 
 @dataclass
@@ -50,10 +51,10 @@ def collect(paths: Iterable[str], include: list[str] | None, exclude: list[str] 
         root = Path(given)
         if root.is_file():
             candidates: Iterator[tuple[Path, str]] = iter([(root, root.name)])
-            under_folder = False
+            prefix = ""
         elif root.is_dir():
             candidates = _walk(root)
-            under_folder = True
+            prefix = f"{root.resolve().name}/" if root.resolve().name else ""
         else:
             raise FileNotFoundError(f"{given}: no such file or folder")
         for path, rel in candidates:
@@ -63,8 +64,7 @@ def collect(paths: Iterable[str], include: list[str] | None, exclude: list[str] 
                 continue
             real = path.resolve()
             if real not in found and path.is_file():
-                found[real] = LocalFile(path=path, shown=str(path), size=path.stat().st_size,
-                                        rel=rel if under_folder else None)
+                found[real] = LocalFile(path=path, shown=str(path), size=path.stat().st_size, relative=prefix + rel)
     return list(found.values())
 
 
@@ -120,6 +120,6 @@ def _key_of_document(d: Document) -> str:
 
 
 def _keys_of_file(f: LocalFile) -> list[str]:
-    """A file under a folder replaces the document with its path, or else (a document uploaded
-    before paths were kept) one of its name that has no path; a file named alone, one of its name."""
-    return [f"path:{f.rel}", f"name:{f.path.name}"] if f.rel else [f"name:{f.path.name}"]
+    """A file replaces the document with its path, or else (a document uploaded before paths were
+    kept) one of its name that has no path."""
+    return [f"path:{f.relative}", f"name:{f.path.name}"] if f.relative else [f"name:{f.path.name}"]

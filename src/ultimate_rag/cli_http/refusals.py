@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 REMEMBERED_STATUSES = frozenset({413, 415, 422})
+# a 422 that names the upload's own fields (its path in the folder, --metadata) is about the
+# request, not the bytes: the same file with other fields may go in
+REQUEST_FIELDS = ("path", "metadata")
 MAX_PER_KNOWLEDGE_BASE = 100_000  # the oldest are forgotten first
+
+
+def follows_from_bytes(status: int, reason: str) -> bool:
+    """Whether a refusal is the file's own (kept for the next run)."""
+    return status in REMEMBERED_STATUSES and not (status == 422 and reason.startswith(REQUEST_FIELDS))
 
 
 def state_dir() -> Path:
@@ -53,7 +61,7 @@ class RefusedFiles:
         return self.known.get(sha256)
 
     def remember(self, sha256: str, file: str, status: int, reason: str) -> None:
-        if status in REMEMBERED_STATUSES:
+        if follows_from_bytes(status, reason):
             self.known[sha256] = Refusal(reason, status, file, datetime.now(UTC).isoformat(timespec="seconds"))
 
     def forget(self, sha256: str) -> None:

@@ -91,7 +91,13 @@ class Upload:
     source: bytes | str | os.PathLike[str] | IO[bytes]
     content_type: str | None = None
     progress: ProgressCallback | None = None
-    fields: dict[str, str] = field(default_factory=dict)  # form fields sent with the file (``path``)
+    metadata: dict[str, Any] | None = None  # the document's own fields (docs/metadata.md)
+    path: str | None = None  # where the file lies in the folder being uploaded (source.path)
+
+    def fields(self) -> dict[str, str]:
+        """The upload's form fields beside the file."""
+        out = {"metadata": json.dumps(self.metadata)} if self.metadata else {}
+        return out | ({"path": self.path} if self.path else {})
 
     def open(self) -> tuple[IO[bytes], int, bool]:
         """The stream to read, its size, and whether we opened it (and must close it)."""
@@ -115,14 +121,14 @@ class Upload:
 
 
 def make_upload(file: Any, filename: str | None, content_type: str | None, progress: ProgressCallback | None,
-                path: str | None = None) -> Upload:
+                metadata: dict[str, Any] | None = None, path: str | None = None) -> Upload:
     if filename is None:
         if isinstance(file, str | os.PathLike):
             filename = os.path.basename(os.fspath(file))
         else:
             filename = os.path.basename(str(getattr(file, "name", "") or "")) or "upload.bin"
-    return Upload(filename=filename, source=file, content_type=content_type, progress=progress,
-                  fields={"path": path} if path else {})
+    return Upload(filename=filename, source=file, content_type=content_type, progress=progress, metadata=metadata,
+                  path=path)
 
 
 class ProgressReader:
@@ -220,6 +226,10 @@ class Calls:
     @staticmethod
     def upload(kb: Id, upload: Upload) -> Call[Document]:
         return Call("POST", f"/api/knowledge-bases/{segment(kb)}/documents", Document.from_json, upload=upload)
+
+    @staticmethod
+    def update_metadata(document_id: Id, metadata: dict[str, Any]) -> Call[Document]:
+        return Call("PATCH", f"/api/documents/{document_id}", Document.from_json, json={"metadata": metadata})
 
     @staticmethod
     def replace_content(document_id: Id, upload: Upload) -> Call[Document]:

@@ -123,8 +123,8 @@ def request_kwargs(call: Call[Any]) -> Iterator[dict[str, Any]]:
     stream, size, owned = call.upload.open()
     try:
         kwargs["files"] = call.upload.files(stream, size)
-        if call.upload.fields:
-            kwargs["data"] = call.upload.fields
+        if fields := call.upload.fields():
+            kwargs["data"] = fields
         yield kwargs
     finally:
         if owned:

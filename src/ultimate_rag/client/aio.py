@@ -119,11 +119,17 @@ class AsyncClient:
         return await self._send(Calls.get_document(document_id))
 
     async def upload(self, kb_id: Id, file: Any, *, filename: str | None = None, content_type: str | None = None,
-                     progress: ProgressCallback | None = None, path: str | None = None) -> Document:
-        """Upload bytes, a path or an open binary file; ``progress(sent, total)`` as it goes out.
-        ``path``: where the file lies in the folder being uploaded (``guides/setup.md``): the
-        document's ``source.path``, shown with its name in lists, search hits and citations."""
-        return await self._send(Calls.upload(kb_id, make_upload(file, filename, content_type, progress, path)))
+                     progress: ProgressCallback | None = None, metadata: dict[str, Any] | None = None,
+                     path: str | None = None) -> Document:
+        """Upload bytes, a path or an open binary file; ``progress(sent, total)`` as it goes out;
+        ``metadata``: the document's own fields; ``path``: where it lies in the folder being uploaded."""
+        return await self._send(Calls.upload(kb_id, make_upload(file, filename, content_type, progress, metadata,
+                                                               path)))
+
+    async def update_metadata(self, document_id: Id, metadata: dict[str, Any]) -> Document:
+        """Change the document's own fields (a JSON Merge Patch: a key set to None goes). Nothing is
+        rebuilt; search sees the new values at once."""
+        return await self._send(Calls.update_metadata(document_id, metadata))
 
     async def replace_content(self, document_id: Id, file: Any, *, filename: str | None = None,
                               content_type: str | None = None, progress: ProgressCallback | None = None) -> Document:

@@ -54,6 +54,7 @@ class Document:
     searchable: bool = False  # search serves its published revision (also while a rebuild runs or after one failed)
     published_revision: int | None = None
     content_revision: int = 1
+    metadata: dict[str, Any] = field(default_factory=dict)  # its own fields (docs/metadata.md)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -63,8 +64,9 @@ class Document:
 
     @property
     def source_path(self) -> str | None:
-        """Where it lies in the folder (or connector) it came from; None for a single upload."""
-        source = self.raw.get("source")
+        """Where it lies in the folder or bucket it came from (its metadata's ``source.path``); None
+        for a single upload."""
+        source = self.metadata.get("source")
         path = source.get("path") if isinstance(source, dict) else None
         return path if isinstance(path, str) and path else None
 
@@ -78,7 +80,7 @@ class Document:
                    duplicate_of=str(d["duplicate_of"]) if d.get("duplicate_of") else None,
                    created_at=_time(d.get("created_at")), updated_at=_time(d.get("updated_at")),
                    searchable=bool(d.get("searchable")), published_revision=d.get("published_revision"),
-                   content_revision=int(d.get("content_revision") or 1), raw=d)
+                   content_revision=int(d.get("content_revision") or 1), metadata=d.get("metadata") or {}, raw=d)
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ class SearchHit:
     assets: list[dict[str, Any]] = field(default_factory=list)
     source_path: str | None = None  # its document's path in the folder it was uploaded from
     dense_score: float | None = None  # the embedding similarity alone, whatever the mode
+    metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -154,7 +157,8 @@ class SearchHit:
                    heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
                    highlights=list(d.get("highlights") or []), assets=list(d.get("assets") or []),
                    source_path=d.get("source_path") or None,
-                   dense_score=float(d["dense_score"]) if d.get("dense_score") is not None else None, raw=d)
+                   dense_score=float(d["dense_score"]) if d.get("dense_score") is not None else None,
+                   metadata=d.get("metadata") or {}, raw=d)
 
 
 class SearchResults(list[SearchHit]):
@@ -183,12 +187,14 @@ class Chunk:
     locator: dict[str, Any]
     token_count: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    document_metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Chunk:
         return cls(id=str(d["id"]), ordinal=int(d["ordinal"]), content=d.get("content") or "",
                    heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
-                   token_count=int(d.get("token_count") or 0), metadata=d.get("metadata") or {})
+                   token_count=int(d.get("token_count") or 0), metadata=d.get("metadata") or {},
+                   document_metadata=d.get("document_metadata") or {})
 
 
 @dataclass(frozen=True)
@@ -197,11 +203,12 @@ class AnswerCitation:
     chunk_id: str
     citation: Citation
     content: str
+    metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> AnswerCitation:
         return cls(n=int(d.get("n") or 0), chunk_id=str(d.get("chunk_id", "")), citation=Citation.from_json(d),
-                   content=d.get("content") or "")
+                   content=d.get("content") or "", metadata=d.get("metadata") or {})
 
 
 @dataclass(frozen=True)

@@ -106,13 +106,14 @@ async def delete_knowledge_base(kb: ReadableKB, migrations: MigrationsDep, kb_de
 
 @router.post("/{kb_id}/documents", status_code=202, response_model=DocumentOut, openapi_extra=UPLOAD_BODY)
 async def upload_document(kb: EditableKB, ingestion: IngestionDep, audit: AuditDep, form: UploadDep) -> DocumentOut:
-    """Multipart ``file``; optional ``path`` (where the file lies in the folder being uploaded:
+    """Multipart ``file``; optional ``metadata`` (a JSON object of the document's own fields, a 422
+    naming a bad one) and ``path`` (where the file lies in the folder being uploaded: the metadata's
     ``source.path``, shown with the file name in lists, search hits and citations)."""
     limit = ingestion.max_upload_bytes
     content = await form.file.read(limit + 1)  # bounded read: one byte over the limit is enough to know
     # the audit entry ("document.upload": filename, size, sha256) is written with the document
     doc = await ingestion.submit(kb, form.file.filename, form.file.content_type, content,
-                                 uploaded_by=audit.who.key_prefix, path=form.path)
+                                 uploaded_by=audit.who.key_prefix, metadata=form.metadata, path=form.path)
     return DocumentOut.of(doc)
 
 

@@ -91,7 +91,7 @@ export function renderRow(doc) {
   return h("tr", { dataset: { id: doc.id, status: doc.status } },
     h("td", {}, check),
     // the path in the folder it was uploaded from tells apart files of the same name
-    h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.source?.path || doc.filename,
+    h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.metadata?.source?.path || doc.filename,
       title: doc.filename, onclick: () => emit("open", doc.id) })),
     h("td", { class: "status-cell" },
       h("span", { class: `badge st-${doc.status}${busy ? " busy" : ""}`, text: statusLabel(doc.status) }),
