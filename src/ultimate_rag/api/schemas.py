@@ -159,16 +159,24 @@ class DocumentOut(BaseModel, DocumentFile, frozen=True):
             duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision,
             published_revision=doc.published_revision, searchable=doc.searchable,
             source=redact_config(doc.source), metadata=doc.metadata, warnings=list(doc.warnings),
-            timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,
+            timings=timings(doc.stage_timings, doc.status.value, doc.updated_at), created_at=doc.created_at,
+            updated_at=doc.updated_at,
             indexed_at=doc.indexed_at, deleted_at=doc.deleted_at, error_history=error_history,
         )
 
 
-def timings(stage_timings: dict[str, str]) -> list[StageTiming]:
-    """Per-stage start times of the current run, with the time each stage took."""
+def timings(stage_timings: dict[str, str], status: str | None = None,
+            since: datetime | None = None) -> list[StageTiming]:
+    """Per-stage start times of the current run, with the time each stage took. The timeline ends
+    with the document's ``status``: a status the writers do not stamp (FAILED, a retry's PENDING,
+    a restored upload) is added as of ``since`` (the document's last change), so the stage before
+    it ends there instead of reading as still running."""
     order = {s.value: i for i, s in enumerate(PIPELINE)}
     items = sorted(((k, datetime.fromisoformat(v)) for k, v in stage_timings.items()),
                    key=lambda kv: (kv[1], order.get(kv[0], 99)))
+    if status is not None and since is not None and (not items or items[-1][0] != status):
+        items = [kv for kv in items if kv[0] != status]
+        items.append((status, max(since, items[-1][1]) if items else since))
     out = []
     for i, (stage, started) in enumerate(items):
         nxt = items[i + 1][1] if i + 1 < len(items) else None

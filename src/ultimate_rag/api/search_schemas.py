@@ -9,6 +9,7 @@ from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from ..domain.metadata import source_path
 from ..domain.metadata_filter import parse as parse_metadata_filter
 from ..domain.models import SearchResult
 from ..domain.search import SearchFilters, SearchMode, glob_to_regex
@@ -72,12 +73,21 @@ class SearchIn(BaseModel):
     group_by_document: bool = False
 
 
+SOURCE_PATH = Field(default=None, description="the document's path in the folder or connector it came from "
+                                           "(its metadata's source.path; null: uploaded as a single file)")
+DENSE_SCORE = Field(default=None, description="the chunk's dense (embedding) cosine similarity to the query, "
+                                           "whatever the mode: a relevance scale that means the same in hybrid, "
+                                           "dense and sparse search (score may be a fusion)")
+
+
 class SearchHit(BaseModel):
     chunk_id: UUID
     document_id: UUID
     filename: str
+    source_path: str | None = SOURCE_PATH
     content: str
     score: float
+    dense_score: float | None = DENSE_SCORE
     heading_path: list[str]
     locator: dict[str, Any]
     highlights: list[tuple[int, int]] = Field(description="[start, end) character offsets in content of what "
@@ -87,8 +97,10 @@ class SearchHit(BaseModel):
 
     @classmethod
     def of(cls, r: SearchResult) -> SearchHit:
-        return cls(chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename, content=r.content,
-                   score=r.score, heading_path=list(r.heading_path), locator=r.locator.to_metadata(),
+        return cls(chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename,
+                   source_path=source_path(r.metadata),
+                   content=r.content, score=r.score, dense_score=r.dense_score, heading_path=list(r.heading_path),
+                   locator=r.locator.to_metadata(),
                    highlights=[(start, end) for start, end in r.highlights], assets=list(r.assets),
                    metadata=r.metadata)
 

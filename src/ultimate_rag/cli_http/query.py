@@ -91,6 +91,9 @@ async def _ask(args: argparse.Namespace) -> int:
             out.print("relevant passages:")
     else:
         out.print(escape(answer.answer), highlight=False)
+        if not answer.grounded and answer.citations:
+            out.print("[yellow]not grounded[/yellow]: this answer cites none of the passages below; it does not "
+                      "rest on the documents", highlight=False)
         out.print("\nsources:")
     for c in answer.citations:
         out.print(f"  [{c.n}] {escape(str(c.citation))}", highlight=False)

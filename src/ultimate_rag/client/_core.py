@@ -35,6 +35,11 @@ Id = str | UUID
 ProgressCallback = Callable[[int, int], None]  # (bytes sent so far, total bytes)
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUSES = frozenset({429, 503})
+# an answer is read whole when the model is done: the server may wait minutes for a local model
+# (its provider timeout, 300 s for a local endpoint, and a rewrite call), so the client waits
+# longer than the server would, and the server's own 504 with its reason arrives instead of a
+# client-side timeout
+ANSWER_TIMEOUT_SECONDS = 900.0
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,7 @@ class Call(Generic[T]):
     json: Any = None
     upload: Upload | None = None
     idempotent: bool = field(default=False)
+    timeout: float | None = None  # the read timeout of this call, when not the client's
 
 
 def segment(value: Id) -> str:
@@ -270,7 +276,9 @@ class Calls:
     def answer(kb: Id, question: str, top_k: int | None, filters: dict[str, Any] | None,
                messages: list[dict[str, str]] | None) -> Call[Answer]:
         body = _params(question=question, top_k=top_k, filters=filters or None, messages=messages or None)
-        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/answer", Answer.from_json, json=body, idempotent=True)
+        # not retried when the connection breaks or times out: that would ask the model all over again
+        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/answer", Answer.from_json, json=body,
+                    timeout=ANSWER_TIMEOUT_SECONDS)
 
     @staticmethod
     def stuck_documents(older_than_seconds: float | None) -> Call[list[dict[str, Any]]]:

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _flows as flows
+from . import _waiting as waiting
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
 from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchResults
 
@@ -165,8 +166,11 @@ class Client:
 
     # waiting
     def wait_until_ready(self, document_ids: Iterable[Id], *, timeout: float = 600.0,
-                               poll_interval: float = 2.0,
-                               on_update: Callable[[Document], None] | None = None) -> list[Document]:
+                         poll_interval: float = 2.0, on_update: Callable[[Document], None] | None = None,
+                         idle_timeout: float | None = None,
+                         on_connection: Callable[[str | None], None] | None = None) -> list[Document]:
         """Wait until every document is stable (READY, FAILED, DELETED or OUTDATED) and return them, in
-        order. Follows the knowledge base's event stream; polls when the server has none."""
-        return self._run(flows.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update))
+        order; a server that restarts is waited for. The arguments and rules of
+        :meth:`AsyncClient.wait_until_ready`."""
+        return self._run(waiting.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update,
+                                                  idle_timeout, on_connection))

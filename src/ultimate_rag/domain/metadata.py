@@ -227,6 +227,14 @@ def source_fields(path: str) -> dict[str, Any]:
     return out
 
 
+def source_path(metadata: Mapping[str, Any]) -> str | None:
+    """Where the document lies in the folder or bucket it came from (``source.path``), or None (a
+    single upload, a URL): what lists, search hits and citations show beside the file name."""
+    source = metadata.get(SOURCE)
+    path = source.get("path") if isinstance(source, Mapping) else None
+    return path if isinstance(path, str) and path else None
+
+
 PROPERTY_KEYS = ("title", "author", "created", "modified")
 
 

@@ -113,7 +113,7 @@ def build_server(client_for: ClientFor, *, local_files: bool, call_timeout: floa
             if window is None:
                 raise ToolError(f"chunk {chunk_id} is not in document {document_id}")
             return {"document_id": doc.id, "filename": doc.filename,
-                    "chunks": [_chunk(doc.filename, c, c.id == chunk_id) for c in window]}
+                    "chunks": [_chunk(doc, c, c.id == chunk_id) for c in window]}
         return await call(ctx, work)
 
     @server.tool(annotations=READ)
@@ -133,7 +133,8 @@ def build_server(client_for: ClientFor, *, local_files: bool, call_timeout: floa
                     raise ToolError("this server has no answer endpoint (no model configured); "
                                     "use search instead") from exc
                 raise
-            out: dict[str, Any] = {"answer": result.answer, "citations": [_cited(c) for c in result.citations],
+            out: dict[str, Any] = {"answer": result.answer, "grounded": result.grounded,
+                                   "citations": [_cited(c) for c in result.citations],
                                    "unmatched_identifiers": result.unmatched_identifiers}
             if result.answer is None:
                 out["reason"] = result.reason or "no model configured"
@@ -261,34 +262,36 @@ async def _window(chunks: AsyncIterator[Chunk], chunk_id: str | None, before: in
     return window
 
 
-def _citation(filename: str, heading_path: list[str], locator: dict[str, Any]) -> dict[str, Any]:
+def _citation(filename: str, heading_path: list[str], locator: dict[str, Any],
+              source_path: str | None) -> dict[str, Any]:
     from ..client import Citation
 
-    c = Citation(document_id="", filename=filename, heading_path=heading_path, locator=locator)
-    return {"citation": str(c), "filename": filename, "heading_path": heading_path, "page": c.page,
-            "locator": locator}
+    c = Citation(document_id="", filename=filename, heading_path=heading_path, locator=locator,
+                 source_path=source_path)
+    return {"citation": str(c), "filename": filename, "source_path": source_path, "heading_path": heading_path,
+            "page": c.page, "locator": locator}
 
 
 def _hit(h: SearchHit) -> dict[str, Any]:
-    return {**_citation(h.filename, h.heading_path, h.locator), "document_id": h.document_id,
+    return {**_citation(h.filename, h.heading_path, h.locator, h.source_path), "document_id": h.document_id,
             "chunk_id": h.chunk_id, "score": round(h.score, 4), "content": h.content, "metadata": h.metadata}
 
 
 def _cited(c: AnswerCitation) -> dict[str, Any]:
-    return {"n": c.n, **_citation(c.citation.filename, c.citation.heading_path, c.citation.locator),
-            "document_id": c.citation.document_id, "chunk_id": c.chunk_id, "content": c.content,
-            "metadata": c.metadata}
+    cite = c.citation
+    return {"n": c.n, **_citation(cite.filename, cite.heading_path, cite.locator, cite.source_path),
+            "document_id": cite.document_id, "chunk_id": c.chunk_id, "content": c.content, "metadata": c.metadata}
 
 
-def _chunk(filename: str, c: Chunk, hit: bool) -> dict[str, Any]:
-    return {"chunk_id": c.id, "ordinal": c.ordinal, "hit": hit, **_citation(filename, c.heading_path, c.locator),
-            "content": c.content}
+def _chunk(doc: Document, c: Chunk, hit: bool) -> dict[str, Any]:
+    return {"chunk_id": c.id, "ordinal": c.ordinal, "hit": hit,
+            **_citation(doc.filename, c.heading_path, c.locator, doc.source_path), "content": c.content}
 
 
 def _document(d: Document) -> dict[str, Any]:
-    keys = ("id", "knowledge_base_id", "filename", "mime_type", "size_bytes", "sha256", "status", "error_message",
-            "searchable", "published_revision", "content_revision", "attempts", "chunk_count", "progress", "parser",
-            "duplicate_of", "metadata", "source", "created_at", "updated_at", "indexed_at")
+    keys = ("id", "knowledge_base_id", "filename", "source", "mime_type", "size_bytes", "sha256", "status",
+            "error_message", "searchable", "published_revision", "content_revision", "attempts", "chunk_count",
+            "progress", "parser", "duplicate_of", "metadata", "created_at", "updated_at", "indexed_at")
     return {k: d.raw.get(k) for k in keys if k in d.raw}
 
 

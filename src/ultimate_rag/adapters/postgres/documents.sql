@@ -62,7 +62,8 @@ d.knowledge_base_id = %(kb)s
 d.status = %(status)s
 
 -- list_by_filename --
-d.filename ILIKE %(q)s
+-- the file name, or its path in the folder it was uploaded from (metadata source.path)
+(d.filename ILIKE %(q)s OR d.metadata->'source'->>'path' ILIKE %(q)s)
 
 -- list_after_cursor --
 (d.created_at, d.id) < (%(c_at)s, %(c_id)s)

@@ -79,7 +79,7 @@ function renderSearch() {
     return h("li", { class: "result" },
       h("div", { class: "cite" },
         h("span", { class: "rank", text: `#${i + 1}` }),
-        h("button", { type: "button", class: "link cite-file", text: r.filename, onclick: () => openDocument(r.document_id, false, r.chunk_id) }),
+        h("button", { type: "button", class: "link cite-file", text: r.source_path || r.filename, onclick: () => openDocument(r.document_id, false, r.chunk_id) }),
         h("span", { class: "cite-heading", text: (r.heading_path || []).join(" › ") }),
         where ? h("button", { type: "button", class: "link cite-loc", text: where, title: t("open_at_chunk"),
           onclick: () => openDocument(r.document_id, false, r.chunk_id) }) : null,
