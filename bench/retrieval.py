@@ -269,13 +269,13 @@ async def main() -> None:
     parser.add_argument("--public", action="store_true", help="the public sets beside ours (bench/retrieval_public.py)")
     retrieval_public.add_arguments(parser)
     args = parser.parse_args()
+    if args.sparse_recipe != "prefixed":  # the public sets too: give them a --work of their own
+        raw_recipe(documents=True, queries=args.sparse_recipe == "raw")
+        print(f"sparse recipe: {args.sparse_recipe}")
     if args.public:
         await retrieval_public.run(args)
         return
     print(machine())
-    if args.sparse_recipe != "prefixed":
-        raw_recipe(documents=True, queries=args.sparse_recipe == "raw")
-        print(f"sparse recipe: {args.sparse_recipe}")
     url, server, root = fresh_database()
     settings = Settings(database_url=url, data_dir=Path(root) / "data", admin_key="bench-admin-key-0123456789")
     container = build(settings, url=url)
