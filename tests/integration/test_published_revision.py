@@ -74,8 +74,8 @@ async def test_a_rebuild_serves_the_previous_revision_until_its_swap(client, con
     seen_before_swap: dict[str, list[str]] = {}
     store, write = container.embedding.indexes, container.embedding.indexes.write  # the knowledge base's index generations
 
-    async def write_then_search(kb_id: UUID, items: Any) -> None:
-        await write(kb_id, items)
+    async def write_then_search(kb_id: UUID, items: Any, *more: Any) -> None:
+        await write(kb_id, items, *more)
         assert (await document(client, doc))["status"] == "INDEXING"
         for mode in MODES:
             seen_before_swap[mode] = await served(client, kb, doc, mode)
