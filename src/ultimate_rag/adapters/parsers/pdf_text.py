@@ -57,6 +57,7 @@ class Item:
     asset: ParsedAsset | None = None  # an image
     heading: int = 0  # the heading level, 0 for body text
     table: Table | None = None  # a table (pdf_tables.py); ``text`` is then empty
+    title: bool = False  # the layout model drew a title region around it (pdf_layout.py)
 
 
 def text_items(lines: list[Line]) -> list[Item]:
@@ -194,12 +195,18 @@ def mark_headings(pages: list[list[Item]]) -> list[list[Item]]:
 
 def _labels(pages: list[list[Item]], texts: list[Item], body: float, candidates: set[int]) -> set[int]:
     """Body-size headings: a one-line label that is numbered like a section ("1.2 Scope",
-    "二、授信情况", "（一）", "第三章") or set in bold where little of the text is bold."""
+    "二、授信情况", "（一）", "第三章") or set in bold where little of the text is bold, and a text
+    the layout model found in a title region (``Item.title``, already checked to read like one)."""
     bold_share = sum(len(it.text) for it in texts if it.bold) / max(1, sum(len(it.text) for it in texts))
     found = set()
     for page in pages:
         for it in page:
-            if it.asset is not None or it.table is not None or id(it) in candidates or it.size < 0.95 * body:
+            if it.asset is not None or it.table is not None or id(it) in candidates:
+                continue
+            if it.title and not _in_a_row(it, page):
+                found.add(id(it))  # the layout model saw a title there (pdf_layout.py)
+                continue
+            if it.size < 0.95 * body:
                 continue
             if it.y1 - it.y0 > 2.0 * max(it.size, 1.0) or len(it.text) > MAX_LABEL_CHARS or not heading_like(it.text):
                 continue
