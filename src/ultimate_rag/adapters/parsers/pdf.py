@@ -31,6 +31,7 @@ from .pdf_layout import (
     captions_after_figures,
     detect_regions,
     edge_furniture,
+    figure_labels,
     layout_reason,
     mark_titles,
     table_regions,
@@ -195,6 +196,7 @@ def _layout(pages: list[_Page], kept: list[list[Line]],
         if len(readable) < len(texts):
             partly.append(number)
         if regions and model is not None:
+            readable = figure_labels(figures, readable)
             mark_titles(regions, readable)
             readable, edges = edge_furniture(regions, readable, page.height)
             add_furniture(model.furniture, edges)

@@ -138,6 +138,25 @@ def vector_figures(regions: list[Region], images: list[Item], tables: list[Item]
     return out
 
 
+def figure_labels(figures: list[Item], texts: list[Item]) -> list[Item]:
+    """The texts inside each vector figure (axis labels, legends) as one text of the figure's
+    labels, so they stay searchable but are not read as scattered paragraphs."""
+    out = list(texts)
+    for figure in figures:
+        if figure.asset is None or "/figure-" not in figure.asset.locator_key:
+            continue
+        inside = [it for it in out if it.table is None and _inside(_box(it), _box(figure)) >= 0.5]
+        if len(inside) < 2:
+            continue
+        inside.sort(key=lambda it: (round(it.y0), it.x0))
+        ids = {id(it) for it in inside}
+        out = [it for it in out if id(it) not in ids]
+        out.append(Item(min(it.x0 for it in inside), min(it.y0 for it in inside), max(it.x1 for it in inside),
+                        max(it.y1 for it in inside), text=" ".join(it.text for it in inside),
+                        size=min(it.size for it in inside)))
+    return out
+
+
 def mark_titles(regions: list[Region], texts: list[Item]) -> None:
     """A short text at least half inside a title region reads as a heading (``Item.title``)."""
     for region in (r for r in regions if r.kind == "title"):
