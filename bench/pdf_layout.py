@@ -9,11 +9,12 @@ the model's CPU per page it ran on, recall and kept share of the reference words
 tests/corpus/measure.py counts them), and what changed: image assets, assets described by a
 caption, headings, table blocks, header/footer texts in the metadata.
 
-    .venv/bin/python -m bench.pdf_layout
+    .venv/bin/python -m bench.pdf_layout [NAME ...]     # only the files whose name holds NAME
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -77,6 +78,8 @@ def main() -> None:
     model_pages = 0
     with tempfile.TemporaryDirectory() as tmp:
         for case in _cases(Path(tmp)):
+            if sys.argv[1:] and not any(name in case.name for name in sys.argv[1:]):
+                continue
             reference = tokens(reference_text(case))
             run_case(case, count_tokens, limits=ParseLimits(ocr="off"))  # warm: imports, fonts, the model
             off_s, off = _cpu(case, count_tokens, ParseLimits(ocr="off", pdf_layout=False))

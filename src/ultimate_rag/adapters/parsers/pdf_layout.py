@@ -8,9 +8,9 @@ which caption belongs to which figure when the caption does not start with "Figu
 columns are too close together for the aligned-span detector, a title set at body size, and a
 header or footer that does not repeat over pages. The model answers those, so it runs on a page
 (``layout_reason``) only when the page has a picture (an image that is not the whole page), a
-caption-like line ("Figure 3", "Table 2", "图 1", "Abbildung 4"), or numbers aligned in rows that
-no table was found for; a page of running text skips it (it costs ~0.3–0.5 s of CPU a page against
-a few ms for the text layer, bench/RESULTS.md).
+caption-like line ("Figure 3", "图 1", "Abbildung 4"; "Table 2" where no table was found), or
+numbers aligned in rows that no table was found for; a page of running text skips it (it costs
+~0.35–0.4 s of CPU a page against a few ms for the text layer, bench/RESULTS.md).
 
 What the model's regions change on such a page (``apply_regions``; boxes in PDF points):
 
@@ -55,9 +55,11 @@ MAX_FURNITURE = 50  # header or footer texts kept in the metadata, at most per s
 MAX_CAPTION_GAP = 72.0  # points between a figure and its caption, at most
 # a caption or figure label next to an image: "Figure 3", "Fig. 2:", "图 1", "圖1", "그림 2" (docx.py too)
 CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
-# a line that names a figure or a table on the page: the model is worth running there
-CAPTION_LINE = re.compile(r"^\s*(figure|fig\.|table|tab\.|image|photo|chart|diagram|exhibit|abbildung|abb\.|"
-                          r"tabelle|图|圖|表|그림|표)\s*[\dA-Z]", re.IGNORECASE)
+# a line that names a figure, or a table, on the page: the model is worth running there (for a
+# table only when the text layer found none)
+FIGURE_LINE = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|exhibit|abbildung|abb\.|图|圖|그림)\s*[\dA-Z]",
+                         re.IGNORECASE)
+TABLE_LINE = re.compile(r"^\s*(table|tab\.|tabelle|表|표)\s*[\dA-Z]", re.IGNORECASE)
 
 
 def layout_reason(lines: list[Line], tables: list[Item], images: list[Item], size: tuple[float, float]) -> str:
@@ -67,7 +69,7 @@ def layout_reason(lines: list[Line], tables: list[Item], images: list[Item], siz
     area = max(size[0] * size[1], 1.0)
     if any((im.x1 - im.x0) * (im.y1 - im.y0) < WHOLE_PAGE * area for im in images):
         return "image"
-    if any(CAPTION_LINE.match(line.text) for line in lines):
+    if any(FIGURE_LINE.match(line.text) or (not tables and TABLE_LINE.match(line.text)) for line in lines):
         return "caption"
     loose = [ln for ln in lines if _numeric_row(ln)
              and not any(_inside((ln.x0, ln.y0, ln.x1, ln.y1), _box(t)) >= 0.5 for t in tables)]
@@ -79,8 +81,9 @@ def _numeric_row(line: Line) -> bool:
     together for spans: "Q1 120 340 560")."""
     if sum(is_number(span.text) for span in line.spans) >= 2:
         return True
-    words = line.text.split()
-    return len(line.spans) == 1 and len(words) >= 3 and sum(is_number(w) for w in words) * 2 >= len(words)
+    words = line.text.split()  # an index entry ("Torus, iii, 5, 38") is no row of a table
+    return len(line.spans) == 1 and len(words) >= 3 and "," not in line.text and sum(
+        is_number(w) for w in words) * 2 >= len(words)
 
 
 def detect_regions(pdf: OpenedPdf, index: int) -> tuple[list[Region], Image.Image, float]:
