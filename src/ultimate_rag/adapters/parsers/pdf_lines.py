@@ -117,7 +117,7 @@ def _continues(last: Glyph, glyph: Glyph) -> bool:
                                         or _is_rtl(last[0][-1]) or _is_rtl(glyph[0][0]))
 
 
-def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
+def _line(glyphs: Sequence[Glyph], verticals: Sequence[Rule]) -> Line:
     spans: list[Span] = []
     first = glyphs[0]
     middle = (first[2] + first[4]) / 2
@@ -158,7 +158,7 @@ def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
                 max(s.y1 for s in spans), spans, _common(total), bold * 2 > sum(len(s.text) for s in spans))
 
 
-def _span(glyphs: list[Glyph], parts: list[str]) -> Span:
+def _span(glyphs: Sequence[Glyph], parts: list[str]) -> Span:
     sizes = Counter([glyph[5] for glyph in glyphs])
     return Span(min([g[1] for g in glyphs]), min([g[2] for g in glyphs]), max([g[3] for g in glyphs]),
                 max([g[4] for g in glyphs]), _normal_forms("".join(parts).strip()), round(_common(sizes), 1))
