@@ -26,6 +26,7 @@ SPAN_GAP = 1.0  # font sizes: a wider gap inside a line starts a new span
 SCRIPT_GAP = 0.25  # font sizes: a baseline shift closer than this is a superscript or subscript
 SPACED_GAP = 1.6  # font sizes: the same where the text has a space there (a CJK space is 1 em wide)
 _PRESENTATION = re.compile("[\ufb00-\ufdff\ufe70-\ufefe]")
+_NEGATED = re.compile("\u0338\\s?(\\S)")
 SPACE = 1
 NEWLINE = 2
 INFERRED = 3
@@ -167,7 +168,10 @@ def _span(glyphs: Sequence[Glyph], parts: list[str]) -> Span:
 def _normal_forms(text: str) -> str:
     """Presentation forms as the letters they show (NFKC): Arabic contextual forms (U+FE70–FEFF,
     U+FB50–FDFF), Hebrew and Latin ligatures (U+FB00–FB4F). PDFs of right-to-left text often
-    carry them, and a search for the ordinary letters must find them."""
+    carry them, and a search for the ordinary letters must find them. TeX's negation slash, drawn
+    before the sign it crosses (tex_math_fonts.py), is composed with it: ≠, ∉, ⊈."""
+    if "\u0338" in text:
+        text = _NEGATED.sub(lambda m: unicodedata.normalize("NFC", m.group(1) + "\u0338"), text)
     return unicodedata.normalize("NFKC", text) if _PRESENTATION.search(text) else text
 
 

@@ -28,6 +28,7 @@ from .assets import AssetGate
 from .pdf_engine import ENCRYPTED, CannotOpen, Matrix, Rect
 from .pdf_images import page_images
 from .pdf_lines import INFERRED, NEWLINE, SPACE, Glyph, Rule
+from .tex_math_fonts import SUSPECT, math_table
 
 _BOLD_WEIGHT = 600
 _WIDE = 0.7  # font sizes: a glyph whose advance is wider than this is measured by its ink
@@ -57,7 +58,8 @@ class PdfiumPdf:
         self._page_index = -1
         self._page: Any = None
         self._text: Any = None
-        self._walked: tuple[int, list[tuple[Any, Matrix]], list[tuple[Any, Matrix]]] | None = None
+        self._walked: tuple[int, list[tuple[Any, Matrix]], list[tuple[Any, Matrix]], dict[int, Any]] | None = None
+        self._fonts: dict[int, dict[int, str] | None] = {}  # the page's fonts by handle → TeX math table
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -77,6 +79,7 @@ class PdfiumPdf:
         if self._page is not None:
             self._page.close()
         self._page = self._text = self._walked = None
+        self._fonts = {}
         self._page_index = -1
 
     def _load(self, index: int) -> Any:
@@ -123,6 +126,7 @@ class PdfiumPdf:
         get_matrix = raw.FPDFText_GetMatrix
         ink = (ctypes.byref(ink_left), ctypes.byref(ink_right), ctypes.byref(ink_bottom), ctypes.byref(ink_top))
         box_ref = ctypes.byref(box)
+        tex_math = self._math_fonts(index)  # a TeX math font's raw codes are mapped back (tex_math_fonts.py)
         append = out.append
         for k in range(max(count, 0)):
             code = get_unicode(textpage, k)
@@ -136,6 +140,8 @@ class PdfiumPdf:
                 code = 0x2D  # PDFium's mark for a hyphen that ends a line (the word is rejoined)
             if 0xD800 <= code <= 0xDFFF:
                 continue  # half of a surrogate pair: PDFium reports each half; the text keeps neither
+            if tex_math and code in SUSPECT:
+                code = self._math_char(textpage, k, code)
             if brk or not out:  # font and size are read where a word starts
                 bold = get_weight(textpage, k) >= _BOLD_WEIGHT
                 size = get_size(textpage, k)
@@ -199,9 +205,25 @@ class PdfiumPdf:
         if self._walked is None or self._walked[0] != index:
             paths: list[tuple[Any, Matrix]] = []
             images: list[tuple[Any, Matrix]] = []
-            _walk(self._load(index).raw, None, Matrix(), 0, paths, images)
-            self._walked = (index, paths, images)
+            fonts: dict[int, Any] = {}
+            _walk(self._load(index).raw, None, Matrix(), 0, paths, images, fonts)
+            self._walked = (index, paths, images, fonts)
         return self._walked[1], self._walked[2]
+
+    def _math_fonts(self, index: int) -> bool:
+        """Whether the page draws text in a TeX math font (tex_math_fonts.py); the tables of the
+        page's fonts are then known by their handles (``_fonts``)."""
+        self._objects(index)
+        assert self._walked is not None
+        if not self._fonts:
+            self._fonts = {address: math_table(_font_name(font)) for address, font in self._walked[3].items()}
+        return any(table is not None for table in self._fonts.values())
+
+    def _math_char(self, textpage: Any, k: int, code: int) -> int:
+        """The character a TeX math font's raw code stands for (``code`` itself for other fonts)."""
+        obj = raw.FPDFText_GetTextObject(textpage, k)
+        table = self._fonts.get(_address(raw.FPDFTextObj_GetFont(obj))) if obj else None
+        return ord(table[code]) if table is not None and code in table else code
 
     def render(self, index: int, zoom: float) -> Image.Image:
         page = self._load(index)
@@ -214,7 +236,7 @@ class PdfiumPdf:
 
 
 def _walk(page: Any, form: Any, matrix: Matrix, depth: int, paths: list[tuple[Any, Matrix]],
-          images: list[tuple[Any, Matrix]]) -> None:
+          images: list[tuple[Any, Matrix]], fonts: dict[int, Any]) -> None:
     count = raw.FPDFFormObj_CountObjects(form) if form is not None else raw.FPDFPage_CountObjects(page)
     for i in range(max(count, 0)):
         obj = raw.FPDFFormObj_GetObject(form, i) if form is not None else raw.FPDFPage_GetObject(page, i)
@@ -225,8 +247,24 @@ def _walk(page: Any, form: Any, matrix: Matrix, depth: int, paths: list[tuple[An
             paths.append((obj, matrix))
         elif kind == raw.FPDF_PAGEOBJ_IMAGE:
             images.append((obj, matrix))
+        elif kind == raw.FPDF_PAGEOBJ_TEXT:
+            font = raw.FPDFTextObj_GetFont(obj)
+            fonts.setdefault(_address(font), font)
         elif kind == raw.FPDF_PAGEOBJ_FORM and depth < _MAX_FORM_DEPTH:
-            _walk(page, obj, _matrix(obj).multiply(matrix), depth + 1, paths, images)
+            _walk(page, obj, _matrix(obj).multiply(matrix), depth + 1, paths, images, fonts)
+
+
+def _address(pointer: Any) -> int:
+    return ctypes.cast(pointer, ctypes.c_void_p).value or 0
+
+
+def _font_name(font: Any) -> str:
+    size = raw.FPDFFont_GetBaseFontName(font, None, 0)
+    if size <= 0:
+        return ""
+    buffer = ctypes.create_string_buffer(size)
+    raw.FPDFFont_GetBaseFontName(font, buffer, size)
+    return buffer.value.decode("latin-1", "replace")
 
 
 def _matrix(obj: Any) -> Matrix:
