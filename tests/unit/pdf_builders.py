@@ -421,3 +421,24 @@ def photo_page_pdf() -> bytes:
     page.insert_text((150, y + 205), "The north pier at dawn, seen from the morning ferry", fontsize=8)
     _lines(page, 72, y + 240, body * 2, 10, 13)
     return doc.tobytes()
+
+
+def tex_math_pdf() -> bytes:
+    """pdfTeX's shape for a formula: body text in a text font, then symbols in Computer Modern's
+    math fonts (CMSY10, CMMI10) named but with no Unicode map, so a reader that cannot see glyph
+    names gets their raw codes: f′ is ``f0`` (CMSY 0x30), ϱ is ``%`` (CMMI 0x25), ⟨x⟩ is ``hxi``,
+    ‖x‖ is ``kxk`` and ≠ is ``6=`` (the negation slash 0x36 before the equals sign)."""
+    content = (b"BT /F1 12 Tf 72 700 Td (The derivative f) Tj /F2 12 Tf (0) Tj /F1 12 Tf ( of the density ) Tj "
+               b"/F3 12 Tf (%) Tj /F1 12 Tf ( with ) Tj /F2 12 Tf (h) Tj /F1 12 Tf (x) Tj /F2 12 Tf (i) Tj "
+               b"/F1 12 Tf ( and ) Tj /F2 12 Tf (k) Tj /F1 12 Tf (x) Tj /F2 12 Tf (k) Tj /F1 12 Tf ( where a ) Tj "
+               b"/F2 12 Tf (6) Tj /F1 12 Tf (= b in 2024.) Tj ET")
+    fonts = [b"<< /Type /Font /Subtype /Type1 /BaseFont /%s >>" % name for name in (b"Times-Roman", b"CMSY10",
+                                                                                     b"ABCDEF+CMMI10")]
+    return _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R /F2 5 0 R /F3 6 0 R >> >> /Contents 7 0 R >>",
+        *fonts,
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+    ])

@@ -2,7 +2,8 @@
 structure in doubt (a picture, a caption line, loose aligned numbers), skipped on running text;
 vector charts become image assets described by their caption, captions are read right after
 their figure, titles become headings, edge headers go to the metadata, and table regions are read
-as tables. Real model, generated PDFs (pdf_builders.py); about a second of model time in all."""
+as tables. Real model, generated PDFs (pdf_builders.py); about a second of model time in all.
+Also the TeX math fonts PDFium gives raw codes for (tex_math_fonts.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ultimate_rag.adapters.parsers.pdf_layout import layout_reason, table_region
 from ultimate_rag.adapters.parsers.pdf_lines import build_lines
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 
-from .pdf_builders import BODY, chart_page_pdf, photo_page_pdf, tracemonkey_like
+from .pdf_builders import BODY, chart_page_pdf, photo_page_pdf, tex_math_pdf, tracemonkey_like
 
 CAPTION = "Figure 1: Passengers carried per quarter, in thousands, all routes"
 
@@ -106,3 +107,10 @@ def test_why_the_model_runs() -> None:
     assert layout_reason(numbers, [], [], (595, 842)) == "numbers"
     caption = _page_lines([(72, 100, "Table 3: Crossings"), *[(72, 120 + 13 * k, BODY[:60]) for k in range(3)]])
     assert layout_reason(caption, [], [], (595, 842)) == "caption"
+
+
+def test_raw_codes_of_tex_math_fonts_are_mapped_back_by_the_font_name() -> None:
+    """pdfTeX's CMSY/CMMI without a Unicode map (tex_math_fonts.py): the symbols, not their raw
+    codes; the digits and letters of the text font stay as they are."""
+    [block] = parse(tex_math_pdf()).blocks
+    assert block.text == "The derivative f′ of the density ϱ with ⟨x⟩ and ‖x‖ where a ≠ b in 2024."
