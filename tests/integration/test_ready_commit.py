@@ -154,7 +154,7 @@ async def test_a_failed_ready_commit_leaves_no_vector_and_no_centroid_share(clie
     assert (row["status"], row["published_revision"]) == ("READY", 2)
     vectors, centroid_chunks = await counts(container, doc)
     assert vectors == row["chunk_count"]  # the new revision's only: the old ones went in the same commit
-    assert centroid_chunks == before[1] + row["chunk_count"]
+    assert centroid_chunks == row["chunk_count"]  # the previous revision's share left the sums at the swap
 
 
 async def test_a_revision_without_assets_removes_an_interrupted_runs_asset_rows(container) -> None:
@@ -182,6 +182,7 @@ async def test_centroid_shares_added_at_once_are_all_counted(container) -> None:
     kb = await new_kb(container)
     centroids = LanguageCentroids(container.infra.db)
     doc = uuid4()
+    documents = [await published_document(container, kb) for _ in range(6)]
 
     def item(n: int) -> EmbeddedChunk:
         vector = np.zeros(4, dtype=np.float32)
@@ -191,10 +192,11 @@ async def test_centroid_shares_added_at_once_are_all_counted(container) -> None:
         return EmbeddedChunk(chunk=chunk, embedding=tuple(float(x) for x in vector), sparse={n: 1.0})
 
     batches = [[item(8 * b + i) for i in range(8)] for b in range(6)]
-    await asyncio.gather(*(centroids.add(kb, "m", batch) for batch in batches))
+    await asyncio.gather(*(centroids.add(kb, "m", batch, document=(d, 1))
+                           for d, batch in zip(documents, batches, strict=True)))
     means = await centroids.means(kb, "m")
     assert list(means) == ["latin"]
-    [(dense, sparse)] = means.values()
+    [(dense, sparse, _)] = means.values()
     row = await container.infra.db.fetchone("SELECT n FROM language_centroids WHERE knowledge_base_id = %s", (kb,))
     assert row["n"] == 48
     assert np.allclose(dense, [0.25, 0.25, 0.25, 0.25])
@@ -210,8 +212,8 @@ async def test_a_generation_switch_during_the_run_rolls_the_ready_commit_back(co
     doc = await queue_document(container, kb, TEXT)
     write = container.embedding.indexes.write
 
-    async def write_then_switch(kb_id: UUID, items: Any) -> None:
-        await write(kb_id, items)
+    async def write_then_switch(kb_id: UUID, items: Any, share: Any = None) -> None:
+        await write(kb_id, items, share)
         await container.infra.db.execute("UPDATE knowledge_bases SET settings = settings || '{\"index_generation\": 9}'"
                                    " WHERE id = %s", (kb_id,))
 
@@ -228,6 +230,13 @@ async def test_a_generation_switch_during_the_run_rolls_the_ready_commit_back(co
     chunks = await container.infra.db.fetchone("SELECT count(*) AS n FROM chunks WHERE document_id = %s", (doc,))
     assert chunks["n"] == 0
     assert not container.infra.snapshots.path(kb, doc).exists()
+
+
+async def published_document(container, kb: UUID) -> UUID:
+    """A document whose revision 1 is published (centroid shares are added only for the published one)."""
+    doc = await queue_document(container, kb, "x")
+    await container.infra.db.execute("UPDATE documents SET published_revision = 1 WHERE id = %s", (doc,))
+    return doc
 
 
 def _item(kb: UUID, doc: UUID, n: int, content: str, width: int = 4) -> EmbeddedChunk:
@@ -249,15 +258,15 @@ async def test_centroid_sums_from_before_the_database_added_them_still_count(con
         "INSERT INTO language_centroids (knowledge_base_id, model, language, n, dense, sparse) "
         "VALUES (%s, 'm', 'latin', 4, %s, %s)", (kb, legacy_dense.tobytes(), legacy_sparse.tobytes()))
     centroids = LanguageCentroids(container.infra.db, ttl=0)
-    doc = uuid4()
+    doc = await published_document(container, kb)
     await centroids.add(kb, "m", [_item(kb, doc, 1, "english text"), _item(kb, doc, 2, "english words"),
-                                  _item(kb, doc, 3, "中文文本"), _item(kb, doc, 9000, "更多中文")])
+                                  _item(kb, doc, 3, "中文文本"), _item(kb, doc, 9000, "更多中文")], document=(doc, 1))
     means = await centroids.means(kb, "m")
     assert sorted(means) == ["latin", "zh"]
-    dense, sparse = means["latin"]
+    dense, sparse, _ = means["latin"]
     assert np.allclose(dense, [4 / 6, 1 / 6, 1 / 6, 0.0])
     assert np.isclose(sparse[16000], 4 / 6) and np.isclose(sparse[1], 1 / 6) and np.isclose(sparse.sum(), 1.0)
-    dense, sparse = means["zh"]
+    dense, sparse, _ = means["zh"]
     assert np.allclose(dense, [0.5, 0.0, 0.0, 0.5]) and np.isclose(sparse[9000], 0.5) and np.isclose(sparse[3], 0.5)
     from ultimate_rag.adapters.postgres.database import Database
 
@@ -276,12 +285,12 @@ async def test_a_centroid_of_another_width_starts_over_and_shares_without_sparse
     dense sum and count only."""
     kb = await new_kb(container)
     centroids = LanguageCentroids(container.infra.db, ttl=0)
-    doc = uuid4()
-    await centroids.add(kb, "m", [_item(kb, doc, 0, "english text")])
-    await centroids.add(kb, "m", [_item(kb, doc, 1, "english text", width=6)])
-    [(dense, sparse)] = (await centroids.means(kb, "m")).values()
+    doc, other, third = [await published_document(container, kb) for _ in range(3)]
+    await centroids.add(kb, "m", [_item(kb, doc, 0, "english text")], document=(doc, 1))
+    await centroids.add(kb, "m", [_item(kb, other, 1, "english text", width=6)], document=(other, 1))
+    [(dense, sparse, _)] = (await centroids.means(kb, "m")).values()
     assert np.allclose(dense, [0, 1, 0, 0, 0, 0]) and np.isclose(sparse[1], 1.0) and np.isclose(sparse.sum(), 1.0)
     plain = EmbeddedChunk(chunk=_item(kb, doc, 2, "english text").chunk, embedding=(0, 0, 1.0, 0, 0, 0))
-    await centroids.add(kb, "m", [plain])
-    [(dense, sparse)] = (await centroids.means(kb, "m")).values()
+    await centroids.add(kb, "m", [plain], document=(third, 1))
+    [(dense, sparse, _)] = (await centroids.means(kb, "m")).values()
     assert np.allclose(dense, [0, 0.5, 0.5, 0, 0, 0]) and np.isclose(sparse.sum(), 0.5)

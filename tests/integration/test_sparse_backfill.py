@@ -1,5 +1,6 @@
-"""Chunks indexed before hybrid search (no sparse vector, no language centroid) get both from an
-idle worker, with no manual step, and stay searchable by their dense vectors meanwhile."""
+"""Chunks indexed before hybrid search (no sparse vector, no BM25 vector, no language centroid
+share) get all three from an idle worker, with no manual step, and stay searchable by their dense
+vectors meanwhile."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient
     assert await sparse_rows(container) == chunks
     indexed = await container.infra.db.fetchall("SELECT language, n FROM language_centroids ORDER BY language")
     assert [(r["language"], r["n"]) for r in indexed] == [("ko", 1), ("latin", 1), ("zh", 1)]  # written at indexing
-    # as the knowledge base was before migration 0015
-    await container.infra.db.execute("DELETE FROM chunk_sparse_vectors")
-    await container.infra.db.execute("DELETE FROM language_centroids")
+    # as the knowledge base was before migrations 0015, 0022 and 0023
+    for table in ("chunk_sparse_vectors", "chunk_lexical_vectors", "lexical_shares", "lexical_document_frequencies",
+                  "lexical_corpus", "language_shares", "language_centroids"):
+        await container.infra.db.execute(f"DELETE FROM {table}")
     body = {"query": "toner cartridge not seated", "top_k": 1}  # no identifier: the vectors alone
     hit = (await client.post(f"/api/knowledge-bases/{kb}/search", json=body)).json()["results"][0]
     assert hit["filename"] == "a.txt"  # hybrid falls back on the dense side
@@ -38,11 +40,12 @@ async def test_an_idle_worker_backfills_sparse_vectors(client: httpx.AsyncClient
     worker = container.worker(WorkerConfig(heartbeat_seconds=5, poll_interval_seconds=0.2))
     task = asyncio.create_task(worker.run(stop))
     try:
-        async def backfilled() -> int:
+        async def backfilled() -> tuple[int, int]:
             assert not task.done()
-            return await sparse_rows(container)
+            shares = await container.infra.db.fetchone("SELECT count(*) AS n FROM language_shares")
+            return await sparse_rows(container), int(shares["n"])
 
-        await eventually(backfilled, lambda n: n >= chunks)
+        await eventually(backfilled, lambda found: found[0] >= chunks and found[1] >= 3)
     finally:
         stop.set()
         await task

@@ -26,6 +26,7 @@ from ultimate_rag.adapters.snapshots.filesystem import FilesystemChunkSnapshotSt
 from ultimate_rag.adapters.storage.local import LocalObjectStorage
 from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
 from ultimate_rag.domain.errors import InvalidDocumentError, InvalidTransitionError, LeaseLostError
+from ultimate_rag.domain.lexical import LexicalShare
 from ultimate_rag.domain.models import (
     DocumentSource,
     EmbeddedChunk,
@@ -119,7 +120,8 @@ class MemoryVectors:
         return IndexPlan(knowledge_base_id, self.generation)
 
     async def write(self, knowledge_base_id: UUID,
-                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None:
+                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]],
+                    share: LexicalShare | None = None) -> None:
         for _, items in items_by_generation:
             await self.upsert(knowledge_base_id, items)
 

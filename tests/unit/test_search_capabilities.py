@@ -17,6 +17,7 @@ from ultimate_rag.adapters.vectors.qdrant import QdrantVectorStore
 from ultimate_rag.adapters.vectors.sparse_pg import HybridVectors
 from ultimate_rag.domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
 from ultimate_rag.domain.errors import GenerationGone
+from ultimate_rag.domain.lexical import LexicalShare
 from ultimate_rag.domain.models import EmbeddedChunk, IndexState, VectorHit
 from ultimate_rag.domain.ports import CandidateSearch, GenerationAdmin, IndexRouter
 from ultimate_rag.domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
@@ -78,7 +79,8 @@ class Router:
         return self.index_plan
 
     async def write(self, knowledge_base_id: UUID,
-                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None: ...
+                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]],
+                    share: LexicalShare | None = None) -> None: ...
 
     async def remove_superseded(self, knowledge_base_id: UUID, document_id: UUID, keep: Sequence[UUID],
                                 generations: Sequence[Generation]) -> None: ...

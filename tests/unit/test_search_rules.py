@@ -7,6 +7,7 @@ from uuid import uuid4
 
 from ultimate_rag.domain.search import (
     Fusion,
+    FusionWeights,
     LanguageOffsets,
     ScoredChunk,
     SearchMode,
@@ -53,7 +54,7 @@ def test_fusion_keeps_score_gaps_and_modes_use_their_own_similarity() -> None:
     items = [ScoredChunk(a, 0.80, 0.10), ScoredChunk(b, 0.78, 0.60), ScoredChunk(c, 0.70, 0.0)]
     assert [i for i, _ in fuse(items, SearchMode.DENSE)] == [a, b, c]
     assert [i for i, _ in fuse(items, SearchMode.SPARSE)] == [b, a, c]
-    weighted = fuse(items, SearchMode.HYBRID, dense_weight=0.5)
+    weighted = fuse(items, SearchMode.HYBRID, weights=FusionWeights(0.5, lexical=0.0))
     assert [i for i, _ in weighted] == [b, a, c] and abs(weighted[0][1] - 0.69) < 1e-9
     rrf = dict(fuse(items, SearchMode.HYBRID, fusion=Fusion.RRF))  # ranks only: a and b tie, the gap is lost
     assert abs(rrf[a] - rrf[b]) < 1e-12 and rrf[c] < rrf[a]

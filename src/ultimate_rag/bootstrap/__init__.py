@@ -79,7 +79,7 @@ class Container:
         default = self.embedding.embedder
         others = [s.embedder for s in self.embedding.models.services() if s.embedder is not default]
         for client in (self.embedding.default_index, default, self.retrieval.answers.chat, self.embedding.indexes,
-                       *others):  # HTTP/gRPC clients of remote backends
+                       self.retrieval.search.reranker, *others):  # HTTP/gRPC clients of remote backends
             if isinstance(client, Closable):
                 await client.aclose()
 

@@ -17,6 +17,7 @@ from ..adapter_factories import (
     make_vector_store,
 )
 from ..adapters.embedders.cache import EmbeddingCache
+from ..adapters.embedders.language_prior import shipped_prior
 from ..adapters.embedders.local import LocalE5Embedder
 from ..adapters.postgres.centroids import LanguageCentroids
 from ..adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
@@ -88,6 +89,7 @@ def wire(settings: Settings, infra: Infrastructure, embedder: Embedder | None = 
     migrations = EmbeddingMigrations(repository=rows, models=models, indexes=indexes,
                                      retry_delay_seconds=settings.retry_delay_seconds,
                                      drop_grace_seconds=settings.embedding_migration_grace_seconds)
+    centroids = LanguageCentroids(db, prior=shipped_prior()) if settings.language_centering else None
     return EmbeddingFeature(embedder=engine, sparse=sparse, service=service, models=models, cache=cache,
-                            centroids=LanguageCentroids(db) if settings.language_centering else None,
+                            centroids=centroids,
                             indexes=indexes, default_index=default_index, migrations=migrations)

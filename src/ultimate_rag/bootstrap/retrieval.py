@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..adapter_factories import make_chat_model
+from ..adapter_factories import make_chat_model, make_reranker
 from ..domain.ports import ChatModel, IdentifierIndex, ReadyChunks
-from ..domain.search import Fusion
+from ..domain.search import Fusion, FusionWeights
 from ..observability import AnswerMetrics, SearchMetrics
 from ..services.answering import AnswerConfig, AnswerService
 from ..services.search import SearchService
@@ -47,6 +47,9 @@ def wire(settings: Settings, embedding: EmbeddingFeature, documents: ReadyChunks
     search = SearchService(vectors=embedding.indexes, models=embedding.models, documents=documents,
                            sparse=embedding.sparse, max_top_k=settings.max_search_top_k,
                            max_query_chars=settings.max_query_chars, fusion=Fusion(settings.search_fusion),
-                           dense_weight=settings.search_dense_weight, query_cache_size=settings.query_cache_size,
-                           metrics=metrics, centroids=embedding.centroids, identifiers=identifiers)
+                           weights=FusionWeights(settings.search_dense_weight, settings.search_lexical_weight),
+                           query_cache_size=settings.query_cache_size, metrics=metrics, centroids=embedding.centroids,
+                           identifiers=identifiers,
+                           lexical=embedding.indexes.sparse.lexical if settings.search_lexical_weight > 0 else None,
+                           reranker=make_reranker(settings), rerank_candidates=settings.rerank_candidates)
     return RetrievalFeature(search=search, search_metrics=metrics, answers=make_answers(settings, search, chat))

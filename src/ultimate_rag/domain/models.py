@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from .lexical import ChunkTerms
 from .status import DocumentStatus, JobOperation, JobStatus
 from .work_end import WorkEnd
 
@@ -298,6 +299,7 @@ class EmbeddedChunk:
     chunk: Chunk
     embedding: tuple[float, ...]
     sparse: dict[int, float] | None = None  # learned sparse vector (index -> weight), L2-normalised
+    lexical: ChunkTerms | None = None  # BM25 weights of its terms (domain/lexical.py)
 
 
 @dataclass(frozen=True, slots=True)

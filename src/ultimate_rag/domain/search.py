@@ -1,20 +1,23 @@
 """What a search asks for (SPEC §10) and the pure parts of answering it: filters, score fusion and
 the highlight rule. No I/O here; the adapters turn ``SearchFilters`` into their own query language.
 
-Fusion (chosen by measurement, see docs/search.md and bench/retrieval.py): a chunk's score is
-``dense_weight * dense + (1 - dense_weight) * sparse``, both cosine similarities of the same chunk,
-so the gap between two close candidates survives (rank fusion would keep only their order).
+Fusion (chosen by measurement across several sets, docs/search.md and bench/retrieval.py --public):
+a chunk's score is ``w * dense + (1 - w) * sparse + lexical_weight * bm25``, the similarities of the
+same chunk, so the gap between two close candidates survives (rank fusion would keep only their
+order).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
+
+from .lexical import LexicalQuery
 
 
 class SearchMode(StrEnum):
@@ -59,19 +62,23 @@ class SearchFilters:
 
 @dataclass(frozen=True, slots=True)
 class QueryVectors:
-    """The query as the index sees it: the dense vector and the learned sparse one (index -> weight)."""
+    """The query as the index sees it: the dense vector, the learned sparse one (index -> weight)
+    and its BM25 terms (None: no query term is in the knowledge base, or a dense search)."""
 
     dense: tuple[float, ...]
     sparse: Mapping[int, float] = field(default_factory=dict)
+    lexical: LexicalQuery | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ScoredChunk:
-    """A candidate with both similarities (cosine; 0.0 where the chunk has no sparse vector)."""
+    """A candidate with its similarities: dense and learned sparse (cosine; 0.0 where the chunk has
+    no sparse vector) and BM25 (normalised by the query's total IDF, domain/lexical.py; 0.0 without)."""
 
     chunk_id: UUID
     dense: float
     sparse: float
+    lexical: float = 0.0
 
 
 MAX_GLOB_STARS = 16  # `*` left after runs are collapsed; each is a `.*` the regex engine must try
@@ -120,6 +127,29 @@ def glob_to_regex(pattern: str) -> str:
     return "".join(out)
 
 
+@dataclass(frozen=True, slots=True)
+class FusionWeights:
+    """Weighted fusion: ``dense`` and ``sparse`` share the similarity (``sparse`` = 1 - ``dense``);
+    ``lexical`` adds the BM25 score on top (chosen across several sets: bench/RESULTS.md)."""
+
+    dense: float = 0.6
+    lexical: float = 0.2
+
+    @property
+    def sparse(self) -> float:
+        return 1.0 - self.dense
+
+    def multilingual(self) -> FusionWeights:
+        """The weights in a knowledge base where language centring applies: BM25 is evidence within
+        the question's own language only, so there it weighs ``MULTILINGUAL_LEXICAL`` of its weight
+        (measured: at full weight it costs cross-language questions what it gains on keywords;
+        bench/RESULTS.md)."""
+        return replace(self, lexical=self.lexical * MULTILINGUAL_LEXICAL)
+
+
+MULTILINGUAL_LEXICAL = 0.25
+
+
 def _glob_set(body: str) -> str:
     """The inside of a ``[...]`` set: ranges ``a-z`` kept, every other character escaped (so ``^``,
     ``[``, ``\\`` and ``[:alpha:]`` are just characters)."""
@@ -141,20 +171,30 @@ def _literal(ch: str) -> str:
 
 
 def fuse(candidates: Iterable[ScoredChunk], mode: SearchMode, *, fusion: Fusion = Fusion.WEIGHTED,
-         dense_weight: float = 0.5) -> list[tuple[UUID, float]]:
-    """(chunk id, score) best first. ``dense``/``sparse`` mode: that similarity alone."""
+         weights: FusionWeights | None = None) -> list[tuple[UUID, float]]:
+    """(chunk id, score) best first. ``dense`` mode: the dense similarity alone; ``sparse``: the
+    lexical side, learned sparse and BM25 (the hybrid score without its dense part, divided by the
+    sparse weight: on the sparse similarity's scale); ``hybrid``: all three."""
     items = list(candidates)
+    weights = weights or FusionWeights()
     if mode is SearchMode.DENSE:
         scored = [(c.chunk_id, c.dense) for c in items]
-    elif mode is SearchMode.SPARSE:
-        scored = [(c.chunk_id, c.sparse) for c in items]
     elif fusion is Fusion.RRF:
-        by_dense = {c.chunk_id: r for r, c in enumerate(sorted(items, key=lambda c: -c.dense), 1)}
-        by_sparse = {c.chunk_id: r for r, c in enumerate(sorted(items, key=lambda c: -c.sparse), 1)}
-        scored = [(c.chunk_id, 1 / (RRF_K + by_dense[c.chunk_id]) + 1 / (RRF_K + by_sparse[c.chunk_id]))
-                  for c in items]
+        total = dict.fromkeys((c.chunk_id for c in items), 0.0)
+        ranks = [sorted((c for c in items if c.sparse), key=lambda c: -c.sparse),  # nothing on a side: no rank there
+                 sorted((c for c in items if c.lexical > 0), key=lambda c: -c.lexical)]
+        if mode is SearchMode.HYBRID:
+            ranks.append(sorted(items, key=lambda c: -c.dense))
+        for ranked in ranks:
+            for rank, c in enumerate(ranked, 1):
+                total[c.chunk_id] += 1 / (RRF_K + rank)
+        scored = list(total.items())
+    elif mode is SearchMode.SPARSE:  # the hybrid score's lexical side, on the learned sparse similarity's scale
+        lexical = weights.lexical / weights.sparse if weights.sparse > 0 else weights.lexical
+        scored = [(c.chunk_id, c.sparse + lexical * c.lexical) for c in items]
     else:
-        scored = [(c.chunk_id, dense_weight * c.dense + (1 - dense_weight) * c.sparse) for c in items]
+        scored = [(c.chunk_id, weights.dense * c.dense + weights.sparse * c.sparse + weights.lexical * c.lexical)
+                  for c in items]
     scored.sort(key=lambda pair: pair[1], reverse=True)
     return scored
 
@@ -284,4 +324,29 @@ class LanguageOffsets:
 
     def apply(self, chunk: ScoredChunk, language: str) -> ScoredChunk:
         sparse = chunk.sparse - self.sparse.get(language, 0.0) if chunk.sparse else 0.0  # none yet: no bonus
-        return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0), sparse)
+        return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0), sparse, chunk.lexical)
+
+
+# BM25 across languages: a question shares its own language's common words and character bigrams
+# with many chunks in that language, so in a multilingual knowledge base BM25 alone would pull a
+# question towards its own language (the bias language centring removes from the similarities). A
+# chunk's BM25 score counts only above what its language's candidates commonly reach (the
+# ``LEXICAL_BASELINE`` quantile among them, over at least ``MIN_LEXICAL_PEERS``; else nothing is
+# taken off): a rare term still lifts its chunk, shared words and "什么" no longer lift a language.
+MIN_LEXICAL_PEERS = 5
+LEXICAL_BASELINE = 0.9
+
+
+def centre_lexical(chunks: Sequence[tuple[ScoredChunk, str]]) -> list[ScoredChunk]:
+    """``chunks``: candidates with their languages."""
+    by_language: dict[str, list[float]] = {}
+    for chunk, language in chunks:
+        by_language.setdefault(language, []).append(chunk.lexical)
+    baseline = {language: _quantile(scores, LEXICAL_BASELINE) if len(scores) >= MIN_LEXICAL_PEERS else 0.0
+                for language, scores in by_language.items()}
+    return [replace(chunk, lexical=max(0.0, chunk.lexical - baseline[language])) for chunk, language in chunks]
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

@@ -1,12 +1,16 @@
-"""What an idle worker fills in for chunks indexed before a feature existed: their identifier keys
-(migration 0021, ``IdentifierBackfill``) and their sparse vectors.
+"""What an idle worker fills in for chunks indexed before a search feature existed, with no manual
+step and without taking any document out of search: their identifier keys (migration 0021,
+``IdentifierBackfill``), and (``SparseBackfill``):
 
-Sparse vectors for chunks indexed before hybrid search existed (migration 0015): an idle worker
-computes them from the stored chunk text, a few chunks at a time, with no manual step and without
-taking any document out of search (their dense vectors keep serving meanwhile). The chunk's
-embedding text is rebuilt as the chunker makes it (heading context, then content), so the
-per-knowledge-base embedding cache serves it; the dense vector is read back from the cache to
-add the chunk to its language's centroid."""
+1. learned sparse vectors (migration 0015), a few chunks at a time, computed from the stored
+   chunk text; meanwhile those chunks are found by their dense vectors;
+2. then, a document at a time, the published revision's BM25 vectors and its shares of the
+   knowledge base's statistics: the lexical share (document frequencies, migration 0022) and the
+   language shares of the language centroids (0023, which starts the sums over). The vectors come
+   through the embedding cache (the embedding text is rebuilt as the chunker makes it: heading
+   context, then content), so nothing is embedded twice. A share is written only while its revision
+   is the published one, under the document's row lock; a later swap or delete takes it out again.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from uuid import UUID
 
 from ..domain.embedding_text import stored_embedding_text
 from ..domain.identifiers import chunk_identifiers
-from ..domain.ids import text_hash
+from ..domain.lexical import LexicalShare, chunk_terms
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
 from ..domain.ports import (
     BackfillStore,
@@ -32,6 +36,12 @@ from .embedding.passages import EmbeddingService
 log = logging.getLogger(__name__)
 
 
+def _chunk(row: dict[str, Any], kb: UUID) -> Chunk:
+    return Chunk(id=row["id"], document_id=row["document_id"], knowledge_base_id=kb, ordinal=row["ordinal"],
+                 content=row["content"], token_count=0, heading_path=tuple(row["heading_path"] or ()),
+                 locator=SourceLocator())
+
+
 class SparseBackfill:
     def __init__(self, *, chunks: BackfillStore, sparse_index: SparseIndexWriter, embedding: EmbeddingService,
                  cache: EmbeddingCacheStore | None, centroids: CentroidStore | None, batch_size: int = 8) -> None:
@@ -42,16 +52,26 @@ class SparseBackfill:
         self._sparse = sparse_index
         self._batch = batch_size
         self._after = UUID(int=0)
-        self.done = embedding.sparse is None  # nothing to backfill without a sparse encoder
+        self._sparse_done = embedding.sparse is None  # nothing to backfill without a sparse encoder
+        self._after_document = UUID(int=0)
+        self.done = False
 
     async def step(self) -> int:
-        """One batch; returns how many chunks were looked at (0: a full pass found nothing left)."""
+        """One batch; returns how many chunks or documents were looked at (0: a full pass of both
+        phases found nothing left)."""
         if self.done:
             return 0
+        if not self._sparse_done:
+            looked = await self._sparse_step()
+            if looked:
+                return looked
+        return await self._shares_step()
+
+    async def _sparse_step(self) -> int:
         rows = await self._chunks.chunks_without_sparse(self._after, self._batch)
         if not rows:
             if self._after == UUID(int=0):
-                self.done = True
+                self._sparse_done = True
             self._after = UUID(int=0)  # start the next pass from the beginning
             return 0
         self._after = rows[-1]["id"]
@@ -59,25 +79,47 @@ class SparseBackfill:
         for row in rows:
             by_kb.setdefault(row["knowledge_base_id"], []).append(row)
         for kb, group in by_kb.items():
-            await self._fill(kb, group)
+            texts = [stored_embedding_text(r["content"], r["heading_path"]) for r in group]
+            sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=kb) or []
+            items = [EmbeddedChunk(chunk=_chunk(r, kb), embedding=(), sparse=s, lexical=chunk_terms(kb, t))
+                     for r, t, s in zip(group, texts, sparse, strict=True)]
+            await self._sparse.upsert(kb, items)
+            log.info("backfilled sparse vectors of %d chunks in knowledge base %s", len(items), kb)
         return len(rows)
 
-    async def _fill(self, kb: UUID, rows: list[dict[str, Any]]) -> None:
+    async def _shares_step(self) -> int:
+        documents = await self._chunks.documents_without_shares(self._after_document, 1,
+                                                                 language=self._centroids is not None)
+        if not documents:
+            if self._after_document == UUID(int=0):
+                self.done = self._sparse_done
+            self._after_document = UUID(int=0)
+            return 0
+        doc = documents[0]
+        self._after_document = doc["id"]
+        await self._fill_document(doc["id"], doc["knowledge_base_id"], doc["revision"], lexical=doc["lexical"],
+                                  language=doc["language"] and self._centroids is not None)
+        return 1
+
+    async def _fill_document(self, document_id: UUID, kb: UUID, revision: int, *, lexical: bool,
+                             language: bool) -> None:
+        rows = await self._chunks.published_chunks(document_id, revision)
+        if not rows:
+            return
         texts = [stored_embedding_text(r["content"], r["heading_path"]) for r in rows]
-        sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=kb) or []
-        model = self._embedding.embedder.name
-        dense = await self._cache.get_many(kb, model, texts) if self._cache else {}
-        items = [EmbeddedChunk(chunk=Chunk(id=r["id"], document_id=r["document_id"], knowledge_base_id=kb,
-                                           ordinal=r["ordinal"], content=r["content"], token_count=0,
-                                           heading_path=tuple(r["heading_path"] or ()), locator=SourceLocator()),
-                               embedding=tuple(dense.get(text_hash(t), ())), sparse=s)
-                 for r, t, s in zip(rows, texts, sparse, strict=True)]
-        await self._sparse.upsert(kb, items)
-        if self._centroids is not None:
-            with_dense = [i for i in items if len(i.embedding) == self._embedding.embedder.dimension]
-            if with_dense:
-                await self._centroids.add(kb, model, with_dense)
-        log.info("backfilled sparse vectors of %d chunks in knowledge base %s", len(items), kb)
+        terms = [chunk_terms(kb, t) for t in texts]
+        if lexical:
+            items = [EmbeddedChunk(chunk=_chunk(r, kb), embedding=(), lexical=t)
+                     for r, t in zip(rows, terms, strict=True)]
+            await self._sparse.upsert(kb, items)
+            await self._sparse.publish_share(kb, LexicalShare.of(document_id, revision, terms))
+        if language and self._centroids is not None:
+            dense = await self._embedding.embed_passages(texts, knowledge_base_id=kb)
+            sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=kb)
+            items = [EmbeddedChunk(chunk=_chunk(r, kb), embedding=tuple(v), sparse=sparse[i] if sparse else None)
+                     for i, (r, v) in enumerate(zip(rows, dense, strict=True))]
+            await self._centroids.add(kb, self._embedding.embedder.name, items, document=(document_id, revision))
+        log.info("backfilled the lexical and language shares of document %s (%d chunks)", document_id, len(rows))
 
 
 class IdentifierBackfill:

@@ -19,6 +19,7 @@ from ..domain.dedup import Decision
 from ..domain.embedding_models import IndexPlan
 from ..domain.errors import InvalidDocumentError, ResourceNotFoundError, TransientError, UltimateRagError
 from ..domain.ids import asset_id, asset_object_key
+from ..domain.lexical import chunk_terms
 from ..domain.models import (
     SNAPSHOT_FORMAT_VERSION,
     Chunk,
@@ -196,7 +197,8 @@ class DocumentProcessor:
         report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False,  # INDEXING follows
                                    shown=entered)
         vectors, sparse = await embedding.embed_with_sparse(texts, report, knowledge_base_id=kb_id)
-        current = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None)
+        current = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None,
+                                 lexical=chunk_terms(kb_id, texts[i]))
                    for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
         return [(plan.current, current), *await self._embed_for_target(plan, chunks, texts, doc.id)], report.from_cache
 

@@ -30,6 +30,7 @@ from uuid import UUID
 
 from ..domain.embedding_models import Generation, IndexPlan
 from ..domain.errors import TransientError
+from ..domain.lexical import LexicalShare
 from ..domain.models import EmbeddedChunk, IndexState, PipelineDocument, ReadyOutcome
 from ..domain.ports import CentroidStore, ChunkSnapshotStore, IndexRouter, ObjectStorage
 
@@ -51,6 +52,12 @@ class Publication:
     def current(self) -> Sequence[EmbeddedChunk]:
         return self.writes[0][1]
 
+    @property
+    def lexical_share(self) -> LexicalShare:
+        """The revision's share of its knowledge base's BM25 statistics (added when it is published)."""
+        return LexicalShare.of(self.document.id, self.document.content_revision,
+                               [i.lexical for i in self.current if i.lexical is not None])
+
 
 class ReadyCommitSteps:
     def __init__(self, *, indexes: IndexRouter, snapshots: ChunkSnapshotStore, storage: ObjectStorage,
@@ -62,14 +69,15 @@ class ReadyCommitSteps:
 
     async def write_vectors(self, publication: Publication) -> None:
         """Step 3."""
-        await self._indexes.write(publication.plan.knowledge_base_id, publication.writes)
+        await self._indexes.write(publication.plan.knowledge_base_id, publication.writes, publication.lexical_share)
 
     async def finish(self, publication: Publication, within: object, state: IndexState | None) -> None:
         """Step 9, given the open transaction and the index state it read (None: read here)."""
         doc = publication.document
         await self.check_plan(publication, state)  # first: nothing is published for a generation no longer current
         if self._centroids is not None:
-            await self._centroids.add(doc.knowledge_base_id, publication.model, publication.current, within=within)
+            await self._centroids.add(doc.knowledge_base_id, publication.model, publication.current,
+                                      document=(doc.id, doc.content_revision), within=within)
         await self._snapshots.publish(doc.knowledge_base_id, doc.id, doc.content_revision)
 
     async def check_plan(self, publication: Publication, state: IndexState | None) -> IndexPlan:

@@ -1,10 +1,11 @@
-"""Search (SPEC §10): embed the query (dense and learned sparse, a small LRU in front), ask the
-vector index for candidates of the knowledge base restricted by the filters inside its query, fuse
-dense and sparse similarity per chunk, then keep only chunks whose document PostgreSQL says is
-READY and passes the filters — even if a crashed worker left vectors behind (the double filter).
-Over-fetches until top_k results survive or the index has nothing more. A query naming an
-identifier goes through the identifier stage too (identifier_stage.py): its chunks are candidates,
-and rank first."""
+"""Search (SPEC §10, docs/search.md): embed the query (dense and learned sparse, a small LRU in
+front) and weigh its BM25 terms by the knowledge base's document frequencies, ask the index for
+candidates of the knowledge base restricted by the filters inside its query, fuse dense, learned
+sparse and BM25 per chunk after language centring, then keep only chunks whose document
+PostgreSQL says is READY and passes the filters — even if a crashed worker left vectors behind (the
+double filter). Over-fetches until top_k results survive or the index has nothing more. A query
+naming an identifier goes through the identifier stage too (identifier_stage.py): its chunks are
+candidates, and rank first; the optional reranker orders within that tier."""
 
 from __future__ import annotations
 
@@ -12,32 +13,38 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
 from ..domain.embedding_models import IndexPlan
 from ..domain.errors import GenerationGone, InvalidRequestError, TransientError
 from ..domain.identifiers import IdentifierHits, QueryIdentifier, identifier_tier, spans_of
+from ..domain.lexical import LexicalQuery, lexical_query, query_indexes
 from ..domain.models import SearchOutcome, SearchResult, SourceLocator
 from ..domain.ports import (
     CentroidStore,
     Embedder,
     IdentifierIndex,
     IndexRouter,
+    LexicalStatistics,
     PairedQueries,
     ReadyChunks,
+    Reranker,
     SearchTimings,
     SparseEncoder,
     SparseVector,
 )
 from ..domain.search import (
     Fusion,
+    FusionWeights,
     Highlighter,
     LanguageOffsets,
     QueryVectors,
     ScoredChunk,
     SearchFilters,
     SearchMode,
+    centre_lexical,
     fuse,
     glob_to_regex,
     highlighter,
@@ -88,12 +95,15 @@ async def _no_hits() -> IdentifierHits:
 class SearchService:
     def __init__(self, *, vectors: IndexRouter, models: EmbeddingModels, documents: ReadyChunks,
                  max_top_k: int, max_query_chars: int, sparse: SparseEncoder | None = None,
-                 fusion: Fusion = Fusion.WEIGHTED, dense_weight: float = 0.6, query_cache_size: int = 1024,
+                 fusion: Fusion = Fusion.WEIGHTED, weights: FusionWeights | None = None, query_cache_size: int = 1024,
                  metrics: SearchTimings | None = None, centroids: CentroidStore | None = None,
-                 identifiers: IdentifierIndex | None = None) -> None:
+                 identifiers: IdentifierIndex | None = None, lexical: LexicalStatistics | None = None,
+                 reranker: Reranker | None = None, rerank_candidates: int = 30) -> None:
         """``vectors``: the index generations router (candidates from the generation of the plan a
         search read); ``models``: the query is embedded with that generation's own model;
-        ``identifiers``: the identifier index (None: no identifier stage)."""
+        ``identifiers``: the identifier index (None: no identifier stage); ``lexical``: the
+        knowledge bases' BM25 statistics (None: no BM25 side); ``reranker``: the optional
+        cross-encoder that re-scores the top ``rerank_candidates`` results."""
         self._vectors = vectors
         self._models = models
         self._sparse = sparse
@@ -102,12 +112,15 @@ class SearchService:
         self._documents = documents
         self._max_top_k = max_top_k
         self._max_query_chars = max_query_chars
-        self._fusion = fusion
-        self._dense_weight = dense_weight
+        self.fusion = fusion
+        self.weights = weights or FusionWeights()
         self._cache = QueryCache(query_cache_size)
         self.metrics = metrics
         self._centroids = centroids
         self._identifiers = IdentifierStage(identifiers, vectors) if identifiers is not None else None
+        self._lexical = lexical
+        self.reranker = reranker
+        self._rerank_candidates = rerank_candidates
 
     async def search(self, knowledge_base_id: UUID, query: str, top_k: int, *,
                      mode: SearchMode = SearchMode.HYBRID, filters: SearchFilters | None = None,
@@ -133,14 +146,15 @@ class SearchService:
                 glob_to_regex(filters.filename)  # bounded: too many wildcards are refused
             except ValueError as exc:
                 raise InvalidRequestError(str(exc)) from exc
-        effective = mode if self._sparse is not None else SearchMode.DENSE
+        effective = mode if self._sparse is not None or self._lexical is not None else SearchMode.DENSE
         asked = self._identifiers.asked(query) if self._identifiers is not None else []
         started = time.perf_counter()
+        wanted = max(top_k, self._rerank_candidates) if self.reranker is not None else top_k
         for _ in range(3):  # a switch between reading the plan and the index: read it again
             plan, embedder = await self._index_of(knowledge_base_id)
             vectors = await self._query_vectors(knowledge_base_id, query, effective, embedder)
             try:
-                results = await self._collect(knowledge_base_id, query, vectors, top_k, effective,
+                results = await self._collect(knowledge_base_id, query, vectors, wanted, effective,
                                               filters or SearchFilters(), min_score, group_by_document, plan, embedder,
                                               asked)
                 break
@@ -148,6 +162,9 @@ class SearchService:
                 continue
         else:
             raise TransientError("the knowledge base is switching embedding models; try again", service="search")
+        if self.reranker is not None:
+            results = replace(results, results=await rerank(self.reranker, query, results.results))
+        results = replace(results, results=results.results[:top_k])
         if self.metrics is not None:
             self.metrics.observe(mode.value, time.perf_counter() - started)
         return results
@@ -160,29 +177,52 @@ class SearchService:
 
     async def _query_vectors(self, knowledge_base_id: UUID, query: str, mode: SearchMode,
                              embedder: Embedder) -> QueryVectors:
+        """The query's dense and learned sparse vectors and its BM25 terms, computed at once."""
         dense_key = (knowledge_base_id, f"dense:{embedder.name}", query)
         sparse_key = (knowledge_base_id, "sparse", query)
         dense = self._cache.get(dense_key)
         sparse: SparseVector | None = self._cache.get(sparse_key) if mode is not SearchMode.DENSE else {}
-        if dense is None and sparse is None and self._pairs is not None and self._pairs.pairs_with(embedder):
-            dense_list, sparse = await self._pairs.encode_query_pair(query)  # both from one pass
+        pairs = self._pairs if dense is None and sparse is None else None
+        jobs: list[Awaitable[Any]] = []
+        if pairs is not None and pairs.pairs_with(embedder):
+            jobs.append(pairs.encode_query_pair(query))  # both from one pass
+        else:
+            pairs = None
+            if dense is None:
+                jobs.append(embedder.embed_query(query))
+            if sparse is None and self._sparse is not None:
+                jobs.append(self._sparse.encode_query(query))
+        lexical = self._lexical_query(knowledge_base_id, query) if mode is not SearchMode.DENSE else None
+        if lexical is not None:
+            jobs.append(lexical)
+        done = list(await asyncio.gather(*jobs))
+        if pairs is not None:
+            dense_list, sparse = done.pop(0)
             dense = tuple(dense_list)
             self._cache.put(dense_key, dense)
             self._cache.put(sparse_key, sparse)
-            return QueryVectors(dense=dense, sparse=sparse)
-        jobs: list[Awaitable[Any]] = []
-        if dense is None:
-            jobs.append(embedder.embed_query(query))
-        if sparse is None and self._sparse is not None:
-            jobs.append(self._sparse.encode_query(query))
-        done = list(await asyncio.gather(*jobs))
         if dense is None:
             dense = tuple(done.pop(0))
             self._cache.put(dense_key, dense)
         if sparse is None:
             sparse = done.pop(0) if self._sparse is not None else {}
             self._cache.put(sparse_key, sparse)
-        return QueryVectors(dense=dense, sparse=sparse or {})
+        return QueryVectors(dense=dense, sparse=sparse or {}, lexical=done.pop(0) if lexical is not None else None)
+
+    def _lexical_query(self, knowledge_base_id: UUID, query: str) -> Awaitable[LexicalQuery | None] | None:
+        """The query's BM25 terms weighted by their IDF in the knowledge base (a read of its
+        statistics); None without a lexical side."""
+        if self._lexical is None:
+            return None
+        statistics = self._lexical
+        indexes = query_indexes(knowledge_base_id, query)
+
+        async def weigh() -> LexicalQuery | None:
+            if not indexes:
+                return None
+            chunks, frequencies = await statistics.statistics(knowledge_base_id, indexes)
+            return lexical_query(indexes, chunks, frequencies)
+        return weigh()
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
                        filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan,
@@ -198,7 +238,7 @@ class SearchService:
             if stage is not None:
                 found = await stage.with_named(knowledge_base_id, vectors, found, hits, mode, plan)
             if mode is SearchMode.SPARSE:
-                found = [c for c in found if c.sparse > 0 or c.chunk_id in hits.chunks]
+                found = [c for c in found if c.sparse > 0 or c.lexical > 0 or c.chunk_id in hits.chunks]
             dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
@@ -226,10 +266,11 @@ class SearchService:
               ) -> tuple[list[tuple[UUID, float]], list[SearchResult], dict[UUID, tuple[str, ...]]]:
         """Centring, fusion, the identifier tier and the results with their highlights: the ranked
         candidates, the results, and the query's identifiers each chunk holds."""
-        if offsets is not None:
-            found = [offsets.apply(c, script_language(rows[c.chunk_id]["content"])) for c in found
-                     if c.chunk_id in rows]
-        ranked = fuse(found, mode, fusion=self._fusion, dense_weight=self._dense_weight)
+        if offsets is not None:  # a multilingual knowledge base: centre every signal on its language
+            languages = [(c, script_language(rows[c.chunk_id]["content"])) for c in found if c.chunk_id in rows]
+            found = centre_lexical([(offsets.apply(c, language), language) for c, language in languages])
+        ranked = fuse(found, mode, fusion=self.fusion,
+                      weights=self.weights if offsets is None else self.weights.multilingual())
         held = self._identifiers.held(asked, rows) if self._identifiers is not None else {}
         results = self._assemble(identifier_tier(ranked, {c: len(n) for c, n in held.items()}), rows, marks, top_k,
                                  min_score, group, dense_of, held, {a.text: a.key for a in asked})
@@ -262,3 +303,15 @@ class SearchService:
             if len(results) == top_k:
                 break
         return results
+
+
+async def rerank(reranker: Reranker, query: str, results: list[SearchResult]) -> list[SearchResult]:
+    """The cross-encoder's order and scores (its relevance, which ``score`` then is) within each
+    identifier tier: a result holding more of the query's identifiers stays above one holding
+    fewer, whatever the reranker says (identifier exactness first, docs/search.md)."""
+    if not results:
+        return results
+    scores = await reranker.rerank(query, [r.content for r in results])
+    rescored = [replace(r, score=score) for r, score in zip(results, scores, strict=True)]
+    order = sorted(range(len(rescored)), key=lambda i: (-len(results[i].identifiers), -rescored[i].score, i))
+    return [rescored[i] for i in order]

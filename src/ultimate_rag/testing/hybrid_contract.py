@@ -9,6 +9,7 @@ since the filters read them there."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -17,8 +18,9 @@ import pytest
 from ..adapters.postgres.identifiers import PostgresIdentifierIndex
 from ..adapters.postgres.sql import load_queries
 from ..domain.identifiers import chunk_identifiers, identifier_tier, query_identifiers
+from ..domain.lexical import chunk_terms, lexical_query, term_index
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
-from ..domain.search import QueryVectors, SearchFilters, SearchMode, fuse
+from ..domain.search import FusionWeights, QueryVectors, SearchFilters, SearchMode, fuse
 from .contracts import near, unit_vector
 from .eventually import eventually
 
@@ -104,7 +106,7 @@ class HybridVectorStoreContract:
             return any(c.chunk_id == target for c in chunks)
 
         found = await eventually(fetch, has_target, self.visibility_timeout)
-        fused = fuse(found, SearchMode.HYBRID, dense_weight=0.6)
+        fused = fuse(found, SearchMode.HYBRID, weights=FusionWeights(0.6))
         assert fused[0][0] == target
         assert len(found) >= 6  # and the dense top is there beside it
 
@@ -160,11 +162,40 @@ class HybridVectorStoreContract:
             found = (await store.candidates(kb, query, 5, mode=mode))[0]
             assert target not in {c.chunk_id for c in found}, mode  # the index's top misses it
             found += await store.scored(kb, query, list(hits.chunks), mode=mode)
-            ranked = identifier_tier(fuse(found, mode, dense_weight=0.6), {c: len(k) for c, k in hits.chunks.items()})
+            ranked = identifier_tier(fuse(found, mode, weights=FusionWeights(0.6)),
+                                     {c: len(k) for c, k in hits.chunks.items()})
             assert ranked[0][0] == target, mode
         assert (await index.lookup(kb, ["sr88364", "sr8834"], SearchFilters(), 5)).found == frozenset()
         pdf_only = await index.lookup(kb, ["sr88346"], SearchFilters(filename="*.pdf"), 5)
         assert pdf_only.found == frozenset() and not pdf_only.chunks  # under the search's filters
+
+    async def test_bm25_finds_a_rare_term_both_vector_sides_miss(self, hybrid: tuple[Any, Any]) -> None:
+        """The lexical side (PostgreSQL, every store): a chunk holding the query's rare term, far
+        from the query on both vector sides and behind more than ``limit`` others, is a BM25
+        candidate in sparse and hybrid mode, and the other candidates get their BM25 score too
+        (0 without the term); dense mode reads no lexical vector."""
+        store, db = hybrid
+        rng = random.Random(25)
+        kb = uuid4()
+        q = unit_vector(rng, self.dimension)
+        crowd = []
+        for i in range(12):
+            crowd += await add_document(db, kb, f"crowd-{i}.txt", "text/plain",
+                                        [(near(q, rng, 0.9), sparse_of(1, 2, 3 + i), ())], content="ferry timetable")
+        rare = await add_document(db, kb, "rare.txt", "text/plain", [(near(q, rng, 0.3), sparse_of(700), ())],
+                                  content="the quokka colony")
+        items = [replace(i, lexical=chunk_terms(kb, i.chunk.content)) for i in crowd + rare]
+        await store.upsert(kb, items)
+        quokka = term_index(kb, "quokka")
+        lexical = lexical_query([quokka], 13, {quokka: 1})
+        query = QueryVectors(dense=q, sparse=sparse_of(1, 2), lexical=lexical)
+        target = rare[0].chunk.id
+        for mode in (SearchMode.SPARSE, SearchMode.HYBRID):
+            found = {c.chunk_id: c for c in await self._candidates(store, kb, query, 5, mode)}
+            assert target in found and found[target].lexical > 0.9, mode
+            assert all(c.lexical == 0.0 for k, c in found.items() if k != target), mode
+        dense = await self._candidates(store, kb, query, 5, SearchMode.DENSE, expect=5)
+        assert target not in {c.chunk_id for c in dense} and all(c.lexical == 0.0 for c in dense)
 
     async def test_filters_apply_inside_the_query_in_every_mode(self, hybrid: tuple[Any, Any]) -> None:
         store, db = hybrid

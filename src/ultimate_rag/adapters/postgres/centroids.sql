@@ -4,26 +4,43 @@
 -- (dense_sum; the sparse sum in two halves, sparse_low and sparse_high).
 
 -- add_shares --
--- A document's shares, one a language, added in one statement: the chunk count, the sum of the
--- dense vectors, the sum of the sparse ones in two halves (NULL arrays when no chunk has one: the
--- sparse sums stay as they are). A missing row is made. Rows are locked in language order, so two
--- commits adding to the same languages never wait on each other in a circle. A row whose dense sum
--- has another dimension (the same model name serving another width) is left alone and not
--- returned: the caller starts it over (reset_centroid).
-INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse,
-                                     dense_sum, sparse_low, sparse_high)
-SELECT %(kb)s, %(model)s, s.language, s.n, '\x', '\x', s.dense, s.sparse_low, s.sparse_high
-FROM unnest(%(languages)s::text[], %(counts)s::bigint[], %(dense)b::vector[], %(sparse_low)b::vector[],
-            %(sparse_high)b::vector[]) AS s(language, n, dense, sparse_low, sparse_high)
-ORDER BY s.language
-ON CONFLICT (knowledge_base_id, model, language) DO UPDATE
-SET n = t.n + EXCLUDED.n,
-    dense_sum = coalesce(t.dense_sum + EXCLUDED.dense_sum, t.dense_sum, EXCLUDED.dense_sum),
-    sparse_low = coalesce(t.sparse_low + EXCLUDED.sparse_low, t.sparse_low, EXCLUDED.sparse_low),
-    sparse_high = coalesce(t.sparse_high + EXCLUDED.sparse_high, t.sparse_high, EXCLUDED.sparse_high)
-WHERE CASE WHEN t.dense_sum IS NULL THEN octet_length(t.dense) IN (0, 4 * vector_dims(EXCLUDED.dense_sum))
-           ELSE vector_dims(t.dense_sum) = vector_dims(EXCLUDED.dense_sum) END
-RETURNING t.language;
+-- A published revision's shares, one a language, recorded (language_shares: migration 0023's trigger
+-- takes them out again when the revision stops being the published one) and added to the sums, in
+-- one statement: the chunk count, the sum of the dense vectors, the sum of the sparse ones in two
+-- halves (NULL arrays when no chunk has one: the sparse sums stay as they are). Only while
+-- %(revision)s is the document's published revision, under its row lock, and only shares not
+-- recorded yet (a second call adds nothing). A missing row is made; the knowledge base's corpus lock
+-- first (every writer of the sums takes it: they take turns). A row whose dense sum has another
+-- dimension (the same model name serving another width) is left alone and reported
+-- (added false): the caller starts it over (reset_centroid).
+WITH doc AS (
+    SELECT d.id FROM documents d WHERE d.id = %(document_id)s AND d.published_revision = %(revision)s FOR SHARE
+), locked AS (
+    SELECT pg_advisory_xact_lock(ultimate_rag_corpus_lock(%(kb)s)) FROM doc
+), shares AS (
+    INSERT INTO language_shares (document_id, revision, knowledge_base_id, model, language, n, dense_sum,
+                                 sparse_low, sparse_high)
+    SELECT %(document_id)s, %(revision)s, %(kb)s, %(model)s, s.language, s.n, s.dense, s.sparse_low, s.sparse_high
+    FROM locked, unnest(%(languages)s::text[], %(counts)s::bigint[], %(dense)b::vector[], %(sparse_low)b::vector[],
+                        %(sparse_high)b::vector[]) AS s(language, n, dense, sparse_low, sparse_high)
+    ORDER BY s.language
+    ON CONFLICT DO NOTHING
+    RETURNING language, n, dense_sum, sparse_low, sparse_high
+), added AS (
+    INSERT INTO language_centroids AS t (knowledge_base_id, model, language, n, dense, sparse,
+                                         dense_sum, sparse_low, sparse_high)
+    SELECT %(kb)s, %(model)s, s.language, s.n, '\x', '\x', s.dense_sum, s.sparse_low, s.sparse_high
+    FROM shares s ORDER BY s.language
+    ON CONFLICT (knowledge_base_id, model, language) DO UPDATE
+    SET n = t.n + EXCLUDED.n,
+        dense_sum = coalesce(t.dense_sum + EXCLUDED.dense_sum, t.dense_sum, EXCLUDED.dense_sum),
+        sparse_low = coalesce(t.sparse_low + EXCLUDED.sparse_low, t.sparse_low, EXCLUDED.sparse_low),
+        sparse_high = coalesce(t.sparse_high + EXCLUDED.sparse_high, t.sparse_high, EXCLUDED.sparse_high)
+    WHERE CASE WHEN t.dense_sum IS NULL THEN octet_length(t.dense) IN (0, 4 * vector_dims(EXCLUDED.dense_sum))
+               ELSE vector_dims(t.dense_sum) = vector_dims(EXCLUDED.dense_sum) END
+    RETURNING t.language
+)
+SELECT s.language, EXISTS (SELECT 1 FROM added a WHERE a.language = s.language) AS added FROM shares s;
 
 -- reset_centroid --
 -- A language row that starts over from one share (its dense sums had another dimension).

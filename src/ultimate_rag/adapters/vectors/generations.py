@@ -26,6 +26,7 @@ from psycopg import sql
 
 from ...domain.embedding_models import EmbeddingSpec, Generation, IndexPlan
 from ...domain.errors import DatabaseError, GenerationGone, TransientError
+from ...domain.lexical import LexicalShare
 from ...domain.models import EmbeddedChunk, IndexState, VectorHit
 from ...domain.ports import Closable, VectorStore
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
@@ -143,8 +144,8 @@ class IndexGenerations:
         return found or IndexPlan(kb_id, Generation(self.default, 0))
 
     # -- writes the pipeline makes -------------------------------------------------------------
-    async def write(self, kb_id: UUID,
-                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]]) -> None:
+    async def write(self, kb_id: UUID, items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]],
+                    share: LexicalShare | None = None) -> None:
         """Each generation's vectors (embedded with its model): the current one's with the shared
         sparse side (in one statement when both are in PostgreSQL), then a migration's, whose
         generation, if an abort dropped it meanwhile, is skipped. Committed on their own, beside
@@ -158,10 +159,10 @@ class IndexGenerations:
             raise TransientError("the knowledge base switched to another embedding model while this "
                                  "document was indexed; it is indexed again with the new model")
         if isinstance(current, PgVectorStore):
-            await current.upsert_dense_and_sparse(kb_id, items)  # one statement
+            await current.upsert_dense_and_sparse(kb_id, items, share=share)  # one statement
         else:
             await current.upsert(kb_id, items)
-            await self.sparse.upsert(kb_id, items)
+            await self.sparse.upsert(kb_id, items, share)
         for g, other_items in others:
             store = await self.existing(kb_id, g)
             try:

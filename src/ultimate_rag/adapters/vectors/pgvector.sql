@@ -31,11 +31,12 @@ SET embedding = EXCLUDED.embedding, document_id = EXCLUDED.document_id,
     knowledge_base_id = EXCLUDED.knowledge_base_id
 
 -- upsert_with_sparse --
--- upsert, with the chunks' sparse vectors in the same statement (composed in: sparse_pg.sql's upsert,
--- its parameters named apart from these).
+-- upsert, with the chunks' sparse and lexical vectors and the revision's lexical share in the same
+-- statement (composed in: sparse_pg.sql's upsert and lexical_pg.sql's, their parameters named apart
+-- from these).
 WITH sparse AS (
 {sparse_upsert}
-)
+), {lexical_upsert}
 {dense_upsert}
 
 -- delete_document --
@@ -45,8 +46,9 @@ DELETE FROM {table} WHERE document_id = %s
 DELETE FROM {table} WHERE document_id = %s AND chunk_id <> ALL(%s)
 
 -- delete_document_except_with_sparse --
--- The dense and the sparse vectors of a document but those of the chunks kept, in one statement.
-WITH sparse AS (DELETE FROM {sparse} WHERE document_id = %(document_id)s AND chunk_id <> ALL(%(keep)s::uuid[]))
+-- The dense, sparse and lexical vectors of a document but those of the chunks kept, in one statement.
+WITH sparse AS (DELETE FROM {sparse} WHERE document_id = %(document_id)s AND chunk_id <> ALL(%(keep)s::uuid[])),
+lexical AS (DELETE FROM {lexical} WHERE document_id = %(document_id)s AND chunk_id <> ALL(%(keep)s::uuid[]))
 DELETE FROM {table} WHERE document_id = %(document_id)s AND chunk_id <> ALL(%(keep)s::uuid[])
 
 -- delete_knowledge_base --
@@ -72,27 +74,46 @@ AND document_id = ANY(%(docs)s)
 -- dense_side --
 WITH d AS MATERIALIZED (SELECT chunk_id, embedding <=> %(q)s AS distance FROM {table}
     WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(q)s LIMIT %(n)s)
-SELECT d.chunk_id, 1 - d.distance AS dense, 0 AS sparse FROM d
+SELECT d.chunk_id, 1 - d.distance AS dense, 0 AS sparse, 0 AS lexical FROM d
 
--- dense_side_with_sparse --
+-- dense_side_with_others --
+-- {sparse_score}/{sparse_join} and {lexical}/{lexical_join}: the candidates' learned sparse similarity
+-- and BM25 score (sparse_score, sparse_join, lexical_score, lexical_join below) or 0.
 WITH d AS MATERIALIZED (SELECT chunk_id, embedding <=> %(q)s AS distance FROM {table}
     WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(q)s LIMIT %(n)s)
-SELECT d.chunk_id, 1 - d.distance AS dense, COALESCE(1 - (sp.embedding <=> %(qs)s), 0) AS sparse
-FROM d LEFT JOIN {sparse} sp ON sp.chunk_id = d.chunk_id
+SELECT d.chunk_id, 1 - d.distance AS dense, {sparse_score} AS sparse, {lexical} AS lexical
+FROM d{sparse_join}{lexical_join}
 
 -- sparse_side --
 WITH s AS MATERIALIZED (SELECT chunk_id, embedding <=> %(qs)s AS distance FROM {sparse}
     WHERE knowledge_base_id = %(kb)s{where} ORDER BY embedding <=> %(qs)s LIMIT %(n)s)
-SELECT s.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, 1 - s.distance AS sparse
-FROM s LEFT JOIN {table} v ON v.chunk_id = s.chunk_id
+SELECT s.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, 1 - s.distance AS sparse, {lexical} AS lexical
+FROM s LEFT JOIN {table} v ON v.chunk_id = s.chunk_id{lexical_join}
+
+-- lexical_side --
+-- The BM25 top (the GIN index gives the chunks holding a candidate term) with the other two
+-- similarities; {sparse_score} and {sparse_join}: the learned sparse one, or 0 without a sparse query.
+WITH l AS MATERIALIZED (SELECT chunk_id, weights <#> %(ql)s AS distance FROM {lexical_table}
+    WHERE terms && %(qt)s::int4[] AND knowledge_base_id = %(kb)s{where}
+    ORDER BY weights <#> %(ql)s, chunk_id LIMIT %(n)s)
+SELECT l.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, {sparse_score} AS sparse, -l.distance AS lexical
+FROM l LEFT JOIN {table} v ON v.chunk_id = l.chunk_id{sparse_join}
+
+-- lexical_score --
+COALESCE(-(lx.weights <#> %(ql)s), 0)
+
+-- lexical_join --
+LEFT JOIN {lexical_table} lx ON lx.chunk_id = {alias}.chunk_id
+
+-- sparse_score --
+COALESCE(1 - (sp.embedding <=> %(qs)s), 0)
+
+-- sparse_join --
+LEFT JOIN {sparse} sp ON sp.chunk_id = {alias}.chunk_id
 
 -- scored --
--- Named chunks' dense similarity, read by primary key (the identifier stage's candidates: no index walk).
-SELECT v.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, 0 AS sparse FROM {table} v
-WHERE v.chunk_id = ANY(%(ids)s::uuid[]) AND v.knowledge_base_id = %(kb)s
-
--- scored_with_sparse --
--- scored, with each chunk's sparse similarity (0 without a sparse vector).
-SELECT v.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, COALESCE(1 - (sp.embedding <=> %(qs)s), 0) AS sparse
-FROM {table} v LEFT JOIN {sparse} sp ON sp.chunk_id = v.chunk_id
+-- Named chunks' similarities, read by primary key (the identifier stage's candidates: no index walk);
+-- {sparse_score}/{sparse_join} and {lexical}/{lexical_join} as for the sides (or 0).
+SELECT v.chunk_id, 1 - (v.embedding <=> %(q)s) AS dense, {sparse_score} AS sparse, {lexical} AS lexical
+FROM {table} v{sparse_join}{lexical_join}
 WHERE v.chunk_id = ANY(%(ids)s::uuid[]) AND v.knowledge_base_id = %(kb)s

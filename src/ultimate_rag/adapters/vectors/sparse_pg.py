@@ -19,6 +19,7 @@ from uuid import UUID
 from pgvector import SparseVector
 from psycopg import sql
 
+from ...domain.lexical import LexicalShare
 from ...domain.models import EmbeddedChunk, VectorHit
 from ...domain.ports import CandidateSearch
 from ...domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
@@ -26,6 +27,7 @@ from ..embedders.sparse import SPARSE_DIMENSION
 from ..postgres.database import Connection, Database
 from ..postgres.search_filters import heading_condition, matching_document_ids, vector_row_filter
 from ..postgres.sql import load_queries
+from .lexical_pg import PostgresLexicalIndex, lexical_rows, lexical_upsert
 
 SPARSE_TABLE = "chunk_sparse_vectors"
 HNSW = load_queries("hnsw.sql", __package__)
@@ -78,22 +80,36 @@ def sparse_rows(items: Sequence[EmbeddedChunk]) -> dict[str, list[Any]]:
 
 
 class PostgresSparseIndex:
+    """The learned sparse vectors, and with them the lexical ones (lexical_pg.py): written in one
+    statement, removed together."""
+
     def __init__(self, db: Database) -> None:
         self._db = db
+        self.lexical = PostgresLexicalIndex(db)
 
-    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None:
-        """One statement; nothing at all when no item has a sparse vector (sparse vectors off)."""
-        if any(i.sparse for i in items):
-            await self._db.execute(_query("upsert"), {"kb": knowledge_base_id, **sparse_rows(items)})
+    async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk],
+                     share: LexicalShare | None = None) -> None:
+        """The items' sparse and lexical vectors and the revision's lexical ``share``: one statement."""
+        if not items:
+            return
+        statement = _query("upsert_with_lexical", lexical_upsert=lexical_upsert(), sparse_upsert=_query("upsert"))
+        await self._db.execute(statement, {"kb": knowledge_base_id, **sparse_rows(items),
+                                           **lexical_rows(items, share)})
+
+    async def publish_share(self, knowledge_base_id: UUID, share: LexicalShare) -> None:
+        await self.lexical.publish_share(knowledge_base_id, share)
 
     async def delete_by_document(self, document_id: UUID) -> None:
         await self._db.execute(_query("delete_document"), (document_id,))
+        await self.lexical.delete_by_document(document_id)
 
     async def delete_document_except(self, document_id: UUID, keep: Sequence[UUID]) -> None:
         await self._db.execute(_query("delete_document_except"), (document_id, list(keep)))
+        await self.lexical.delete_document_except(document_id, keep)
 
     async def delete_by_knowledge_base(self, knowledge_base_id: UUID) -> None:
         await self._db.execute(_query("delete_knowledge_base"), (knowledge_base_id,))
+        await self.lexical.delete_by_knowledge_base(knowledge_base_id)
 
     async def search(self, knowledge_base_id: UUID, vector: Mapping[int, float], limit: int,
                      filters: SearchFilters | None = None) -> tuple[list[tuple[UUID, float]], bool]:
@@ -154,9 +170,11 @@ class HybridVectors(CandidateSearch):
 
     async def candidates(self, knowledge_base_id: UUID, query: QueryVectors, limit: int, *, mode: SearchMode,
                          filters: SearchFilters | None = None) -> tuple[list[ScoredChunk], bool]:
-        """Up to ``limit`` candidates from each side with both similarities, and whether the index
-        has nothing more to give (the search stops over-fetching)."""
+        """Up to ``limit`` candidates from each side (dense from the store; learned sparse and BM25
+        from PostgreSQL) with every similarity, and whether the index has nothing more to give (the
+        search stops over-fetching)."""
         filters = filters or SearchFilters()
+        lexical = query.lexical if mode is not SearchMode.DENSE else None
 
         async def dense_top() -> tuple[dict[UUID, float], bool]:
             if mode is SearchMode.SPARSE:
@@ -173,20 +191,26 @@ class HybridVectors(CandidateSearch):
                 return [], True
             return await self.sparse.search(knowledge_base_id, query.sparse, limit, filters)
 
-        # the two sides at once: the dense store and PostgreSQL answer side by side
-        (dense, exhausted), (found, sparse_done) = await asyncio.gather(dense_top(), sparse_top())
-        sparse = dict(found)
+        async def lexical_top() -> tuple[list[tuple[UUID, float]], bool]:
+            if lexical is None:
+                return [], True
+            return await self.sparse.lexical.search(knowledge_base_id, lexical, limit, filters)
+
+        # the sides at once: the dense store and PostgreSQL answer side by side
+        (dense, exhausted), (found, sparse_done), (terms, lexical_done) = await asyncio.gather(
+            dense_top(), sparse_top(), lexical_top())
+        sparse, bm25 = dict(found), dict(terms)
         if mode is SearchMode.SPARSE:
-            exhausted = sparse_done
-        if mode is SearchMode.HYBRID:
-            exhausted = exhausted and sparse_done
-            missing = [c for c in dense if c not in sparse]
-            sparse |= await self.sparse.scores(missing, query.sparse)
-            floor = min(dense.values(), default=0.0)  # not in the dense top: at most the lowest dense score there
-        else:
-            floor = 0.0
-        ids = dense.keys() | sparse.keys()
-        return [ScoredChunk(c, dense.get(c, floor), sparse.get(c, 0.0)) for c in ids], exhausted
+            exhausted = sparse_done and lexical_done
+        elif mode is SearchMode.HYBRID:
+            exhausted = exhausted and sparse_done and lexical_done
+        ids = dense.keys() | sparse.keys() | bm25.keys()
+        if mode is not SearchMode.DENSE:
+            sparse |= await self.sparse.scores([c for c in ids if c not in sparse], query.sparse)
+        if lexical is not None:
+            bm25 |= await self.sparse.lexical.scores([c for c in ids if c not in bm25], lexical)
+        floor = min(dense.values(), default=0.0)  # not in the dense top: at most the lowest dense score there
+        return [ScoredChunk(c, dense.get(c, floor), sparse.get(c, 0.0), bm25.get(c, 0.0)) for c in ids], exhausted
 
     async def scored(self, knowledge_base_id: UUID, query: QueryVectors, chunk_ids: Sequence[UUID], *,
                      mode: SearchMode) -> list[ScoredChunk]:
@@ -203,8 +227,13 @@ class HybridVectors(CandidateSearch):
         async def sparse() -> dict[UUID, float]:
             return {} if mode is SearchMode.DENSE else await self.sparse.scores(chunk_ids, query.sparse)
 
-        dense_of, sparse_of = await asyncio.gather(dense(), sparse())
-        return [ScoredChunk(c, score, sparse_of.get(c, 0.0)) for c, score in dense_of.items()]
+        async def lexical() -> dict[UUID, float]:
+            if mode is SearchMode.DENSE or query.lexical is None:
+                return {}
+            return await self.sparse.lexical.scores(chunk_ids, query.lexical)
+
+        dense_of, sparse_of, lexical_of = await asyncio.gather(dense(), sparse(), lexical())
+        return [ScoredChunk(c, score, sparse_of.get(c, 0.0), lexical_of.get(c, 0.0)) for c, score in dense_of.items()]
 
     async def _dense(self, knowledge_base_id: UUID, query: QueryVectors, limit: int,
                      document_ids: list[UUID] | None, filters: SearchFilters) -> tuple[dict[UUID, float], bool]:

@@ -11,6 +11,11 @@ FROM unnest(%(sparse_chunk_ids)s::uuid[], %(sparse_document_ids)s::uuid[], %(spa
 ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding,
     document_id = EXCLUDED.document_id, knowledge_base_id = EXCLUDED.knowledge_base_id
 
+-- upsert_with_lexical --
+-- upsert, with the chunks' lexical vectors and the revision's lexical share (lexical_pg.sql's upsert).
+WITH {lexical_upsert}
+{sparse_upsert}
+
 -- delete_document --
 DELETE FROM {sparse} WHERE document_id = %s
 

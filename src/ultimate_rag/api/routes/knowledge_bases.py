@@ -152,8 +152,10 @@ async def reindex_progress(kb: ReadableKB, lifecycle: LifecycleDep) -> RebuildPr
 
 @router.post("/{kb_id}/search", response_model=SearchOut, responses={
     429: error_response("this key already runs as many searches and answers as it may (see Retry-After)"),
+    502: error_response("the configured reranker failed (after retries) or refused the request"),
     503: error_response("the database is unavailable or the search took longer than the statement timeout "
-                        "(see Retry-After)")})
+                        "(see Retry-After)"),
+    504: error_response("the configured reranker did not answer in time (after retries)")})
 async def search(kb: ReadableKB, body: SearchIn, service: SearchDep, who: PrincipalDep,
                  slots: RetrievalSlotsDep) -> SearchOut:
     """429 with ``Retry-After`` while the key already runs ``max_searches_per_key`` searches and answers."""

@@ -13,7 +13,7 @@ these Protocols; the composition root (``bootstrap/``) decides which adapter pla
     migrations   MigrationStore, IndexStateReader, MigrationItemQueue
     maintenance  MaintenanceStore, GenerationSweeper, BackfillStore, SparseIndexWriter,
                  IdentifierBackfillStore, IdleBackfill
-    search       ReadyChunks, IdentifierIndex, SearchTimings
+    search       ReadyChunks, IdentifierIndex, SearchTimings, LexicalStatistics, Reranker
     catalog      KnowledgeBaseStore, DocumentCatalog, ApiKeyStore, AuditTrail, OperationsReadout,
                  DocumentEvents (what the API reads and writes besides the services)
     connectors   ConnectorStore, ConnectorSyncs, OutboundFetch, VersionedObjects
@@ -77,7 +77,7 @@ from .pipeline import (
     ProgressReports,
     TaskLeases,
 )
-from .search import IdentifierIndex, ReadyChunks, SearchTimings
+from .search import IdentifierIndex, LexicalStatistics, ReadyChunks, Reranker, SearchTimings
 from .storage import ChunkSnapshotReader, ChunkSnapshotStore, ObjectStorage, SweptSnapshots
 from .vectors import CandidateSearch, GenerationAdmin, IndexRouter, VectorStore
 
@@ -120,6 +120,7 @@ __all__ = [
     "KnowledgeBaseReader",
     "KnowledgeBaseStore",
     "LeaseKeeping",
+    "LexicalStatistics",
     "LifecycleSession",
     "LifecycleStore",
     "LockedDocument",
@@ -140,6 +141,7 @@ __all__ = [
     "PipelineStore",
     "ProgressReports",
     "ReadyChunks",
+    "Reranker",
     "SearchTimings",
     "SparseEncoder",
     "SparseIndexWriter",

@@ -108,12 +108,15 @@ class CentroidStore(Protocol):
     similarities on them (domain/search.py ``LanguageOffsets``)."""
 
     async def add(self, knowledge_base_id: UUID, model: str, items: Sequence[EmbeddedChunk], *,
-                  within: object = None) -> None:
-        """``within``: the READY commit's open transaction, when the store can write in it."""
+                  document: tuple[UUID, int], within: object = None) -> None:
+        """The published revision ``document`` (id, revision)'s share: recorded and added, once, and
+        only while it is the published one (taken out again when it stops being it). ``within``:
+        the READY commit's open transaction, when the store can write in it."""
         ...
 
     async def offsets(self, knowledge_base_id: UUID, model: str, query: QueryVectors, *,
                       min_chunks: int) -> LanguageOffsets | None:
         """The query's similarity to each language's mean, less their average; None when fewer
-        than two languages have ``min_chunks`` chunks."""
+        than two languages count (a minimum share of the chunks; ``min_chunks`` of their own for a
+        language without a reference mean)."""
         ...

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
+from ..lexical import LexicalShare
 from ..models import EmbeddedChunk
 
 
@@ -67,6 +68,16 @@ class BackfillStore(Protocol):
         vector, in id order."""
         ...
 
+    async def documents_without_shares(self, after: UUID, limit: int, *, language: bool) -> list[dict[str, Any]]:
+        """The next ``limit`` documents after id ``after`` whose published revision has no lexical
+        share (or, with ``language``, no language share): id, knowledge_base_id, revision, and which
+        of the two (``lexical``, ``language``) is missing."""
+        ...
+
+    async def published_chunks(self, document_id: UUID, revision: int) -> list[dict[str, Any]]:
+        """The document's chunks of that revision, in order."""
+        ...
+
 
 class IdentifierBackfillStore(Protocol):
     async def chunks_without_identifiers(self, limit: int) -> list[dict[str, Any]]:
@@ -89,4 +100,8 @@ class IdleBackfill(Protocol):
 
 
 class SparseIndexWriter(Protocol):
+    """The learned sparse and lexical vectors' writes (one statement) and a published revision's
+    lexical share, written and added at once."""
+
     async def upsert(self, knowledge_base_id: UUID, items: Sequence[EmbeddedChunk]) -> None: ...
+    async def publish_share(self, knowledge_base_id: UUID, share: LexicalShare) -> None: ...

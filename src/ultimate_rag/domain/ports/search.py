@@ -1,5 +1,6 @@
 """What search and answers read besides the vectors: the chunks PostgreSQL says are searchable
-(the double filter), the identifier index beside them, and where search reports its timings."""
+(the double filter), the identifier index beside them, the knowledge base's BM25 statistics, the
+optional reranker, and where search reports its timings."""
 
 from __future__ import annotations
 
@@ -31,3 +32,17 @@ class IdentifierIndex(Protocol):
 
 class SearchTimings(Protocol):
     def observe(self, mode: str, seconds: float) -> None: ...
+
+
+class LexicalStatistics(Protocol):
+    async def statistics(self, knowledge_base_id: UUID, indexes: Sequence[int]) -> tuple[int, dict[int, int]]:
+        """The knowledge base's published chunk count and the document frequency (in chunks) of each
+        of the term ``indexes`` (domain/lexical.py) that occurs at all."""
+        ...
+
+
+class Reranker(Protocol):
+    """A cross-encoder: each document's relevance to the query, in the documents' order. Fails with
+    ``ProviderError`` (``ProviderTimeoutError`` when it does not answer in time)."""
+
+    async def rerank(self, query: str, documents: Sequence[str]) -> list[float]: ...

@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 from uuid import UUID
 
 from ..embedding_models import Generation, IndexPlan
+from ..lexical import LexicalShare
 from ..models import EmbeddedChunk, IndexState, VectorHit
 from ..search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
 
@@ -59,7 +60,11 @@ class IndexRouter(VectorStore, Protocol):
         """``plan`` from the knowledge base's index state read already (no read)."""
         ...
     async def write(self, knowledge_base_id: UUID,
-                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]], /) -> None: ...
+                    items_by_generation: Sequence[tuple[Generation, Sequence[EmbeddedChunk]]], /,
+                    share: LexicalShare | None = None) -> None:
+        """Each generation's vectors (the current one's with the learned sparse and lexical ones) and
+        the revision's lexical ``share``, added to the statistics when the revision is published."""
+        ...
     async def remove_superseded(self, knowledge_base_id: UUID, document_id: UUID, keep: Sequence[UUID],
                                 generations: Sequence[Generation], /) -> None:
         """The document's vectors in each of ``generations`` but those of ``keep``."""

@@ -1,0 +1,1 @@
+"""Rerankers: a cross-encoder behind an HTTP rerank API (http.py)."""

@@ -1,0 +1,69 @@
+"""Which languages language centring counts and with which means (adapters/postgres/centroids.py,
+docs/search.md): a few Latin-script tables are not a second language, the shipped reference
+means serve a small knowledge base, and the correction grows without a jump."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+import numpy as np
+
+from ultimate_rag.adapters.embedders.language_prior import LanguagePrior, shipped_prior
+from ultimate_rag.adapters.postgres.centroids import LanguageCentroids
+from ultimate_rag.domain.search import QueryVectors
+
+MODEL = "m"
+rng = np.random.default_rng(7)
+KO, LATIN, ZH = (rng.normal(size=8).astype(np.float32) for _ in range(3))
+PRIOR = LanguagePrior(MODEL, {"ko": (KO, np.zeros(4, np.float32)), "latin": (LATIN, np.zeros(4, np.float32))})
+
+
+def centroids(prior: LanguagePrior | None = PRIOR) -> LanguageCentroids:
+    return LanguageCentroids(db=None, prior=prior)  # type: ignore[arg-type]  # blended/offsets read no database
+
+
+def own(**counts: int) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+    means = {"ko": KO + 0.3, "latin": LATIN - 0.3, "zh": ZH}
+    return {lang: (means[lang], np.zeros(4, np.float32), n) for lang, n in counts.items()}
+
+
+def test_a_few_latin_tables_are_not_a_second_language() -> None:
+    assert set(centroids().blended(own(ko=1641, latin=49), MODEL, min_chunks=10)) == {"ko"}  # 2.9 %
+    assert set(centroids().blended(own(ko=90, latin=10), MODEL, min_chunks=10)) == {"ko", "latin"}
+
+
+def test_a_small_knowledge_base_gets_the_reference_means_and_its_own_take_over() -> None:
+    small = centroids().blended(own(ko=3, latin=3), MODEL, min_chunks=10)
+    assert np.allclose(small["ko"][0], (20 * KO + 3 * (KO + 0.3)) / 23)
+    large = centroids().blended(own(ko=2000, latin=2000), MODEL, min_chunks=10)
+    assert np.allclose(large["ko"][0], KO + 0.3, atol=0.01)
+    # a language without a reference mean needs chunks of its own
+    assert "zh" not in centroids().blended(own(ko=3, latin=3, zh=3), MODEL, min_chunks=10)
+    assert "zh" in centroids().blended(own(ko=30, latin=30, zh=30), MODEL, min_chunks=10)
+    assert centroids(prior=None).blended(own(ko=3, latin=3), MODEL, min_chunks=10) == {}
+
+
+async def test_the_offsets_grow_without_a_jump(monkeypatch) -> None:
+    store = centroids()
+    query = QueryVectors(dense=tuple(float(x) for x in KO))
+    gap = abs(float(KO @ (KO - LATIN)))
+    previous = 0.0
+    for latin in range(0, 40):  # a Korean knowledge base that English chunks join, one at a time
+
+        async def means(kb: object, model: str, latin: int = latin) -> dict:
+            return own(ko=100, latin=latin)
+
+        monkeypatch.setattr(store, "means", means)
+        offsets = await store.offsets(uuid4(), MODEL, query, min_chunks=10)
+        offset = offsets.dense["ko"] if offsets else 0.0
+        assert abs(offset - previous) < 0.2 * gap, latin  # each chunk moves it a little, never all at once
+        previous = offset
+    assert previous > 0.3 * gap  # and the correction is there in the end
+
+
+def test_the_shipped_reference_covers_the_local_models_languages() -> None:
+    prior = shipped_prior()
+    assert prior is not None and prior.model == "multilingual-e5-small-q4"
+    assert {"latin", "zh", "ko"} <= set(prior.means)
+    for dense, sparse in prior.means.values():
+        assert dense.shape == (384,) and sparse.shape == (16384,) and 0.5 < float(np.linalg.norm(dense)) <= 1.0
