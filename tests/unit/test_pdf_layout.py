@@ -7,6 +7,7 @@ Also the TeX math fonts PDFium gives raw codes for (tex_math_fonts.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import uuid4
 
 import pymupdf
@@ -18,7 +19,7 @@ from ultimate_rag.adapters.parsers.limits import ParseLimits
 from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.adapters.parsers.pdf_engine import open_pdf
 from ultimate_rag.adapters.parsers.pdf_layout import layout_reason, table_regions
-from ultimate_rag.adapters.parsers.pdf_lines import build_lines
+from ultimate_rag.adapters.parsers.pdf_lines import Line, build_lines
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 
 from .pdf_builders import BODY, chart_page_pdf, photo_page_pdf, tex_math_pdf, tracemonkey_like
@@ -76,7 +77,7 @@ def test_running_text_pages_skip_the_model() -> None:
     assert "layout_pages" not in parse(data).metadata
 
 
-def _page_lines(draw: list[tuple[float, float, str]]) -> list:  # type: ignore[type-arg]
+def _page_lines(draw: Sequence[tuple[float, float, str]]) -> list[Line]:
     doc = pymupdf.open()
     page = doc.new_page()
     for x, y, text in draw:
