@@ -61,7 +61,7 @@ class _Page:
 class PdfParser:
     extensions = (".pdf",)
     name = "pdf"
-    version = "2.0.0"
+    version = "2.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
