@@ -189,7 +189,7 @@ def _layout(pages: list[_Page], kept: list[list[Line]],
             model.pages += 1
             more, rest = table_regions(regions, tables, rest, number, page.width)
             tables += more
-            figures += vector_figures(regions, page.images, tables, image, scale, number, size, model.gate)
+            figures += vector_figures(regions, page.images, tables, rest, image, scale, number, size, model.gate)
             del image
         texts = text_items(rest)
         readable = [it for it in texts if not is_unreadable(it.text)]

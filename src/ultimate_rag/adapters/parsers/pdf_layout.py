@@ -52,9 +52,13 @@ MIN_NUMBER_ROWS = 3  # lines with two or more numbers that make a page worth a l
 EDGE = 0.08  # headers and footers sit in the top / bottom 8 % of the page
 WHOLE_PAGE = 0.6  # a figure or image this large a share of the page is not cropped / captioned
 MAX_FURNITURE = 50  # header or footer texts kept in the metadata, at most per side
+TEXT_COVER = 0.25  # a figure region whose area is more than this share text lines is text
 MAX_CAPTION_GAP = 72.0  # points between a figure and its caption, at most
+MODEL_CAPTION_CHARS = 120  # a caption only the model recognises is at most this long
 # a caption or figure label next to an image: "Figure 3", "Fig. 2:", "图 1", "圖1", "그림 2" (docx.py too)
 CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
+# a sentence of body text (a full stop inside or at the end): no caption the model alone may name
+_SENTENCE = re.compile(r"\w[.!?]\s+[A-ZÄÖÜ]|\w[.!?]$|[。！？]")
 # a line that names a figure, or a table, on the page: the model is worth running there (for a
 # table only when the text layer found none)
 FIGURE_LINE = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|exhibit|abbildung|abb\.|图|圖|그림)\s*[\dA-Z]",
@@ -117,10 +121,13 @@ def table_regions(regions: list[Region], tables: list[Item], lines: list[Line], 
     return found, [ln for ln in lines if id(ln) not in taken]
 
 
-def vector_figures(regions: list[Region], images: list[Item], tables: list[Item], image: Image.Image,
-                   scale: float, page: int, size: tuple[float, float], gate: AssetGate) -> list[Item]:
+def vector_figures(regions: list[Region], images: list[Item], tables: list[Item], lines: list[Line],
+                   image: Image.Image, scale: float, page: int, size: tuple[float, float],
+                   gate: AssetGate) -> list[Item]:
     """Figures the model sees where no image object is drawn (charts, diagrams drawn with paths):
-    each cropped from the rendering as an image asset, admitted by the asset gate."""
+    each cropped from the rendering as an image asset, admitted by the asset gate. A region that
+    is mostly text (``TEXT_COVER``: the model takes a block of formulas or coloured text for a
+    figure now and then) is not a figure: its text is read as text."""
     out: list[Item] = []
     area = max(size[0] * size[1], 1.0)
     for region in (r for r in regions if r.kind == "figure"):
@@ -128,6 +135,9 @@ def vector_figures(regions: list[Region], images: list[Item], tables: list[Item]
         if _area(box) >= WHOLE_PAGE * area or _area(box) < 0.01 * area:
             continue
         if any(_inside(box, _box(it)) >= 0.3 or _inside(_box(it), box) >= 0.5 for it in images + tables):
+            continue
+        text = sum(_inside(line, box) * _area(line) for line in ((ln.x0, ln.y0, ln.x1, ln.y1) for ln in lines))
+        if text > TEXT_COVER * _area(box):
             continue
         crop = image.crop((int(box[0] * scale), int(box[1] * scale), math.ceil(box[2] * scale),
                            math.ceil(box[3] * scale)))
@@ -203,28 +213,36 @@ def caption_pairs(regions: list[Region], figures: list[Item], texts: list[Item],
                   size: tuple[float, float]) -> list[tuple[Item, Item]]:
     """Each figure (an image or a vector figure, not the whole page) with its caption: the nearest
     text below it (or above it, counted 1.5× as far), overlapping it sideways, no further than
-    ``MAX_CAPTION_GAP``, that lies in a figure caption region of the model or reads like a caption.
-    The caption becomes the figure's description."""
+    ``MAX_CAPTION_GAP``, that reads like a caption ("Figure 2", "Abbildung 3") or, failing that,
+    a short text in a figure caption region of the model (the model alone sometimes takes a
+    sentence under a figure for its caption). The caption becomes the figure's description."""
     captions = [r.box for r in regions if r.kind == "figure_caption"]
-    candidates = [it for it in texts if len(it.text) <= 300 and it.table is None and (
-        CAPTION.match(it.text) or any(_inside(_box(it), c) >= 0.5 for c in captions))]
+    candidates: list[tuple[int, Item]] = []  # (0: reads like a caption, 1: only the model says so; the text)
+    for it in texts:
+        if len(it.text) > 300 or it.table is not None:
+            continue
+        if CAPTION.match(it.text) or FIGURE_LINE.match(it.text):
+            candidates.append((0, it))
+        elif len(it.text) <= MODEL_CAPTION_CHARS and not _SENTENCE.search(it.text) and any(
+                _inside(_box(it), c) >= 0.5 for c in captions):
+            candidates.append((1, it))
     area = max(size[0] * size[1], 1.0)
     pairs: list[tuple[Item, Item]] = []
     taken: set[int] = set()
     for figure in figures:
         if figure.asset is None or _area(_box(figure)) >= WHOLE_PAGE * area:
             continue
-        best: tuple[float, Item] | None = None
-        for item in candidates:
+        best: tuple[int, float, Item] | None = None
+        for rank, item in candidates:
             if id(item) in taken or min(figure.x1, item.x1) - max(figure.x0, item.x0) <= 0:
                 continue
             gap = item.y0 - figure.y1 if item.y0 >= figure.y1 - 5 else (figure.y0 - item.y1) * 1.5
-            if -5 <= gap <= MAX_CAPTION_GAP and (best is None or gap < best[0]):
-                best = (gap, item)
+            if -5 <= gap <= MAX_CAPTION_GAP and (best is None or (rank, gap) < best[:2]):
+                best = (rank, gap, item)
         if best is not None:
-            taken.add(id(best[1]))
-            figure.asset = replace(figure.asset, description=best[1].text)
-            pairs.append((figure, best[1]))
+            taken.add(id(best[2]))
+            figure.asset = replace(figure.asset, description=best[2].text)
+            pairs.append((figure, best[2]))
     return pairs
 
 
