@@ -115,3 +115,14 @@ def test_raw_codes_of_tex_math_fonts_are_mapped_back_by_the_font_name() -> None:
     codes; the digits and letters of the text font stay as they are."""
     [block] = parse(tex_math_pdf()).blocks
     assert block.text == "The derivative f′ of the density ϱ with ⟨x⟩ and ‖x‖ where a ≠ b in 2024."
+
+
+def test_a_failing_model_leaves_the_page_to_its_text_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a fake failure: a real onnxruntime error cannot be provoked on demand with the shipped model
+    def broken(image: object, **_: object) -> list[Region]:
+        raise RuntimeError("onnxruntime: invalid graph")
+
+    monkeypatch.setattr("ultimate_rag.adapters.parsers.layout.detect", broken)
+    parsed = parse(chart_page_pdf())
+    assert "layout_pages" not in parsed.metadata and parsed.metadata["pdf_engine"] == "pdfium"  # not pypdf's fallback
+    assert any(b.text == CAPTION for b in parsed.blocks) and parsed.assets == ()

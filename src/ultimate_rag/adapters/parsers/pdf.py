@@ -184,8 +184,11 @@ def _layout(pages: list[_Page], kept: list[list[Line]],
         size = (page.width, page.height)
         regions: list[Region] = []
         figures = list(page.images)
+        detected = None
         if model is not None and layout_reason(rest, tables, page.images, size):
-            regions, image, scale = detect_regions(model.pdf, number - 1)
+            detected = detect_regions(model.pdf, number - 1)
+        if model is not None and detected is not None:
+            regions, image, scale = detected
             model.pages += 1
             more, rest = table_regions(regions, tables, rest, number, page.width)
             tables += more

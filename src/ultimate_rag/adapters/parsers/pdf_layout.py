@@ -28,6 +28,7 @@ What the model's regions change on such a page (``apply_regions``; boxes in PDF 
 from __future__ import annotations
 
 import io
+import logging
 import math
 import re
 from dataclasses import replace
@@ -45,6 +46,7 @@ from .pdf_lines import Line
 from .pdf_tables import is_number
 from .pdf_text import Item, heading_like
 
+log = logging.getLogger(__name__)
 RENDER_DPI = 144  # the model sees 608 × 800 pixels; the rendering is also what a figure is cropped from
 RENDER_MAX_PIXELS = 3_000_000
 MIN_LINES = 3  # a page with fewer lines has no structure to find
@@ -90,10 +92,18 @@ def _numeric_row(line: Line) -> bool:
         is_number(w) for w in words) * 2 >= len(words)
 
 
-def detect_regions(pdf: OpenedPdf, index: int) -> tuple[list[Region], Image.Image, float]:
-    """The model's regions of page ``index`` in PDF points, the rendering and its pixels per point."""
-    image, scale = render_page(pdf, index, dpi=RENDER_DPI, max_pixels=RENDER_MAX_PIXELS)
-    found = layout.detect(image)
+def detect_regions(pdf: OpenedPdf, index: int) -> tuple[list[Region], Image.Image, float] | None:
+    """The model's regions of page ``index`` in PDF points, the rendering and its pixels per point;
+    None when the page cannot be rendered or the model fails (the text layer alone is read then;
+    running out of memory still fails the parse, as it would anywhere)."""
+    try:
+        image, scale = render_page(pdf, index, dpi=RENDER_DPI, max_pixels=RENDER_MAX_PIXELS)
+        found = layout.detect(image)
+    except MemoryError:
+        raise
+    except Exception as exc:  # a page PDFium cannot render, an onnxruntime error: not the document's fault
+        log.warning("layout model skipped on page %d: %s: %s", index + 1, exc.__class__.__name__, exc)
+        return None
     return [Region(r.kind, (r.box[0] / scale, r.box[1] / scale, r.box[2] / scale, r.box[3] / scale), r.score)
             for r in found], image, scale
 
