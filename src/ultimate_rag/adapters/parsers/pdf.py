@@ -28,6 +28,7 @@ from .pdf_layout import (
     CAPTION,
     add_furniture,
     caption_pairs,
+    caption_zone,
     captions_after_figures,
     detect_regions,
     edge_furniture,
@@ -194,7 +195,7 @@ def _layout(pages: list[_Page], kept: list[list[Line]],
             tables += more
             figures += vector_figures(regions, page.images, tables, rest, image, scale, number, size, model.gate)
             del image
-        texts = text_items(rest)
+        texts = text_items(rest, caption_zone(regions) if regions else None)
         readable = [it for it in texts if not is_unreadable(it.text)]
         if len(readable) < len(texts):
             partly.append(number)

@@ -31,6 +31,7 @@ import io
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
 
 from PIL import Image
@@ -106,6 +107,18 @@ def detect_regions(pdf: OpenedPdf, index: int) -> tuple[list[Region], Image.Imag
         return None
     return [Region(r.kind, (r.box[0] / scale, r.box[1] / scale, r.box[2] / scale, r.box[3] / scale), r.score)
             for r in found], image, scale
+
+
+def caption_zone(regions: list[Region]) -> Callable[[Line], int]:
+    """For ``pdf_text.text_items``: the number of the figure-caption region a line lies (at least
+    half) in, 0 outside them, so a caption and the paragraph after it stay apart."""
+    boxes = [r.box for r in regions if r.kind == "figure_caption"]
+
+    def zone(line: Line) -> int:
+        box = (line.x0, line.y0, line.x1, line.y1)
+        return next((k for k, caption in enumerate(boxes, start=1) if _inside(box, caption) >= 0.5), 0)
+
+    return zone
 
 
 def lines_in(regions: list[Region], kind: str, lines: list[Line]) -> list[tuple[Region, list[Line]]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
@@ -60,18 +61,22 @@ class Item:
     title: bool = False  # the layout model drew a title region around it (pdf_layout.py)
 
 
-def text_items(lines: list[Line]) -> list[Item]:
+def text_items(lines: list[Line], zone: Callable[[Line], int] | None = None) -> list[Item]:
     """Lines grouped into blocks (paragraphs): a line joins the block whose last line sits right
     above it (no further than the page's usual line pitch for its size, ``_pitches``),
     overlapping it sideways, in the same font size. Spans of a line further apart than
     ``COLUMN_GAP`` font sizes (two columns, or a label and its value far apart) are separate texts
     first. The last few open blocks are candidates, so columns drawn line by line across the page
-    still make one block per column."""
+    still make one block per column. ``zone``: lines in different zones never join (the layout
+    model's caption regions, pdf_layout.py: a caption is not run into the paragraph after it)."""
     pieces = [piece for line in lines for piece in _pieces(line)]
     pitches = _pitches(pieces)
     blocks: list[list[Line]] = []
+    zones = {id(piece): zone(piece) for piece in pieces} if zone is not None else {}
     for piece in pieces:
-        target = next((block for block in reversed(blocks[-6:]) if _follows(block[-1], piece, pitches)), None)
+        here = zones.get(id(piece), 0)
+        target = next((block for block in reversed(blocks[-6:]) if _follows(block[-1], piece, pitches)
+                       and zones.get(id(block[-1]), 0) == here), None)
         if target is None:
             blocks.append([piece])
         else:
