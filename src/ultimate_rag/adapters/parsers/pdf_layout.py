@@ -7,9 +7,11 @@ cannot give: a figure drawn with vector paths (a chart: no image object, only li
 which caption belongs to which figure when the caption does not start with "Figure", a table whose
 columns are too close together for the aligned-span detector, a title set at body size, and a
 header or footer that does not repeat over pages. The model answers those, so it runs on a page
-(``layout_reason``) only when the page has a picture (an image that is not the whole page), a
-caption-like line ("Figure 3", "图 1", "Abbildung 4"; "Table 2" where no table was found), or
-numbers aligned in rows that no table was found for; a page of running text skips it (it costs
+(``layout_reason``) only when the page has a picture (an image that is not the whole page) with
+a line right next to it set apart from the body text (a caption that does not say "Figure"), a
+caption-like line ("Figure 3", "图 1", "Abbildung 4") with no picture next to it (a vector
+figure; "Table 2" where no table was found), or numbers aligned in rows that no table was found
+for; a page of running text skips it (it costs
 ~0.35–0.4 s of CPU a page against a few ms for the text layer, bench/RESULTS.md).
 
 What the model's regions change on such a page (``apply_regions``; boxes in PDF points):
@@ -31,6 +33,7 @@ import io
 import logging
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -57,6 +60,7 @@ WHOLE_PAGE = 0.6  # a figure or image this large a share of the page is not crop
 MAX_FURNITURE = 50  # header or footer texts kept in the metadata, at most per side
 TEXT_COVER = 0.25  # a figure region whose area is more than this share text lines is text
 MAX_CAPTION_GAP = 72.0  # points between a figure and its caption, at most
+CAPTION_CLOSE = 24.0  # points: a caption the model is woken for sits this close to its picture
 MODEL_CAPTION_CHARS = 120  # a caption only the model recognises is at most this long
 # a caption or figure label next to an image: "Figure 3", "Fig. 2:", "图 1", "圖1", "그림 2" (docx.py too)
 CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
@@ -74,13 +78,35 @@ def layout_reason(lines: list[Line], tables: list[Item], images: list[Item], siz
     if len(lines) < MIN_LINES:
         return ""
     area = max(size[0] * size[1], 1.0)
-    if any((im.x1 - im.x0) * (im.y1 - im.y0) < WHOLE_PAGE * area for im in images):
+    pictures = [im for im in images if (im.x1 - im.x0) * (im.y1 - im.y0) < WHOLE_PAGE * area]
+    if any(_unnamed_caption(im, lines) for im in pictures):
         return "image"
-    if any(FIGURE_LINE.match(line.text) or (not tables and TABLE_LINE.match(line.text)) for line in lines):
+    if any((FIGURE_LINE.match(line.text) and not any(_near(im, line, MAX_CAPTION_GAP) for im in pictures))
+           or (not tables and TABLE_LINE.match(line.text)) for line in lines):
         return "caption"
     loose = [ln for ln in lines if _numeric_row(ln)
              and not any(_inside((ln.x0, ln.y0, ln.x1, ln.y1), _box(t)) >= 0.5 for t in tables)]
     return "numbers" if len(loose) >= MIN_NUMBER_ROWS else ""
+
+
+def _near(image: Item, line: Line, gap: float) -> bool:
+    """Whether ``line`` sits right under or over ``image`` (within ``gap`` points), overlapping it sideways."""
+    if min(image.x1, line.x1) - max(image.x0, line.x0) <= 0:
+        return False
+    return -5 <= line.y0 - image.y1 <= gap or -5 <= image.y0 - line.y1 <= gap
+
+
+def _unnamed_caption(image: Item, lines: list[Line]) -> bool:
+    """Whether a picture may have a caption only the model can tell: a line right next to it
+    (``CAPTION_CLOSE``) set apart from the body text (another size, or bold) that does not read
+    like a caption (those the text layer pairs by itself). A picture with body text around it, or
+    with a "Figure 2:" line under it, needs no model (an image on every page costs nothing)."""
+    near = [ln for ln in lines if _near(image, ln, CAPTION_CLOSE)]
+    if not near or any(CAPTION.match(ln.text) or FIGURE_LINE.match(ln.text) for ln in near):
+        return False
+    sizes = Counter(round(ln.size, 1) for ln in lines)
+    body = sizes.most_common(1)[0][0]
+    return any(abs(round(ln.size, 1) - body) >= 0.5 or ln.bold for ln in near)
 
 
 def _numeric_row(line: Line) -> bool:
