@@ -20,6 +20,7 @@ from ultimate_rag.adapters.parsers.pdf import PdfParser
 from ultimate_rag.adapters.parsers.pdf_engine import open_pdf
 from ultimate_rag.adapters.parsers.pdf_layout import layout_reason, table_regions
 from ultimate_rag.adapters.parsers.pdf_lines import Line, build_lines
+from ultimate_rag.adapters.parsers.pdf_text import Item
 from ultimate_rag.domain.models import DocumentSource, ParsedDocument
 
 from .pdf_builders import BODY, chart_page_pdf, photo_page_pdf, tex_math_pdf, tracemonkey_like
@@ -126,3 +127,20 @@ def test_a_failing_model_leaves_the_page_to_its_text_layer(monkeypatch: pytest.M
     parsed = parse(chart_page_pdf())
     assert "layout_pages" not in parsed.metadata and parsed.metadata["pdf_engine"] == "pdfium"  # not pypdf's fallback
     assert any(b.text == CAPTION for b in parsed.blocks) and parsed.assets == ()
+
+
+def test_a_picture_wakes_the_model_only_with_a_caption_the_text_layer_cannot_tell() -> None:
+    picture = Item(150, 200, 450, 380)
+    body = [(72, 100 + 13 * k, BODY[k * 10:k * 10 + 70]) for k in range(4)] + [(72, 395, BODY[:70])]
+    assert layout_reason(_page_lines(body), [], [picture], (595, 842)) == ""  # body text right under it
+    named = _page_lines([*body[:4], (150, 395, "Figure 2: The north pier")])
+    assert layout_reason(named, [], [picture], (595, 842)) == ""  # the text layer pairs "Figure 2" itself
+    doc = pymupdf.open()
+    page = doc.new_page()
+    for x, y, text in body[:4]:
+        page.insert_text((x, y), text, fontsize=9)
+    page.insert_text((150, 393), "The north pier at dawn", fontsize=7)  # smaller: a caption without "Figure"
+    pdf, _ = open_pdf("pdfium", doc.tobytes())
+    lines = build_lines(pdf.glyphs(0))
+    pdf.close()
+    assert layout_reason(lines, [], [picture], (595, 842)) == "image"
