@@ -145,7 +145,8 @@ def parse_limits(settings: Settings) -> ParseLimits:
                        max_archive_entries=settings.parse_max_archive_entries,
                        max_html_depth=settings.parse_max_html_depth, max_text_chars=settings.parse_max_text_chars,
                        max_sheets=settings.parse_max_sheets, max_cells=settings.parse_max_cells, ocr=settings.ocr,
-                       max_ocr_pages=settings.parse_max_ocr_pages, pdf_engine=settings.pdf_engine)
+                       max_ocr_pages=settings.parse_max_ocr_pages, pdf_engine=settings.pdf_engine,
+                       pdf_layout=settings.pdf_layout)
 
 
 def make_vision(settings: Settings) -> ImageDescriber | None:

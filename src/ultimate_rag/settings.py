@@ -150,6 +150,8 @@ class Settings(BaseSettings):
     ocr: Literal["off", "auto", "force"] = "auto"  # scans and images; force: every PDF page by OCR
     # PDF engine: pdfium (pypdfium2, Apache-2.0/BSD-3) or pymupdf (the optional AGPL-3.0 extra)
     pdf_engine: Literal["pdfium", "pymupdf"] = "pdfium"
+    # the layout model on born-digital PDF pages with pictures, captions or loose aligned numbers
+    pdf_layout: bool = True
     vision_base_url: str | None = None  # OpenAI-compatible endpoint; unset: alt text / captions are used
     vision_model: str | None = None
     vision_api_key: str | None = Field(default=None, repr=False)

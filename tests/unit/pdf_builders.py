@@ -4,9 +4,11 @@ and the strings it drew, so a test can check that every one of them reaches some
 
 from __future__ import annotations
 
+import io
 import textwrap
 
 import pymupdf
+from PIL import Image, ImageDraw
 
 BODY = ("Dynamic languages such as JavaScript are more difficult to compile than statically typed ones. "
         "Since no concrete type information is available, traditional compilers need to emit generic "
@@ -379,3 +381,64 @@ def glyph_codes_pdf() -> bytes:
     doc = pymupdf.open()
     doc.new_page().insert_text((72, 100), '"7+%-', fontsize=24)
     return doc.tobytes()
+
+
+def chart_page_pdf() -> bytes:
+    """A report page with a running header line, a title, a bar chart drawn with vector paths (no
+    image object) with quarter labels under its bars and a "Figure 1:" caption, and a page number."""
+    body = textwrap.wrap(BODY, 90)
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 40), "Harbour Authority Annual Report 2024", fontsize=8)
+    page.insert_text((72, 90), "Ferry traffic in the harbour", fontsize=18)
+    y = _lines(page, 72, 120, body * 2, 10, 13) + 20
+    page.draw_rect(pymupdf.Rect(100, y, 500, y + 220), color=(0, 0, 0), width=0.8)
+    for k, height in enumerate([80, 150, 120, 190, 60]):
+        bar = pymupdf.Rect(130 + k * 70, y + 210 - height, 170 + k * 70, y + 210)
+        page.draw_rect(bar, color=(0.2, 0.3, 0.7), fill=(0.2, 0.3, 0.7))
+        page.insert_text((135 + k * 70, y + 232), f"Q{k + 1}", fontsize=7)
+    page.insert_text((100, y + 250), "Figure 1: Passengers carried per quarter, in thousands, all routes", fontsize=9)
+    _lines(page, 72, y + 280, body * 3, 10, 13)
+    page.insert_text((290, 770), "7", fontsize=9)
+    return doc.tobytes()
+
+
+def photo_page_pdf() -> bytes:
+    """A page with a bold body-size title, a picture (an image object) and under it a caption that
+    does not start with "Figure", then body text."""
+    image = Image.new("RGB", (400, 240), (90, 140, 200))
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((0, 160, 400, 240), fill=(40, 90, 60))
+    draw.ellipse((300, 20, 360, 80), fill=(250, 220, 90))
+    png = io.BytesIO()
+    image.save(png, "PNG")
+    body = textwrap.wrap(BODY, 90)
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 90), "Ferry timetable and piers", fontsize=10, fontname="hebo")
+    y = _lines(page, 72, 115, body * 2, 10, 13)
+    page.insert_image(pymupdf.Rect(150, y + 10, 450, y + 190), stream=png.getvalue())
+    page.insert_text((150, y + 205), "The north pier at dawn, seen from the morning ferry", fontsize=8)
+    _lines(page, 72, y + 240, body * 2, 10, 13)
+    return doc.tobytes()
+
+
+def tex_math_pdf() -> bytes:
+    """pdfTeX's shape for a formula: body text in a text font, then symbols in Computer Modern's
+    math fonts (CMSY10, CMMI10) named but with no Unicode map, so a reader that cannot see glyph
+    names gets their raw codes: f′ is ``f0`` (CMSY 0x30), ϱ is ``%`` (CMMI 0x25), ⟨x⟩ is ``hxi``,
+    ‖x‖ is ``kxk`` and ≠ is ``6=`` (the negation slash 0x36 before the equals sign)."""
+    content = (b"BT /F1 12 Tf 72 700 Td (The derivative f) Tj /F2 12 Tf (0) Tj /F1 12 Tf ( of the density ) Tj "
+               b"/F3 12 Tf (%) Tj /F1 12 Tf ( with ) Tj /F2 12 Tf (h) Tj /F1 12 Tf (x) Tj /F2 12 Tf (i) Tj "
+               b"/F1 12 Tf ( and ) Tj /F2 12 Tf (k) Tj /F1 12 Tf (x) Tj /F2 12 Tf (k) Tj /F1 12 Tf ( where a ) Tj "
+               b"/F2 12 Tf (6) Tj /F1 12 Tf (= b in 2024.) Tj ET")
+    fonts = [b"<< /Type /Font /Subtype /Type1 /BaseFont /%s >>" % name for name in (b"Times-Roman", b"CMSY10",
+                                                                                     b"ABCDEF+CMMI10")]
+    return _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R /F2 5 0 R /F3 6 0 R >> >> /Contents 7 0 R >>",
+        *fonts,
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+    ])

@@ -27,3 +27,4 @@ class ParseLimits:
     ocr_max_pixels: int = 12_000_000  # a page or image is scaled down to this many pixels before OCR
     max_ocr_pages: int = 500  # pages of one document to read by OCR (PDF pages, TIFF pages): checked before OCR
     pdf_engine: str = "pdfium"  # "pdfium" (pypdfium2, the default) | "pymupdf" (the optional AGPL extra)
+    pdf_layout: bool = True  # the layout model on born-digital pages whose text layer lacks structure (pdf_layout.py)

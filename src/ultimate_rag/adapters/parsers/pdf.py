@@ -12,18 +12,32 @@ when OCR is off); a file no engine can open is read by pypdf instead (pdf_fallba
 from __future__ import annotations
 
 import logging
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ultimate_rag.domain.errors import InvalidDocumentError
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedAsset, ParsedDocument, SourceLocator, figure_text
 
 from . import progress
 from .assets import AssetGate, with_warnings
+from .layout import Region
 from .limits import ParseLimits
 from .pdf_engine import CannotOpen, OpenedPdf, check_engine, open_pdf
 from .pdf_fallback import parse_with_pypdf
 from .pdf_furniture import strip_furniture
+from .pdf_layout import (
+    CAPTION,
+    add_furniture,
+    caption_pairs,
+    caption_zone,
+    captions_after_figures,
+    detect_regions,
+    edge_furniture,
+    figure_labels,
+    layout_reason,
+    mark_titles,
+    table_regions,
+    vector_figures,
+)
 from .pdf_lines import Line, Rule, build_lines
 from .pdf_ocr import PdfOcr, needs_ocr
 from .pdf_tables import find_tables, join_continued, table_block
@@ -34,8 +48,7 @@ from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, 
 log = logging.getLogger(__name__)
 
 PDF_KIND = "binary:application/pdf"
-# A caption or figure label next to an image: "Figure 3", "Fig. 2:", "图 1", "圖1", "그림 2".
-CAPTION = re.compile(r"^\s*(figure|fig\.|image|photo|chart|diagram|图|圖|그림)\s*\d*", re.IGNORECASE)
+__all__ = ["CAPTION", "PdfParser", "reading_order"]
 
 
 @dataclass
@@ -50,7 +63,7 @@ class _Page:
 class PdfParser:
     extensions = (".pdf",)
     name = "pdf"
-    version = "2.0.0"
+    version = "2.1.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -82,11 +95,15 @@ class PdfParser:
             pages = self._pages(pdf, gate, ocr, ocr_empty)
             metadata: dict[str, object] = {**pdf.metadata, "page_count": pdf.page_count, "pdf_engine": pdf.engine,
                                            "properties": pdf_properties(pdf.metadata)}
+            kept, furniture = strip_furniture([page.lines for page in pages],
+                                              [(page.width, page.height) for page in pages])
+            model = _Model(pdf, gate, furniture) if self.limits.pdf_layout else None
+            items, unreadable, partly = _layout(pages, kept, model)
         finally:
             pdf.close()
-        kept, furniture = strip_furniture([page.lines for page in pages], [(page.width, page.height) for page in pages])
         metadata.update(furniture)
-        items, unreadable, partly = _layout(pages, kept)
+        if model is not None and model.pages:
+            metadata["layout_pages"] = model.pages
         blocks: list[Block] = []
         assets: list[ParsedAsset] = []
         for number, page_items in enumerate(mark_headings(join_continued(items)), start=1):
@@ -142,10 +159,22 @@ class PdfParser:
         return pages
 
 
-def _layout(pages: list[_Page], kept: list[list[Line]]) -> tuple[list[list[Item]], list[int], list[int]]:
-    """Each page's items in reading order: tables, text blocks and images; without the text that
-    cannot be read (text_quality.py: an unreadable page keeps only its images, a readable one
-    loses its unreadable blocks). Also the numbers of both kinds of page."""
+@dataclass
+class _Model:
+    """What the layout model needs on the pages it runs on (pdf_layout.py), and how many it ran on."""
+
+    pdf: OpenedPdf
+    gate: AssetGate
+    furniture: dict[str, object]  # headers and footers it finds are added to the document's
+    pages: int = 0
+
+
+def _layout(pages: list[_Page], kept: list[list[Line]],
+            model: _Model | None) -> tuple[list[list[Item]], list[int], list[int]]:
+    """Each page's items in reading order: tables, text blocks and images (each caption right
+    after its figure); without the text that cannot be read (text_quality.py: an unreadable page
+    keeps only its images, a readable one loses its unreadable blocks). Also the numbers of both
+    kinds of page. The layout model looks at the pages the text layer leaves in doubt (pdf_layout.py)."""
     out: list[list[Item]] = []
     unreadable: list[int] = []
     partly: list[int] = []
@@ -155,13 +184,30 @@ def _layout(pages: list[_Page], kept: list[list[Line]]) -> tuple[list[list[Item]
             out.append(list(page.images))
             continue
         tables, rest = find_tables(lines, page.rules, number, page.width)
-        texts = text_items(rest)
+        size = (page.width, page.height)
+        regions: list[Region] = []
+        figures = list(page.images)
+        detected = None
+        if model is not None and layout_reason(rest, tables, page.images, size):
+            detected = detect_regions(model.pdf, number - 1)
+        if model is not None and detected is not None:
+            regions, image, scale = detected
+            model.pages += 1
+            more, rest = table_regions(regions, tables, rest, number, page.width)
+            tables += more
+            figures += vector_figures(regions, page.images, tables, rest, image, scale, number, size, model.gate)
+            del image
+        texts = text_items(rest, caption_zone(regions) if regions else None)
         readable = [it for it in texts if not is_unreadable(it.text)]
         if len(readable) < len(texts):
             partly.append(number)
-        for image in page.images:
-            _attach_caption(image, readable)
-        out.append(reading_order(readable + tables + page.images, page.width))
+        if regions and model is not None:
+            readable = figure_labels(figures, readable)
+            mark_titles(regions, readable)
+            readable, edges = edge_furniture(regions, readable, page.height)
+            add_furniture(model.furniture, edges)
+        pairs = caption_pairs(regions, figures, readable, size)
+        out.append(captions_after_figures(reading_order(readable + tables + figures, page.width), pairs))
     return out, unreadable, partly
 
 
@@ -180,25 +226,6 @@ def _blocks(number: int, items: list[Item], assets: list[ParsedAsset], tables_be
         elif item.text:
             blocks.append(Block(kind="paragraph", text=item.text, locator=locator))
     return blocks
-
-
-def _attach_caption(image: Item, items: list[Item]) -> None:
-    """Use the nearest caption-like text block (below first, then above) as the description."""
-    assert image.asset is not None
-    best: tuple[float, str] | None = None
-    for item in items:
-        if not CAPTION.match(item.text) or len(item.text) > 300:
-            continue
-        overlap = min(image.x1, item.x1) - max(image.x0, item.x0)
-        if overlap <= 0:
-            continue
-        gap = item.y0 - image.y1 if item.y0 >= image.y1 - 1 else (image.y0 - item.y1) * 1.5
-        if gap < -1 or gap > 72:
-            continue
-        if best is None or gap < best[0]:
-            best = (gap, item.text)
-    if best is not None:
-        image.asset = replace(image.asset, description=best[1])
 
 
 def reading_order(items: list[Item], page_width: float) -> list[Item]:

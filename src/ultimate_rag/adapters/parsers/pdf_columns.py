@@ -23,14 +23,17 @@ MEDIAN_CELL_CHARS = 30  # and half of them shorter than this (a column of prose 
 ROW_GAP = 1.6  # font sizes between consecutive lines of one table, at most
 
 
-def unruled_tables(lines: list[Line], page: int, width: float) -> tuple[list[Item], list[Line]]:
+def unruled_tables(lines: list[Line], page: int, width: float,
+                   trusted: bool = False) -> tuple[list[Item], list[Line]]:
+    """The unruled tables among ``lines`` and the lines left; ``trusted``: the layout model says the
+    lines are a table (pdf_layout.py), so two rows suffice and the prose guards are off."""
     ordered = sorted(lines, key=lambda ln: (ln.y0, ln.x0))
     items: list[Item] = []
     taken: set[int] = set()
     run: list[Line] = []
 
     def close() -> None:
-        item = _table(run, page, width)
+        item = _table(run, page, width, trusted)
         if item is not None:
             items.append(item)
             taken.update(id(ln) for ln in run)
@@ -46,20 +49,21 @@ def unruled_tables(lines: list[Line], page: int, width: float) -> tuple[list[Ite
     return items, [ln for ln in lines if id(ln) not in taken]
 
 
-def _table(run: list[Line], page: int, width: float) -> Item | None:
+def _table(run: list[Line], page: int, width: float, trusted: bool) -> Item | None:
     while run and len(run[-1].spans) < 2:
         run.pop()  # a paragraph after the table is not part of it
     multi = [ln for ln in run if len(ln.spans) >= 2]
-    if len(multi) < MIN_ROWS:
+    least = 2 if trusted else MIN_ROWS
+    if len(multi) < least:
         return None
     columns = _columns([span for ln in multi for span in ln.spans])
     if len(columns) < 2:
         return None
     spans = [span for ln in run for span in ln.spans]
-    if median(len(s.text) for s in spans) > MEDIAN_CELL_CHARS or sum(
-            len(s.text) <= MAX_CELL_CHARS for s in spans) < 0.8 * len(spans):
+    if not trusted and (median(len(s.text) for s in spans) > MEDIAN_CELL_CHARS or sum(
+            len(s.text) <= MAX_CELL_CHARS for s in spans) < 0.8 * len(spans)):
         return None  # lines of prose (a justified line's wide spaces make spans too)
-    if len(columns) == 2 and width > 0 and all(
+    if not trusted and len(columns) == 2 and width > 0 and all(
             median(s.x1 - s.x0 for s in spans if _column(columns, s) == k) > 0.25 * width for k in (0, 1)):
         return None  # prose in two columns
     rows: list[list[list[tuple[float, float, str]]]] = []
@@ -73,7 +77,7 @@ def _table(run: list[Line], page: int, width: float) -> Item | None:
         else:
             rows.append(cells)
     grid = [[cell_text(cell) for cell in row] for row in rows]
-    if sum(len([c for c in row if c]) >= 2 for row in grid) < MIN_ROWS:
+    if sum(len([c for c in row if c]) >= 2 for row in grid) < least:
         return None
     spanning = [False] * len(grid)
     table = make_table(grid, spanning, page, (columns[0][0], columns[-1][1]))

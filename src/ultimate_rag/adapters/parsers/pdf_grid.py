@@ -25,6 +25,8 @@ def ruled_tables(lines: list[Line], rules: list[Rule], page: int) -> tuple[list[
         return [], lines
     horizontal = _merge([((r[1] + r[3]) / 2, r[0], r[2]) for r in rules if r[2] - r[0] > r[3] - r[1]])
     vertical = _merge([((r[0] + r[2]) / 2, r[1], r[3]) for r in rules if r[3] - r[1] >= r[2] - r[0]])
+    if len(horizontal) < 3 or len(vertical) < 3:
+        return [], lines  # no grid of two rows and two columns (fraction bars, underlines, a frame)
     items: list[Item] = []
     taken: set[int] = set()
     for hs, vs in _groups(horizontal, vertical):

@@ -26,6 +26,7 @@ SPAN_GAP = 1.0  # font sizes: a wider gap inside a line starts a new span
 SCRIPT_GAP = 0.25  # font sizes: a baseline shift closer than this is a superscript or subscript
 SPACED_GAP = 1.6  # font sizes: the same where the text has a space there (a CJK space is 1 em wide)
 _PRESENTATION = re.compile("[\ufb00-\ufdff\ufe70-\ufefe]")
+_NEGATED = re.compile("\u0338\\s?(\\S)")
 SPACE = 1
 NEWLINE = 2
 INFERRED = 3
@@ -69,6 +70,8 @@ def is_cjk(ch: str) -> bool:
 
 def join_spans(texts: Sequence[str]) -> str:
     """Texts side by side on one line: a space between them, none between CJK characters."""
+    if len(texts) == 1:
+        return texts[0]
     out = ""
     for text in texts:
         if out and text and not (is_cjk(out[-1]) and is_cjk(text[0])):
@@ -81,14 +84,24 @@ def build_lines(glyphs: Sequence[Glyph], rules: Sequence[Rule] = ()) -> list[Lin
     """The lines of a page in content order (module docstring)."""
     verticals = [r for r in rules if r[2] - r[0] < r[3] - r[1]]
     lines: list[Line] = []
-    current: list[Glyph] = []
-    for glyph in glyphs:
-        if current and not _continues(current[-1], glyph):
-            lines.append(_line(current, verticals))
-            current = []
-        current.append(glyph)
-    if current:
-        lines.append(_line(current, verticals))
+    start = 0
+    for k in range(1, len(glyphs)):
+        last, glyph = glyphs[k - 1], glyphs[k]
+        # _continues, inlined for the common case (a glyph with height): it runs once per glyph
+        last_height, height = last[4] - last[2], glyph[4] - glyph[2]
+        if last_height < height:
+            height = last_height
+        if height > 0:
+            overlap = (last[4] if last[4] < glyph[4] else glyph[4]) - (last[2] if last[2] > glyph[2] else glyph[2])
+            if overlap >= 0.5 * height and (glyph[1] >= last[1] - 0.1 * (glyph[5] if glyph[5] > 1.0 else 1.0)
+                                            or _is_rtl(last[0][-1]) or _is_rtl(glyph[0][0])):
+                continue
+        elif _continues(last, glyph):
+            continue
+        lines.append(_line(glyphs[start:k], verticals))
+        start = k
+    if glyphs:
+        lines.append(_line(glyphs[start:], verticals))
     return [line for line in lines if line.spans]
 
 
@@ -105,7 +118,7 @@ def _continues(last: Glyph, glyph: Glyph) -> bool:
                                         or _is_rtl(last[0][-1]) or _is_rtl(glyph[0][0]))
 
 
-def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
+def _line(glyphs: Sequence[Glyph], verticals: Sequence[Rule]) -> Line:
     spans: list[Span] = []
     first = glyphs[0]
     middle = (first[2] + first[4]) / 2
@@ -116,9 +129,12 @@ def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
     for k in range(1, len(glyphs)):
         glyph = glyphs[k]
         text, gx0, _, gx1, _, size, _, brk = glyph
-        gap = max(gx0 - prev[3], prev[1] - gx1)  # the space between the two, either way round
-        if gap >= (SPACED_GAP if brk == SPACE else SPAN_GAP) * max(size, prev[5], 1.0) or (
-                gap > 0.1 * size and borders and _ruled_between(prev[3], gx0, borders)):
+        gap = gx0 - prev[3] if gx0 - prev[3] > prev[1] - gx1 else prev[1] - gx1  # either way round
+        em = size if size > prev[5] else prev[5]
+        if em < 1.0:
+            em = 1.0
+        if gap >= (SPACED_GAP if brk == SPACE else SPAN_GAP) * em or (
+                borders and gap > 0.1 * size and _ruled_between(prev[3], gx0, borders)):
             spans.append(_span(glyphs[begin:k], parts))
             begin, parts = k, []
         elif brk:
@@ -143,18 +159,19 @@ def _line(glyphs: list[Glyph], verticals: Sequence[Rule]) -> Line:
                 max(s.y1 for s in spans), spans, _common(total), bold * 2 > sum(len(s.text) for s in spans))
 
 
-def _span(glyphs: list[Glyph], parts: list[str]) -> Span:
-    sizes: Counter[float] = Counter()
-    for glyph in glyphs:
-        sizes[glyph[5]] += 1
-    return Span(min(g[1] for g in glyphs), min(g[2] for g in glyphs), max(g[3] for g in glyphs),
-                max(g[4] for g in glyphs), _normal_forms("".join(parts).strip()), round(_common(sizes), 1))
+def _span(glyphs: Sequence[Glyph], parts: list[str]) -> Span:
+    sizes = Counter([glyph[5] for glyph in glyphs])
+    return Span(min([g[1] for g in glyphs]), min([g[2] for g in glyphs]), max([g[3] for g in glyphs]),
+                max([g[4] for g in glyphs]), _normal_forms("".join(parts).strip()), round(_common(sizes), 1))
 
 
 def _normal_forms(text: str) -> str:
     """Presentation forms as the letters they show (NFKC): Arabic contextual forms (U+FE70–FEFF,
     U+FB50–FDFF), Hebrew and Latin ligatures (U+FB00–FB4F). PDFs of right-to-left text often
-    carry them, and a search for the ordinary letters must find them."""
+    carry them, and a search for the ordinary letters must find them. TeX's negation slash, drawn
+    before the sign it crosses (tex_math_fonts.py), is composed with it: ≠, ∉, ⊈."""
+    if "\u0338" in text:
+        text = _NEGATED.sub(lambda m: unicodedata.normalize("NFC", m.group(1) + "\u0338"), text)
     return unicodedata.normalize("NFKC", text) if _PRESENTATION.search(text) else text
 
 

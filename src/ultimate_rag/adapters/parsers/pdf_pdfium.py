@@ -1,10 +1,11 @@
 """The default PDF engine: PDFium through pypdfium2 (Apache-2.0 / BSD-3-Clause).
 
 What the parser needs from a PDF, read with PDFium: the glyphs of a page with their boxes and
-font sizes (``FPDFText_*``: one call per glyph for its code, size, line box and ink box — the
-line box's width is the font's advance, which some fonts (CJK fonts' Latin digits) declare a
-full em wide, so the sides come from the ink; bold and size, times the text matrix's scale,
-where a word starts), the ruling lines drawn on it (path objects, for tables), its images (image objects,
+font sizes (``FPDFText_*``: one call per glyph for its code and line box; the line box's width
+is the font's advance, which some fonts (CJK fonts' Latin digits) declare a full em wide, so a
+glyph wider than ``_WIDE`` font sizes takes its sides from its ink box; bold and size, times the
+text matrix's scale, where a word starts), the ruling lines drawn on it (path objects, for
+tables; shapes smaller than a cell skipped), its images (image objects,
 inline ones included, also inside form XObjects) and the page rendered for OCR. Coordinates are
 PDF points with the origin at the top left of the crop box.
 """
@@ -27,8 +28,10 @@ from .assets import AssetGate
 from .pdf_engine import ENCRYPTED, CannotOpen, Matrix, Rect
 from .pdf_images import page_images
 from .pdf_lines import INFERRED, NEWLINE, SPACE, Glyph, Rule
+from .tex_math_fonts import SUSPECT, math_table
 
 _BOLD_WEIGHT = 600
+_WIDE = 0.7  # font sizes: a glyph whose advance is wider than this is measured by its ink
 # whitespace is a break between glyphs, not a glyph; control characters stay glyphs (an unmapped
 # font's codes come out as controls, and text_quality.py needs to see them)
 _SPACES = frozenset({9, 32, 0xA0, 0x2002, 0x2003, 0x2009, 0x200B, 0x3000, 0xFEFF, 0xFFFE})
@@ -36,6 +39,7 @@ _MAX_FORM_DEPTH = 8
 _MAX_PATHS = 4000  # a page drawn with more path objects than this (a chart, a map) gives no rules
 _MAX_FILLED_SEGMENTS = 64  # a filled (not stroked) path with more segments is a shape, not thin bars
 _RULE_WIDTH = 3.0  # points: a filled rectangle thinner than this is a ruling line
+_MIN_CELL = 8.0  # points: a shape smaller than this on both sides draws no cell borders
 
 
 class PdfiumPdf:
@@ -54,7 +58,8 @@ class PdfiumPdf:
         self._page_index = -1
         self._page: Any = None
         self._text: Any = None
-        self._walked: tuple[int, list[tuple[Any, Matrix]], list[tuple[Any, Matrix]]] | None = None
+        self._walked: tuple[int, list[tuple[Any, Matrix]], list[tuple[Any, Matrix]], dict[int, Any]] | None = None
+        self._fonts: dict[int, dict[int, str] | None] = {}  # the page's fonts by handle → TeX math table
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -74,6 +79,7 @@ class PdfiumPdf:
         if self._page is not None:
             self._page.close()
         self._page = self._text = self._walked = None
+        self._fonts = {}
         self._page_index = -1
 
     def _load(self, index: int) -> Any:
@@ -118,6 +124,10 @@ class PdfiumPdf:
         size = 0.0
         matrix = raw.FS_MATRIX()
         get_matrix = raw.FPDFText_GetMatrix
+        ink = (ctypes.byref(ink_left), ctypes.byref(ink_right), ctypes.byref(ink_bottom), ctypes.byref(ink_top))
+        box_ref = ctypes.byref(box)
+        tex_math = self._math_fonts(index)  # a TeX math font's raw codes are mapped back (tex_math_fonts.py)
+        append = out.append
         for k in range(max(count, 0)):
             code = get_unicode(textpage, k)
             if code in (10, 13):
@@ -130,16 +140,19 @@ class PdfiumPdf:
                 code = 0x2D  # PDFium's mark for a hyphen that ends a line (the word is rejoined)
             if 0xD800 <= code <= 0xDFFF:
                 continue  # half of a surrogate pair: PDFium reports each half; the text keeps neither
-            get_box(textpage, k, box)
-            x0, x1 = box.left, box.right
-            if get_ink(textpage, k, ink_left, ink_right, ink_bottom, ink_top) and ink_right.value > ink_left.value:
-                x0, x1 = ink_left.value, ink_right.value
+            if tex_math and code in SUSPECT:
+                code = self._math_char(textpage, k, code)
             if brk or not out:  # font and size are read where a word starts
                 bold = get_weight(textpage, k) >= _BOLD_WEIGHT
                 size = get_size(textpage, k)
                 if get_matrix(textpage, k, matrix):  # the size as drawn: times the text's scale
                     size *= math.hypot(matrix.c, matrix.d) or 1.0
-            out.append((chr(code), x0 - left, top - box.top, x1 - left, top - box.bottom, size, bold, brk))
+            get_box(textpage, k, box_ref)
+            x0, x1 = box.left, box.right
+            # the ink's sides where the advance is wide (CJK fonts declare Latin digits a full em)
+            if x1 - x0 > _WIDE * size and get_ink(textpage, k, *ink) and ink_right.value > ink_left.value:
+                x0, x1 = ink_left.value, ink_right.value
+            append((chr(code), x0 - left, top - box.top, x1 - left, top - box.bottom, size, bold, brk))
             brk = 0
         return out
 
@@ -155,8 +168,12 @@ class PdfiumPdf:
             if not raw.FPDFPageObj_GetBounds(obj, left_, bottom_, right_, top_):
                 continue
             # a line or a thin bar: one rule
-            if min(right_.value - left_.value, top_.value - bottom_.value) <= _RULE_WIDTH:
+            width, height = right_.value - left_.value, top_.value - bottom_.value
+            if min(width, height) <= _RULE_WIDTH:
                 found = [matrix.bounds((left_.value, bottom_.value, right_.value, top_.value))]
+            elif max(width, height) < _MIN_CELL and _small(matrix.bounds((left_.value, bottom_.value, right_.value,
+                                                                          top_.value))):
+                continue  # a mark, an arrow head, a dot: too small to hold a cell's text
             elif not _stroked(obj) and raw.FPDFPath_CountSegments(obj) > _MAX_FILLED_SEGMENTS:
                 continue  # a filled shape (a glyph outline, a chart), not the borders of cells
             else:
@@ -188,9 +205,25 @@ class PdfiumPdf:
         if self._walked is None or self._walked[0] != index:
             paths: list[tuple[Any, Matrix]] = []
             images: list[tuple[Any, Matrix]] = []
-            _walk(self._load(index).raw, None, Matrix(), 0, paths, images)
-            self._walked = (index, paths, images)
+            fonts: dict[int, Any] = {}
+            _walk(self._load(index).raw, None, Matrix(), 0, paths, images, fonts)
+            self._walked = (index, paths, images, fonts)
         return self._walked[1], self._walked[2]
+
+    def _math_fonts(self, index: int) -> bool:
+        """Whether the page draws text in a TeX math font (tex_math_fonts.py); the tables of the
+        page's fonts are then known by their handles (``_fonts``)."""
+        self._objects(index)
+        assert self._walked is not None
+        if not self._fonts:
+            self._fonts = {address: math_table(_font_name(font)) for address, font in self._walked[3].items()}
+        return any(table is not None for table in self._fonts.values())
+
+    def _math_char(self, textpage: Any, k: int, code: int) -> int:
+        """The character a TeX math font's raw code stands for (``code`` itself for other fonts)."""
+        obj = raw.FPDFText_GetTextObject(textpage, k)
+        table = self._fonts.get(_address(raw.FPDFTextObj_GetFont(obj))) if obj else None
+        return ord(table[code]) if table is not None and code in table else code
 
     def render(self, index: int, zoom: float) -> Image.Image:
         page = self._load(index)
@@ -203,7 +236,7 @@ class PdfiumPdf:
 
 
 def _walk(page: Any, form: Any, matrix: Matrix, depth: int, paths: list[tuple[Any, Matrix]],
-          images: list[tuple[Any, Matrix]]) -> None:
+          images: list[tuple[Any, Matrix]], fonts: dict[int, Any]) -> None:
     count = raw.FPDFFormObj_CountObjects(form) if form is not None else raw.FPDFPage_CountObjects(page)
     for i in range(max(count, 0)):
         obj = raw.FPDFFormObj_GetObject(form, i) if form is not None else raw.FPDFPage_GetObject(page, i)
@@ -214,8 +247,25 @@ def _walk(page: Any, form: Any, matrix: Matrix, depth: int, paths: list[tuple[An
             paths.append((obj, matrix))
         elif kind == raw.FPDF_PAGEOBJ_IMAGE:
             images.append((obj, matrix))
+        elif kind == raw.FPDF_PAGEOBJ_TEXT:
+            font = raw.FPDFTextObj_GetFont(obj)
+            fonts.setdefault(_address(font), font)
         elif kind == raw.FPDF_PAGEOBJ_FORM and depth < _MAX_FORM_DEPTH:
-            _walk(page, obj, _matrix(obj).multiply(matrix), depth + 1, paths, images)
+            _walk(page, obj, _matrix(obj).multiply(matrix), depth + 1, paths, images, fonts)
+
+
+def _address(pointer: Any) -> int:
+    """The address a ctypes pointer holds (read from its buffer: four times cheaper than a cast)."""
+    return ctypes.c_void_p.from_buffer(pointer).value or 0
+
+
+def _font_name(font: Any) -> str:
+    size = raw.FPDFFont_GetBaseFontName(font, None, 0)
+    if size <= 0:
+        return ""
+    buffer = ctypes.create_string_buffer(size)
+    raw.FPDFFont_GetBaseFontName(font, buffer, size)
+    return buffer.value.decode("latin-1", "replace")
 
 
 def _matrix(obj: Any) -> Matrix:
@@ -223,6 +273,10 @@ def _matrix(obj: Any) -> Matrix:
     if not raw.FPDFPageObj_GetMatrix(obj, m):
         return Matrix()
     return Matrix(m.a, m.b, m.c, m.d, m.e, m.f)
+
+
+def _small(box: Rect) -> bool:
+    return max(box[2] - box[0], box[3] - box[1]) < _MIN_CELL
 
 
 def _stroked(path: Any) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
@@ -57,20 +58,25 @@ class Item:
     asset: ParsedAsset | None = None  # an image
     heading: int = 0  # the heading level, 0 for body text
     table: Table | None = None  # a table (pdf_tables.py); ``text`` is then empty
+    title: bool = False  # the layout model drew a title region around it (pdf_layout.py)
 
 
-def text_items(lines: list[Line]) -> list[Item]:
+def text_items(lines: list[Line], zone: Callable[[Line], int] | None = None) -> list[Item]:
     """Lines grouped into blocks (paragraphs): a line joins the block whose last line sits right
     above it (no further than the page's usual line pitch for its size, ``_pitches``),
     overlapping it sideways, in the same font size. Spans of a line further apart than
     ``COLUMN_GAP`` font sizes (two columns, or a label and its value far apart) are separate texts
     first. The last few open blocks are candidates, so columns drawn line by line across the page
-    still make one block per column."""
+    still make one block per column. ``zone``: lines in different zones never join (the layout
+    model's caption regions, pdf_layout.py: a caption is not run into the paragraph after it)."""
     pieces = [piece for line in lines for piece in _pieces(line)]
     pitches = _pitches(pieces)
     blocks: list[list[Line]] = []
+    zones = {id(piece): zone(piece) for piece in pieces} if zone is not None else {}
     for piece in pieces:
-        target = next((block for block in reversed(blocks[-6:]) if _follows(block[-1], piece, pitches)), None)
+        here = zones.get(id(piece), 0)
+        target = next((block for block in reversed(blocks[-6:]) if _follows(block[-1], piece, pitches)
+                       and zones.get(id(block[-1]), 0) == here), None)
         if target is None:
             blocks.append([piece])
         else:
@@ -194,12 +200,18 @@ def mark_headings(pages: list[list[Item]]) -> list[list[Item]]:
 
 def _labels(pages: list[list[Item]], texts: list[Item], body: float, candidates: set[int]) -> set[int]:
     """Body-size headings: a one-line label that is numbered like a section ("1.2 Scope",
-    "二、授信情况", "（一）", "第三章") or set in bold where little of the text is bold."""
+    "二、授信情况", "（一）", "第三章") or set in bold where little of the text is bold, and a text
+    the layout model found in a title region (``Item.title``, already checked to read like one)."""
     bold_share = sum(len(it.text) for it in texts if it.bold) / max(1, sum(len(it.text) for it in texts))
     found = set()
     for page in pages:
         for it in page:
-            if it.asset is not None or it.table is not None or id(it) in candidates or it.size < 0.95 * body:
+            if it.asset is not None or it.table is not None or id(it) in candidates:
+                continue
+            if it.title and not _in_a_row(it, page):
+                found.add(id(it))  # the layout model saw a title there (pdf_layout.py)
+                continue
+            if it.size < 0.95 * body:
                 continue
             if it.y1 - it.y0 > 2.0 * max(it.size, 1.0) or len(it.text) > MAX_LABEL_CHARS or not heading_like(it.text):
                 continue
