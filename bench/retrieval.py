@@ -27,10 +27,12 @@ import shutil
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from uuid import UUID, uuid4
 
 import numpy as np
+from psycopg.types.json import Jsonb
 
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.models import KnowledgeBaseSettings
@@ -92,27 +94,33 @@ def report(label: str, scores: dict[str, dict[str, float]],
               f"mrr10={s['mrr10']:.3f} recall10={s['recall10']:.3f}")
 
 
-async def synthetic(container, n_chunks: int, per_doc: int = 100) -> UUID:
-    """``n_chunks`` chunks in a new knowledge base: each the vectors of a real chunk, perturbed."""
-    kb = await container.ingest.knowledge_bases.create("retrieval-latency", "", KnowledgeBaseSettings())
+async def synthetic(container, n_chunks: int, per_doc: int = 100, *, name: str = "retrieval-latency",
+                    seed: int = 7, fields: Callable[[int], dict] | None = None) -> UUID:
+    """``n_chunks`` chunks in a new knowledge base: each the vectors of a real chunk, perturbed; the
+    HNSW indexes built after the bulk load (as a restore would). ``fields(n)``: the n-th document's
+    metadata (it is then published, revision 1, with its chunk count, as a READY commit leaves it)."""
+    kb = await container.ingest.knowledge_bases.create(name, "", KnowledgeBaseSettings())
     table = container.embedding.default_index.table
     real = await container.infra.db.fetchall(
         f"SELECT v.embedding AS dense, s.embedding AS sparse FROM {table} v"
         " JOIN chunk_sparse_vectors s USING (chunk_id)")
     dense = np.array([np.asarray(r["dense"].to_list(), dtype=np.float32) for r in real])
     sparse = [(r["sparse"].indices(), r["sparse"].values()) for r in real]
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
     started = time.perf_counter()
     hnsw = {"dense": f"{table}_hnsw_idx", "sparse": "chunk_sparse_vectors_hnsw_idx"}
     for name in hnsw.values():  # bulk load first, then build the indexes (as a restore would)
         await container.infra.db.execute(f"DROP INDEX IF EXISTS {name}")
     async with container.infra.db.connection() as conn:
-        for first in range(0, n_chunks, per_doc):
-            doc = uuid4()
+        for n, first in enumerate(range(0, n_chunks, per_doc)):
+            doc, count = uuid4(), min(per_doc, n_chunks - first)
             await conn.execute(
                 "INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key,"
-                " status) VALUES (%s, %s, %s, 'text/plain', 1, 'x', 'x', 'READY')", (doc, kb.id, f"synthetic-{first}.txt"))
-            ids = [uuid4() for _ in range(min(per_doc, n_chunks - first))]
+                " status, published_revision, metadata, chunk_count)"
+                " VALUES (%s, %s, %s, 'text/plain', 1, 'x', 'x', 'READY', %s, %s, %s)",
+                (doc, kb.id, f"synthetic-{n if fields else first}.txt", 1 if fields else None,
+                 Jsonb(fields(n) if fields else {}), count if fields else 0))
+            ids = [uuid4() for _ in range(count)]
             picks = rng.integers(0, len(dense), len(ids))
             async with conn.cursor() as cur:
                 async with cur.copy("COPY chunks (id, document_id, knowledge_base_id, ordinal, content, token_count)"
@@ -261,13 +269,13 @@ async def main() -> None:
     parser.add_argument("--public", action="store_true", help="the public sets beside ours (bench/retrieval_public.py)")
     retrieval_public.add_arguments(parser)
     args = parser.parse_args()
+    if args.sparse_recipe != "prefixed":  # the public sets too: give them a --work of their own
+        raw_recipe(documents=True, queries=args.sparse_recipe == "raw")
+        print(f"sparse recipe: {args.sparse_recipe}")
     if args.public:
         await retrieval_public.run(args)
         return
     print(machine())
-    if args.sparse_recipe != "prefixed":
-        raw_recipe(documents=True, queries=args.sparse_recipe == "raw")
-        print(f"sparse recipe: {args.sparse_recipe}")
     url, server, root = fresh_database()
     settings = Settings(database_url=url, data_dir=Path(root) / "data", admin_key="bench-admin-key-0123456789")
     container = build(settings, url=url)

@@ -6,7 +6,11 @@ HTML, Markdown, PPTX, ODT and ODS (tests/corpus/tables.py): through what the wor
   reach the chunks (content and embedded heading context);
 - named numbers: the share of numeric cells that sit in a chunk that also names every part of
   their column (``Revenue`` and ``2024`` for a cell under both);
-- located: the share of chunks holding table cells that cite a row range.
+- located: the share of chunks holding table cells that cite a row range;
+- captioned: the share of chunks holding a table's numbers that also say the table's caption.
+
+XLSX is written twice: with Excel's merges, and with the same values unmerged (grouping texts
+over empty cells: the header heuristic of ``adapters/parsers/tables.py``).
 
     .venv/bin/python -m bench.tables
 """
@@ -17,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from tests.corpus.measure import Case, run_case
-from tests.corpus.tables import cell_recall, named_numbers, numeric_cells, write_all
+from tests.corpus.tables import UNMERGED, captioned_chunks, cell_recall, named_numbers, numeric_cells, write_all
 
 from ultimate_rag.adapters.embedders.local import LocalE5Embedder
 
@@ -36,21 +40,25 @@ def run() -> list[dict[str, object]]:
             values = numeric_cells()
             with_rows = [c for c in outcome.chunks if any(v in c.content for v in values)]
             located = sum(1 for c in with_rows if getattr(c.locator, "row_start", None) is not None)
+            said, holding = captioned_chunks(texts)
             rows.append({"file": path.name, "parser": outcome.parser, "chunks": len(outcome.chunks),
-                         "recall": cell_recall(texts), "named": named / total if total else 1.0,
-                         "numbers": total, "located": located / len(with_rows) if with_rows else 1.0})
+                         "recall": cell_recall(texts, merged=path.name != UNMERGED), "named": named / total if total else 1.0,
+                         "numbers": total, "located": located / len(with_rows) if with_rows else 1.0,
+                         "captioned": said / holding if holding else 1.0})
     return rows
 
 
 def main() -> None:
-    print("| file | parser | chunks | cell recall | numbers named | chunks with rows citing rows |")
-    print("|---|---|---|---|---|---|")
+    print("| file | parser | chunks | cell recall | numbers named | chunks with rows citing rows | "
+          "chunks with numbers saying their caption |")
+    print("|---|---|---|---|---|---|---|")
     for row in run():
         if "error" in row:
-            print(f"| {row['file']} | error: {row['error']} | | | | |")
+            print(f"| {row['file']} | error: {row['error']} | | | | | |")
             continue
         print(f"| {row['file']} | {row['parser']} | {row['chunks']} | {100 * float(row['recall']):.1f} % | "  # type: ignore[arg-type]
-              f"{100 * float(row['named']):.1f} % of {row['numbers']} | {100 * float(row['located']):.0f} % |")  # type: ignore[arg-type]
+              f"{100 * float(row['named']):.1f} % of {row['numbers']} | {100 * float(row['located']):.0f} % | "  # type: ignore[arg-type]
+              f"{100 * float(row['captioned']):.0f} % |")  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

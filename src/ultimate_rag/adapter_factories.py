@@ -162,12 +162,14 @@ def make_chat_model(settings: Settings, metrics: AnswerMetrics | None = None) ->
     """The chat model of grounded answers, or None: then answers are the cited passages alone."""
     if not settings.llm_base_url or not settings.llm_model:
         return None
-    from .adapters.llm import OpenAICompatibleChat
+    from .adapters.llm import OpenAICompatibleChat, is_local_endpoint, provider_timeout
 
     return OpenAICompatibleChat(
         base_url=settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key,
-        connect_timeout=settings.llm_connect_timeout_seconds, timeout=settings.llm_timeout_seconds,
-        max_retries=settings.llm_max_retries, max_retry_wait=settings.llm_max_retry_wait_seconds,
+        connect_timeout=settings.llm_connect_timeout_seconds,
+        timeout=provider_timeout(settings.llm_base_url, settings.llm_timeout_seconds),
+        retry_timeouts=not is_local_endpoint(settings.llm_base_url), max_retries=settings.llm_max_retries,
+        max_retry_wait=settings.llm_max_retry_wait_seconds,
         temperature=settings.llm_temperature, on_error=metrics.provider_error if metrics else None)
 
 

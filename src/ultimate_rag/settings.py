@@ -160,7 +160,9 @@ class Settings(BaseSettings):
     llm_model: str | None = None
     llm_api_key: str | None = Field(default=None, repr=False)
     llm_connect_timeout_seconds: float = Field(default=5.0, gt=0)
-    llm_timeout_seconds: float = Field(default=60.0, gt=0)  # longest silence of the provider (per read)
+    # longest silence of the provider (per read); unset: 300 s for a local endpoint, 60 s for a hosted
+    # one (adapters/llm/endpoints.py)
+    llm_timeout_seconds: float | None = Field(default=None, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)  # timeouts, dropped connections, 5xx, short 429s
     llm_max_retry_wait_seconds: float = Field(default=10.0, ge=0)  # longest Retry-After honoured on a 429
     llm_max_output_tokens: int = Field(default=512, ge=16)  # asked of the provider (max_tokens)

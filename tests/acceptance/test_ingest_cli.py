@@ -1,6 +1,9 @@
 """``ultimate-rag ingest`` against a real running server: a folder of mixed files, the command
 SIGKILLed midway and run again (nothing duplicated, everything READY), then a third run that skips
-what is unchanged, replaces a changed file in place and reports an unreadable one with its reason."""
+what is unchanged, replaces a changed file in place and reports an unreadable one with its reason.
+Files of one name in several folders stay apart by their path; refusals are said once and not sent
+again; ``--wait`` ends with the summary when nothing moves for ``--timeout`` seconds and when it is
+interrupted, and waits through a server restart."""
 
 from __future__ import annotations
 
@@ -26,8 +29,11 @@ def cli(live, *args: str, url: str | None = None) -> list[str]:
     return [sys.executable, "-m", "ultimate_rag.cli", *args, "--url", url or live.url, "--key", live.admin_key]
 
 
-def env() -> dict[str, str]:
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}, "PYTHONUNBUFFERED": "1"}
+def env(state: Path) -> dict[str, str]:
+    """The command's environment: no server settings of the test process, and its own state directory
+    (what the server refused is remembered there)."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}, "PYTHONUNBUFFERED": "1",
+            "ULTIMATE_RAG_STATE_DIR": str(state)}
 
 
 def make_folder(root: Path) -> list[str]:
@@ -72,7 +78,7 @@ def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_fil
     proxy.inject(*[Fault()] * 6, *[Fault(stall=30)] * 20)
     first = subprocess.Popen(cli(live, "ingest", str(folder), "--kb", kb_name, "--create", "--exclude", "*.bin",
                                  "--concurrency", "1", url=proxy.url),
-                             env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             env=env(tmp_path / "state"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert first.stdout is not None
     try:
         def held() -> int:
@@ -95,7 +101,7 @@ def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_fil
 
     # 2. run again: only what did not arrive is sent, then everything is READY, nothing twice
     second = subprocess.run(cli(live, "ingest", str(folder), "--kb", kb_name, "--exclude", "*.bin", "--wait"),
-                            env=env(), capture_output=True, text=True, timeout=600)
+                            env=env(tmp_path / "state"), capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stdout + second.stderr
     assert f"{len(names) - len(uploaded)} new" in second.stdout and f"{len(uploaded)} unchanged" in second.stdout
     assert "READY" in second.stdout and "ingest summary" in second.stdout
@@ -110,7 +116,7 @@ def test_ingest_killed_midway_resumes_without_duplicates_and_skips_unchanged_fil
     notes.write_text("# Notes\n\nSecond version of the notes, with more words.\n")
     before = {d.filename: d for d in docs}
     third = subprocess.run(cli(live, "ingest", str(folder), "--kb", kb_name, "--wait"),
-                           env=env(), capture_output=True, text=True, timeout=600)
+                           env=env(tmp_path / "state"), capture_output=True, text=True, timeout=600)
     assert third.returncode == 1, third.stdout + third.stderr
     assert f"{len(names) - 1} unchanged" in third.stdout and "1 updated" in third.stdout and "1 new" in third.stdout
     assert third.stdout.count("uploaded ") == 1  # only the changed file went out
@@ -126,9 +132,98 @@ def test_quiet_prints_failures_only_and_a_missing_knowledge_base_is_named(live, 
     (tmp_path / "bad.bin").write_bytes(bytes(range(256)))
     kb = live.new_kb("quiet")
     quiet = subprocess.run(cli(live, "ingest", str(tmp_path), "--kb", kb["name"], "--quiet"),
-                           env=env(), capture_output=True, text=True, timeout=300)
+                           env=env(tmp_path / "state"), capture_output=True, text=True, timeout=300)
     assert quiet.returncode == 1 and quiet.stdout == ""
     assert "bad.bin" in quiet.stderr and "HTTP 415" in quiet.stderr
     missing = subprocess.run(cli(live, "ingest", str(tmp_path), "--kb", "no-such-kb"),
-                             env=env(), capture_output=True, text=True, timeout=300)
+                             env=env(tmp_path / "state"), capture_output=True, text=True, timeout=300)
     assert missing.returncode == 1 and "no-such-kb" in missing.stderr and "--create" in missing.stderr
+
+
+def held_workers(live):
+    """The live deployment's workers paused (SIGSTOP): documents stay queued, nothing moves."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def paused():
+        pids = live.api.worker_pids
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+    return paused()
+
+
+def test_same_names_stay_apart_refusals_are_said_once_and_not_sent_again(live, tmp_path) -> None:
+    folder, state = tmp_path / "site", tmp_path / "state"
+    for part, text in (("north", "fishing boats moor at the north quay"), ("south", "the ferry moors at the south quay"),
+                       ("west", "yachts anchor in the west bay")):
+        (folder / part).mkdir(parents=True)
+        (folder / part / "article.md").write_text(f"# Harbour {part}\n\nIn the harbour, {text}.\n")
+    (folder / "media").mkdir()
+    for i in (1, 2):
+        (folder / "media" / f"clip{i}.bin").write_bytes(bytes(range(256)) * (4 * i))
+    kb = f"paths-{os.getpid()}-{time.monotonic_ns()}"
+
+    first = subprocess.run(cli(live, "ingest", str(folder), "--kb", kb, "--create", "--wait"), env=env(state),
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 1, first.stdout + first.stderr  # two files refused
+    refusals = [line for line in first.stderr.splitlines() if line.startswith("refused ")]
+    assert sorted(r.split(":")[0] for r in refusals) == ["refused site/media/clip1.bin", "refused site/media/clip2.bin"]
+    assert all("HTTP 415" in r and "supported formats" not in r for r in refusals)  # the list is said once, at the end
+    assert first.stdout.count("the server reads: ") == 1 and ".pdf" in first.stdout
+    assert "READY site/north/article.md" in first.stdout and "ingest summary" in first.stdout
+    with Client(live.url, live.admin_key) as rag:
+        docs = {d.source_path: d for d in rag.iter_documents(rag.find_knowledge_base(kb).id)}
+    assert set(docs) == {"site/north/article.md", "site/south/article.md", "site/west/article.md"}
+    assert {d.filename for d in docs.values()} == {"article.md"} and {d.status for d in docs.values()} == {"READY"}
+
+    found = subprocess.run(cli(live, "search", "where does the ferry moor?", "--kb", kb, "--top-k", "1"),
+                           env=env(state), capture_output=True, text=True, timeout=300)
+    assert found.stdout.startswith("1. site/south/article.md · Harbour south"), found.stdout + found.stderr
+
+    # again, with one file changed: the refused files are not sent again, the changed one replaces its own
+    (folder / "west" / "article.md").write_text("# Harbour west\n\nIn the harbour, yachts anchor in the west bay "
+                                                "and wait for the tide.\n")
+    again = subprocess.run(cli(live, "ingest", str(folder), "--kb", kb, "--wait"), env=env(state),
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "2 refused before" in again.stdout and "1 updated" in again.stdout and "2 unchanged" in again.stdout
+    assert again.stdout.count("uploaded ") == 1 and "uploaded site/west/article.md" in again.stdout
+    assert "were not sent again (--retry-refused sends them)" in again.stdout and "refused " not in again.stderr
+    with Client(live.url, live.admin_key) as rag:
+        after = {d.source_path: d for d in rag.iter_documents(rag.find_knowledge_base(kb).id)}
+    assert after["site/west/article.md"].id == docs["site/west/article.md"].id
+    assert after["site/west/article.md"].sha256 != docs["site/west/article.md"].sha256
+    assert after["site/north/article.md"].updated_at == docs["site/north/article.md"].updated_at
+
+
+def test_the_wait_ends_with_the_summary_when_nothing_moves_and_when_interrupted(live, tmp_path) -> None:
+    folder, state = tmp_path / "notes", tmp_path / "state"
+    folder.mkdir()
+    (folder / "tide.md").write_text("# Tide\n\nHigh tide comes twice a day.\n")
+    kb = live.new_kb("stalled")["name"]
+    with held_workers(live):
+        stalled = subprocess.run(cli(live, "ingest", str(folder), "--kb", kb, "--wait", "--timeout", "1"),
+                                 env=env(state), capture_output=True, text=True, timeout=300)
+        assert stalled.returncode == 3, stalled.stdout + stalled.stderr
+        assert "ingest summary" in stalled.stdout and "Traceback" not in stalled.stderr
+        assert "still running: 1 document(s) (PENDING 1); nothing changed for 1s (--timeout)" in stalled.stdout
+        assert "  PENDING    notes/tide.md" in stalled.stdout
+
+        (folder / "moon.md").write_text("# Moon\n\nThe moon pulls the tide.\n")
+        waiting = subprocess.Popen(cli(live, "ingest", str(folder), "--kb", kb, "--wait"), env=env(state),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: list[str] = []
+        assert waiting.stdout is not None
+        while not (lines and lines[-1].startswith("uploaded notes/moon.md")):
+            lines.append(waiting.stdout.readline())
+            assert lines[-1] or waiting.poll() is None, "".join(lines)
+        waiting.send_signal(signal.SIGINT)
+        out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 130 and err.strip().endswith("interrupted"), out + err
+    assert "ingest summary" in out and "still running: 2 document(s) (PENDING 2); interrupted" in out
+

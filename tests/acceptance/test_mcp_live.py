@@ -135,3 +135,29 @@ async def test_the_answer_tool_without_a_model_gives_the_passages_and_the_reason
     data = payload(result)
     assert data["answer"] is None and data["reason"]
     assert data["citations"][0]["filename"] == "tides.md" and data["citations"][0]["citation"].startswith("tides.md")
+
+
+async def test_metadata_through_the_tools(live, world) -> None:
+    """Fields set at upload and by update_document_metadata, a search filtered on them, and a reader
+    that sees them and cannot change them (over /mcp: stdio runs the same tools)."""
+    async with over_http(live, world["editor"]) as mcp:
+        doc = payload(await mcp.call_tool("upload_document", {
+            "knowledge_base": world["kb"]["name"], "filename": "neap.md", "metadata": {"season": "spring"},
+            "text": "# Neap tides\n\nNeap tides happen at the quarter moons, when the sun and moon pull apart."}))
+        assert doc["metadata"] == {"season": "spring"}
+        with RagClient(live.url, live.admin_key) as rag:
+            rag.wait_until_ready([doc["id"]], timeout=300)
+        changed = payload(await mcp.call_tool("update_document_metadata", {
+            "document_id": doc["id"], "metadata": {"season": "autumn", "depth_m": 4.5}}))
+        assert changed["metadata"]["season"] == "autumn" and changed["metadata"]["doc"]["title"] == "Neap tides"
+        found = payload(await mcp.call_tool("search", {"knowledge_base": world["kb"]["name"], "query": "tides",
+                                                       "filters": {"metadata": {"depth_m": {"$gt": 4}}}}))
+        assert {h["document_id"] for h in found["results"]} == {doc["id"]}
+        assert found["results"][0]["metadata"]["season"] == "autumn"
+        bad = await mcp.call_tool("search", {"knowledge_base": world["kb"]["name"], "query": "tides",
+                                             "filters": {"metadata": {"depth_m": {"$gt": "deep"}}}})
+        assert bad.is_error and "filters.metadata.depth_m.$gt" in first_text(bad)
+    async with over_http(live, world["reader"]) as mcp:
+        assert payload(await mcp.call_tool("get_document", {"document_id": doc["id"]}))["metadata"]["depth_m"] == 4.5
+        refused = await mcp.call_tool("update_document_metadata", {"document_id": doc["id"], "metadata": {"a": 1}})
+        assert refused.is_error and "may not modify" in first_text(refused)

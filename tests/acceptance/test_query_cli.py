@@ -103,3 +103,30 @@ def test_without_a_key_or_a_server_the_commands_say_so(tmp_path) -> None:
     r = subprocess.run([sys.executable, "-m", "ultimate_rag.cli", "status", "--url", f"http://127.0.0.1:{free_port()}"],
                        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "cannot reach the server" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ingest_with_metadata_then_search_with_filters(live, tmp_path) -> None:
+    kb = live.new_kb("fields")
+    (tmp_path / "contracts" / "berlin").mkdir(parents=True)
+    (tmp_path / "contracts" / "berlin" / "lease.md").write_text("# Lease\n\nThe office lease runs until March.\n")
+    (tmp_path / "contracts" / "memo.md").write_text("# Memo\n\nA memo about the office lease renewal.\n")
+    ingest = run(live, "ingest", str(tmp_path / "contracts"), "--kb", kb["name"], "--metadata", "office=Berlin",
+                 "--metadata", "year=2025", "--metadata", 'tags=["legal"]', "--wait", "--quiet")
+    assert ingest.returncode == 0, ingest.stderr
+
+    def found(*filters: str) -> dict[str, dict]:
+        out = run(live, "search", "office lease", "--kb", kb["name"], "--json", *filters)
+        assert out.returncode == 0, out.stderr
+        return {h["filename"]: h["metadata"] for h in json.loads(out.stdout)["results"]}
+
+    both = found("--filter", "year=2025", "--filter", "office=Berlin")
+    assert set(both) == {"lease.md", "memo.md"} and both["memo.md"]["tags"] == ["legal"]
+    assert both["lease.md"]["source"]["path"] == "contracts/berlin/lease.md"  # the folder's own name first
+    assert both["lease.md"]["source"]["folders"] == ["contracts", "contracts/berlin"]
+    assert set(found("--filter", '{"source.folders": {"$contains": "contracts/berlin"}}', "--filter", "year=2025")) \
+        == {"lease.md"}  # a JSON condition and a key=value one, together
+    again = run(live, "ingest", str(tmp_path / "contracts"), "--kb", kb["name"], "--metadata", "year=2026", "--quiet")
+    assert again.returncode == 0, again.stderr  # unchanged files: their fields change, nothing is uploaded
+    assert set(found("--filter", "year=2026", "--filter", "office=Berlin")) == {"lease.md", "memo.md"}
+    bad = run(live, "search", "x", "--kb", kb["name"], "--filter", '{"year": {"$soon": 1}}')
+    assert bad.returncode != 0 and "unknown operator" in bad.stderr and "Traceback" not in bad.stderr

@@ -6,6 +6,7 @@ Screenshots of the main screens are saved in the test's tmp dir (``screenshots/`
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -596,4 +597,68 @@ def test_a_list_read_while_a_document_changes_never_leaves_the_row_stale(server:
     until(page, "() => window.__after.length > 0")  # the list was rendered
     wait_status(page, "stale.md", "DELETED")
     assert "READY" not in page.evaluate("window.__after")
+    context.close()
+
+
+def test_metadata_is_shown_edited_and_filtered_on(server: dict, browser) -> None:
+    """The document view shows the fields filled in from the file (read-only) and the user's (JSON,
+    editable: saved as a merge patch, no rebuild); the search panel filters on them and each hit
+    shows them; a malformed filter is said, not sent."""
+    if not server["workers"]:
+        start_worker(server)
+    key = server["login_url"].split("#key=", 1)[1]
+    auth = {"Authorization": f"Bearer {key}"}
+    kb = httpx.post(f"{server['base']}/api/knowledge-bases", json={"name": "Fleet"}, headers=auth).json()
+    ids = {}
+    for name, text, meta in (("ferry.md", "---\ntitle: Ferry rules\n---\n# Ferries\n\nFerries dock at pier two.\n",
+                              {"fleet": "ferry"}),
+                             ("tug.md", "# Tugs\n\nTugs dock at pier two after towing.\n", {"fleet": "tug"})):
+        r = httpx.post(f"{server['base']}/api/knowledge-bases/{kb['id']}/documents", headers=auth,
+                       files={"file": (name, text.encode())}, data={"metadata": json.dumps(meta)})
+        assert r.status_code == 202, r.text
+        ids[name] = r.json()["id"]
+    eventually_sync(lambda: all(httpx.get(f"{server['base']}/api/documents/{i}", headers=auth).json()["status"]
+                                == "READY" for i in ids.values()), timeout=120, what="both READY")
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    sign_in_with_link(page, server["login_url"])
+    page.locator(".kb-item", has_text="Fleet").click()
+    wait_status(page, "ferry.md", "READY")
+    row(page, "ferry.md").locator("td.filename button").click()
+    dialog = page.locator("#doc-dialog")
+    dialog.locator("#doc-metadata").wait_for()
+    assert "Ferry rules" in dialog.locator(".metadata-filled").inner_text()  # doc.title, from the front matter
+    assert json.loads(dialog.locator("#doc-metadata").input_value()) == {"fleet": "ferry"}
+    dialog.locator("#doc-metadata").fill('{"fleet": "ferry", "year": 2025}')
+    dialog.locator("#doc-metadata-save").click()
+    until(page, "() => /Saved/.test(document.getElementById('doc-metadata-status')?.textContent || '')")
+    assert json.loads(dialog.locator("#doc-metadata").input_value()) == {"fleet": "ferry", "year": 2025}
+    dialog.locator("#doc-metadata").fill("{not json")
+    dialog.locator("#doc-metadata-save").click()
+    until(page, "() => /Not a JSON object/.test(document.getElementById('doc-metadata-status').textContent)")
+    page.click("#doc-close")
+    stored = httpx.get(f"{server['base']}/api/documents/{ids['ferry.md']}", headers=auth).json()
+    assert stored["metadata"]["year"] == 2025 and stored["published_revision"] == 1  # nothing rebuilt
+
+    page.click("#tab-search")
+    page.fill("#search-query", "where do they dock?")
+    for text, expected in (("year=2025", ["ferry.md"]), ('{"fleet": {"$in": ["tug"]}}', ["tug.md"]), ("", None)):
+        page.fill("#search-metadata", text)
+        page.click("#search-form button[type=submit]")
+        until(page, "() => /result/i.test(document.getElementById('search-status').textContent)")
+        files = page.locator("#search-results .cite-file").all_inner_texts()
+        if expected is not None:
+            assert files == expected, (text, files)
+    hit = page.locator("#search-results li.result", has=page.locator(".cite-file", has_text="ferry.md"))
+    assert "fleet: ferry" in hit.locator(".metadata-line").inner_text()
+    page.fill("#search-metadata", "year")
+    page.click("#search-form button[type=submit]")
+    until(page, "() => /key=value/.test(document.getElementById('search-status').textContent)")
+    page.fill("#search-metadata", '{"year": {"$soon": 1}}')
+    page.click("#search-form button[type=submit]")
+    until(page, "() => /unknown operator/.test(document.getElementById('search-status').textContent)")
+    assert not errors, errors
     context.close()

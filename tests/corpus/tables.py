@@ -242,8 +242,42 @@ def ods_file() -> bytes:
     return make_odf("spreadsheet", body)
 
 
+def xlsx_file(merged: bool = True) -> bytes:
+    """One sheet per table: a title row merged across the sheet, the header's merged cells and the
+    merged first body column as Excel merges them (values in each range's first cell only);
+    ``merged=False``: the same values with no merge at all (grouping text over empty cells, as
+    "centre across selection" leaves them)."""
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    workbook.remove(workbook.worksheets[0])
+    for n, spec in enumerate(TABLES, start=1):
+        sheet = workbook.create_sheet(f"Table {n}")
+        width = len(spec.columns)
+        sheet.cell(1, 1, spec.caption)
+        if merged:
+            sheet.merge_cells(start_row=1, start_column=1, end_row=1, end_column=width)
+        for r, placed in enumerate(_positions(spec.header), start=2):
+            for c, (text, colspan, rowspan) in placed:
+                sheet.cell(r, c + 1, text)
+                if merged and (colspan > 1 or rowspan > 1):
+                    sheet.merge_cells(start_row=r, start_column=c + 1, end_row=r + rowspan - 1,
+                                      end_column=c + colspan)
+        top = 2 + len(spec.header)
+        for i, (row, span) in enumerate(zip(spec.body, _runs(spec), strict=True)):
+            for c, value in enumerate(row):
+                if not (c == 0 and span == 0):
+                    sheet.cell(top + i, c + 1, value)
+            if merged and span > 1:
+                sheet.merge_cells(start_row=top + i, start_column=1, end_row=top + i + span - 1, end_column=1)
+    out = io.BytesIO()
+    workbook.save(out)
+    return out.getvalue()
+
+
 WRITERS = {"tables.docx": docx_file, "tables.html": html_file, "tables.md": markdown_file,
-           "tables.pptx": pptx_file, "tables.odt": odt_file, "tables.ods": ods_file}
+           "tables.pptx": pptx_file, "tables.odt": odt_file, "tables.ods": ods_file, "tables.xlsx": xlsx_file,
+           "tables-unmerged.xlsx": lambda: xlsx_file(merged=False)}
 
 
 def write_all(directory: Path) -> list[Path]:
@@ -255,14 +289,19 @@ def write_all(directory: Path) -> list[Path]:
 _NUMERIC = re.compile(r"^[\d,.]+$")
 
 
-def reference_cells(specs: tuple[TableSpec, ...] = TABLES) -> str:
-    """Every text a reader sees in the tables: captions, header cells, body cells."""
+UNMERGED = "tables-unmerged.xlsx"  # its merged first column is a value over empty cells: said once
+
+
+def reference_cells(specs: tuple[TableSpec, ...] = TABLES, merged: bool = True) -> str:
+    """Every text a reader sees in the tables: captions, header cells, body cells (``merged``:
+    a first-column value merged over several rows is read in each of them)."""
     return "\n".join(" ".join([spec.caption, *(t for row in spec.header for t, _, _ in row),
-                               *(v for row in spec.body for v in row)]) for spec in specs)
+                               *(v for row, span in zip(spec.body, _runs(spec), strict=True)
+                                 for k, v in enumerate(row) if merged or k or span)]) for spec in specs)
 
 
-def cell_recall(chunk_texts: list[str], specs: tuple[TableSpec, ...] = TABLES) -> float:
-    return coverage(tokens(reference_cells(specs)), tokens("\n".join(chunk_texts)))
+def cell_recall(chunk_texts: list[str], specs: tuple[TableSpec, ...] = TABLES, merged: bool = True) -> float:
+    return coverage(tokens(reference_cells(specs, merged)), tokens("\n".join(chunk_texts)))
 
 
 def numeric_cells(specs: tuple[TableSpec, ...] = TABLES) -> set[str]:
@@ -280,6 +319,19 @@ def named_numbers(chunk_texts: list[str], specs: tuple[TableSpec, ...] = TABLES)
                 total += 1
                 named += any(value in text and all(part in text for part in parts) for text in chunk_texts)
     return named, total
+
+
+def captioned_chunks(chunk_texts: list[str], specs: tuple[TableSpec, ...] = TABLES) -> tuple[int, int]:
+    """(chunks holding a table's numeric cells that also say its caption, such chunks): later
+    rows' chunks still say which table they are from."""
+    said = total = 0
+    for text in chunk_texts:
+        for spec in specs:
+            values = {v for row in spec.body for v in row if _NUMERIC.match(v)}
+            if any(v in text for v in values):
+                total += 1
+                said += spec.caption in text
+    return said, total
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ async def test_the_answer_cites_the_chunks_pages_and_images_it_used(container, s
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["answer"] == "The last ferry leaves at midnight from pier two [1]. Buses run too."
-        assert body["invalid_citations"] == [7] and body["cited"] == [1]
+        assert body["invalid_citations"] == [7] and body["cited"] == [1] and body["grounded"] is True
         assert body["query"] == "When does the last ferry leave at night?" and body["language"] == "en"
         first = body["citations"][0]
         assert first["n"] == 1 and first["filename"] == "ferry.pdf" and first["locator"]["page"] == 2
@@ -65,6 +65,14 @@ async def test_streamed_answer_sends_citations_then_deltas_then_done(container, 
         ids = await ingest(client, container)
         standin.script({"reply": "Hold the power button [1] for ten seconds [12], then wait [1, 3]."})
         frames = await stream_answer(client, ids["kb"], {"question": "How do I reset the router?", "top_k": 3})
+        # an answer that cites none of its passages is marked, in the stream's done and in JSON
+        standin.script({"reply": "Routers are fickle [9]."}, {"reply": "Routers are fickle."})
+        ungrounded = await stream_answer(client, ids["kb"], {"question": "How do I reset the router?", "top_k": 3})
+        as_json = (await client.post(f"/api/knowledge-bases/{ids['kb']}/answer",
+                                     json={"question": "How do I reset the router?", "top_k": 3})).json()
+    assert ungrounded[-1][0] == "done" and ungrounded[-1][1]["grounded"] is False
+    assert ungrounded[-1][1]["answer"] == "Routers are fickle." and ungrounded[-1][1]["invalid_citations"] == [9]
+    assert as_json["grounded"] is False and as_json["cited"] == [] and as_json["citations"]
     events = [e for e, _ in frames]
     assert events[0] == "citations" and events[-1] == "done"
     assert set(events[1:-1]) == {"delta"} and len(events) > 4
@@ -75,7 +83,7 @@ async def test_streamed_answer_sends_citations_then_deltas_then_done(container, 
     assert text == done["answer"]
     valid = {c["n"] for c in citations}
     assert all(int(n) in valid for n in re.findall(r"\[(\d+)\]", text)) and "[12]" not in text
-    assert 12 in done["invalid_citations"] and "citations" not in done
+    assert 12 in done["invalid_citations"] and "citations" not in done and done["grounded"] is True
     assert done["usage"]["completion_tokens"] > 0 and done["timing"]["total_seconds"] >= 0
 
 
@@ -96,6 +104,7 @@ async def test_nothing_relevant_says_so_in_the_question_language_without_a_model
             answer = (await client.post(f"/api/knowledge-bases/{ids['kb']}/answer", json=body)).json()
             assert answer["citations"] == []
     assert answer["answer"] == NOTHING_RELEVANT[language] and answer["language"] == language
+    assert answer["grounded"] is False
     assert "nothing relevant" in answer["reason"]
     assert standin.state()["requests"] == []
 

@@ -7,6 +7,7 @@ never reaches the metrics, and model text cannot forge server-sent events."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from uuid import UUID
 
@@ -50,6 +51,18 @@ async def test_an_answer_is_cut_in_bytes_and_in_time(container, standin) -> None
         assert len(sent.encode()) <= 1024 and frames[-1][0] == "done"
         assert frames[-1][1]["reason"] == "the answer was cut at 1024 bytes"
 
+        # the OpenAI-compatible API says it as OpenAI does: finish_reason "length"
+        chat = {"model": ids["kb"], "top_k": 2, "messages": [{"role": "user", "content": QUESTION["question"]}]}
+        standin.script({"reply": huge})
+        whole = (await client.post("/v1/chat/completions", json=chat)).json()
+        assert whole["choices"][0]["finish_reason"] == "length"
+        assert len(whole["choices"][0]["message"]["content"].split("\n\nSources:")[0].encode()) <= 1024
+        standin.script({"reply": huge})
+        async with client.stream("POST", "/v1/chat/completions", json={**chat, "stream": True}) as response:
+            ends = [json.loads(line[6:])["choices"][0]["finish_reason"] async for line in response.aiter_lines()
+                    if line.startswith("data: {") and json.loads(line[6:]).get("choices")]
+        assert ends[-1] == "length" and set(ends[:-1]) == {None}
+
         # a slow drip (each piece well inside the read timeout) ends on time, and the provider's
         # request with it
         standin.script({"reply": "Hold the power button for ten seconds [1]. " * 20, "delay": 0.2})
@@ -57,7 +70,7 @@ async def test_an_answer_is_cut_in_bytes_and_in_time(container, standin) -> None
         assert body["reason"].startswith("the answer was cut after 1.5 s") and body["answer"]
         await eventually(lambda: cancelled(standin), lambda n: n == 1, what="the provider's request ended")
         metrics = (await client.get("/metrics")).text
-    assert 'ultimate_rag_answers_total{outcome="truncated"} 3.0' in metrics
+    assert 'ultimate_rag_answers_total{outcome="truncated"} 5.0' in metrics  # /answer thrice, /v1 twice
 
 
 async def test_a_streamed_answer_ends_when_its_key_is_revoked(container, standin) -> None:
@@ -76,6 +89,21 @@ async def test_a_streamed_answer_ends_when_its_key_is_revoked(container, standin
                 if event == "delta" and len([e for e, _ in seen if e == "delta"]) == 1:
                     await repo.revoke(reader.split("_")[1])
         assert seen[-1] == ("error", {"detail": "the API key was revoked or has expired"})
+        await eventually(lambda: cancelled(standin), lambda n: n == 1, what="the provider's request ended")
+
+        # the OpenAI-compatible stream re-checks its key the same way
+        other = await repo.create(is_admin=False, scopes={UUID(ids["kb"]): Role.READER})
+        standin.script({"hold": True, "reply": "Hold the power button"})
+        payloads: list[str] = []
+        async with client.stream("POST", "/v1/chat/completions", headers={"Authorization": f"Bearer {other}"},
+                                 json={"model": ids["kb"], "stream": True, "top_k": 2,
+                                       "messages": [{"role": "user", "content": QUESTION["question"]}]}) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    payloads.append(line[6:])
+                    if '"content":"Hold"' in line:  # the first piece of the answer
+                        await repo.revoke(other.split("_")[1])
+        assert payloads[-1] == "[DONE]" and json.loads(payloads[-2])["error"]["code"] == "invalid_api_key"
         await eventually(lambda: cancelled(standin), lambda n: n == 1, what="the provider's request ended")
 
 
@@ -133,3 +161,16 @@ async def test_model_text_cannot_forge_events(container, standin) -> None:
     frames = [f for f in raw.split("\n\n") if f]
     done = frames[-1].split("\ndata: ", 1)[1]
     assert "forged" in done and '\\u2028' in done  # the text is all there, escaped
+
+    async with serve(container) as client:  # the OpenAI-compatible stream: only data lines, one event each
+        standin.script({"reply": forged})
+        async with client.stream("POST", "/v1/chat/completions", json={
+                "model": ids["kb"], "stream": True, "top_k": 2,
+                "messages": [{"role": "user", "content": QUESTION["question"]}]}) as response:
+            raw = (await response.aread()).decode()
+    lines = raw.splitlines()
+    assert all(line.startswith("data: ") or line == "" for line in lines), lines
+    assert lines[-2:] == ["data: [DONE]", ""]
+    text = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                   for line in lines if line.startswith("data: {") and json.loads(line[6:]).get("choices"))
+    assert "\u2028event: done" in text  # the text is all there, as the model wrote it

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
 from ultimate_rag.settings import Settings
 from ultimate_rag.testing.eventually import eventually
 
+from ..conftest import ADMIN_KEY
 from .answering import PROVIDER_KEY, ingest, read_events, serve, standin, stream_answer, with_llm
 
 __all__ = ["standin"]
@@ -39,9 +43,12 @@ async def test_5xx_and_timeouts_are_retried_then_502_or_504(container, standin, 
         assert r.status_code == 502 and r.json() == {"detail": "the language model answered HTTP 503"}
         assert len(standin.state()["requests"]) == 3  # one try and two retries
 
-        standin.script({"stall": 3}, {"stall": 3}, {"stall": 3})  # slower than ULTIMATE_RAG_LLM_TIMEOUT_SECONDS=1
+        # slower than ULTIMATE_RAG_LLM_TIMEOUT_SECONDS=1; the stand-in is local (127.0.0.1): a local model
+        # that stayed silent that long is busy, and asking again would queue behind the same work
+        standin.script({"stall": 3}, {"stall": 3}, {"stall": 3})
         r = await client.post(url, json=QUESTION)
         assert r.status_code == 504 and "did not answer within 1 s" in r.json()["detail"]
+        assert len(standin.state()["requests"]) == 1
 
         standin.script({"status": 503}, {"status": 503}, {"status": 503})
         frames = await stream_answer(client, ids["kb"], QUESTION)  # the citations are out before the model fails
@@ -49,8 +56,26 @@ async def test_5xx_and_timeouts_are_retried_then_502_or_504(container, standin, 
         assert frames[1][1] == {"detail": "the language model answered HTTP 503"}
         metrics = (await client.get("/metrics")).text
     assert 'ultimate_rag_llm_provider_errors_total{kind="server_error"} 8.0' in metrics
-    assert 'ultimate_rag_llm_provider_errors_total{kind="timeout"} 3.0' in metrics
+    assert 'ultimate_rag_llm_provider_errors_total{kind="timeout"} 1.0' in metrics
     assert PROVIDER_KEY not in caplog.text
+
+
+@pytest.mark.parametrize(("retry_timeouts", "tries"), [(True, 3), (False, 1)])
+async def test_a_hosted_endpoint_retries_a_timeout_and_a_local_one_does_not(standin, retry_timeouts: bool,
+                                                                             tries: int) -> None:
+    from ultimate_rag.adapters.llm import OpenAICompatibleChat
+    from ultimate_rag.domain.chat import ChatMessage
+    from ultimate_rag.domain.errors import ProviderTimeoutError
+
+    chat = OpenAICompatibleChat(base_url=standin.base_url, model="stand-in", timeout=0.3, retry_backoff=0.01,
+                                retry_timeouts=retry_timeouts, max_retries=2)
+    standin.script({"stall": 1}, {"stall": 1}, {"stall": 1})
+    try:
+        with pytest.raises(ProviderTimeoutError, match=r"did not answer within 0\.3 s"):
+            await chat.complete([ChatMessage("user", "hello")], max_tokens=8)
+    finally:
+        await chat.aclose()
+    assert len(standin.state()["requests"]) == tries
 
 
 async def test_429_waits_for_a_short_retry_after_and_refuses_a_long_one(container, standin) -> None:
@@ -128,3 +153,30 @@ async def test_a_provider_that_drops_mid_answer_ends_the_stream_with_an_error(co
         standin.script({"reply": "Hold the power", "break": True})
         r = await client.post(f"/api/knowledge-bases/{ids['kb']}/answer", json=QUESTION)
         assert r.status_code == 502 and "broke" in r.json()["detail"]
+
+
+async def test_ask_prints_the_504_and_marks_an_answer_that_cites_nothing(container, standin) -> None:
+    """``ultimate-rag ask`` (a real process) against the served API: a model slower than the provider
+    timeout prints the server's 504 and its reason (never a client-side timeout, never "Expecting
+    value"); an answer citing none of its passages is marked."""
+    async with serve(container) as client:
+        ids = await ingest(client, container, files=("router.md",))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ULTIMATE_RAG_")}
+        env |= {"ULTIMATE_RAG_URL": str(client.base_url).rstrip("/"), "ULTIMATE_RAG_API_KEY": ADMIN_KEY}
+
+        async def ask(*more: str) -> subprocess.CompletedProcess[str]:
+            argv = [sys.executable, "-m", "ultimate_rag.cli", "ask", str(QUESTION["question"]), "--kb", ids["kb"], *more]
+            return await asyncio.to_thread(lambda: subprocess.run(argv, env=env, capture_output=True, text=True,
+                                                                  timeout=120))
+
+        standin.script({"stall": 3})
+        slow = await ask()
+        assert slow.returncode == 1 and "Traceback" not in slow.stderr, slow.stderr
+        assert slow.stderr.startswith(f"error: the language model at {standin.base_url} did not answer within 1 s")
+        assert slow.stderr.rstrip().endswith("(HTTP 504)") and "Expecting value" not in slow.stderr
+
+        standin.script({"reply": "Routers reset themselves."})  # (grounded in the JSON: test_answers.py)
+        human = await ask()
+        assert human.returncode == 0, human.stderr
+        assert human.stdout.startswith("Routers reset themselves.\nnot grounded: this answer cites none")
+        assert "router.md" in human.stdout

@@ -333,7 +333,13 @@ async def test_directory_connector(client, container, roots: Path, tmp_path: Pat
     assert counts(first, "discovered", "new", "failed") == (3, 2, 1)  # the link out is never listed
     docs = await docs_by_item(container, kb)
     assert set(docs) == {"intro.md", "sub/faq.txt", "big.txt"} and docs["big.txt"]["status"] == "FAILED"
+    # where each file lies in the folder: source.path, and metadata a filter can select a subfolder by
+    assert docs["sub/faq.txt"]["source"]["path"] == "sub/faq.txt"
+    assert docs["sub/faq.txt"]["metadata"] == {"source": {"path": "sub/faq.txt", "folder": "sub", "folders": ["sub"]}}
     await process(container)
+    r = await client.post(f"/api/knowledge-bases/{kb}/search", json={
+        "query": "questions", "filters": {"metadata": {"source.folders": {"$contains": "sub"}}}})
+    assert [h["filename"] for h in r.json()["results"]] == ["faq.txt"]
     assert counts(await sync_now(client, container, kb, connector), "unchanged", "new", "updated") == (2, 0, 0)
     (folder / "intro.md").write_text("# Intro\n\nwelcome, changed\n")
     (folder / "sub" / "faq.txt").unlink()

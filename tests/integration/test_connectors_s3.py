@@ -47,7 +47,8 @@ def bucket(seaweed: SeaweedS3):  # noqa: F811
 async def test_s3_prefix_sync(client, container, bucket) -> None:
     kb = await new_kb(container)
     bucket.put_object(Bucket=BUCKET, Key="docs/a.md", Body=b"# A\n\nalpha in the bucket\n")
-    bucket.put_object(Bucket=BUCKET, Key="docs/sub/b.txt", Body=b"beta in the bucket\n")
+    bucket.put_object(Bucket=BUCKET, Key="docs/sub/b.txt", Body=b"beta in the bucket\n",
+                      Metadata={"department": "legal", "review-year": "2025"})
     bucket.put_object(Bucket=BUCKET, Key="docs/big.txt", Body=b"z" * 20_001)
     bucket.put_object(Bucket=BUCKET, Key="other/c.md", Body=b"# C\n\nnot under the prefix\n")
 
@@ -64,7 +65,13 @@ async def test_s3_prefix_sync(client, container, bucket) -> None:
     assert counts(first, "discovered", "new", "failed") == (3, 2, 1)
     docs = await docs_by_item(container, kb)
     assert set(docs) == {"a.md", "sub/b.txt", "big.txt"} and "limit" in docs["big.txt"]["error_message"]
+    # the object's user metadata and its place under the prefix become the document's s3 and source fields
+    assert docs["sub/b.txt"]["metadata"] == {"s3": {"department": "legal", "review-year": "2025"},
+                                            "source": {"path": "sub/b.txt", "folder": "sub", "folders": ["sub"]}}
+    assert docs["a.md"]["metadata"] == {"source": {"path": "a.md"}} and docs["a.md"]["source"]["path"] == "a.md"
     await process(container)
+    r = await client.patch(f"/api/documents/{docs['sub/b.txt']['id']}", json={"metadata": {"owner": "ana"}})
+    assert r.status_code == 200
 
     assert counts(await sync_now(client, container, kb, connector), "unchanged", "updated", "new") == (2, 0, 0)
     bucket.put_object(Bucket=BUCKET, Key="docs/sub/b.txt", Body=b"beta, rewritten\n")
@@ -75,6 +82,7 @@ async def test_s3_prefix_sync(client, container, bucket) -> None:
     docs = await docs_by_item(container, kb)
     assert docs["a.md"]["status"] == "DELETED" and docs["sub/b.txt"]["status"] == "READY"
     assert docs["sub/b.txt"]["content_revision"] == 2
+    assert docs["sub/b.txt"]["metadata"]["owner"] == "ana" and "s3" not in docs["sub/b.txt"]["metadata"]  # rewritten
 
 
 async def test_missing_bucket_fails_the_sync(client, container, bucket) -> None:

@@ -1,6 +1,6 @@
-"""The isolation matrix (SPEC §11): every route the app mounts — ``/api``, ``/v1`` (when this build
-has it), ``/mcp`` and the public pages, enumerated from the app itself, not only its OpenAPI schema
-— called by an admin key, a reader and an editor of knowledge base A, an editor of knowledge base B,
+"""The isolation matrix (SPEC §11): every route the app mounts — ``/api``, ``/v1`` (the
+OpenAI-compatible API), ``/mcp`` and the public pages, enumerated from the app itself, not only its
+OpenAPI schema — called by an admin key, a reader and an editor of knowledge base A, an editor of knowledge base B,
 a revoked key, an expired key and no key. The rules are listed per route: a new route without a
 rule fails this test. Behind ``/mcp``, each MCP tool gets the same matrix (a tool without a rule
 fails too)."""
@@ -8,6 +8,7 @@ fails too)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID, uuid4
 
 import httpx
@@ -52,6 +53,7 @@ RULES = {
     ("GET", "/api/documents/stuck"): ADMIN,
     ("GET", "/api/documents/{document_id}"): DOC_READ,
     ("DELETE", "/api/documents/{document_id}"): DOC_EDIT,
+    ("PATCH", "/api/documents/{document_id}"): DOC_EDIT,
     ("GET", "/api/documents/{document_id}/chunks"): DOC_READ,
     ("GET", "/api/documents/{document_id}/snapshot"): DOC_READ,
     ("GET", "/api/documents/{document_id}/source"): DOC_READ,
@@ -67,10 +69,10 @@ RULES = {
     # outside the OpenAPI schema: the schema itself, the workbench, the API docs, MCP over HTTP
     ("GET", "/openapi.json"): PUBLIC, ("GET", "/"): PUBLIC, ("GET", "/docs"): PUBLIC,
     ("POST", "/mcp"): ANY_KEY, ("GET", "/mcp"): ANY_KEY, ("DELETE", "/mcp"): ANY_KEY,
-    # the OpenAI-compatible API (SPEC §10): checked whenever this build mounts it
-    ("GET", "/v1/models"): ANY_KEY, ("POST", "/v1/chat/completions"): KB_READ,
+    # the OpenAI-compatible API (SPEC §10): a model is a knowledge base, by name or id
+    ("GET", "/v1/models"): ANY_KEY, ("GET", "/v1/models/{model}"): KB_READ,
+    ("POST", "/v1/chat/completions"): KB_READ,
 }
-PLANNED = {("GET", "/v1/models"), ("POST", "/v1/chat/completions")}  # may not be mounted yet
 MCP_METHODS = {"GET", "POST", "DELETE"}  # a raw ASGI route takes any method; these are MCP's
 PRINCIPALS = ["admin", "reader A", "editor A", "editor B", "revoked", "expired", "none"]
 
@@ -147,14 +149,12 @@ async def test_every_route_has_a_rule(client: httpx.AsyncClient) -> None:
     in_schema = {(m.upper(), p) for p, ops in schema["paths"].items() for m in ops}
     assert in_schema <= MOUNTED and ("POST", "/mcp") in MOUNTED
     assert MOUNTED - set(RULES) == set(), "add an access rule for each new route"
-    assert set(RULES) - MOUNTED <= PLANNED
+    assert set(RULES) - MOUNTED == set(), "a rule for a route this build does not mount"
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(RULES))
 async def test_isolation_matrix(client: httpx.AsyncClient, container, world, monkeypatch, method: str,
                                 path: str) -> None:
-    if (method, path) not in MOUNTED:
-        pytest.skip(f"{method} {path} is not mounted in this build")
     global current_path
     current_path = path
     monkeypatch.setattr(mcp_http, "STREAM_SECONDS", 0.2)  # a GET /mcp stream ends at once
@@ -167,7 +167,7 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, mon
         connector = await container.connectors.repository.create(  # a fresh one: an admin really deletes
             world["a"], kind="urls", name="", config={"urls": ["https://example.com/a.md"]}, schedule_seconds=None)
         params = {"kb_id": kb, "document_id": doc, "asset_id": asset, "key_id": victim.split("_")[1],
-                  "connector_id": connector.id}
+                  "connector_id": connector.id, "model": kb}
         url = path.format(**params)
         token = world["tokens"].get(who)
         headers = {"Authorization": f"Bearer {token}" if token else ""}
@@ -178,6 +178,8 @@ async def test_isolation_matrix(client: httpx.AsyncClient, container, world, mon
             kwargs["json"] = {"name": f"kb-{uuid4().hex[:8]}"}
         elif path.endswith("/search"):
             kwargs["json"] = {"query": "text"}
+        elif path == "/api/documents/{document_id}" and method == "PATCH":
+            kwargs["json"] = {"metadata": {"team": "x"}}
         elif path.endswith("/answer"):
             kwargs["json"] = {"question": "text"}
         elif path.endswith("/embedding-migration") and method == "POST":
@@ -223,6 +225,20 @@ async def test_a_key_of_another_knowledge_base_cannot_probe_ids(client: httpx.As
     r = await client.post(f"/api/knowledge-bases/{world['b']}/search", headers=h,
                           json={"query": "some text", "filters": {"knowledge_base_id": str(world["a"])}})
     assert r.status_code == 422 and str(world["a"]) not in r.text
+    # the OpenAI-compatible API: A is not a model for B's key, by name or by id, and its refusal is
+    # the same as for a model that never existed
+    models = (await client.get("/v1/models", headers=h)).json()["data"]
+    assert [m["id"] for m in models] == ["B"]
+    refusals = []
+    for model in ("A", str(world["a"]), "never-existed"):
+        r = await client.post("/v1/chat/completions", headers=h,
+                              json={"model": model, "messages": [{"role": "user", "content": "some text"}]})
+        assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found", r.text
+        assert str(world["a"]) not in r.text and str(doc) not in r.text and "some text" not in r.text
+        refusals.append(r.json())
+        r = await client.get(f"/v1/models/{model}", headers=h)
+        assert r.status_code == 404 and str(world["a"]) not in r.text
+    assert refusals[0] == refusals[1] == refusals[2]
 
 
 # The MCP tools, each with the rule of the REST route it calls (the tool calls /api with the
@@ -231,15 +247,19 @@ async def test_a_key_of_another_knowledge_base_cannot_probe_ids(client: httpx.As
 TOOL_RULES = {
     "list_knowledge_bases": ANY_KEY, "search": KB_READ, "answer": KB_READ, "get_document": DOC_READ,
     "read_chunks": DOC_READ, "upload_document": KB_EDIT, "reindex": DOC_EDIT,
+    "update_document_metadata": DOC_EDIT,
 }
 
 
 def tool_arguments(tool: str, kb: UUID, doc: UUID) -> dict:
-    return {"list_knowledge_bases": {}, "search": {"knowledge_base": str(kb), "query": "text"},
-            "answer": {"knowledge_base": str(kb), "question": "text"}, "get_document": {"document_id": str(doc)},
-            "read_chunks": {"document_id": str(doc)},
-            "upload_document": {"knowledge_base": str(kb), "filename": "n.md", "text": "# N\n\nnew text"},
-            "reindex": {"document_id": str(doc)}}[tool]
+    arguments: dict[str, dict[str, Any]] = {
+        "list_knowledge_bases": {}, "search": {"knowledge_base": str(kb), "query": "text"},
+        "answer": {"knowledge_base": str(kb), "question": "text"}, "get_document": {"document_id": str(doc)},
+        "read_chunks": {"document_id": str(doc)},
+        "upload_document": {"knowledge_base": str(kb), "filename": "n.md", "text": "# N\n\nnew text"},
+        "reindex": {"document_id": str(doc)},
+        "update_document_metadata": {"document_id": str(doc), "metadata": {"team": "x"}}}
+    return arguments[tool]
 
 
 async def test_every_mcp_tool_has_a_rule(container) -> None:

@@ -86,6 +86,7 @@ async def test_a_reader_key_reads_its_knowledge_base_and_nothing_else(container,
                 "reindex"} <= names
         listed = payload(await mcp.call_tool("list_knowledge_bases", {}))
         assert [kb["name"] for kb in listed["knowledge_bases"]] == ["alpha"]
+        assert listed["knowledge_bases"][0]["document_counts"] == {}  # counted (none yet), never null
 
         found = await mcp.call_tool("search", {"knowledge_base": "alpha", "query": "anything"})
         assert not found.is_error and payload(found)["results"] == []

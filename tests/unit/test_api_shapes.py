@@ -21,7 +21,8 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 DOCUMENT_KEYS = ["id", "knowledge_base_id", "filename", "mime_type", "size_bytes", "sha256", "status",
                  "error_message", "attempts", "max_attempts", "job_status", "operation", "chunk_count", "progress",
                  "parser", "duplicate_of", "dedup", "content_revision", "published_revision", "searchable", "source",
-                 "warnings", "timings", "created_at", "updated_at", "indexed_at", "deleted_at", "error_history"]
+                 "metadata", "warnings", "timings", "created_at", "updated_at", "indexed_at", "deleted_at",
+                 "error_history"]
 SYNC_KEYS = ["id", "connector_id", "trigger", "status", "attempts", "max_attempts", "counts", "errors", "error",
              "created_at", "started_at", "finished_at"]
 CONNECTOR_KEYS = ["id", "knowledge_base_id", "kind", "name", "config", "schedule_seconds", "next_sync_at",
@@ -70,3 +71,20 @@ def test_a_connector_and_its_syncs_answer_the_rows_fields_with_credentials_redac
     assert admin["config"]["token"] == "s3cret" and admin["syncs"] is None
     assert list(SyncOut.model_json_schema()["properties"]) == SYNC_KEYS
     assert list(ConnectorOut.model_json_schema()["properties"]) == CONNECTOR_KEYS
+
+
+def test_a_timeline_ends_with_the_status_the_writers_did_not_stamp() -> None:
+    """FAILED (and a retry's PENDING) are not stamped in stage_timings: the timeline adds the status
+    as of the last change, so the stage before it has an end and never reads as running."""
+    from datetime import UTC, datetime
+
+    from ultimate_rag.api.schemas import timings
+
+    t0, t1 = "2026-01-01T10:00:00+00:00", "2026-01-01T10:00:05+00:00"
+    failed_at = datetime(2026, 1, 1, 10, 0, 20, tzinfo=UTC)
+    shown = timings({"PARSING": t0, "CHUNKING": t1}, "FAILED", failed_at)
+    assert [(t.stage, t.seconds) for t in shown] == [("PARSING", 5.0), ("CHUNKING", 15.0), ("FAILED", None)]
+    assert [t.stage for t in timings({"PENDING": t0}, "PENDING", failed_at)] == ["PENDING"]  # waiting: as it was
+    running = timings({"PARSING": t0}, "PARSING", failed_at)
+    assert [(t.stage, t.seconds) for t in running] == [("PARSING", None)]  # running now: truly
+    assert [t.stage for t in timings({}, "FAILED", failed_at)] == ["FAILED"]

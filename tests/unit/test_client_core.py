@@ -75,7 +75,7 @@ def test_the_plan_skips_held_bytes_replaces_changed_files_and_adds_the_rest(tmp_
     assert steps["b.md"].action == UPDATE and steps["b.md"].document == existing[1]
     assert steps["c.md"].action == NEW
     assert steps["d.txt"].action == UNCHANGED and steps["d.txt"].document == existing[0]  # the KB holds its bytes
-    assert steps["c2.txt"].action == UNCHANGED and steps["c2.txt"].note == f"same bytes as {tmp_path / 'c.md'}"
+    assert steps["c2.txt"].action == UNCHANGED and steps["c2.txt"].note == f"same bytes as {tmp_path.name}/c.md"
 
 
 def test_a_missing_path_is_named(tmp_path: Path) -> None:
@@ -84,17 +84,21 @@ def test_a_missing_path_is_named(tmp_path: Path) -> None:
 
 
 def test_the_ingest_summary_counts_statuses_and_names_each_failure(tmp_path: Path) -> None:
-    from ultimate_rag.cli_http.ingest import Outcome, tally
     from ultimate_rag.cli_http.plan import LocalFile, Step
+    from ultimate_rag.cli_http.summary import REFUSED_BEFORE, Outcome, tally
 
-    def out(name: str, action: str, status: str | None, error: str | None = None, reason: str | None = None):
+    def out(name: str, action: str, status: str | None, error: str | None = None, reason: str | None = None,
+            refused: bool = False):
         d = None if status is None else Document(id=name, knowledge_base_id="kb", filename=name, status=status,
                                                  error_message=reason)
-        return Outcome(Step(LocalFile(tmp_path / name, name, 1), action), d, error)
+        return Outcome(Step(LocalFile(tmp_path / name, name, 1, relative=f"sub/{name}"), action), d, error, refused)
 
-    rows, failures = tally([out("a", NEW, "READY"), out("b", NEW, None, error="bad (HTTP 415)"),
+    rows, failures = tally([out("a", NEW, "READY"), out("b", NEW, None, error="bad (HTTP 415)", refused=True),
                             out("c", NEW, "FAILED", reason="no text"), out("d", UNCHANGED, "READY"),
-                            out("e", UNCHANGED, None), out("f", UPDATE, "PENDING")])
-    assert rows == [(NEW, 3, 1, 2, ""), (UPDATE, 1, 0, 0, "PENDING 1"),
-                    (UNCHANGED, 2, 1, 0, "same bytes as another file 1")]
-    assert failures == [("b", "bad (HTTP 415)"), ("c", "no text")]
+                            out("e", UNCHANGED, None), out("f", UPDATE, "PENDING"), out("g", UPDATE, "OUTDATED"),
+                            out("h", NEW, None, error="cannot reach the server"),
+                            out("i", REFUSED_BEFORE, None, error="bad (refused before, HTTP 415)", refused=True)])
+    assert rows == [(NEW, 4, 1, 2, 1, 0, ""), (UPDATE, 2, 0, 0, 0, 1, "OUTDATED 1"),
+                    (UNCHANGED, 2, 1, 0, 0, 0, "same bytes as another file 1"), (REFUSED_BEFORE, 1, 0, 0, 1, 0, "")]
+    assert failures == [("sub/b", "bad (HTTP 415)"), ("sub/c", "no text"), ("sub/h", "cannot reach the server"),
+                        ("sub/i", "bad (refused before, HTTP 415)")]

@@ -53,7 +53,7 @@ def by_kind(doc: ParsedDocument, kind: str) -> list[Block]:
 
 def test_identity() -> None:
     parser = MarkdownParser()
-    assert (parser.name, parser.version) == ("markdown", "1.2.0")
+    assert (parser.name, parser.version) == ("markdown", "1.3.0")
     source = DocumentSource(None, "a.md", "text/markdown", b"x")
     assert parser.accepts(source, "markdown")
     assert not parser.accepts(source, "text")

@@ -33,12 +33,13 @@ def test_clean_text(raw: str, clean: str) -> None:
 def test_check_parsed_cleans_blocks_assets_and_metadata_and_drops_emptied_blocks() -> None:
     parsed = ParsedDocument(
         blocks=(Block("heading", "Title\x00", level=1), Block("paragraph", DIRTY), Block("paragraph", "\x00\x01"),
-                Block("figure", "\x00", asset_ids=("a",))),
+                Block("figure", "\x00", asset_ids=("a",)), Block("table", "| a |\n|---|\n| 1 |", caption="Ta\x00ble 1")),
         metadata={"title": "T\x00itle", "nested": {"k\x01": ["v\x00", ("w\ud800",)]}, "page_count": 2},
         assets=(ParsedAsset("a", b"png", "image/png", description="cap\x00tion\x07"),))
     clean = check_parsed(parsed, ParseLimits())
     assert [(b.kind, b.text) for b in clean.blocks] == [
-        ("heading", "Title"), ("paragraph", "Alphabeta gamma delta end"), ("figure", "")]
+        ("heading", "Title"), ("paragraph", "Alphabeta gamma delta end"), ("figure", ""), ("table", "| a |\n|---|\n| 1 |")]
+    assert clean.blocks[-1].caption == "Table 1"
     assert clean.metadata == {"title": "Title", "nested": {"k": ["v", ("w",)]}, "page_count": 2}
     assert clean.assets[0].description == "caption" and clean.assets[0].data == b"png"
 

@@ -35,8 +35,8 @@ def test_merged_header_cells_name_each_column_and_a_merged_body_cell_repeats() -
             Row([Cell("North", rowspan=2), Cell("10"), Cell("12"), Cell("5"), Cell("6")]),
             Row([Cell("11"), Cell("13"), Cell("5"), Cell("7")]),
             Row([Cell("Total", colspan=2), Cell("21"), Cell("10"), Cell("13")])]
-    caption, table = table_blocks(rows, table=3, locator=SourceLocator(page=7))
-    assert (caption.kind, caption.text, caption.locator.page) == ("paragraph", "Quarterly results", 7)
+    (table,) = table_blocks(rows, table=3, locator=SourceLocator(page=7))
+    assert (table.caption, table.locator.page) == ("Quarterly results", 7)
     assert table.text.split("\n") == [
         "| Region | Revenue / 2024 | Revenue / 2025 | Cost / 2024 | Cost / 2025 |", "|---|---|---|---|---|",
         "| North | 10 | 12 | 5 | 6 |", "| North | 11 | 13 | 5 | 7 |", "| Total |  | 21 | 10 | 13 |"]
@@ -73,7 +73,8 @@ def test_plain_grids_keep_the_old_markdown() -> None:
     assert table_markdown([["line\nbreak", "x"]]) == "| line break | x |\n|---|---|"
 
 
-@pytest.mark.parametrize("name", ["tables.docx", "tables.html", "tables.pptx", "tables.odt", "tables.ods"])
+@pytest.mark.parametrize("name", ["tables.docx", "tables.html", "tables.pptx", "tables.odt", "tables.ods",
+                                  "tables.xlsx"])
 def test_every_format_resolves_the_same_columns(name: str) -> None:
     found = tables(parse(name))
     assert [t.text.split("\n")[0] for t in found] == [
@@ -82,18 +83,19 @@ def test_every_format_resolves_the_same_columns(name: str) -> None:
     regions, credit, _ = found
     assert regions.text.split("\n")[2:4] == ["| " + " | ".join(REGIONS.body[0]) + " |",
                                              "| " + " | ".join(REGIONS.body[1]) + " |"]  # "North" in both rows
-    assert [t.locator.table for t in found] == [1, 2, 3] or name == "tables.ods"  # a sheet is one table
-    header_rows = 2
-    assert [r.row_start for r in regions.rows] == list(range(header_rows + 1 + (name == "tables.ods"),
-                                                            header_rows + 1 + (name == "tables.ods") + len(REGIONS.body)))
+    sheet = name in ("tables.ods", "tables.xlsx")  # a sheet is one table, its rows numbered from its title row
+    assert [t.locator.table for t in found] == [1, 2, 3] or sheet
+    first = 2 + 1 + sheet
+    assert [r.row_start for r in regions.rows] == list(range(first, first + len(REGIONS.body)))
     assert len(credit.rows) == len(CREDIT.body)
 
 
-@pytest.mark.parametrize("name", ["tables.docx", "tables.html", "tables.odt", "tables.pptx"])
-def test_captions_stay_text_before_their_table(name: str) -> None:
-    blocks = list(parse(name).blocks)
-    index = next(i for i, b in enumerate(blocks) if b.kind == "table")
-    assert REGIONS.caption in blocks[index - 1].text
+@pytest.mark.parametrize("name", ["tables.docx", "tables.html", "tables.odt", "tables.pptx", "tables.md",
+                                  "tables.ods", "tables.xlsx"])
+def test_each_table_carries_its_caption(name: str) -> None:
+    parsed = parse(name)
+    assert [t.caption for t in tables(parsed)] == [spec.caption for spec in (REGIONS, CREDIT, WIDE)]
+    assert not any(b.kind == "paragraph" and b.text == REGIONS.caption for b in parsed.blocks)
 
 
 def test_slides_cite_the_slide_and_docx_rows_cite_their_paragraphs() -> None:

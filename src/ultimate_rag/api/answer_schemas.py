@@ -8,10 +8,11 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..domain.chat import ChatMessage
+from ..domain.metadata import source_path
 from ..services.answering import Answer
 from ..services.grounding import Passage
 from .schemas import Text, body_of
-from .search_schemas import SearchFiltersIn
+from .search_schemas import SOURCE_PATH, SearchFiltersIn
 
 
 class Turn(BaseModel):
@@ -43,18 +44,21 @@ class CitationOut(BaseModel):
     chunk_id: UUID
     document_id: UUID
     filename: str
+    source_path: str | None = SOURCE_PATH
     heading_path: list[str]
     locator: dict[str, Any]
     content: str
     score: float
     assets: list[dict[str, Any]]
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the document's own fields")
 
     @classmethod
     def of(cls, p: Passage) -> CitationOut:
         r = p.result
         return cls(n=p.n, chunk_id=r.chunk_id, document_id=r.document_id, filename=r.filename,
-                   heading_path=list(r.heading_path), locator=r.locator.to_metadata(), content=r.content,
-                   score=r.score, assets=list(r.assets))
+                   source_path=source_path(r.metadata), heading_path=list(r.heading_path),
+                   locator=r.locator.to_metadata(),
+                   content=r.content, score=r.score, assets=list(r.assets), metadata=r.metadata)
 
 
 class UsageOut(BaseModel):
@@ -69,6 +73,8 @@ class AnswerOut(BaseModel):
     query: str = Field(description="the standalone query used for retrieval")
     language: str = Field(description="the question's language: en, zh or ko")
     cited: list[int] = Field(description="the citation numbers the answer uses")
+    grounded: bool = Field(description="the answer cites at least one of the passages; false: it rests on "
+                                       "nothing retrieved (no answer, nothing relevant, or the model cited none)")
     invalid_citations: list[int] = Field(description="numbers the model invented, removed from the answer")
     reason: str | None = Field(default=None, description="why the model gave no answer")
     usage: UsageOut | None = None

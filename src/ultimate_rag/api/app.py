@@ -15,7 +15,8 @@ from ..settings import Settings
 from .errors import install_error_handlers
 from .gate import ApiKeyGate
 from .limits import BodySizeLimit, SecurityHeaders
-from .routes import admin, answers, api_docs, connectors, documents, health, knowledge_bases, operations
+from .openai_errors import OpenAIErrorShape
+from .routes import admin, answers, api_docs, connectors, documents, health, knowledge_bases, openai_compat, operations
 from .routes import embedding_migration as embedding_migration_routes
 from .routes import events as events_routes
 from .routes import statuses as statuses_routes
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_upload_bytes + 64 * 1024,
                        upload_limit_bytes=settings.max_upload_bytes, max_json_bytes=settings.max_json_body_bytes)
     app.add_middleware(ApiKeyGate)  # outside the body limit: no key, no body read (not even its length judged)
+    app.add_middleware(OpenAIErrorShape)  # /v1 errors as OpenAI clients read them, the gate's 401 too
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # off unless configured
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"],
@@ -60,6 +62,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.include_router(knowledge_bases.router)
     app.include_router(embedding_migration_routes.router)
     app.include_router(answers.router)
+    app.include_router(openai_compat.router)  # /v1: the knowledge bases as OpenAI chat models
     app.include_router(connectors.router)
     app.include_router(operations.router)  # before documents: /api/documents/{document_id} would take /stuck
     app.include_router(documents.router)

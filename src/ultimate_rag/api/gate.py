@@ -1,4 +1,4 @@
-"""Authentication before the body: the bearer key of every ``/api`` request is checked before the
+"""Authentication before the body: the bearer key of every ``/api`` and ``/v1`` request is checked before the
 application is handed the receive channel, so a request without a valid key is answered 401 with
 not one byte of its body read (an unauthenticated client cannot make the server buffer anything).
 The principal found is left in the request state, where the ``principal`` dependency picks it up."""
@@ -13,6 +13,7 @@ from ..bootstrap import Container
 from ..domain.errors import AuthenticationError, DatabaseError
 from .deps import authenticate
 from .errors import RETRY_AFTER_SECONDS
+from .openai_errors import is_openai_path
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ class ApiKeyGate:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
-        if not (path == "/api" or path.startswith("/api/")):
+        if not (path == "/api" or path.startswith("/api/") or is_openai_path(path)):
             await self.app(scope, receive, send)
             return
         # set by the app at startup, before any request is served

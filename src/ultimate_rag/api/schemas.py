@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ..domain.models import Chunk, Document, DocumentFile, KnowledgeBase
 from ..domain.redact import redact_config
@@ -135,6 +135,8 @@ class DocumentOut(BaseModel, DocumentFile, frozen=True):
     searchable: bool = Field(default=False, description="search serves this document's published revision: also"
                                                         " while a newer revision is built, or after it failed")
     source: dict[str, Any]
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the document's own fields: the user's, and "
+                                     "the reserved doc, front_matter, s3 and source (docs/metadata.md)")
     warnings: list[str] = Field(default_factory=list,
                                 description="what parsing left out or changed: an image downscaled, unreadable pages")
     timings: list[StageTiming]
@@ -156,23 +158,38 @@ class DocumentOut(BaseModel, DocumentFile, frozen=True):
             parser={"name": doc.parser_name, "version": doc.parser_version} if doc.parser_name else None,
             duplicate_of=doc.duplicate_of, dedup=doc.dedup, content_revision=doc.content_revision,
             published_revision=doc.published_revision, searchable=doc.searchable,
-            source=redact_config(doc.source), warnings=list(doc.warnings),
-            timings=timings(doc.stage_timings), created_at=doc.created_at, updated_at=doc.updated_at,
+            source=redact_config(doc.source), metadata=doc.metadata, warnings=list(doc.warnings),
+            timings=timings(doc.stage_timings, doc.status.value, doc.updated_at), created_at=doc.created_at,
+            updated_at=doc.updated_at,
             indexed_at=doc.indexed_at, deleted_at=doc.deleted_at, error_history=error_history,
         )
 
 
-def timings(stage_timings: dict[str, str]) -> list[StageTiming]:
-    """Per-stage start times of the current run, with the time each stage took."""
+def timings(stage_timings: dict[str, str], status: str | None = None,
+            since: datetime | None = None) -> list[StageTiming]:
+    """Per-stage start times of the current run, with the time each stage took. The timeline ends
+    with the document's ``status``: a status the writers do not stamp (FAILED, a retry's PENDING,
+    a restored upload) is added as of ``since`` (the document's last change), so the stage before
+    it ends there instead of reading as still running."""
     order = {s.value: i for i, s in enumerate(PIPELINE)}
     items = sorted(((k, datetime.fromisoformat(v)) for k, v in stage_timings.items()),
                    key=lambda kv: (kv[1], order.get(kv[0], 99)))
+    if status is not None and since is not None and (not items or items[-1][0] != status):
+        items = [kv for kv in items if kv[0] != status]
+        items.append((status, max(since, items[-1][1]) if items else since))
     out = []
     for i, (stage, started) in enumerate(items):
         nxt = items[i + 1][1] if i + 1 < len(items) else None
         out.append(StageTiming(stage=stage, started_at=started,
                                seconds=(nxt - started).total_seconds() if nxt else None))
     return out
+
+
+class DocumentPatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: dict[str, Any] = Field(description="a JSON Merge Patch of the document's own fields: keys set, "
+                                                 "objects merged, a key set to null removed")
 
 
 class DocumentList(BaseModel):
@@ -189,12 +206,14 @@ class ChunkOut(BaseModel):
     heading_path: list[str]
     locator: dict[str, Any]
     metadata: dict[str, Any]
+    document_metadata: dict[str, Any] = Field(default_factory=dict, description="its document's own fields, "
+                                              "as the document has them now")
 
     @classmethod
-    def of(cls, chunk: Chunk) -> ChunkOut:
+    def of(cls, chunk: Chunk, document_metadata: dict[str, Any] | None = None) -> ChunkOut:
         return cls(id=chunk.id, ordinal=chunk.ordinal, content=chunk.content, token_count=chunk.token_count,
                    heading_path=list(chunk.heading_path), locator=chunk.locator.to_metadata(),
-                   metadata=chunk.metadata)
+                   metadata=chunk.metadata, document_metadata=document_metadata or {})
 
 
 class ChunkList(BaseModel):

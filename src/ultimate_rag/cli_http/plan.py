@@ -1,7 +1,12 @@
 """What ``ingest`` will do with each local file: walk the paths, hash the files, and compare with the
 documents the knowledge base already has. Bytes it already holds are skipped (sha256); a file whose
-name matches a document with other bytes replaces that document's content; the rest are new. So an
-interrupted run, run again, uploads only what did not arrive."""
+path (relative to the folder given) matches a document with other bytes replaces that document's
+content; the rest are new. So an interrupted run, run again, uploads only what did not arrive.
+
+A file is uploaded with its path in the folder given, the folder's name first (``docs/guides/setup.md``
+for ``ingest docs``; a file named alone, its name), which the server keeps as the document's
+metadata ``source.path``: files of the same name in different folders stay apart, and a changed
+file replaces the document it was, not one of the same name."""
 
 from __future__ import annotations
 
@@ -23,6 +28,12 @@ class LocalFile:
     shown: str  # the path as the user gave it (for output)
     size: int
     sha256: str = ""
+    relative: str = ""  # where it lies in the folder given (the folder's name first): the document's source.path
+
+    @property
+    def label(self) -> str:
+        """How output names it: its path in the folder, or the path given."""
+        return self.relative or self.shown
 
 
 @dataclass
@@ -40,8 +51,10 @@ def collect(paths: Iterable[str], include: list[str] | None, exclude: list[str] 
         root = Path(given)
         if root.is_file():
             candidates: Iterator[tuple[Path, str]] = iter([(root, root.name)])
+            prefix = ""
         elif root.is_dir():
             candidates = _walk(root)
+            prefix = f"{root.resolve().name}/" if root.resolve().name else ""
         else:
             raise FileNotFoundError(f"{given}: no such file or folder")
         for path, rel in candidates:
@@ -51,7 +64,7 @@ def collect(paths: Iterable[str], include: list[str] | None, exclude: list[str] 
                 continue
             real = path.resolve()
             if real not in found and path.is_file():
-                found[real] = LocalFile(path=path, shown=str(path), size=path.stat().st_size)
+                found[real] = LocalFile(path=path, shown=str(path), size=path.stat().st_size, relative=prefix + rel)
     return list(found.values())
 
 
@@ -85,17 +98,28 @@ def plan(files: list[LocalFile], existing: list[Document]) -> list[Step]:
     replaceable: dict[str, list[Document]] = {}
     for d in live:  # documents whose bytes no local file has: the ones a changed file may replace
         if d.sha256 not in local_shas:
-            replaceable.setdefault(d.filename, []).append(d)
+            replaceable.setdefault(_key_of_document(d), []).append(d)
     steps: list[Step] = []
     seen: dict[str, LocalFile] = {}
     for f in files:
+        target = next((replaceable[k] for k in _keys_of_file(f) if replaceable.get(k)), None)
         if f.sha256 in by_sha:
             steps.append(Step(f, UNCHANGED, by_sha[f.sha256]))
         elif f.sha256 in seen:
-            steps.append(Step(f, UNCHANGED, note=f"same bytes as {seen[f.sha256].shown}"))
-        elif replaceable.get(f.path.name):
-            steps.append(Step(f, UPDATE, replaceable[f.path.name].pop(0)))
+            steps.append(Step(f, UNCHANGED, note=f"same bytes as {seen[f.sha256].label}"))
+        elif target:
+            steps.append(Step(f, UPDATE, target.pop(0)))
         else:
             steps.append(Step(f, NEW))
         seen.setdefault(f.sha256, f)
     return steps
+
+
+def _key_of_document(d: Document) -> str:
+    return f"path:{d.source_path}" if d.source_path else f"name:{d.filename}"
+
+
+def _keys_of_file(f: LocalFile) -> list[str]:
+    """A file replaces the document with its path, or else (a document uploaded before paths were
+    kept) one of its name that has no path."""
+    return [f"path:{f.relative}", f"name:{f.path.name}"] if f.relative else [f"name:{f.path.name}"]

@@ -12,6 +12,7 @@ from rich.markup import escape
 from ..client import ApiError
 from ..client._core import not_found_route
 from .common import CliError, add_connection_options, citation_line, connect, consoles, knowledge_base, run, snippet
+from .fields import filter_condition, json_object, with_metadata_filter
 
 
 def add_query_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,7 +21,9 @@ def add_query_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     search.add_argument("--kb", required=True, help="knowledge base name or id")
     search.add_argument("--top-k", type=int, default=5)
     search.add_argument("--mode", choices=["hybrid", "dense", "sparse"])
-    search.add_argument("--filters", type=_json_object, help='JSON, e.g. \'{"filename": "*.pdf"}\'')
+    search.add_argument("--filters", type=json_object, help='JSON, e.g. \'{"filename": "*.pdf"}\'')
+    search.add_argument("--filter", action="append", type=filter_condition, metavar="KEY=VALUE|JSON",
+                        help="a metadata filter: key=value, or a JSON filter object (repeatable, all must hold)")
     search.add_argument("--json", action="store_true", help="print the results as JSON")
     add_connection_options(search)
     search.set_defaults(func=lambda args: run(lambda: _search(args)))
@@ -29,27 +32,20 @@ def add_query_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     ask.add_argument("question")
     ask.add_argument("--kb", required=True, help="knowledge base name or id")
     ask.add_argument("--top-k", type=int)
-    ask.add_argument("--filters", type=_json_object, help="JSON search filters")
+    ask.add_argument("--filters", type=json_object, help="JSON search filters")
+    ask.add_argument("--filter", action="append", type=filter_condition, metavar="KEY=VALUE|JSON",
+                     help="a metadata filter: key=value, or a JSON filter object (repeatable, all must hold)")
     ask.add_argument("--json", action="store_true", help="print the answer as JSON")
     add_connection_options(ask)
     ask.set_defaults(func=lambda args: run(lambda: _ask(args)))
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("give a JSON object")
-    return value
 
 
 async def _search(args: argparse.Namespace) -> int:
     out, _ = consoles()
     async with connect(args) as rag:
         kb = await knowledge_base(rag, args.kb)
-        hits = await rag.search(kb.id, args.query, top_k=args.top_k, mode=args.mode, filters=args.filters)
+        hits = await rag.search(kb.id, args.query, top_k=args.top_k, mode=args.mode,
+                                filters=with_metadata_filter(args.filters, args.filter))
     if args.json:
         results = [{**h.raw, "citation": citation_line(h.raw)} for h in hits]
         print(json.dumps({"knowledge_base": {"id": kb.id, "name": kb.name}, "query": args.query,
@@ -78,7 +74,8 @@ async def _ask(args: argparse.Namespace) -> int:
     async with connect(args) as rag:
         kb = await knowledge_base(rag, args.kb)
         try:
-            answer = await rag.answer(kb.id, args.question, top_k=args.top_k, filters=args.filters)
+            answer = await rag.answer(kb.id, args.question, top_k=args.top_k,
+                                      filters=with_metadata_filter(args.filters, args.filter))
         except ApiError as exc:
             if not_found_route(exc):
                 raise CliError("this server has no answer endpoint (it is older than this command): "
@@ -94,6 +91,9 @@ async def _ask(args: argparse.Namespace) -> int:
             out.print("relevant passages:")
     else:
         out.print(escape(answer.answer), highlight=False)
+        if not answer.grounded and answer.citations:
+            out.print("[yellow]not grounded[/yellow]: this answer cites none of the passages below; it does not "
+                      "rest on the documents", highlight=False)
         out.print("\nsources:")
     for c in answer.citations:
         out.print(f"  [{c.n}] {escape(str(c.citation))}", highlight=False)

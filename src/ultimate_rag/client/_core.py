@@ -35,6 +35,11 @@ Id = str | UUID
 ProgressCallback = Callable[[int, int], None]  # (bytes sent so far, total bytes)
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUSES = frozenset({429, 503})
+# an answer is read whole when the model is done: the server may wait minutes for a local model
+# (its provider timeout, 300 s for a local endpoint, and a rewrite call), so the client waits
+# longer than the server would, and the server's own 504 with its reason arrives instead of a
+# client-side timeout
+ANSWER_TIMEOUT_SECONDS = 900.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,13 @@ class Upload:
     source: bytes | str | os.PathLike[str] | IO[bytes]
     content_type: str | None = None
     progress: ProgressCallback | None = None
+    metadata: dict[str, Any] | None = None  # the document's own fields (docs/metadata.md)
+    path: str | None = None  # where the file lies in the folder being uploaded (source.path)
+
+    def fields(self) -> dict[str, str]:
+        """The upload's form fields beside the file."""
+        out = {"metadata": json.dumps(self.metadata)} if self.metadata else {}
+        return out | ({"path": self.path} if self.path else {})
 
     def open(self) -> tuple[IO[bytes], int, bool]:
         """The stream to read, its size, and whether we opened it (and must close it)."""
@@ -108,13 +120,15 @@ class Upload:
         return {"file": (self.filename, reader, mime)}
 
 
-def make_upload(file: Any, filename: str | None, content_type: str | None, progress: ProgressCallback | None) -> Upload:
+def make_upload(file: Any, filename: str | None, content_type: str | None, progress: ProgressCallback | None,
+                metadata: dict[str, Any] | None = None, path: str | None = None) -> Upload:
     if filename is None:
         if isinstance(file, str | os.PathLike):
             filename = os.path.basename(os.fspath(file))
         else:
             filename = os.path.basename(str(getattr(file, "name", "") or "")) or "upload.bin"
-    return Upload(filename=filename, source=file, content_type=content_type, progress=progress)
+    return Upload(filename=filename, source=file, content_type=content_type, progress=progress, metadata=metadata,
+                  path=path)
 
 
 class ProgressReader:
@@ -157,6 +171,7 @@ class Call(Generic[T]):
     json: Any = None
     upload: Upload | None = None
     idempotent: bool = field(default=False)
+    timeout: float | None = None  # the read timeout of this call, when not the client's
 
 
 def segment(value: Id) -> str:
@@ -213,6 +228,10 @@ class Calls:
         return Call("POST", f"/api/knowledge-bases/{segment(kb)}/documents", Document.from_json, upload=upload)
 
     @staticmethod
+    def update_metadata(document_id: Id, metadata: dict[str, Any]) -> Call[Document]:
+        return Call("PATCH", f"/api/documents/{document_id}", Document.from_json, json={"metadata": metadata})
+
+    @staticmethod
     def replace_content(document_id: Id, upload: Upload) -> Call[Document]:
         return Call("PUT", f"/api/documents/{segment(document_id)}/content", Document.from_json, upload=upload)
 
@@ -257,7 +276,9 @@ class Calls:
     def answer(kb: Id, question: str, top_k: int | None, filters: dict[str, Any] | None,
                messages: list[dict[str, str]] | None) -> Call[Answer]:
         body = _params(question=question, top_k=top_k, filters=filters or None, messages=messages or None)
-        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/answer", Answer.from_json, json=body, idempotent=True)
+        # not retried when the connection breaks or times out: that would ask the model all over again
+        return Call("POST", f"/api/knowledge-bases/{segment(kb)}/answer", Answer.from_json, json=body,
+                    timeout=ANSWER_TIMEOUT_SECONDS)
 
     @staticmethod
     def stuck_documents(older_than_seconds: float | None) -> Call[list[dict[str, Any]]]:

@@ -4,21 +4,18 @@ effect gave. ``Client`` runs flows with blocking I/O, ``AsyncClient`` awaits eac
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import httpx
 
-from ._core import RETRY_STATUSES, Call, Calls, Id, RetryPolicy, SseReader, pending_of, read_answer, segment
-from .errors import ApiError, NotFound, TransportError
-from .models import Document, KnowledgeBase, Page
+from ._core import RETRY_STATUSES, Call, RetryPolicy, read_answer
+from .errors import NotFound, TransportError
+from .models import KnowledgeBase, Page
 
 T = TypeVar("T")
-LIST_ABOVE = 20  # refresh more documents than this with the list endpoint
-OnUpdate = Callable[[Document], None]
 
 
 @dataclass(frozen=True)
@@ -118,12 +115,16 @@ def request_kwargs(call: Call[Any]) -> Iterator[dict[str, Any]]:
     kwargs: dict[str, Any] = {"params": call.params}
     if call.json is not None:
         kwargs["json"] = call.json
+    if call.timeout is not None:
+        kwargs["timeout"] = httpx.Timeout(call.timeout, connect=10.0)
     if call.upload is None:
         yield kwargs
         return
     stream, size, owned = call.upload.open()
     try:
         kwargs["files"] = call.upload.files(stream, size)
+        if fields := call.upload.fields():
+            kwargs["data"] = fields
         yield kwargs
     finally:
         if owned:
@@ -169,90 +170,3 @@ def find_knowledge_base(kbs: Iterable[KnowledgeBase], name_or_id: str) -> Knowle
         if name_or_id in (kb.id, kb.name):
             return kb
     raise NotFound(404, f"no knowledge base named or with id {name_or_id!r} is visible to this key")
-
-
-def wait_until_ready(document_ids: Iterable[Id], retry: RetryPolicy, timeout: float, poll_interval: float,
-                     on_update: OnUpdate | None) -> Flow[list[Document]]:
-    ids = [str(i) for i in document_ids]
-    deadline = time.monotonic() + timeout
-    docs: dict[str, Document] = {}
-    for i in ids:
-        docs[i] = yield from _fresh(i, retry)
-        if on_update:
-            on_update(docs[i])
-    streaming = True
-    while pending := pending_of(docs, ids):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(pending)} document(s) not ready after {timeout:g}s")
-        kb = docs[pending[0]].knowledge_base_id
-        group = [i for i in pending if docs[i].knowledge_base_id == kb]
-        try:
-            streaming = streaming and (yield from _follow(kb, group, docs, deadline, on_update, retry))
-        except (ApiError, TransportError, httpx.HTTPError):
-            streaming = False
-        if not streaming:  # no event stream (or it broke): poll from now on
-            yield Sleep(max(0.0, min(poll_interval, deadline - time.monotonic())))
-            yield from _refresh(group, docs, on_update, retry)
-    return [docs[i] for i in ids]
-
-
-def _fresh(document_id: str, retry: RetryPolicy, previous: Document | None = None) -> Flow[Document]:
-    try:
-        return (yield from send(Calls.get_document(document_id), retry))
-    except NotFound:
-        if previous is None:
-            raise
-        return replace(previous, status="DELETED")  # removed for good while we waited
-
-
-def _refresh(ids: list[str], docs: dict[str, Document], on_update: OnUpdate | None,
-             retry: RetryPolicy) -> Flow[None]:
-    if len(ids) > LIST_ABOVE:  # one listing (pages of 500) rather than a request per document
-        kb, wanted = docs[ids[0]].knowledge_base_id, set(ids)
-        listed = yield from pages(lambda cursor: Calls.list_documents(kb, None, 500, cursor, None), retry)
-        found = {d.id: d for d in listed if d.id in wanted}
-        fresh = [found.get(i) or replace(docs[i], status="DELETED") for i in ids]
-    else:
-        fresh = []
-        for i in ids:
-            fresh.append((yield from _fresh(i, retry, docs[i])))
-    for doc in fresh:
-        if on_update and doc.status != docs[doc.id].status:
-            on_update(doc)
-        docs[doc.id] = doc
-
-
-def _follow(kb: str, group: list[str], docs: dict[str, Document], deadline: float, on_update: OnUpdate | None,
-            retry: RetryPolicy) -> Flow[bool]:
-    """Read one event stream; False when the server says to poll instead."""
-    seconds = max(1, min(25, int(deadline - time.monotonic()) + 1))
-    try:
-        yield OpenEvents(f"/api/knowledge-bases/{segment(kb)}/events", {"max_seconds": seconds})
-        keep_streaming = yield from _read_events(set(group), docs, on_update, retry)
-    except Exception:
-        yield CloseEvents()
-        raise
-    yield CloseEvents()
-    return keep_streaming
-
-
-def _read_events(wanted: set[str], docs: dict[str, Document], on_update: OnUpdate | None,
-                 retry: RetryPolicy) -> Flow[bool]:
-    reader = SseReader()
-    while (line := (yield NextLine())) is not None:
-        event = reader.feed(line)
-        if event is None:
-            continue
-        if event.event == "fallback":
-            return False
-        if event.event == "ready":  # subscribed: catch up on what changed before
-            yield from _refresh(sorted(wanted), docs, on_update, retry)
-        elif event.event == "document" and isinstance(event.data, dict) and event.data.get("id") in wanted:
-            yield from _refresh([event.data["id"]], docs, on_update, retry)
-        elif event.event in ("resync", "reconnect"):
-            yield from _refresh(sorted(wanted), docs, on_update, retry)
-            return True
-        wanted = {i for i in wanted if not docs[i].is_stable}
-        if not wanted:
-            return True
-    return True

@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _flows as flows
+from . import _waiting as waiting
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
-from ._flows import LIST_ABOVE as LIST_ABOVE  # re-exported: refresh more documents than this with one listing
+from ._waiting import LIST_ABOVE as LIST_ABOVE  # re-exported: refresh more documents than this with one listing
 from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchResults
 
 T = TypeVar("T")
@@ -118,9 +119,17 @@ class AsyncClient:
         return await self._send(Calls.get_document(document_id))
 
     async def upload(self, kb_id: Id, file: Any, *, filename: str | None = None, content_type: str | None = None,
-                     progress: ProgressCallback | None = None) -> Document:
-        """Upload bytes, a path or an open binary file; ``progress(sent, total)`` as it goes out."""
-        return await self._send(Calls.upload(kb_id, make_upload(file, filename, content_type, progress)))
+                     progress: ProgressCallback | None = None, metadata: dict[str, Any] | None = None,
+                     path: str | None = None) -> Document:
+        """Upload bytes, a path or an open binary file; ``progress(sent, total)`` as it goes out;
+        ``metadata``: the document's own fields; ``path``: where it lies in the folder being uploaded."""
+        return await self._send(Calls.upload(kb_id, make_upload(file, filename, content_type, progress, metadata,
+                                                               path)))
+
+    async def update_metadata(self, document_id: Id, metadata: dict[str, Any]) -> Document:
+        """Change the document's own fields (a JSON Merge Patch: a key set to None goes). Nothing is
+        rebuilt; search sees the new values at once."""
+        return await self._send(Calls.update_metadata(document_id, metadata))
 
     async def replace_content(self, document_id: Id, file: Any, *, filename: str | None = None,
                               content_type: str | None = None, progress: ProgressCallback | None = None) -> Document:
@@ -161,8 +170,16 @@ class AsyncClient:
 
     # waiting
     async def wait_until_ready(self, document_ids: Iterable[Id], *, timeout: float = 600.0,
-                               poll_interval: float = 2.0,
-                               on_update: Callable[[Document], None] | None = None) -> list[Document]:
+                               poll_interval: float = 2.0, on_update: Callable[[Document], None] | None = None,
+                               idle_timeout: float | None = None,
+                               on_connection: Callable[[str | None], None] | None = None) -> list[Document]:
         """Wait until every document is stable (READY, FAILED, DELETED or OUTDATED) and return them, in
-        order. Follows the knowledge base's event stream; polls when the server has none."""
-        return await self._run(flows.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update))
+        order. Follows the knowledge base's event stream; polls when the server has none.
+
+        ``on_update(doc)``: each document when first read and whenever it changes (status, progress,
+        error). A server that restarts or cannot be reached is waited for (reconnecting with backoff);
+        ``on_connection(why)`` says when it cannot be reached, ``on_connection(None)`` when it is back.
+        ``TimeoutError`` after ``timeout`` seconds in all, or ``idle_timeout`` seconds in which no
+        document changed."""
+        return await self._run(waiting.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update,
+                                                       idle_timeout, on_connection))

@@ -54,12 +54,21 @@ class Document:
     searchable: bool = False  # search serves its published revision (also while a rebuild runs or after one failed)
     published_revision: int | None = None
     content_revision: int = 1
+    metadata: dict[str, Any] = field(default_factory=dict)  # its own fields (docs/metadata.md)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def is_stable(self) -> bool:
         """READY, FAILED, DELETED or OUTDATED: nothing is running on it."""
         return self.status in STABLE_STATUSES
+
+    @property
+    def source_path(self) -> str | None:
+        """Where it lies in the folder or bucket it came from (its metadata's ``source.path``); None
+        for a single upload."""
+        source = self.metadata.get("source")
+        path = source.get("path") if isinstance(source, dict) else None
+        return path if isinstance(path, str) and path else None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Document:
@@ -71,25 +80,27 @@ class Document:
                    duplicate_of=str(d["duplicate_of"]) if d.get("duplicate_of") else None,
                    created_at=_time(d.get("created_at")), updated_at=_time(d.get("updated_at")),
                    searchable=bool(d.get("searchable")), published_revision=d.get("published_revision"),
-                   content_revision=int(d.get("content_revision") or 1), raw=d)
+                   content_revision=int(d.get("content_revision") or 1), metadata=d.get("metadata") or {}, raw=d)
 
 
 @dataclass(frozen=True)
 class Citation:
-    """Where a passage comes from: the file, its heading path and its page (or pages), table and
-    rows, lines or paragraphs, and anchor."""
+    """Where a passage comes from: the file (by its path in the folder it was uploaded from, when
+    it has one), its heading path and its page (or pages), table and rows, lines or paragraphs,
+    and anchor."""
 
     document_id: str
     filename: str
     heading_path: list[str]
     locator: dict[str, Any]
+    source_path: str | None = None
 
     @property
     def page(self) -> int | None:
         return self.locator.get("page") or self.locator.get("page_start")
 
     def __str__(self) -> str:
-        parts = [self.filename]
+        parts = [self.source_path or self.filename]
         if self.heading_path:
             parts.append(" > ".join(self.heading_path))
         loc = self.locator
@@ -113,7 +124,8 @@ class Citation:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Citation:
         return cls(document_id=str(d.get("document_id", "")), filename=d.get("filename") or "",
-                   heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}))
+                   heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
+                   source_path=d.get("source_path") or None)
 
 
 @dataclass(frozen=True)
@@ -127,19 +139,26 @@ class SearchHit:
     locator: dict[str, Any]
     highlights: list[list[int]] = field(default_factory=list)
     assets: list[dict[str, Any]] = field(default_factory=list)
+    source_path: str | None = None  # its document's path in the folder it was uploaded from
+    dense_score: float | None = None  # the embedding similarity alone, whatever the mode
+    metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def citation(self) -> Citation:
         return Citation.from_json(self.raw or {"document_id": self.document_id, "filename": self.filename,
-                                               "heading_path": self.heading_path, "locator": self.locator})
+                                               "heading_path": self.heading_path, "locator": self.locator,
+                                               "source_path": self.source_path})
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SearchHit:
         return cls(chunk_id=str(d["chunk_id"]), document_id=str(d["document_id"]), filename=d.get("filename") or "",
                    content=d.get("content") or "", score=float(d.get("score") or 0.0),
                    heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
-                   highlights=list(d.get("highlights") or []), assets=list(d.get("assets") or []), raw=d)
+                   highlights=list(d.get("highlights") or []), assets=list(d.get("assets") or []),
+                   source_path=d.get("source_path") or None,
+                   dense_score=float(d["dense_score"]) if d.get("dense_score") is not None else None,
+                   metadata=d.get("metadata") or {}, raw=d)
 
 
 class SearchResults(list[SearchHit]):
@@ -168,12 +187,14 @@ class Chunk:
     locator: dict[str, Any]
     token_count: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    document_metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Chunk:
         return cls(id=str(d["id"]), ordinal=int(d["ordinal"]), content=d.get("content") or "",
                    heading_path=list(d.get("heading_path") or []), locator=dict(d.get("locator") or {}),
-                   token_count=int(d.get("token_count") or 0), metadata=d.get("metadata") or {})
+                   token_count=int(d.get("token_count") or 0), metadata=d.get("metadata") or {},
+                   document_metadata=d.get("document_metadata") or {})
 
 
 @dataclass(frozen=True)
@@ -182,30 +203,36 @@ class AnswerCitation:
     chunk_id: str
     citation: Citation
     content: str
+    metadata: dict[str, Any] = field(default_factory=dict)  # its document's own fields
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> AnswerCitation:
         return cls(n=int(d.get("n") or 0), chunk_id=str(d.get("chunk_id", "")), citation=Citation.from_json(d),
-                   content=d.get("content") or "")
+                   content=d.get("content") or "", metadata=d.get("metadata") or {})
 
 
 @dataclass(frozen=True)
 class Answer:
     """A grounded answer. ``answer`` is None when there is none (no model configured, nothing
-    relevant retrieved); ``reason`` then says why and ``citations`` still hold the passages."""
+    relevant retrieved); ``reason`` then says why and ``citations`` still hold the passages.
+    ``grounded`` is False when the answer cites none of them (it does not rest on the documents)."""
 
     answer: str | None
     citations: list[AnswerCitation]
     query: str = ""
     reason: str | None = None
     unmatched_identifiers: list[str] = field(default_factory=list)  # named by the question, held by no chunk
+    grounded: bool = False
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Answer:
         return cls(answer=d.get("answer"), citations=[AnswerCitation.from_json(c) for c in d.get("citations") or []],
                    query=d.get("query") or "", reason=d.get("reason"),
-                   unmatched_identifiers=[str(i) for i in d.get("unmatched_identifiers") or []], raw=d)
+                   unmatched_identifiers=[str(i) for i in d.get("unmatched_identifiers") or []],
+                   # a server older than the field: an answer with a citation number in use is grounded
+                   grounded=bool(d["grounded"]) if "grounded" in d else bool(d.get("answer") and d.get("cited")),
+                   raw=d)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _flows as flows
+from . import _waiting as waiting
 from ._core import DEFAULT_URL, Call, Calls, Id, ProgressCallback, RetryPolicy, http_options, make_upload, read_answer
 from .models import Answer, Chunk, Document, EmbeddingMigration, KnowledgeBase, Page, ReindexResult, SearchResults
 
@@ -114,9 +115,17 @@ class Client:
         return self._send(Calls.get_document(document_id))
 
     def upload(self, kb_id: Id, file: Any, *, filename: str | None = None, content_type: str | None = None,
-                     progress: ProgressCallback | None = None) -> Document:
-        """Upload bytes, a path or an open binary file; ``progress(sent, total)`` as it goes out."""
-        return self._send(Calls.upload(kb_id, make_upload(file, filename, content_type, progress)))
+                     progress: ProgressCallback | None = None, metadata: dict[str, Any] | None = None,
+                     path: str | None = None) -> Document:
+        """Upload bytes, a path or an open binary file; ``progress(sent, total)`` as it goes out;
+        ``metadata``: the document's own fields; ``path``: where it lies in the folder being uploaded."""
+        return self._send(Calls.upload(kb_id, make_upload(file, filename, content_type, progress, metadata,
+                                                               path)))
+
+    def update_metadata(self, document_id: Id, metadata: dict[str, Any]) -> Document:
+        """Change the document's own fields (a JSON Merge Patch: a key set to None goes). Nothing is
+        rebuilt; search sees the new values at once."""
+        return self._send(Calls.update_metadata(document_id, metadata))
 
     def replace_content(self, document_id: Id, file: Any, *, filename: str | None = None,
                               content_type: str | None = None, progress: ProgressCallback | None = None) -> Document:
@@ -157,8 +166,11 @@ class Client:
 
     # waiting
     def wait_until_ready(self, document_ids: Iterable[Id], *, timeout: float = 600.0,
-                               poll_interval: float = 2.0,
-                               on_update: Callable[[Document], None] | None = None) -> list[Document]:
+                         poll_interval: float = 2.0, on_update: Callable[[Document], None] | None = None,
+                         idle_timeout: float | None = None,
+                         on_connection: Callable[[str | None], None] | None = None) -> list[Document]:
         """Wait until every document is stable (READY, FAILED, DELETED or OUTDATED) and return them, in
-        order. Follows the knowledge base's event stream; polls when the server has none."""
-        return self._run(flows.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update))
+        order; a server that restarts is waited for. The arguments and rules of
+        :meth:`AsyncClient.wait_until_ready`."""
+        return self._run(waiting.wait_until_ready(document_ids, self.retry, timeout, poll_interval, on_update,
+                                                  idle_timeout, on_connection))

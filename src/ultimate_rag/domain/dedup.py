@@ -70,7 +70,7 @@ def document_content(parsed: ParsedDocument) -> Content:
     a placeholder the parsers write (``[Image on page 1]``, or an alt text / caption / generated
     description around it), the same for unrelated images; the images count by their bytes instead.
     Assets are taken in document order."""
-    text = "\n\n".join(b.text for b in parsed.blocks if b.kind != "figure")
+    text = "\n\n".join(b.shown for b in parsed.blocks if b.kind != "figure")
     return Content(text, tuple(hashlib.sha256(a.data).hexdigest() for a in parsed.assets))
 
 

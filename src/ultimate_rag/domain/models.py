@@ -27,17 +27,7 @@ class KnowledgeBaseSettings:
     korean_terms: str = MORPHEMES
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "chunk_size_tokens": self.chunk_size_tokens,
-            "chunk_overlap_tokens": self.chunk_overlap_tokens,
-            "dedup_mode": self.dedup_mode,
-            "near_duplicate_threshold": self.near_duplicate_threshold,
-            "embedding_model": self.embedding_model,
-            "embedding_dimension": self.embedding_dimension,
-            "embedder": self.embedder,
-            "index_generation": self.index_generation,
-            "korean_terms": self.korean_terms,
-        }
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> KnowledgeBaseSettings:
@@ -96,6 +86,7 @@ class Document(DocumentFile):
     dedup: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # what parsing left out or changed (ParsedDocument.metadata["warnings"])
     published_revision: int | None = None  # the revision search serves (SPEC §4 rule 3); None: not searchable
+    metadata: dict[str, Any] = field(default_factory=dict)  # its own fields (domain/metadata.py)
 
     @property
     def searchable(self) -> bool:
@@ -221,7 +212,8 @@ class Block:
     kind: "heading" | "paragraph" | "code" | "table" | "list" | "quote"; ``level`` is the heading
     level (1..6) for headings. Code blocks and tables are kept whole by the chunker when they fit.
     ``rows`` (tables): the locator of each data row, in the order of the table's lines after its
-    header, so a chunk holding some rows cites exactly those.
+    header, so a chunk holding some rows cites exactly those. ``caption`` (tables): the table's
+    caption or title, which the chunker repeats above the header in every chunk of the table.
     """
 
     kind: str
@@ -230,6 +222,12 @@ class Block:
     level: int = 0
     asset_ids: tuple[str, ...] = ()
     rows: tuple[SourceLocator, ...] = ()
+    caption: str = ""
+
+    @property
+    def shown(self) -> str:
+        """What a reader sees of the block: its caption (a table's), then its text."""
+        return f"{self.caption}\n\n{self.text}" if self.caption else self.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +259,7 @@ class ParsedDocument:
 
     @property
     def text(self) -> str:
-        return "\n\n".join(b.text for b in self.blocks)
+        return "\n\n".join(b.shown for b in self.blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +314,7 @@ class ReadyCommit:
     revision: int
     outdate: OlderTwin | None = None
     assets: tuple[UUID, ...] = ()  # the revision's asset rows (written before): every other one goes
+    properties: dict[str, Any] = field(default_factory=dict)  # metadata's parsed keys (metadata.PARSED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +376,7 @@ class SearchResult:
     # the query's identifiers this chunk holds, as the query wrote them (the identifier stage
     # ranked it above the chunks holding fewer; an answer cites it whatever its score)
     identifiers: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)  # its document's (read with it, never copied)
 
 
 @dataclass(frozen=True, slots=True)

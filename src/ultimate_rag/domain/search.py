@@ -18,6 +18,7 @@ from enum import StrEnum
 from uuid import UUID
 
 from .lexical import LexicalQuery
+from .metadata_filter import MetadataFilter
 
 
 class SearchMode(StrEnum):
@@ -49,6 +50,7 @@ class SearchFilters:
     updated_before: datetime | None = None
     connector_id: UUID | None = None
     heading: str | None = None
+    metadata: MetadataFilter | None = None  # the documents' own fields (domain/metadata_filter.py)
 
     @property
     def empty(self) -> bool:

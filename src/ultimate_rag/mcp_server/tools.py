@@ -29,6 +29,10 @@ T = TypeVar("T")
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
+FILTERS = ("optional, combined with AND: document_ids, filename (glob), mime_types, created_after, created_before, "
+           "updated_after, updated_before (ISO 8601), connector_id, heading, and metadata: the documents' own "
+           'fields, e.g. {"office": "Berlin", "year": {"$gte": 2024}, "tags": {"$contains": "hr"}} (operators $eq '
+           "$ne $gt $gte $lt $lte $in $nin $contains $exists, $and/$or lists; doc.author names a nested field)")
 INSTRUCTIONS = """ultimate-rag knowledge bases. Call list_knowledge_bases first, then search one (by name
 or id). Cite results by their `citation` (file, heading path, page). read_chunks shows the passages
 around a hit; answer gives a grounded answer when the server has a model configured."""
@@ -70,9 +74,7 @@ def build_server(client_for: ClientFor, *, local_files: bool, call_timeout: floa
         top_k: Annotated[int, Field(ge=1, le=50)] = 8,
         mode: Annotated[str | None, Field(pattern="^(hybrid|dense|sparse)$",
                                           description="hybrid (default), dense or sparse")] = None,
-        filters: Annotated[dict[str, Any] | None, Field(description=(
-            "optional, combined with AND: document_ids, filename (glob), mime_types, created_after, "
-            "created_before, updated_after, updated_before (ISO 8601), connector_id, heading"))] = None,
+        filters: Annotated[dict[str, Any] | None, Field(description=FILTERS)] = None,
     ) -> dict[str, Any]:
         """Search a knowledge base; every result cites its file, heading path and page. A query naming
         an identifier (error code, ticket, part, clause or version number) gets the passages holding it
@@ -86,7 +88,7 @@ def build_server(client_for: ClientFor, *, local_files: bool, call_timeout: floa
 
     @server.tool(annotations=READ)
     async def get_document(ctx: Context, document_id: str) -> dict[str, Any]:
-        """A document's status and metadata (error, progress, chunks, parser, dates)."""
+        """A document's status, its own fields (metadata), error, progress, chunks, parser and dates."""
         document_id = _uuid("document_id", document_id)
 
         async def work(rag: AsyncClient) -> dict[str, Any]:
@@ -111,26 +113,28 @@ def build_server(client_for: ClientFor, *, local_files: bool, call_timeout: floa
             if window is None:
                 raise ToolError(f"chunk {chunk_id} is not in document {document_id}")
             return {"document_id": doc.id, "filename": doc.filename,
-                    "chunks": [_chunk(doc.filename, c, c.id == chunk_id) for c in window]}
+                    "chunks": [_chunk(doc, c, c.id == chunk_id) for c in window]}
         return await call(ctx, work)
 
     @server.tool(annotations=READ)
     async def answer(
         ctx: Context, knowledge_base: Annotated[str, Field(description="name or id")], question: str,
         top_k: Annotated[int | None, Field(ge=1, le=50)] = None,
+        filters: Annotated[dict[str, Any] | None, Field(description=FILTERS)] = None,
     ) -> dict[str, Any]:
         """A grounded answer with numbered citations, when the server has a language model configured;
         otherwise the relevant passages and the reason there is no answer."""
         async def work(rag: AsyncClient) -> dict[str, Any]:
             kb = await rag.find_knowledge_base(knowledge_base)
             try:
-                result = await rag.answer(kb.id, question, top_k=top_k)
+                result = await rag.answer(kb.id, question, top_k=top_k, filters=filters)
             except ApiError as exc:
                 if not_found_route(exc):
                     raise ToolError("this server has no answer endpoint (no model configured); "
                                     "use search instead") from exc
                 raise
-            out: dict[str, Any] = {"answer": result.answer, "citations": [_cited(c) for c in result.citations],
+            out: dict[str, Any] = {"answer": result.answer, "grounded": result.grounded,
+                                   "citations": [_cited(c) for c in result.citations],
                                    "unmatched_identifiers": result.unmatched_identifiers}
             if result.answer is None:
                 out["reason"] = result.reason or "no model configured"
@@ -146,6 +150,8 @@ def build_server(client_for: ClientFor, *, local_files: bool, call_timeout: floa
         content_base64: Annotated[str | None, Field(description="the file's bytes, base64")] = None,
         path: Annotated[str | None, Field(description="a local file (only with `ultimate-rag mcp` over stdio)")]
         = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="the document's own fields, e.g. "
+                                                                      '{"office": "Berlin", "tags": ["hr"]}')] = None,
     ) -> dict[str, Any]:
         """Add a document (editor keys): give exactly one of text, content_base64 or path. It is
         processed in the background: get_document shows when it is READY."""
@@ -168,7 +174,22 @@ def build_server(client_for: ClientFor, *, local_files: bool, call_timeout: floa
 
         async def work(rag: AsyncClient) -> dict[str, Any]:
             kb = await rag.find_knowledge_base(knowledge_base)
-            return _document(await rag.upload(kb.id, content, filename=Path(filename).name or "document.txt"))
+            return _document(await rag.upload(kb.id, content, filename=Path(filename).name or "document.txt",
+                                              metadata=metadata))
+        return await call(ctx, work)
+
+    @server.tool(annotations=WRITE)
+    async def update_document_metadata(
+        ctx: Context, document_id: str,
+        metadata: Annotated[dict[str, Any], Field(description="fields to set; a field set to null is removed, "
+                                                             "an object merges into the one it replaces")],
+    ) -> dict[str, Any]:
+        """Change a document's own fields (editor keys). Nothing is rebuilt: search filters see the
+        new values at once. doc, front_matter, s3 and source are filled in by ultimate-rag."""
+        document_id = _uuid("document_id", document_id)
+
+        async def work(rag: AsyncClient) -> dict[str, Any]:
+            return _document(await rag.update_metadata(document_id, metadata))
         return await call(ctx, work)
 
     @server.tool(annotations=WRITE)
@@ -241,33 +262,36 @@ async def _window(chunks: AsyncIterator[Chunk], chunk_id: str | None, before: in
     return window
 
 
-def _citation(filename: str, heading_path: list[str], locator: dict[str, Any]) -> dict[str, Any]:
+def _citation(filename: str, heading_path: list[str], locator: dict[str, Any],
+              source_path: str | None) -> dict[str, Any]:
     from ..client import Citation
 
-    c = Citation(document_id="", filename=filename, heading_path=heading_path, locator=locator)
-    return {"citation": str(c), "filename": filename, "heading_path": heading_path, "page": c.page,
-            "locator": locator}
+    c = Citation(document_id="", filename=filename, heading_path=heading_path, locator=locator,
+                 source_path=source_path)
+    return {"citation": str(c), "filename": filename, "source_path": source_path, "heading_path": heading_path,
+            "page": c.page, "locator": locator}
 
 
 def _hit(h: SearchHit) -> dict[str, Any]:
-    return {**_citation(h.filename, h.heading_path, h.locator), "document_id": h.document_id,
-            "chunk_id": h.chunk_id, "score": round(h.score, 4), "content": h.content}
+    return {**_citation(h.filename, h.heading_path, h.locator, h.source_path), "document_id": h.document_id,
+            "chunk_id": h.chunk_id, "score": round(h.score, 4), "content": h.content, "metadata": h.metadata}
 
 
 def _cited(c: AnswerCitation) -> dict[str, Any]:
-    return {"n": c.n, **_citation(c.citation.filename, c.citation.heading_path, c.citation.locator),
-            "document_id": c.citation.document_id, "chunk_id": c.chunk_id, "content": c.content}
+    cite = c.citation
+    return {"n": c.n, **_citation(cite.filename, cite.heading_path, cite.locator, cite.source_path),
+            "document_id": cite.document_id, "chunk_id": c.chunk_id, "content": c.content, "metadata": c.metadata}
 
 
-def _chunk(filename: str, c: Chunk, hit: bool) -> dict[str, Any]:
-    return {"chunk_id": c.id, "ordinal": c.ordinal, "hit": hit, **_citation(filename, c.heading_path, c.locator),
-            "content": c.content}
+def _chunk(doc: Document, c: Chunk, hit: bool) -> dict[str, Any]:
+    return {"chunk_id": c.id, "ordinal": c.ordinal, "hit": hit,
+            **_citation(doc.filename, c.heading_path, c.locator, doc.source_path), "content": c.content}
 
 
 def _document(d: Document) -> dict[str, Any]:
-    keys = ("id", "knowledge_base_id", "filename", "mime_type", "size_bytes", "sha256", "status", "error_message",
-            "searchable", "published_revision", "content_revision", "attempts", "chunk_count", "progress", "parser",
-            "duplicate_of", "created_at", "updated_at", "indexed_at")
+    keys = ("id", "knowledge_base_id", "filename", "source", "mime_type", "size_bytes", "sha256", "status",
+            "error_message", "searchable", "published_revision", "content_revision", "attempts", "chunk_count",
+            "progress", "parser", "duplicate_of", "metadata", "created_at", "updated_at", "indexed_at")
     return {k: d.raw.get(k) for k in keys if k in d.raw}
 
 

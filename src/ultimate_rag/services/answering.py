@@ -84,11 +84,17 @@ class Answer:
     usage: ChatUsage | None
     timing: dict[str, float]
 
+    @property
+    def grounded(self) -> bool:
+        """The answer cites at least one passage. An answer citing none (the model ignored the
+        passages or found nothing in them) must not look like one that rests on the documents."""
+        return bool(self.text) and bool(self.cited)
+
     def body(self) -> dict[str, Any]:
         """The JSON answer without the citations (the ``done`` event of a stream)."""
         p = self.prepared
         out: dict[str, Any] = {"answer": self.text, "query": p.query, "language": p.language, "cited": self.cited,
-                               "invalid_citations": self.invalid, "timing": self.timing,
+                               "grounded": self.grounded, "invalid_citations": self.invalid, "timing": self.timing,
                                "unmatched_identifiers": list(p.unmatched_identifiers)}
         if p.reason:
             out["reason"] = p.reason

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..domain.chat import ChatMessage
+from ..domain.metadata import source_path
 from ..domain.models import SearchResult
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Chinese (简体中文)", "ko": "Korean (한국어)"}
@@ -53,7 +54,7 @@ class Passage:
     text: str
 
     def header(self) -> str:
-        where = [self.result.filename]
+        where = [source_path(self.result.metadata) or self.result.filename]
         if self.result.heading_path:
             where.append(" › ".join(self.result.heading_path))
         loc = self.result.locator

@@ -8,10 +8,12 @@ import hashlib
 import logging
 import unicodedata
 from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
 from uuid import uuid4
 
-from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError
+from ..domain.errors import ConflictError, FileTooLargeError, InvalidRequestError, UnprocessableRequestError
 from ..domain.ids import source_object_key
+from ..domain.metadata import SOURCE, source_fields, validate
 from ..domain.models import Document, DocumentSource, KnowledgeBase
 from ..domain.ports import DocumentIntake, ObjectStorage, ParserResolver
 
@@ -33,6 +35,20 @@ def safe_filename(raw: str | None, max_length: int) -> str:
     return name
 
 
+def safe_path(raw: str, max_length: int = 1024) -> str:
+    """A relative path inside the folder a client uploads: ``/``-separated, no ``..``, no control
+    characters, bounded length."""
+    parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise UnprocessableRequestError("path must be a relative path without '..' segments")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in raw):
+        raise UnprocessableRequestError("path contains control characters")
+    path = "/".join(parts)
+    if len(path.encode("utf-8")) > max_length:
+        raise UnprocessableRequestError(f"path is longer than {max_length} bytes")
+    return path
+
+
 class IngestionService:
     def __init__(self, *, documents: DocumentIntake, storage: ObjectStorage, parsers: ParserResolver,
                  max_upload_bytes: int, max_filename_length: int, max_attempts: int) -> None:
@@ -44,13 +60,21 @@ class IngestionService:
         self._max_attempts = max_attempts
 
     async def submit(self, kb: KnowledgeBase, filename: str | None, content_type: str | None, content: bytes, *,
-                     uploaded_by: str | None = None) -> Document:
+                     uploaded_by: str | None = None, metadata: dict[str, Any] | None = None,
+                     path: str | None = None) -> Document:
         """``kb`` as the caller read it (to check access); whether it still exists and is not being
         deleted is checked again by the commit, under its share lock. ``uploaded_by``: the API key
-        prefix the upload's audit entry names (written with the document)."""
+        prefix the upload's audit entry names (written with the document). ``metadata``: the
+        document's own fields (422 naming a bad one); ``path``: where the file lies in the folder
+        the client uploads (``source.path``, and the metadata's ``source`` fields)."""
         knowledge_base_id = kb.id
         if kb.deleting:
             raise ConflictError("knowledge base is being deleted")
+        fields = validate(metadata or {})
+        origin: dict[str, Any] = {"kind": "upload"}
+        if path is not None:
+            origin["path"] = safe_path(path)
+            fields[SOURCE] = source_fields(origin["path"])
         name = safe_filename(filename, self._max_filename_length)
         if len(content) > self.max_upload_bytes:
             raise FileTooLargeError(f"the file is larger than the limit of {self.max_upload_bytes} bytes")
@@ -64,7 +88,7 @@ class IngestionService:
             return await self._documents.create_with_job(
                 document_id=document_id, knowledge_base_id=knowledge_base_id, filename=name, mime_type=mime,
                 size_bytes=len(content), sha256=hashlib.sha256(content).hexdigest(), object_key=key,
-                max_attempts=self._max_attempts, uploaded_by=uploaded_by,
+                max_attempts=self._max_attempts, uploaded_by=uploaded_by, source=origin, metadata=fields,
             )
         except BaseException:
             try:

@@ -20,6 +20,7 @@ from ..domain.embedding_models import IndexPlan
 from ..domain.errors import InvalidDocumentError, ResourceNotFoundError, TransientError, UltimateRagError
 from ..domain.ids import asset_id, asset_object_key
 from ..domain.lexical import KoreanMorphemes, chunks_terms, korean_of
+from ..domain.metadata import parsed_fields
 from ..domain.models import (
     SNAPSHOT_FORMAT_VERSION,
     Chunk,
@@ -129,7 +130,7 @@ class DocumentProcessor:
                                                           "from_cache": from_cache})
         publication = Publication(doc, plan, writes, embedding.embedder.name)
         commit = ReadyCommit(chunks=tuple(chunks), revision=doc.content_revision, outdate=decision.outdate,
-                             assets=tuple(a.id for a in assets))
+                             assets=tuple(a.id for a in assets), properties=parsed_fields(parsed.metadata))
         outcome = await self._store.commit_ready(lease, commit, write_vectors=partial(self._ready.write_vectors,
                                                                                       publication),
                                                  finish=partial(self._ready.finish, publication))

@@ -315,7 +315,7 @@ class SearchService:
                 locator=SourceLocator.from_metadata(row["locator"]),
                 assets=tuple(row["metadata"].get("assets", ())) if row["metadata"] else (),
                 highlights=tuple(marks(row["content"], also=exact)), dense_score=dense_of.get(chunk_id),
-                identifiers=names,
+                identifiers=names, metadata=row.get("document_metadata") or {},
             ))
             if len(results) == top_k:
                 break

@@ -14,11 +14,14 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from ..adapters.postgres.identifiers import PostgresIdentifierIndex
 from ..adapters.postgres.sql import load_queries
 from ..domain.identifiers import chunk_identifiers, identifier_tier, query_identifiers
 from ..domain.lexical import chunk_terms, lexical_query, term_index
+from ..domain.metadata_filter import matches
+from ..domain.metadata_filter import parse as parse_metadata_filter
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
 from ..domain.search import FusionWeights, QueryVectors, SearchFilters, SearchMode, fuse
 from .contracts import near, unit_vector
@@ -34,11 +37,12 @@ def sparse_of(*indices: int) -> dict[int, float]:
 
 
 async def add_document(db: Any, kb: UUID, filename: str, mime: str, vectors: list[tuple[tuple[float, ...],
-                       dict[int, float], tuple[str, ...]]], content: str = "x") -> list[EmbeddedChunk]:
+                       dict[int, float], tuple[str, ...]]], content: str = "x",
+                       metadata: dict[str, Any] | None = None) -> list[EmbeddedChunk]:
     """A READY, published document of one chunk per vector, each holding ``content``."""
     doc = uuid4()
     await db.execute(Q["add_knowledge_base"], (kb, str(kb)))
-    await db.execute(Q["add_document"], (doc, kb, filename, mime))
+    await db.execute(Q["add_document"], (doc, kb, filename, mime, Jsonb(metadata or {})))
     items = []
     for i, (dense, sparse, headings) in enumerate(vectors):
         chunk = Chunk(id=uuid4(), document_id=doc, knowledge_base_id=kb, ordinal=i, content=content, token_count=1,
@@ -221,6 +225,44 @@ class HybridVectorStoreContract:
             for mode in MODES:
                 found = await self._candidates(store, kb, query, 5, mode, filters, expect=len(expected))
                 assert {c.chunk_id for c in found} == expected, (filters, mode)
+
+    async def test_metadata_filters_select_the_same_documents_in_every_store(self, hybrid: tuple[Any, Any]) -> None:
+        """``filters.metadata`` inside the query: every store, in every mode, returns exactly the
+        documents the rule in Python (``metadata_filter.matches``) selects — also after the metadata
+        changed under vectors that stayed as they were."""
+        store, db = hybrid
+        rng = random.Random(27)
+        kb = uuid4()
+        q = unit_vector(rng, self.dimension)
+        fields = [{"office": ["Berlin", "Seoul", "Paris"][i % 3], "year": 2020 + i % 6, "tags": [f"t{i % 4}", "all"],
+                   "signed": f"2024-0{1 + i % 9}-15", "draft": i % 5 == 0, "doc": {"author": f"a{i % 2}"}}
+                  | ({"version": i} if i % 4 == 0 else {}) for i in range(24)]
+        docs = [await add_document(db, kb, f"d{i}.txt", "text/plain", [(near(q, rng, 0.9), sparse_of(1, 2, 100 + i),
+                                                                        ())], metadata=meta)
+                for i, meta in enumerate(fields)]
+        await store.upsert(kb, [c for d in docs for c in d])
+        query = QueryVectors(dense=q, sparse=sparse_of(1, 2))
+        await self._candidates(store, kb, query, 30, SearchMode.DENSE, expect=24)  # all visible
+        filters = [{"office": "Berlin"}, {"office": {"$ne": "Berlin"}, "year": {"$gte": 2023}},
+                   {"year": {"$in": [2021, 2025]}}, {"tags": {"$contains": "t1"}}, {"version": {"$exists": True}},
+                   {"signed": {"$gt": "2024-03-01", "$lt": "2024-06-15T12:00:00Z"}}, {"draft": True},
+                   {"$or": [{"doc.author": "a1", "year": {"$lt": 2022}}, {"office": {"$nin": ["Berlin", "Seoul"]}}]},
+                   {"year": "2021"}, {"version": {"$gt": 10}}]
+
+        async def check() -> None:
+            for raw in filters:
+                tree = parse_metadata_filter(raw)
+                expected = {d[0].chunk.id for d, meta in zip(docs, fields, strict=True) if matches(tree, meta)}
+                for mode in MODES:
+                    found = await self._candidates(store, kb, query, 30, mode, SearchFilters(metadata=tree),
+                                                   expect=len(expected))
+                    assert {c.chunk_id for c in found} == expected, (raw, mode)
+
+        await check()
+        for i in range(0, 24, 3):  # a PATCH: the metadata changes, the vectors do not
+            fields[i] = {**fields[i], "office": "Paris", "year": 2030}
+            await db.execute(Q["set_metadata"], (Jsonb(fields[i]), docs[i][0].chunk.document_id))
+        await check()
 
     async def test_deletes_remove_both_sides(self, hybrid: tuple[Any, Any]) -> None:
         store, db = hybrid

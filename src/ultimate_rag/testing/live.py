@@ -48,10 +48,7 @@ class LiveApi:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         env = self.env()
-        self._api.proc = subprocess.Popen(
-            [sys.executable, "-m", "ultimate_rag.cli", "serve", "--host", HOST, "--port", str(self.port)],
-            env=env, stdout=(self.root / "api.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        self._api.log = self.root / "api.log"
+        self._start_api(env)
         for i in range(self.workers):
             worker = _Process()
             worker.log = self.root / f"worker-{i}.log"
@@ -59,13 +56,36 @@ class LiveApi:
                                            stdout=worker.log.open("wb"), stderr=subprocess.STDOUT,
                                            start_new_session=True)
             self._workers.append(worker)
+        self._wait_ready(timeout)
+        return self
+
+    def _start_api(self, env: dict[str, str]) -> None:
+        self._api.proc = subprocess.Popen(
+            [sys.executable, "-m", "ultimate_rag.cli", "serve", "--host", HOST, "--port", str(self.port)],
+            env=env, stdout=(self.root / "api.log").open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        self._api.log = self.root / "api.log"
+
+    def stop_api(self) -> None:
+        """Stop the API process alone (the workers go on): a server restart, as a client sees it."""
+        self._api.stop()
+
+    def start_api(self, timeout: float = 120.0) -> None:
+        """Start the API again on the same port, and wait until it is ready."""
+        self._start_api(self.env())
+        self._wait_ready(timeout)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [w.proc.pid for w in self._workers if w.proc is not None and w.proc.poll() is None]
+
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            if self._api.proc.poll() is not None:
+            if self._api.proc is None or self._api.proc.poll() is not None:
                 raise RuntimeError(f"the API exited: {self._api.log.read_text(errors='replace')[-3000:]}")
             try:
                 if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return self
+                    return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:

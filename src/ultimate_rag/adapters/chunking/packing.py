@@ -70,13 +70,15 @@ class Packer:
         text = block.text.rstrip().lstrip("\n") if structured else block.text.strip()
         if not text:
             return []
-        n = self.measure(text)
+        caption = " ".join(block.caption.split()) if block.kind == "table" else ""
+        shown = f"{caption}\n\n{text}" if caption else text
+        n = self.measure(shown)
         lead = len(block.text) - len(block.text.lstrip("\n" if structured else None))
         if n <= self.limit:
-            return [Unit(text, max(0, n - self.overhead), index, prose=not structured, whole=True,
+            return [Unit(shown, max(0, n - self.overhead), index, prose=not structured, whole=True,
                          start=lead, end=lead + len(text))]
         if block.kind == "table":
-            return table_units(self, index, text, lead)
+            return table_units(self, index, text, lead, caption)
         if structured:
             return self._code_units(index, text, lead)
         units: list[Unit] = []

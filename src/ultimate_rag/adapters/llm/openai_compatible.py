@@ -3,7 +3,8 @@
 
 * Timeouts, dropped connections and 5xx are retried ``max_retries`` times with exponential backoff
   and jitter, then raised as ``ProviderTimeoutError`` / ``ProviderError`` (the API answers 504 /
-  502). A stream is retried only until its first byte: after that the text is already out.
+  502). A stream is retried only until its first byte: after that the text is already out. With
+  ``retry_timeouts=False`` (a local endpoint, see ``endpoints.py``) a timeout is not retried.
 * 429 waits for the server's ``Retry-After`` when it is at most ``max_retry_wait`` seconds (and
   tries are left); longer, it raises ``ProviderRateLimitedError`` at once (503 with Retry-After).
 * 400/401/403/404/422 are configuration errors, not retried; the message names the setting to check.
@@ -51,7 +52,8 @@ class _Retry(Exception):
 
 class OpenAICompatibleChat:
     def __init__(self, *, base_url: str, model: str, api_key: str | None = None, connect_timeout: float = 5.0,
-                 timeout: float = 60.0, max_retries: int = 2, retry_backoff: float = 0.5,
+                 timeout: float = 60.0, retry_timeouts: bool = True, max_retries: int = 2,
+                 retry_backoff: float = 0.5,
                  max_retry_wait: float = 10.0, temperature: float | None = 0.2,
                  on_error: Callable[[str], None] | None = None, max_reply_bytes: int = 1 << 20) -> None:
         if not base_url or not model:
@@ -62,6 +64,7 @@ class OpenAICompatibleChat:
         self._api_key = api_key
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._seconds = timeout
+        self._retry_timeouts = retry_timeouts
         self._max_retries = max(0, max_retries)
         self._retry_backoff = retry_backoff
         self._max_retry_wait = max_retry_wait
@@ -144,8 +147,11 @@ class OpenAICompatibleChat:
             response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             self._on_error("timeout")
-            raise _Retry(ProviderTimeoutError(f"the language model at {self._where} did not answer within "
-                                              f"{self._seconds:g} s")) from exc
+            silent = ProviderTimeoutError(f"the language model at {self._where} did not answer within "
+                                          f"{self._seconds:g} s (ULTIMATE_RAG_LLM_TIMEOUT_SECONDS)")
+            if not self._retry_timeouts:
+                raise silent from exc
+            raise _Retry(silent) from exc
         except httpx.TransportError as exc:
             self._on_error("connection")
             raise _Retry(ProviderError(f"the language model at {self._where} could not be reached: "

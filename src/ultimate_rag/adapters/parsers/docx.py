@@ -47,6 +47,8 @@ from .docx_xml import (
 from .limits import ParseLimits
 from .packages import check_archive, transitional, without_oversized_parts
 from .pdf import CAPTION
+from .properties import office_properties
+from .table_captions import attach_captions
 from .tables import Cell, Row, table_blocks, table_markdown
 
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ _HTML_CHUNKS = ("text/html", "application/xhtml+xml")
 class DocxParser:
     extensions = (".docx",)
     name = "docx"
-    version = "1.2.0"
+    version = "1.3.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -87,8 +89,8 @@ class DocxParser:
         body = _Body(document, notes, gate, self.limits)
         body.items(document.element.body, depth=0)
         headers, footers = header_footer_blocks(document, title)
-        blocks = headers + _merge_lists(body.blocks) + notes.leftovers() + footers
-        metadata: dict[str, object] = {}
+        blocks = headers + _merge_lists(attach_captions(body.blocks, body.styled)) + notes.leftovers() + footers
+        metadata: dict[str, object] = {"properties": office_properties(document.core_properties)}
         if title:
             metadata["title"] = title
         return ParsedDocument(blocks=tuple(blocks), metadata=with_warnings(metadata, gate.warnings),
@@ -113,6 +115,7 @@ class _Body:
         self.numbers = {el: n for n, el in enumerate(document.element.body.iter(P, ALT_CHUNK), start=1)}
         self.anchor: str | None = None  # the bookmark of the heading above
         self.tables = 0
+        self.styled: set[int] = set()  # blocks of paragraphs styled as captions (a table's, see table_captions)
 
     def items(self, container: Any, depth: int) -> None:
         from docx.table import Table
@@ -173,6 +176,8 @@ class _Body:
         elif style.lower().startswith("list"):
             self.blocks.append(Block(kind="list", text=f"- {text}", locator=self.here(element)))
         else:
+            if "caption" in style.lower():
+                self.styled.add(len(self.blocks))
             self.blocks.append(Block(kind="paragraph", text=text, locator=self.here(element)))
 
     def table(self, table: Any, depth: int) -> None:

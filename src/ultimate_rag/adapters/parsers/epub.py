@@ -30,6 +30,8 @@ from .html import _max_depth, safe_parser, strip_page
 from .html_walk import Walker
 from .limits import ParseLimits
 from .packages import check_archive
+from .properties import epub_properties
+from .table_captions import attach_captions
 from .zipxml import parse_xml, read_part, resolve
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ _HTML_TYPES = ("application/xhtml+xml", "text/html")
 class EpubParser:
     extensions = (".epub",)
     name = "epub"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -76,10 +78,11 @@ class EpubParser:
                 if walker.blocks and not any(b.kind == "heading" for b in walker.blocks) and titles.get(name):
                     walker.blocks.insert(0, Block(kind="heading", text=titles[name], level=1))
                 first = len(blocks) + 1
-                blocks.extend(_in_chapter(block, name, first + k) for k, block in enumerate(walker.blocks))
+                blocks.extend(_in_chapter(block, name, first + k)
+                              for k, block in enumerate(attach_captions(walker.blocks, walker.captions)))
                 assets.extend(walker.assets)
             progress.report(len(spine), len(spine))
-        metadata: dict[str, Any] = {"chapters": len(spine)}
+        metadata: dict[str, Any] = {"chapters": len(spine), "properties": epub_properties(opf)}
         title = opf.findtext(f".//{{{_DC}}}title")
         if title and title.strip():
             metadata["title"] = " ".join(title.split())

@@ -29,6 +29,7 @@ from .detect import decode_text
 from .html_main import main_content
 from .html_walk import Walker, numbered
 from .limits import ParseLimits
+from .table_captions import attach_captions
 
 if TYPE_CHECKING:  # lxml.html is imported where it is used (parse workers preload it)
     from lxml.html import HtmlElement, HTMLParser
@@ -43,7 +44,7 @@ _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 class HtmlParser:
     extensions = tuple(sorted(HTML_EXTENSIONS))
     name = "html"
-    version = "2.1.0"
+    version = "2.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -64,7 +65,7 @@ class HtmlParser:
         main = main_content(original, page.blocks, AssetGate(self.limits))
         walker = page if main is None else main
         metadata["extraction"] = "full-page" if main is None else "main-content"
-        return ParsedDocument(blocks=tuple(numbered(walker.blocks)),
+        return ParsedDocument(blocks=tuple(numbered(attach_captions(walker.blocks, walker.captions))),
                               metadata=with_warnings(metadata, walker.gate.warnings), assets=tuple(walker.assets))
 
     def _load(self, source: DocumentSource) -> tuple[HtmlElement, str]:

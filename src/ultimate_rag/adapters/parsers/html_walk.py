@@ -41,6 +41,7 @@ class Walker:
         self.assets: list[ParsedAsset] = []
         self.tables = 0
         self.anchor: str | None = None
+        self.captions: set[int] = set()  # blocks that are a <figcaption> of a figure holding a table
         self._loose: list[str] = []
 
     def walk(self, top: HtmlElement) -> None:
@@ -96,6 +97,11 @@ class Walker:
 
     def _leaf(self, element: HtmlElement, kind: str) -> None:
         images = element.findall(".//img")
+        figure = element.getparent()
+        if element.tag == "figcaption" and figure is not None and figure.find(".//table") is not None \
+                and element.text_content().strip():
+            self._flush()
+            self.captions.add(len(self.blocks))  # the caption of the figure's table (table_captions)
         if kind == "code":
             self._add("code", "```\n" + element.text_content().strip("\n") + "\n```")
         else:
@@ -119,10 +125,9 @@ class Walker:
 
     def _table(self, element: HtmlElement) -> None:
         """The table's own rows (not those of tables nested in its cells, whose text stays in
-        their cell); its caption first."""
+        their cell); its ``<caption>`` the table's caption."""
         self._flush()
-        for caption in element.findall("caption"):
-            self._add("paragraph", " ".join(caption.text_content().split()))
+        caption = " ".join(" ".join(c.text_content().split()) for c in element.findall("caption"))
         rows = []
         for tr in _own_rows(element):
             cells = [Cell(" ".join(cell.text_content().split()), colspan=_span(cell.get("colspan")),
@@ -130,7 +135,7 @@ class Walker:
                      for cell in tr if cell.tag in ("td", "th")]
             section = tr.getparent()
             rows.append(Row(cells, header=section is not None and section.tag == "thead"))
-        blocks = table_blocks(rows, table=self.tables + 1, locator=self._here())
+        blocks = table_blocks(rows, table=self.tables + 1, locator=self._here(), caption=caption)
         if any(b.kind == "table" for b in blocks):
             self.tables += 1
         self.blocks.extend(blocks)

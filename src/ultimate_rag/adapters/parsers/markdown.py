@@ -13,17 +13,21 @@ import re
 from dataclasses import replace
 from typing import Any
 
+import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from ultimate_rag.domain.metadata import clean, document_properties
 from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument, SourceLocator
 
 from .detect import MARKDOWN_EXTENSIONS, decode_text
 from .mdx import strip_mdx
+from .table_captions import attach_captions
 from .text import line_count
 
 _FRONT_MATTER_END = re.compile(r"^(---|\.\.\.)\s*$")
 _FRONT_MATTER_TITLE = re.compile(r"^title:\s*(\S.*?)\s*$")
+MAX_FRONT_MATTER = 64 * 1024  # characters of front matter read as YAML
 _OPEN_KINDS = {
     "paragraph_open": "paragraph",
     "bullet_list_open": "list",
@@ -36,7 +40,7 @@ _LEAF_KINDS = {"fence": "code", "code_block": "code", "html_block": "paragraph"}
 class MarkdownParser:
     extensions = tuple(sorted(MARKDOWN_EXTENSIONS))  # what a 415 answer lists as supported
     name = "markdown"
-    version = "1.2.0"
+    version = "1.3.0"
 
     def __init__(self) -> None:
         self._md = MarkdownIt("commonmark").enable("table")
@@ -68,7 +72,9 @@ class MarkdownParser:
                                        locator=SourceLocator(line_start=line, line_end=line)))
         if title:
             metadata["title"] = title
-        return ParsedDocument(blocks=tuple(blocks), metadata=metadata)
+        if body_start:
+            metadata |= _front_matter_metadata(metadata["front_matter"], title)
+        return ParsedDocument(blocks=tuple(attach_captions(blocks)), metadata=metadata)
 
 
 class _SourceLines:
@@ -106,6 +112,24 @@ def _front_matter_end(lines: list[str]) -> int:
         if _FRONT_MATTER_END.match(lines[i]):
             return i + 1
     return 0
+
+
+def _front_matter_metadata(text: str, title: str | None) -> dict[str, Any]:
+    """The front matter's fields (YAML, safely loaded; not a mapping or not YAML: none) as
+    ``front_matter_fields``, and the document properties they name as ``properties``: title,
+    author (or authors), date (created), lastmod / updated / modified."""
+    try:
+        found = yaml.safe_load(text[:MAX_FRONT_MATTER])
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    fields = clean(found)
+    modified = next((found[k] for k in ("lastmod", "updated", "modified") if found.get(k)), None)
+    properties = document_properties(title=found.get("title") or title,
+                                     author=found.get("author") or found.get("authors"),
+                                     created=found.get("date"), modified=modified)
+    return {"front_matter_fields": fields, "properties": properties}
 
 
 def _front_matter_title(lines: list[str], end: int) -> tuple[str, int] | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from ultimate_rag.domain.errors import InvalidDocumentError
@@ -29,8 +30,10 @@ from . import progress
 from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
 from .packages import check_archive
+from .properties import odf_properties
 from .sheets import CellCounter, check_sheet_count, sheet_blocks
 from .slides import NOTES_PREFIX
+from .table_captions import attach_captions
 from .tables import Cell, Row, table_blocks
 from .zipxml import parse_xml, read_part
 
@@ -57,7 +60,7 @@ def _q(name: str) -> str:
 class OdfParser:
     extensions = (".odp", ".ods", ".odt")
     name = "odf"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -80,6 +83,9 @@ class OdfParser:
             if body is None:
                 raise InvalidDocumentError(f"the {what} document has no body")
             reader = _Reader(archive, self.limits, what)
+            meta = read_part(archive, "meta.xml", self.limits, what)
+            if meta:
+                reader.metadata["properties"] = odf_properties(parse_xml(meta, "meta.xml", what))
             if (sheet := body.find(_q("office:spreadsheet"))) is not None:
                 reader.spreadsheet(sheet)
             elif (slides := body.find(_q("office:presentation"))) is not None:
@@ -88,7 +94,8 @@ class OdfParser:
                 text = body.find(_q("office:text"))
                 reader.number(text if text is not None else body)
                 reader.flow(text if text is not None else body, None, 0)
-        return ParsedDocument(blocks=tuple(reader.blocks), assets=tuple(reader.assets),
+        blocks = attach_captions(reader.blocks, reader.styled)
+        return ParsedDocument(blocks=tuple(blocks), assets=tuple(reader.assets),
                               metadata=with_warnings(reader.metadata, reader.gate.warnings))
 
 
@@ -102,6 +109,7 @@ class _Reader:
         self.assets: list[ParsedAsset] = []
         self.metadata: dict[str, Any] = {}
         self.tables = 0
+        self.styled: set[int] = set()  # blocks of paragraphs styled or numbered as captions
         self.numbers: dict[Any, int] = {}  # text paragraphs and headings in document order: the locator
 
     def number(self, body: Any) -> None:
@@ -123,7 +131,10 @@ class _Reader:
                 self._add("heading", _text(child), here, min(max(level, 1), 6))
                 self._frames(child, page, depth)
             elif tag == _q("text:p"):
-                self._add("paragraph", _text(child), here)
+                text = _text(child)
+                if text and _caption_styled(child):
+                    self.styled.add(len(self.blocks))
+                self._add("paragraph", text, here)
                 self._frames(child, page, depth)
             elif tag == _q("text:list"):
                 items = [_text(p) for p in child.iter(_q("text:p"), _q("text:h"))]
@@ -160,12 +171,16 @@ class _Reader:
             title = _text(titles[0]) if titles else ""
             here = SourceLocator(page=number)
             self.blocks.append(Block(kind="heading", text=title or f"Slide {number}", locator=here, level=1))
+            start = len(self.blocks)
             for child in page:
                 if child.tag == _q("presentation:notes"):
                     continue
                 if child.tag == _q("draw:frame") and child in titles:
                     continue
                 self.flow([child], number, 1)
+            shown = self.blocks[start:]
+            if title and len(shown) == 1 and shown[0].kind == "table" and not shown[0].caption:
+                self.blocks[start] = replace(shown[0], caption=title)  # the slide holds just the table
             notes = page.find(_q("presentation:notes"))
             if notes is not None:
                 texts = [_text(p) for p in notes.iter(_q("text:p"))]
@@ -279,6 +294,13 @@ def _own_rows(table: Any, header: bool = False) -> Iterator[tuple[Any, bool]]:
             yield child, header
         elif child.tag in (_q("table:table-header-rows"), _q("table:table-rows"), _q("table:table-row-group")):
             yield from _own_rows(child, header or child.tag == _q("table:table-header-rows"))
+
+
+def _caption_styled(paragraph: Any) -> bool:
+    """A caption paragraph: LibreOffice's ``Table``/``Caption`` styles or a numbered ``Table`` sequence."""
+    style = (paragraph.get(_q("text:style-name")) or "").lower()
+    return style in ("table", "caption", "table_20_caption") or any(
+        (seq.get(_q("text:name")) or "").lower() == "table" for seq in paragraph.iter(_q("text:sequence")))
 
 
 def _numbered_rows(table: Any, counter: CellCounter, locate: Callable[[Any], SourceLocator]) -> list[Row]:

@@ -28,6 +28,7 @@ from .pdf_lines import Line, Rule, build_lines
 from .pdf_ocr import PdfOcr, needs_ocr
 from .pdf_tables import find_tables, join_continued, table_block
 from .pdf_text import Item, mark_headings, text_items
+from .properties import pdf_properties
 from .text_quality import UNREADABLE_REASON, is_unreadable, page_is_unreadable, page_ranges, unreadable_warnings
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ class PdfParser:
         ocr_empty: list[int] = []  # pages OCR read and found no text on
         try:
             pages = self._pages(pdf, gate, ocr, ocr_empty)
-            metadata: dict[str, object] = {**pdf.metadata, "page_count": pdf.page_count, "pdf_engine": pdf.engine}
+            metadata: dict[str, object] = {**pdf.metadata, "page_count": pdf.page_count, "pdf_engine": pdf.engine,
+                                           "properties": pdf_properties(pdf.metadata)}
         finally:
             pdf.close()
         kept, furniture = strip_furniture([page.lines for page in pages], [(page.width, page.height) for page in pages])

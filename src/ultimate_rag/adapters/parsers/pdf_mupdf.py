@@ -40,7 +40,7 @@ class MupdfPdf:
     @property
     def metadata(self) -> dict[str, str]:
         found = self._doc.metadata or {}
-        return {k: str(v) for k, v in found.items() if v and k in ("title", "author", "subject")}
+        return {_PROPERTIES[k]: str(v) for k, v in found.items() if v and k in _PROPERTIES}
 
     def close(self) -> None:
         self._doc.close()
@@ -115,3 +115,8 @@ def _item_rules(item: Any) -> Iterator[Rule]:
         else:
             yield from ((r.x0, r.y0, r.x1, r.y0), (r.x0, r.y1, r.x1, r.y1),
                         (r.x0, r.y0, r.x0, r.y1), (r.x1, r.y0, r.x1, r.y1))
+
+
+# the information dictionary's entries a parse keeps, as every engine names them (properties.py)
+_PROPERTIES = {"title": "title", "author": "author", "subject": "subject", "creationDate": "creation_date",
+               "modDate": "mod_date"}

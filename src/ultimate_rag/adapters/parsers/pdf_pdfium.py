@@ -62,7 +62,7 @@ class PdfiumPdf:
             found = self._doc.get_metadata_dict(skip_empty=True)
         except Exception:
             return {}
-        return {key.lower(): str(value) for key, value in found.items() if key in ("Title", "Author", "Subject")}
+        return {_PROPERTIES[key]: str(value) for key, value in found.items() if key in _PROPERTIES}
 
     def close(self) -> None:
         self._release()
@@ -267,3 +267,8 @@ def _segments(path: Any, matrix: Matrix) -> Iterator[tuple[float, float, float, 
 def _straight(a: tuple[float, float], b: tuple[float, float]) -> Iterator[tuple[float, float, float, float]]:
     if abs(a[0] - b[0]) <= 0.5 or abs(a[1] - b[1]) <= 0.5:
         yield min(a[0], b[0]), min(a[1], b[1]), max(a[0], b[0]), max(a[1], b[1])
+
+
+# the information dictionary's entries a parse keeps, as every engine names them (properties.py)
+_PROPERTIES = {"Title": "title", "Author": "author", "Subject": "subject", "CreationDate": "creation_date",
+               "ModDate": "mod_date"}

@@ -2,7 +2,7 @@
 
 PostgreSQL text cannot hold NUL, and control characters, unpaired surrogates and noncharacters
 are never content: a PDF font without a Unicode map, a legacy file or a broken converter puts
-them in. They are removed from block texts, asset descriptions and metadata strings; vertical
+them in. They are removed from block texts and captions, asset descriptions and metadata strings; vertical
 tab, form feed and NEL become line breaks (they separate lines or pages; inside a word they are
 glyph codes and go), CR LF and CR become LF.
 """
@@ -50,9 +50,10 @@ def sanitize_parsed(parsed: ParsedDocument) -> ParsedDocument:
     left empty is dropped; a figure block stays (it stands for its image)."""
     blocks = []
     for block in parsed.blocks:
-        text = clean_text(block.text)
+        text, caption = clean_text(block.text), clean_text(block.caption)
         if text.strip() or block.asset_ids:
-            blocks.append(block if text == block.text else replace(block, text=text))
+            blocks.append(block if (text, caption) == (block.text, block.caption)
+                          else replace(block, text=text, caption=caption))
     assets = tuple(a if (d := clean_text(a.description)) == a.description else replace(a, description=d)
                    for a in parsed.assets)
     return replace(parsed, blocks=tuple(blocks), assets=assets, metadata=clean_value(parsed.metadata))

@@ -1,5 +1,6 @@
 """Excel workbooks (XLSX) on openpyxl in read-only streaming mode with cached formula values
-(``data_only=True``): every sheet is a section (its name a heading, so it is in every chunk's
+(``data_only=True``), its merged cells read from the sheet's XML (``sheet_merges.py``: read-only
+mode does not report them): every sheet is a section (its name a heading, so it is in every chunk's
 heading path) holding one Markdown table, its first non-empty row the header, like a CSV file.
 Every data row keeps its locator: ``row_start``/``row_end`` are the sheet's own row numbers (as
 Excel shows them), so a chunk cites its sheet and rows.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import zipfile
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,6 +26,7 @@ from ultimate_rag.domain.models import Block, DocumentSource, ParsedDocument
 from . import progress
 from .limits import ParseLimits
 from .packages import check_archive, transitional
+from .sheet_merges import merged_rows, read_merges, sheet_parts
 from .tables import Cell, Row, table_blocks
 
 XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -32,7 +35,7 @@ XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 class XlsxParser:
     extensions = (".xlsx",)
     name = "xlsx"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -49,19 +52,24 @@ class XlsxParser:
             workbook = openpyxl.load_workbook(io.BytesIO(content), read_only=True, data_only=True)
         except Exception as exc:
             raise InvalidDocumentError(f"the file is not a readable XLSX workbook ({exc})"[:300]) from exc
+        archive = zipfile.ZipFile(io.BytesIO(content))
         try:
             sheets = [ws for ws in workbook.worksheets if hasattr(ws, "iter_rows")]
             check_sheet_count(len(workbook.sheetnames), self.limits)
+            parts = sheet_parts(archive, self.limits)
             counter = CellCounter(self.limits)
             blocks: list[Block] = []
             for index, sheet in enumerate(sheets):
                 progress.report(index, len(sheets))
                 sheet.reset_dimensions()  # never trust the declared size
-                rows = ((cell.row, [cell.value for cell in row]) for row in sheet.iter_rows()
-                        if (cell := _first_cell(row)) is not None)
-                blocks.extend(sheet_blocks(sheet.title, counter.rows(rows)))
+                values = ((cell.row, [cell.value for cell in row]) for row in sheet.iter_rows()
+                          if (cell := _first_cell(row)) is not None)
+                texts = list(counter.texts(values))
+                merges = read_merges(archive, parts[sheet.title]) if sheet.title in parts else []
+                blocks.extend(sheet_blocks(sheet.title, merged_rows(texts, merges)))
             progress.report(len(sheets), len(sheets))
         finally:
+            archive.close()
             workbook.close()
         return ParsedDocument(blocks=tuple(blocks), metadata={"sheets": len(sheets), "cells": counter.cells})
 
@@ -85,12 +93,17 @@ class CellCounter:
                 f"the workbook has more than {self.limits.max_cells} cells, the limit")
 
     def rows(self, rows: Iterable[tuple[int, Sequence[object]]]) -> Iterable[Row]:
-        """Rows of values as table rows; only cells with a value count (a row padded with empty
-        cells to the sheet's width costs nothing)."""
+        """Rows of values as table rows (see ``texts``)."""
+        for number, texts in self.texts(rows):
+            yield Row([Cell(text) for text in texts], number=number)
+
+    def texts(self, rows: Iterable[tuple[int, Sequence[object]]]) -> Iterable[tuple[int, list[str]]]:
+        """Rows of values as texts; only cells with a value count (a row padded with empty cells
+        to the sheet's width costs nothing)."""
         for number, values in rows:
             texts = [cell_text(v) for v in values]
             self.add(sum(1 for text in texts if text))
-            yield Row([Cell(text) for text in texts], number=number)
+            yield number, texts
 
 
 def sheet_blocks(title: str, rows: Iterable[Row]) -> list[Block]:

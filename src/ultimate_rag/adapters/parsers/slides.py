@@ -21,6 +21,8 @@ from . import progress
 from .assets import AssetGate, with_warnings
 from .limits import ParseLimits
 from .packages import check_archive, transitional, without_oversized_parts
+from .properties import office_properties
+from .table_captions import attach_captions
 from .tables import Cell, Row, table_blocks
 
 if TYPE_CHECKING:
@@ -34,7 +36,7 @@ _FILE_NAME = re.compile(r"^[^\s/]+\.[A-Za-z0-9]{2,5}$")  # "monty-truth.png": sa
 class PptxParser:
     extensions = (".pptx",)
     name = "pptx"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, limits: ParseLimits | None = None) -> None:
         self.limits = limits or ParseLimits()
@@ -63,7 +65,8 @@ class PptxParser:
             progress.report(number - 1, len(slides))
             blocks.extend(_slide(slide, number, gate, assets, tables))
         progress.report(len(slides), len(slides))
-        metadata: dict[str, object] = {"page_count": len(slides)}
+        metadata: dict[str, object] = {"page_count": len(slides),
+                                       "properties": office_properties(presentation.core_properties)}
         title = presentation.core_properties.title
         if title:
             metadata["title"] = title
@@ -77,11 +80,14 @@ def _slide(slide: Slide, number: int, gate: AssetGate, assets: list[ParsedAsset]
     title_shape = slide.shapes.title
     title = _text_of(title_shape) if title_shape is not None else ""
     blocks = [Block(kind="heading", text=title or f"Slide {number}", locator=here, level=1)]
-    for shape in sorted(_shapes(slide.shapes), key=lambda s: (s.top or 0, s.left or 0)):
-        if title_shape is not None and shape.shape_id == title_shape.shape_id:
-            continue
-        if getattr(shape, "has_table", False) and shape.has_table:
-            found = table_blocks(_table_rows(shape.table), table=tables[0] + 1, locator=here)
+    shapes = [shape for shape in sorted(_shapes(slide.shapes), key=lambda s: (s.top or 0, s.left or 0))
+              if title_shape is None or shape.shape_id != title_shape.shape_id]
+    # a slide that holds just a table (and its title): the title is the table's caption
+    alone = sum(1 for s in shapes if _has_table(s)) == 1 and all(_has_table(s) or not _has_content(s) for s in shapes)
+    for shape in shapes:
+        if _has_table(shape):
+            found = table_blocks(_table_rows(shape.table), table=tables[0] + 1, locator=here,
+                                 caption=title if alone else "")
             tables[0] += any(b.kind == "table" for b in found)
             blocks.extend(found)
         elif hasattr(shape, "image"):
@@ -99,7 +105,16 @@ def _slide(slide: Slide, number: int, gate: AssetGate, assets: list[ParsedAsset]
         text = "\n".join(" ".join(p.text.split()) for p in notes.paragraphs if p.text.strip()) if notes else ""
         if text:
             blocks.append(Block(kind="paragraph", text=f"{NOTES_PREFIX} {text}", locator=here))
-    return blocks
+    return attach_captions(blocks)
+
+
+def _has_table(shape: Any) -> bool:
+    return bool(getattr(shape, "has_table", False) and shape.has_table)
+
+
+def _has_content(shape: Any) -> bool:
+    """The shape shows something of its own: text or a picture."""
+    return bool(_text_of(shape)) or hasattr(shape, "image")
 
 
 def _table_rows(table: Any) -> list[Row]:

@@ -32,6 +32,7 @@ MAX_HEADER_ROWS = 4
 LAYOUT_CELL_CHARS = 300  # a one-column table holding a cell this long is a frame around text, not data
 MAX_GRID_CELLS = 2_000_000  # positions of one table once spans are expanded (a hostile rowspan)
 _PERIOD = re.compile(r"^(?:FY|CY|Q[1-4])?\s?(?:19|20)\d\d(?:\s?[/–-]\s?\d{2,4})?$|^Q[1-4]$", re.IGNORECASE)
+CAPTION_JOIN = " — "  # between a caption and the title rows of the table under it
 _NUMBER = re.compile(r"^[\s(+\-−–]*[$€£¥%]?\s*\d[\d\s.,'’]*\s*[%$€£¥)]?[\s)*]*$|^[-–—]$")
 
 
@@ -81,41 +82,48 @@ def plain_rows(rows: Sequence[Sequence[str]]) -> list[Row]:
 
 
 def table_blocks(rows: Sequence[Row], *, table: int | None = None, locator: SourceLocator | None = None,
-                 layout: bool = True) -> list[Block]:
-    """The blocks of one table: a caption paragraph when its first rows are a title, then the
-    table (``rows`` locating each data row), or, when ``layout`` allows it, the cells as
-    paragraphs for a layout table (a spreadsheet is always a table)."""
+                 layout: bool = True, caption: str = "") -> list[Block]:
+    """The blocks of one table: the table (``rows`` locating each data row; ``caption`` and the
+    title rows above its header as its caption), or, when ``layout`` allows it, the cells as
+    paragraphs for a layout table (a spreadsheet is always a table), the caption first."""
     base = locator or SourceLocator()
+    titles = [" ".join(caption.split())] if caption.strip() else []
     grid, numbers, marked, locators = _grid(rows)
     keep = [i for i, line in enumerate(grid) if any(slot and slot.text.strip() for slot in line)]
     grid, numbers, marked = [grid[i] for i in keep], [numbers[i] for i in keep], [marked[i] for i in keep]
     locators = [locators[i] for i in keep]
     if not grid:
-        return []
+        return [Block(kind="paragraph", text=title, locator=base) for title in titles]
     width = max(len(line) for line in grid)
     used = [c for c in range(width) if any(_has_text(line, c) for line in grid)]
     blocks: list[Block] = []
+    title_locators: list[SourceLocator] = []
     while len(grid) > 2 and len(used) > 1 and _title_row(grid[0], grid[1], width, len(used)):
-        blocks.append(Block(kind="paragraph", text=_first_text(grid[0]), locator=_merge(base, locators[0])))
+        titles.append(" ".join(_first_text(grid[0]).split()))
+        title_locators.append(locators[0])
         grid, numbers, marked, locators = grid[1:], numbers[1:], marked[1:], locators[1:]
     if layout and len(used) <= 1 and any(len(slot.text) > LAYOUT_CELL_CHARS for line in grid for slot in line if slot):
+        blocks.extend(Block(kind="paragraph", text=title, locator=base) for title in titles)
         for line, where in zip(grid, locators, strict=True):
             texts = [slot.text for slot in line if slot and slot.origin and slot.text.strip()]
-            blocks.extend(Block(kind="paragraph", text=text, locator=_merge(base, where)) for text in texts)
+            blocks.extend(Block(kind="paragraph", text=text, locator=merge_locator(base, where)) for text in texts)
         return blocks
     grid = [[line[c] if c < len(line) else None for c in used] for line in grid]
     head = _header_rows(grid, marked)
+    for r in range(head - 1):
+        _spread_groups(grid[r], grid[r + 1])
     names = _column_names(grid[:head])
     body = [[_body_text(slot) for slot in line] for line in grid[head:]]
     table_locator = replace(base, table=table)
     located = tuple(
-        replace(_merge(table_locator, where), row_start=number, row_end=number)
+        replace(merge_locator(table_locator, where), row_start=number, row_end=number)
         for number, where in zip(numbers[head:], locators[head:], strict=True))
     text = _markdown(names, body)
-    block_locator = _merge(table_locator, *locators)
+    block_locator = merge_locator(table_locator, *title_locators, *locators)
     if located:
         block_locator = replace(block_locator, row_start=located[0].row_start, row_end=located[-1].row_end)
-    blocks.append(Block(kind="table", text=text, locator=block_locator, rows=located))
+    blocks.append(Block(kind="table", text=text, locator=block_locator, rows=located,
+                        caption=CAPTION_JOIN.join(titles)))
     return blocks
 
 
@@ -167,14 +175,18 @@ def _put(line: list[_Slot | None], index: int, slot: _Slot | None) -> None:
 
 
 def _title_row(line: list[_Slot | None], below: list[_Slot | None], width: int, used: int) -> bool:
-    """A title above the table: one cell across its whole width, or (a spreadsheet's title in A1)
-    the only text of its row over a table of three columns or more whose next row has several."""
+    """A title above the table: one cell across its whole width, or (a spreadsheet's title in A1,
+    merged over some columns or not) the only cell of its row, in the first column, over a table of
+    three columns or more whose next row has several."""
     origins = [slot for slot in line if slot and slot.origin]
     if len(origins) == 1 and origins[0].cell.colspan >= width and len(line) >= width:
         return True
     texts = [slot for slot in line if slot and slot.text.strip()]
-    return (used >= 3 and len(texts) == 1 and texts[0] is line[0]
-            and sum(1 for slot in below if slot and slot.text.strip()) >= 2)
+    first = line[0] if line else None
+    # one cell of text (merged over some of the columns or not), in the first column
+    return (used >= 3 and first is not None and first.origin and first.cell.rowspan == 1 and bool(texts)
+            and all(slot.cell is first.cell for slot in texts) and len(texts) < used
+            and sum(1 for slot in below if slot and slot.origin and slot.text.strip()) >= 2)
 
 
 def _first_text(line: list[_Slot | None]) -> str:
@@ -191,7 +203,8 @@ def _header_rows(grid: list[list[_Slot | None]], marked: list[bool]) -> int:
         spans_down = any(slot and slot.origin and slot.cell.rowspan + r > head
                          for r, line in enumerate(grid[:head]) for slot in line)
         if not spans_down and not any(slot and slot.below for slot in grid[head]) \
-                and not _sub_header(grid[head - 1], grid[head]):
+                and not _sub_header(grid[head - 1], grid[head]) \
+                and not _unmerged_sub_header(grid[head - 1], grid[head], grid[head + 1]):
             break
         head += 1
     return head
@@ -208,6 +221,53 @@ def _sub_header(above: list[_Slot | None], line: list[_Slot | None]) -> bool:
            and c not in grouped]
     labels = [slot.text for c, slot in enumerate(line) if slot and slot.text.strip() and c in grouped]
     return not own and bool(labels) and all(_PERIOD.match(t.strip()) or not _NUMBER.match(t) for t in labels)
+
+
+def _groups(above: list[_Slot | None], line: list[_Slot | None]) -> dict[int, int]:
+    """Unmerged groups: each empty position of ``above`` whose ``line`` position has a label,
+    right of a text of ``above`` with a label under it too and only such positions between →
+    the column of that text (``Q1 | | Q2 |`` over ``Revenue | Cost | Revenue | Cost``)."""
+    groups: dict[int, int] = {}
+    start: int | None = None
+    for c, slot in enumerate(above):
+        if _has_text(above, c) and slot is not None:
+            start = c if slot.origin and slot.cell.colspan == 1 and _label(line, c) else None
+        elif start is not None and _label(line, c):
+            groups[c] = start
+        else:
+            start = None
+    return groups
+
+
+def _label(line: list[_Slot | None], column: int) -> bool:
+    slot = line[column] if column < len(line) else None
+    text = slot.text.strip() if slot else ""
+    return bool(text) and (bool(_PERIOD.match(text)) or not _NUMBER.match(text))
+
+
+def _unmerged_sub_header(above: list[_Slot | None], line: list[_Slot | None], below: list[_Slot | None]) -> bool:
+    """The heuristic for sheets and tables whose grouping cells are not merged: ``line`` holds
+    only labels, groups of ``above`` stand over it (``_groups``), and the row after it has numbers
+    in at least half of the grouped columns (so a first data row of words is not taken)."""
+    groups = _groups(above, line)
+    if not groups or not all(_label(line, c) for c, slot in enumerate(line) if slot and slot.text.strip()):
+        return False
+    grouped = set(groups) | set(groups.values())
+    numbers = sum(1 for c in grouped if _number_at(below, c))
+    return numbers * 2 >= len(grouped)
+
+
+def _number_at(line: list[_Slot | None], column: int) -> bool:
+    slot = line[column] if column < len(line) else None
+    return slot is not None and bool(slot.text.strip()) and bool(_NUMBER.match(slot.text))
+
+
+def _spread_groups(above: list[_Slot | None], line: list[_Slot | None]) -> None:
+    """A header row's unmerged group texts spread over the empty positions they stand for."""
+    for c, start in _groups(above, line).items():
+        source = above[start]
+        if source is not None:
+            above[c] = _Slot(source.text, False, False, source.cell)
 
 
 def _column_names(header: list[list[_Slot | None]]) -> list[str]:
@@ -245,7 +305,7 @@ def _cell_text(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _merge(base: SourceLocator, *parts: SourceLocator) -> SourceLocator:
+def merge_locator(base: SourceLocator, *parts: SourceLocator) -> SourceLocator:
     """``base`` with the pages and paragraph ranges of ``parts`` (the rows of a table)."""
     pages = sorted({p for loc in parts for p in (loc.page, loc.page_start, loc.page_end) if p is not None})
     starts = [loc.paragraph_start for loc in parts if loc.paragraph_start is not None]

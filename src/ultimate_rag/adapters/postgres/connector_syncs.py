@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 
 from ...domain.connectors import ItemState, KnowledgeBaseDeletingError, SyncLease
 from ...domain.errors import ConflictError, LeaseLostError
+from ...domain.metadata import FETCHED
 from ...domain.status import DocumentStatus, JobStatus, check_transition, is_active, job_sources_of, names
 from .connectors import ENDED, EXHAUSTED, Q, end_sync
 from .database import Connection, Database
@@ -112,17 +113,20 @@ class SyncQueue:
 
     async def finish_item(self, lease: SyncLease, document_id: UUID, *, object_key: str, filename: str,
                           mime_type: str, size_bytes: int, sha256: str, revision: int, etag: str | None,
-                          last_modified: str | None, max_attempts: int) -> None:
+                          last_modified: str | None, max_attempts: int, fields: dict[str, Any] | None = None,
+                          path: str | None = None) -> None:
         """FETCHING | UPLOADING -> PENDING with the bytes recorded and the single job queued, in one
         transaction. ConflictError when the document left intake meanwhile (the caller then removes
-        the object it stored)."""
+        the object it stored). ``fields``: the metadata's fetched keys (metadata.FETCHED) as this
+        fetch found them; ``path``: the item's source.path."""
         async with self.fenced(lease) as conn:
             locked = await lock_document(conn, document_id)
             await self._require_ours(conn, lease, document_id, locked.status)
             await conn.execute(Q["finish_item"], {
                 "object_key": object_key, "filename": filename, "mime_type": mime_type, "size_bytes": size_bytes,
                 "sha256": sha256, "revision": revision, "etag": etag, "last_modified": last_modified,
-                "id": document_id})
+                "id": document_id, "fetched_keys": list(FETCHED), "fields": Jsonb(fields or {}),
+                "source": Jsonb({"path": path} if path else {})})
             await reset_job(conn, document_id, operation="ingest", force=False, max_attempts=max_attempts,
                             source=f"connector:{lease.connector_id}")
             await notify_workers(conn)

@@ -174,10 +174,13 @@ SELECT id, status, sha256, object_key, content_revision, remote_etag, remote_las
 FROM documents WHERE id = %(id)s;
 
 -- finish_item --
--- FETCHING | UPLOADING -> PENDING with the fetched bytes recorded; the job is queued beside it.
+-- FETCHING | UPLOADING -> PENDING with the fetched bytes recorded; the job is queued beside it. The
+-- metadata's fetched keys (%(fetched_keys)s: s3, source) become what this fetch found, the user's
+-- keys untouched; source gains the item's path.
 UPDATE documents SET object_key = %(object_key)s, filename = %(filename)s, mime_type = %(mime_type)s,
     size_bytes = %(size_bytes)s, sha256 = %(sha256)s, content_revision = %(revision)s,
     remote_etag = %(etag)s, remote_last_modified = %(last_modified)s, status = 'PENDING',
+    metadata = (metadata - %(fetched_keys)s::text[]) || %(fields)s::jsonb, source = source || %(source)s::jsonb,
     error_message = NULL, progress = '{}'::jsonb, duplicate_of = NULL, deleted_at = NULL,
     stage_timings = jsonb_build_object('PENDING', now()), updated_at = now()
 WHERE id = %(id)s;

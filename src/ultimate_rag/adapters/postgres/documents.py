@@ -12,6 +12,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...domain.errors import ConflictError, ResourceNotFoundError
+from ...domain.metadata import merge_patch
 from ...domain.models import Chunk, Document, DocumentAsset
 from ...domain.search import SearchFilters
 from ...domain.status import DocumentStatus, JobStatus, job_sources_of, names
@@ -35,13 +36,15 @@ class DocumentRepository:
         self, *, document_id: UUID, knowledge_base_id: UUID, filename: str, mime_type: str,
         size_bytes: int, sha256: str, object_key: str, max_attempts: int,
         source: dict[str, Any] | None = None, uploaded_by: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> Document:
         """Document (PENDING) and its job (PENDING), the workers woken, and with ``uploaded_by`` (an
         API key's prefix) the upload's audit entry: one statement."""
         row = await self._db.fetchone(_CREATE, {"uploaded_by": uploaded_by,
             "id": document_id, "kb": knowledge_base_id, "filename": filename, "mime_type": mime_type,
             "size_bytes": size_bytes, "sha256": sha256, "object_key": object_key,
-            "source": Jsonb(source or {"kind": "upload"}), "job_id": uuid4(), "max_attempts": max_attempts,
+            "source": Jsonb(source or {"kind": "upload"}), "metadata": Jsonb(metadata or {}),
+            "job_id": uuid4(), "max_attempts": max_attempts,
             "channel": NOTIFY_CHANNEL})
         if row is None:
             raise ResourceNotFoundError("knowledge base not found")
@@ -54,6 +57,17 @@ class DocumentRepository:
         if row is None:
             raise ResourceNotFoundError("document not found")
         return rows.document(row)
+
+    async def update_metadata(self, document_id: UUID, patch: dict[str, Any]) -> Document:
+        """A JSON Merge Patch of the document's own fields (domain/metadata.py ``merge_patch``),
+        merged under the row's lock; nothing else changes, so search sees it at once."""
+        async with self._db.transaction() as conn:
+            row = await (await conn.execute(Q["metadata_for_update"], {"id": document_id})).fetchone()
+            if row is None:
+                raise ResourceNotFoundError("document not found")
+            merged = merge_patch(row["metadata"] or {}, patch)
+            await conn.execute(Q["set_metadata"], {"id": document_id, "metadata": Jsonb(merged)})
+        return await self.get(document_id)
 
     async def job_history(self, document_id: UUID) -> list[dict[str, Any]]:
         row = await self._db.fetchone(Q["job_history"], {"id": document_id})

@@ -13,9 +13,9 @@ WITH kb AS MATERIALIZED (
     SELECT id, deleting FROM knowledge_bases WHERE id = %(kb)s FOR SHARE
 ), d AS (
     INSERT INTO documents (id, knowledge_base_id, filename, mime_type, size_bytes, sha256, object_key, status,
-                           source, stage_timings)
+                           source, stage_timings, metadata)
     SELECT %(id)s, kb.id, %(filename)s, %(mime_type)s, %(size_bytes)s, %(sha256)s, %(object_key)s, 'PENDING',
-           %(source)s, jsonb_build_object('PENDING', now())
+           %(source)s, jsonb_build_object('PENDING', now()), %(metadata)s
     FROM kb WHERE NOT kb.deleting
     RETURNING *
 ), flow AS (
@@ -40,7 +40,7 @@ FROM kb LEFT JOIN d ON true LEFT JOIN j ON j.document_id = d.id;
 d.id, d.knowledge_base_id, d.filename, d.mime_type, d.size_bytes, d.sha256, d.object_key,
 d.status, d.error_message, d.progress, d.parser_name, d.parser_version, d.chunk_count,
 d.content_revision, d.source, d.duplicate_of, d.stage_timings, d.created_at, d.updated_at,
-d.indexed_at, d.deleted_at, d.dedup, d.warnings, d.published_revision,
+d.indexed_at, d.deleted_at, d.dedup, d.warnings, d.published_revision, d.metadata,
 j.attempts, j.max_attempts, j.status AS job_status, j.operation AS job_operation
 
 -- get_document --
@@ -62,10 +62,19 @@ d.knowledge_base_id = %(kb)s
 d.status = %(status)s
 
 -- list_by_filename --
-d.filename ILIKE %(q)s
+-- the file name, or its path in the folder it was uploaded from (metadata source.path)
+(d.filename ILIKE %(q)s OR d.metadata->'source'->>'path' ILIKE %(q)s)
 
 -- list_after_cursor --
 (d.created_at, d.id) < (%(c_at)s, %(c_id)s)
+
+-- metadata_for_update --
+-- A PATCH reads the metadata it merges into under the row's lock (concurrent PATCHes apply in turn).
+SELECT metadata FROM documents WHERE id = %(id)s FOR UPDATE;
+
+-- set_metadata --
+-- The merged metadata: nothing else of the document changes (no rebuild, its revision keeps serving).
+UPDATE documents SET metadata = %(metadata)s, updated_at = now() WHERE id = %(id)s;
 
 -- job_history --
 SELECT error_history FROM ingestion_jobs WHERE document_id = %(id)s;
@@ -82,7 +91,8 @@ ORDER BY a.page NULLS FIRST, a.locator_key;
 -- ready_chunks --
 -- The double filter (SPEC §4 rule 3). searchable: search_filters' searchable_chunk; filters:
 -- " AND ..." for each search filter, or nothing.
-SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, c.identifiers, d.filename
+SELECT c.id, c.document_id, c.content, c.heading_path, c.locator, c.metadata, c.identifiers, d.filename,
+       d.metadata AS document_metadata
 FROM chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.id = ANY(%(ids)s) AND c.knowledge_base_id = %(kb)s AND d.knowledge_base_id = %(kb)s
   AND {searchable}{filters};

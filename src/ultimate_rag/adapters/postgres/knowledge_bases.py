@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from uuid import UUID, uuid4
 
 import psycopg
@@ -45,3 +46,9 @@ class KnowledgeBaseRepository:
     async def status_counts(self, kb_id: UUID) -> dict[str, int]:
         found = await self._db.fetchall(Q["status_counts"], {"id": kb_id})
         return {r["status"]: r["n"] for r in found}
+
+    async def status_counts_of(self, kb_ids: builtins.list[UUID]) -> dict[UUID, dict[str, int]]:
+        counts: dict[UUID, dict[str, int]] = {kb_id: {} for kb_id in kb_ids}
+        for r in await self._db.fetchall(Q["status_counts_of_many"], {"ids": kb_ids}):
+            counts[r["knowledge_base_id"]][r["status"]] = r["n"]
+        return counts

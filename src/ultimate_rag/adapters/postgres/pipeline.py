@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from ...domain.errors import LeaseLostError
 from ...domain.identifiers import chunk_identifiers
+from ...domain.metadata import PARSED
 from ...domain.models import (
     Chunk,
     DocumentAsset,
@@ -125,7 +126,8 @@ class PipelineRepository:
                     await self._outdate_twin(conn, twin, newer=lease.document_id)
                 published = await (await conn.execute(Q["publish_revision"], {
                     **document, "job_id": lease.job_id, "revision": commit.revision, "keep": list(commit.assets),
-                    "chunks": Jsonb([_chunk_row(c) for c in commit.chunks])})).fetchone()
+                    "chunks": Jsonb([_chunk_row(c) for c in commit.chunks]), "parsed_keys": list(PARSED),
+                    "properties": Jsonb(commit.properties)})).fetchone()
                 assert published is not None  # one row, always
                 state = rows.index_state(published)
                 await finish(SharedTransaction(self._queue.db.url, conn), state)

@@ -55,9 +55,10 @@ RETURNING j.id;
 -- the old rows go first: the insert waits for that delete, so a chunk that keeps its id and ordinal
 -- meets no conflict), every asset row but the revision's own goes (their object keys are
 -- returned), the document becomes READY (the commit flag, written with the facts it vouches for;
--- its stage timestamps are returned) and the job SUCCEEDED. Returns the knowledge base's index state
--- too, which the caller checks before it commits, and the revision published before (read from the
--- statement's snapshot: NULL when search served nothing of the document).
+-- its stage timestamps are returned; the metadata's parsed keys, %(parsed_keys)s, become the new
+-- revision's, %(properties)s, the user's keys untouched) and the job SUCCEEDED. Returns the
+-- knowledge base's index state too, which the caller checks before it commits, and the revision
+-- published before (read from the statement's snapshot: NULL when search served nothing of it).
 WITH old_chunks AS (
     DELETE FROM chunks WHERE document_id = %(document_id)s RETURNING 1
 ), new_chunks AS (
@@ -81,6 +82,7 @@ WITH old_chunks AS (
     WHERE id = %(job_id)s
 ), ready AS (
     UPDATE documents SET status = 'READY', error_message = NULL,
+        metadata = (metadata - %(parsed_keys)s::text[]) || %(properties)s::jsonb,
         chunk_count = (SELECT count(*) FROM new_chunks), published_revision = %(revision)s, progress = '{}'::jsonb,
         indexed_at = now(), updated_at = now(), stage_timings = stage_timings || jsonb_build_object('READY', now())
     WHERE id = %(document_id)s

@@ -40,7 +40,7 @@ def document(row: dict[str, Any]) -> Document:
         job_status=JobStatus(row["job_status"]) if row.get("job_status") else None,
         job_operation=JobOperation(row["job_operation"]) if row.get("job_operation") else None,
         dedup=row.get("dedup") or {}, warnings=tuple(row.get("warnings") or ()),
-        published_revision=row.get("published_revision"),
+        published_revision=row.get("published_revision"), metadata=row.get("metadata") or {},
     )
 
 

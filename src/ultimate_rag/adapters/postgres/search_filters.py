@@ -5,11 +5,14 @@ the double filter alike. Values travel as parameters; only column names are comp
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
+from ...domain.metadata_filter import RANGE, AllOf, AnyOf, Condition, MetadataFilter, Op
 from ...domain.search import SearchFilters, glob_to_regex
 from .sql import load_queries
 
@@ -49,7 +52,61 @@ def document_conditions(filters: SearchFilters, alias: str = "d") -> tuple[list[
         if value is not None:
             conds.append(_fragment(f"filter_{name}", d=sql.Identifier(alias)))
             params[f"f_{name}"] = convert(value) if convert is not None else value
+    if filters.metadata is not None:
+        condition, found = metadata_condition(filters.metadata, alias)
+        conds.append(_fragment("filter_metadata", condition=condition))
+        params |= found
     return conds, params
+
+
+_COMPARE = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
+_POSITIVE = frozenset({Op.EQ, Op.IN, Op.CONTAINS})
+
+
+def metadata_condition(tree: MetadataFilter, alias: str = "d") -> tuple[sql.Composable, dict[str, Any]]:
+    """``filters.metadata`` (a checked tree, domain/metadata_filter.py) as one condition on the
+    documents table: equality, membership and list items as JSON containment (the GIN index answers
+    them), ranges typed so that a field of another type never matches. Same rule as ``matches``."""
+    params: dict[str, Any] = {}
+    document = sql.Identifier(alias)
+
+    def bind(value: Any) -> sql.Placeholder:
+        name = f"f_meta_{len(params)}"
+        params[name] = value
+        return sql.Placeholder(name)
+
+    def walk(node: MetadataFilter) -> sql.Composable:
+        if isinstance(node, AllOf | AnyOf):
+            joiner = sql.SQL(" AND " if isinstance(node, AllOf) else " OR ")
+            return sql.SQL("(") + joiner.join(walk(p) for p in node.parts) + sql.SQL(")")
+        return condition(node)
+
+    def condition(node: Condition) -> sql.Composable:
+        path = list(node.path)
+        if node.op is Op.EXISTS:
+            return _fragment("metadata_exists" if node.value else "metadata_missing", d=document, path=bind(path))
+        if node.op in RANGE:
+            value = node.value if not isinstance(node.value, int | float) else Decimal(str(node.value))
+            kind = "metadata_number" if isinstance(value, Decimal) else "metadata_instant"
+            return _fragment(kind, d=document, path=bind(path), op=sql.SQL(_COMPARE[node.op]), value=bind(value))
+        if node.op is Op.CONTAINS:
+            documents = [_nested(path, [node.value])]
+        else:
+            documents = [_nested(path, v) for v in (node.value if isinstance(node.value, tuple) else (node.value,))]
+        positive = node.op in _POSITIVE
+        parts = [_fragment("metadata_contains" if positive else "metadata_not_contains", d=document,
+                           value=bind(Jsonb(d))) for d in documents]
+        return sql.SQL("(") + sql.SQL(" OR " if positive else " AND ").join(parts) + sql.SQL(")")
+
+    return walk(tree), params
+
+
+def _nested(path: list[str], value: Any) -> dict[str, Any]:
+    """``{"a": {"b": value}}`` for the path ``a.b``: what a document containing it has there."""
+    out: Any = value
+    for key in reversed(path):
+        out = {key: out}
+    return dict(out)
 
 
 def heading_condition(filters: SearchFilters, alias: str = "c") -> tuple[list[sql.Composable], dict[str, Any]]:

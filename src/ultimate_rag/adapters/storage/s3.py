@@ -107,6 +107,12 @@ class S3ObjectStorage:
             return False
         return True
 
+    async def user_metadata(self, key: str) -> dict[str, str]:
+        full = self._key(key)
+        head = await self._call(lambda: self._client.head_object(Bucket=self.bucket, Key=full), what=f"check {key}",
+                                key=key)
+        return {str(k): str(v) for k, v in (head.get("Metadata") or {}).items()}
+
     async def delete(self, key: str) -> None:
         full = self._key(key)
         await self._call(lambda: self._client.delete_object(Bucket=self.bucket, Key=full), what=f"delete {key}")

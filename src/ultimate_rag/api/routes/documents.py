@@ -25,8 +25,8 @@ from ..deps import (
     StorageDep,
     principal,
 )
-from ..schemas import ERROR_RESPONSES, ChunkList, ChunkOut, DocumentOut, body_of
-from ..uploads import UPLOAD_BODY, UploadedFile
+from ..schemas import ERROR_RESPONSES, ChunkList, ChunkOut, DocumentOut, DocumentPatchIn, body_of
+from ..uploads import CONTENT_BODY, UploadedFile
 
 router = APIRouter(prefix="/api/documents", tags=["documents"], dependencies=[Depends(principal)],
                    responses=ERROR_RESPONSES)
@@ -35,6 +35,18 @@ router = APIRouter(prefix="/api/documents", tags=["documents"], dependencies=[De
 @router.get("/{document_id}", response_model=DocumentOut)
 async def get_document(doc: ReadableDocument, documents: DocumentsDep) -> DocumentOut:
     return DocumentOut.of(doc, await documents.job_history(doc.id))
+
+
+@router.patch("/{document_id}", response_model=DocumentOut)
+async def update_document(doc: EditableDocument, body: DocumentPatchIn, documents: DocumentsDep,
+                          audit: AuditDep) -> DocumentOut:
+    """Change the document's own fields (``metadata``, a JSON Merge Patch: a key set to null goes).
+    Nothing is rebuilt: the published revision keeps serving, and search filters see the new
+    values at once. The reserved keys (doc, front_matter, s3, source) are the product's: 422."""
+    updated = await documents.update_metadata(doc.id, body.metadata)
+    await audit.record("document.metadata", knowledge_base_id=doc.knowledge_base_id, document_id=doc.id,
+                       keys=sorted(body.metadata)[:64])
+    return DocumentOut.of(updated, await documents.job_history(doc.id))
 
 
 @router.get("/{document_id}/chunks", response_model=ChunkList)
@@ -47,7 +59,7 @@ async def get_chunks(
     """The document's chunks in order, a page at a time: pass ``next_cursor`` back as ``cursor``."""
     limit = min(limit, settings.max_chunks_page)
     found = await documents.chunks(doc.id, after_ordinal=int(cursor) if cursor else -1, limit=limit + 1)
-    items = [ChunkOut.of(c) for c in found[:limit]]
+    items = [ChunkOut.of(c, doc.metadata) for c in found[:limit]]
     return ChunkList(items=items, next_cursor=str(items[-1].ordinal) if len(found) > limit else None)
 
 
@@ -135,7 +147,7 @@ async def delete_document(doc: EditableDocument, lifecycle: LifecycleDep, audit:
     return DocumentOut.of(result)
 
 
-@router.put("/{document_id}/content", status_code=202, response_model=DocumentOut, openapi_extra=UPLOAD_BODY)
+@router.put("/{document_id}/content", status_code=202, response_model=DocumentOut, openapi_extra=CONTENT_BODY)
 async def replace_content(doc: EditableDocument, settings: SettingsDep, lifecycle: LifecycleDep, audit: AuditDep,
                           file: UploadedFile) -> DocumentOut:
     """Re-upload: new bytes for a stable document (same limits and checks as an upload). 409 while active."""

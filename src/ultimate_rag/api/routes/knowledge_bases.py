@@ -45,7 +45,7 @@ from ..schemas import (
     error_response,
 )
 from ..search_schemas import SearchHit, SearchIn, SearchOut
-from ..uploads import UPLOAD_BODY, UploadedFile
+from ..uploads import UPLOAD_BODY, UploadDep
 
 router = APIRouter(prefix="/api/knowledge-bases", tags=["knowledge bases"], dependencies=[Depends(principal)],
                    responses=ERROR_RESPONSES)
@@ -77,7 +77,9 @@ async def _migration(migrations: EmbeddingMigrations, kb: KnowledgeBase) -> dict
 async def list_knowledge_bases(knowledge_bases: KnowledgeBasesDep, models: ModelsDep,
                                who: PrincipalDep) -> KnowledgeBaseList:
     kbs = [kb for kb in await knowledge_bases.list() if who.can_read(kb.id)]
-    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, embedding=_embedding(models, kb)) for kb in kbs])
+    counts = await knowledge_bases.status_counts_of([kb.id for kb in kbs])
+    return KnowledgeBaseList(items=[KnowledgeBaseOut.of(kb, counts[kb.id], embedding=_embedding(models, kb))
+                                    for kb in kbs])
 
 
 @router.get("/{kb_id}", response_model=KnowledgeBaseOut)
@@ -103,11 +105,15 @@ async def delete_knowledge_base(kb: ReadableKB, migrations: MigrationsDep, kb_de
 
 
 @router.post("/{kb_id}/documents", status_code=202, response_model=DocumentOut, openapi_extra=UPLOAD_BODY)
-async def upload_document(kb: EditableKB, ingestion: IngestionDep, audit: AuditDep, file: UploadedFile) -> DocumentOut:
+async def upload_document(kb: EditableKB, ingestion: IngestionDep, audit: AuditDep, form: UploadDep) -> DocumentOut:
+    """Multipart ``file``; optional ``metadata`` (a JSON object of the document's own fields, a 422
+    naming a bad one) and ``path`` (where the file lies in the folder being uploaded: the metadata's
+    ``source.path``, shown with the file name in lists, search hits and citations)."""
     limit = ingestion.max_upload_bytes
-    content = await file.read(limit + 1)  # bounded read: one byte over the limit is enough to know
+    content = await form.file.read(limit + 1)  # bounded read: one byte over the limit is enough to know
     # the audit entry ("document.upload": filename, size, sha256) is written with the document
-    doc = await ingestion.submit(kb, file.filename, file.content_type, content, uploaded_by=audit.who.key_prefix)
+    doc = await ingestion.submit(kb, form.file.filename, form.file.content_type, content,
+                                 uploaded_by=audit.who.key_prefix, metadata=form.metadata, path=form.path)
     return DocumentOut.of(doc)
 
 
@@ -117,7 +123,8 @@ async def list_documents(
     status: Annotated[DocumentStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
-    q: Annotated[str | None, Query(max_length=200, description="only filenames containing this text")] = None,
+    q: Annotated[str | None, Query(max_length=200,
+                                   description="only documents whose file name or path contains this text")] = None,
 ) -> DocumentList:
     if q and "\x00" in q:
         raise InvalidRequestError("q must not contain NUL characters")

@@ -11,7 +11,7 @@ import { logout } from "./session.js";
 import { $, on, state } from "./state.js";
 
 const thread = { kb: null, turns: [], controller: null };
-// a turn: { question, answer, citations, query, reason, invalid, unmatched, error, streaming }
+// a turn: { question, answer, citations, query, reason, grounded, invalid, unmatched, error, streaming }
 
 // ---------- the thread ----------
 
@@ -79,7 +79,7 @@ function onEvent(turn, event, data) {
   if (event === "citations") turn.citations = data;
   else if (event === "delta") turn.answer += data.text;
   else if (event === "done") {
-    Object.assign(turn, { answer: data.answer, query: data.query, reason: data.reason,
+    Object.assign(turn, { answer: data.answer, query: data.query, reason: data.reason, grounded: data.grounded,
       invalid: data.invalid_citations || [], unmatched: data.unmatched_identifiers || [], streaming: false });
   } else if (event === "error") { turn.error = data.detail; turn.streaming = false; }
   render();
@@ -110,7 +110,7 @@ async function readEvents(res, onFrame) {
 // ---------- rendering ----------
 
 function citationLabel(c) {
-  return [c.filename, (c.heading_path || []).join(" › "), locatorText(c.locator || {})].filter(Boolean).join(" · ");
+  return [c.source_path || c.filename, (c.heading_path || []).join(" › "), locatorText(c.locator || {})].filter(Boolean).join(" · ");
 }
 
 function chip(turn, n, short) {
@@ -140,6 +140,10 @@ function renderTurn(turn) {
   if (turn.query && turn.query !== turn.question) out.push(h("p", { class: "muted ask-query", text: t("ask_query", { query: turn.query }) }));
   if (turn.unmatched && turn.unmatched.length) out.push(h("p", { class: "notice-inline ask-unmatched", text: t("unmatched_identifiers", { ids: turn.unmatched.join(", ") }) }));
   if (turn.answer) out.push(answerBody(turn));
+  // the model was given passages and cited none: the answer does not rest on the documents
+  if (turn.answer && turn.grounded === false && turn.citations.length) {
+    out.push(h("p", { class: "notice-inline ask-ungrounded", role: "note", text: t("ask_ungrounded") }));
+  }
   if (turn.answer === null && turn.reason) out.push(h("p", { class: "notice-inline", text: t("ask_no_model") }));
   if (turn.streaming) out.push(h("p", { class: "muted ask-working", role: "status", text: turn.citations.length || turn.answer ? t("ask_writing") : t("ask_searching") }));
   if (turn.stopped) out.push(h("p", { class: "muted", text: t("ask_stopped") }));

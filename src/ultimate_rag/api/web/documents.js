@@ -90,7 +90,9 @@ export function renderRow(doc) {
   // only where the status allows them
   return h("tr", { dataset: { id: doc.id, status: doc.status } },
     h("td", {}, check),
-    h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.filename, onclick: () => emit("open", doc.id) })),
+    // the path in the folder it was uploaded from tells apart files of the same name
+    h("td", { class: "filename" }, h("button", { type: "button", class: "link", text: doc.metadata?.source?.path || doc.filename,
+      title: doc.filename, onclick: () => emit("open", doc.id) })),
     h("td", { class: "status-cell" },
       h("span", { class: `badge st-${doc.status}${busy ? " busy" : ""}`, text: statusLabel(doc.status) }),
       doc.status === "PENDING" && doc.operation === "delete"

@@ -6,6 +6,7 @@ import { download, runAction } from "./actions.js";
 import { api, authedBlobUrl, errorText } from "./api.js";
 import { h, say } from "./dom.js";
 import { fmtSeconds, fmtTime, t } from "./i18n.js";
+import { metadataSection } from "./metadata.js";
 import { searchabilityLabel } from "./searchability.js";
 import { $, on, state } from "./state.js";
 import { isStable, statusLabel } from "./statuses.js";
@@ -26,7 +27,8 @@ export async function openDocument(id, refresh, focusChunk) {
   $("doc-title").textContent = doc.filename;
   const chunkBox = h("div", { class: "chunks" }, h("p", { class: "muted", text: t("loading") }));
   const assetBox = h("div", { class: "assets" });
-  $("doc-body").replaceChildren(...documentBody(doc), h("h3", { text: t("chunk_preview") }), chunkBox,
+  $("doc-body").replaceChildren(...documentBody(doc), ...metadataSection(doc, () => openDocument(id, true)),
+    h("h3", { text: t("chunk_preview") }), chunkBox,
     h("h3", { text: t("images") }), assetBox,
     h("div", { class: "dialog-actions" },
       h("button", { type: "button", onclick: () => reparse(doc.id), text: t("reparse") }),
@@ -40,6 +42,7 @@ function documentBody(doc) {
     h("dt", { text: t("status") }), h("dd", {}, h("span", { class: `badge st-${doc.status}`, text: statusLabel(doc.status) })),
     h("dt", { text: t("searchability") }), h("dd", {}, searchabilityLabel(doc, true)),
     h("dt", { text: t("attempts") }), h("dd", { text: `${doc.attempts}/${doc.max_attempts}` }),
+    ...(doc.metadata?.source?.path ? [h("dt", { text: t("source_path") }), h("dd", { class: "source-path", text: doc.metadata.source.path })] : []),
     h("dt", { text: t("size") }), h("dd", { text: `${doc.size_bytes.toLocaleString()} B · ${doc.mime_type}` }),
     h("dt", { text: t("parser") }), h("dd", { text: doc.parser ? `${doc.parser.name} ${doc.parser.version || ""}` : "—" }),
     h("dt", { text: t("chunks") }), h("dd", { text: String(doc.chunk_count) }),
@@ -58,13 +61,21 @@ function documentBody(doc) {
   body.push(doc.timings.length ? h("ol", { class: "timeline" }, ...doc.timings.map((s) => h("li", { class: `st-line st-${s.stage}` },
     h("span", { class: `badge st-${s.stage}`, text: statusLabel(s.stage) }),
     h("time", { datetime: s.started_at, text: fmtTime(s.started_at) }),
-    h("span", { class: "muted", text: isStable(s.stage) ? "" : fmtSeconds(s.seconds) })))) : h("p", { class: "muted", text: "—" }));
+    h("span", { class: "muted", text: stageTime(s) })))) : h("p", { class: "muted", text: "—" }));
   body.push(h("h3", { text: t("error_history") }));
   const hist = doc.error_history || [];
   body.push(hist.length ? h("ol", { class: "history" }, ...hist.map((e) => h("li", {},
     h("span", { class: "muted", text: `${e.at ? fmtTime(e.at) : ""} ${e.attempt !== undefined ? `#${e.attempt}` : ""} ` }),
     h("span", { text: e.error || e.message || JSON.stringify(e) })))) : h("p", { class: "muted", text: t("no_errors") }));
   return body;
+}
+
+// how long a stage took; the last one (no end yet) is running, or for PENDING waiting for a worker.
+// The API ends a timeline with the document's status, so a FAILED one never reads as running.
+function stageTime(s) {
+  if (isStable(s.stage)) return "";
+  if (s.seconds === null || s.seconds === undefined) return s.stage === "PENDING" ? t("waiting_now") : t("running_now");
+  return fmtSeconds(s.seconds);
 }
 
 async function reparse(id) {

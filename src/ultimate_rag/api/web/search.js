@@ -7,6 +7,7 @@ import { api, errorText } from "./api.js";
 import { locatorText, openDocument, showImages } from "./docview.js";
 import { h, say } from "./dom.js";
 import { t } from "./i18n.js";
+import { metadataLine, parseMetadataFilter } from "./metadata.js";
 import { $, on, state } from "./state.js";
 
 function searchFilters() {
@@ -17,6 +18,8 @@ function searchFilters() {
   if (mimes.length) filters.mime_types = mimes;
   const heading = $("search-heading").value.trim();
   if (heading) filters.heading = heading;
+  const metadata = parseMetadataFilter($("search-metadata").value);
+  if (metadata) filters.metadata = metadata;
   return filters;
 }
 
@@ -29,7 +32,8 @@ async function runSearch(ev) {
   state.lastSearch = null;
   const body = { query: $("search-query").value, top_k: Number($("search-k").value) || 10, mode: $("search-mode").value,
     group_by_document: $("search-group").checked };
-  const filters = searchFilters();
+  let filters;
+  try { filters = searchFilters(); } catch (err) { say(status, () => err.message); return; }
   if (Object.keys(filters).length) body.filters = filters;
   try {
     const res = await api("POST", `/api/knowledge-bases/${state.kb.id}/search`, body);
@@ -75,12 +79,13 @@ function renderSearch() {
     return h("li", { class: "result" },
       h("div", { class: "cite" },
         h("span", { class: "rank", text: `#${i + 1}` }),
-        h("button", { type: "button", class: "link cite-file", text: r.filename, onclick: () => openDocument(r.document_id, false, r.chunk_id) }),
+        h("button", { type: "button", class: "link cite-file", text: r.source_path || r.filename, onclick: () => openDocument(r.document_id, false, r.chunk_id) }),
         h("span", { class: "cite-heading", text: (r.heading_path || []).join(" › ") }),
         where ? h("button", { type: "button", class: "link cite-loc", text: where, title: t("open_at_chunk"),
           onclick: () => openDocument(r.document_id, false, r.chunk_id) }) : null,
         h("span", { class: "score muted", text: `${t("score")} ${r.score.toFixed(3)}` })),
       h("p", { class: "chunk-text" }, ...highlighted(r.content, r.highlights, 800)),
+      metadataLine(r.metadata),
       imgs);
   }));
 }

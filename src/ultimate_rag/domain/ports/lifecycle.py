@@ -89,4 +89,5 @@ class DocumentIntake(Protocol):
 
     async def create_with_job(self, *, document_id: UUID, knowledge_base_id: UUID, filename: str, mime_type: str,
                               size_bytes: int, sha256: str, object_key: str, max_attempts: int,
-                              source: dict[str, Any] | None = None, uploaded_by: str | None = None) -> Document: ...
+                              source: dict[str, Any] | None = None, uploaded_by: str | None = None,
+                              metadata: dict[str, Any] | None = None) -> Document: ...

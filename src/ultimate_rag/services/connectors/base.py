@@ -28,6 +28,7 @@ class RemoteItem:
     external_id: str  # the URL, the S3 key, or the path relative to the directory
     name: str  # a filename hint (the last path segment)
     version: str | None = None  # what discovery already knows of its version (S3 LastModified, size:mtime)
+    path: str | None = None  # where it lies in the folder or bucket (relative): the document's source.path
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Fetched:
     last_modified: str | None = None
     content_type: str | None = None
     name: str | None = None
+    metadata: dict[str, str] | None = None  # what the remote says of the item (S3 user metadata)
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ class DirectorySource:
                 if stat.S_ISDIR(info.st_mode):
                     subdirs.append(entry.name)
                 elif stat.S_ISREG(info.st_mode):  # a link (in or out), a device, a socket: never read
-                    found.append(RemoteItem(prefix + entry.name, entry.name, f"{info.st_size}:{info.st_mtime_ns}"))
+                    found.append(RemoteItem(prefix + entry.name, entry.name, f"{info.st_size}:{info.st_mtime_ns}",
+                                            path=prefix + entry.name))
                     if len(found) >= self._max_items:
                         return
             for name in subdirs if prefix.count("/") < MAX_DEPTH else ():

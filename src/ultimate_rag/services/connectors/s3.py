@@ -35,7 +35,7 @@ class S3Source:
         async for key, modified, etag in self._storage.list_versions(""):
             if key.endswith("/"):
                 continue
-            found.append(RemoteItem(key, key.rsplit("/", 1)[-1], f"{modified.isoformat()} {etag}".strip()))
+            found.append(RemoteItem(key, key.rsplit("/", 1)[-1], f"{modified.isoformat()} {etag}".strip(), path=key))
             if len(found) >= self._max_items:
                 break
         return found
@@ -51,4 +51,5 @@ class S3Source:
                     raise ItemTooLargeError(f"{item.external_id} is larger than the limit of {self._max_bytes} bytes")
         except ValueError as exc:  # a key the adapter refuses to address
             raise PermanentError(f"{item.external_id} cannot be read: {exc}") from exc
-        return Fetched(bytes(body), None, item.version, None, item.name)
+        metadata = await self._storage.user_metadata(item.external_id)  # x-amz-meta-*: the document's s3 fields
+        return Fetched(bytes(body), None, item.version, None, item.name, metadata)

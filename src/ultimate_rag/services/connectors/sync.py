@@ -26,12 +26,15 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from ...domain.connectors import Connector, ItemState, KnowledgeBaseDeletingError, SyncLease
 from ...domain.errors import ConflictError, LeaseLostError, PermanentError, UltimateRagError
 from ...domain.ids import source_object_key
+from ...domain.metadata import MAX_BYTES, S3_METADATA, SOURCE, clean, fitted, source_fields
 from ...domain.models import DocumentSource
 from ...domain.ports import ConnectorStore, ConnectorSyncs, ObjectStorage, ParserResolver
+from ...domain.redact import redact_text
 from ...domain.status import DocumentStatus, is_active
 from ..failures import reason_for
 from ..ingestion import safe_filename
@@ -150,7 +153,8 @@ class SyncService:
             await self._queue.finish_item(
                 lease, state.id, object_key=key, filename=name, mime_type=mime,
                 size_bytes=len(content), sha256=sha, revision=revision, etag=fetched.etag,
-                last_modified=fetched.last_modified, max_attempts=self._max_attempts)
+                last_modified=fetched.last_modified, max_attempts=self._max_attempts,
+                fields=fetched_fields(item, fetched), path=item.path)
         except BaseException:
             await self._forget(key)
             raise
@@ -181,3 +185,13 @@ class SyncService:
             await self._storage.delete(key)
         except Exception:
             log.exception("could not remove object %s; the janitor will", key)
+
+
+def fetched_fields(item: RemoteItem, fetched: Fetched) -> dict[str, Any]:
+    """The metadata's fetched keys of an item: ``source`` (its path and folders in a folder or
+    bucket, or its URL without credentials) and ``s3`` (the object's user metadata), cleaned to fit the limits."""
+    url = redact_text(item.external_id) or ""  # never the credentials a URL may carry
+    fields: dict[str, Any] = {SOURCE: source_fields(item.path) if item.path else {"url": url[:2048]}}
+    if fetched.metadata:
+        fields[S3_METADATA] = clean(fetched.metadata)
+    return fitted(fields, MAX_BYTES // 2)
