@@ -40,7 +40,7 @@ from psycopg.conninfo import make_conninfo
 from ultimate_rag.adapters.postgres.embedded import start_embedded_postgres
 from ultimate_rag.adapters.postgres.migrations import migrate
 from ultimate_rag.bootstrap import build
-from ultimate_rag.domain.lexical import terms
+from ultimate_rag.domain.lexical import KoreanMorphemes, terms
 from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import Fusion, FusionWeights, SearchMode, script_language
 from ultimate_rag.services.job_loop import WorkerConfig
@@ -157,15 +157,17 @@ def report(set_name: str, system: str, scores: dict[str, dict[str, float]]) -> N
               flush=True)
 
 
-def bm25(s: EvalSet) -> list[int | None]:
+def bm25(s: EvalSet, korean: KoreanMorphemes | None = None) -> list[int | None]:
+    """``korean``: Hangul as that analyzer's morphemes (the product's ``korean_terms`` of a new
+    knowledge base), else character bigrams."""
     import bm25s
 
     keys = list(s.texts)
     retriever = bm25s.BM25(k1=1.2, b=0.75)
-    retriever.index([terms(s.texts[k]) for k in keys], show_progress=False)
+    retriever.index([terms(s.texts[k], korean) or ["∅"] for k in keys], show_progress=False)
     ranks: list[int | None] = []
     for question, relevant, _ in s.queries:
-        tokens = [t for t in terms(question)] or ["∅"]
+        tokens = terms(question, korean) or ["∅"]
         found, scores = retriever.retrieve([tokens], k=min(10, len(keys)), show_progress=False)
         ranked = [keys[int(i)] for i, score in zip(found[0], scores[0], strict=True) if score > 0]
         ranks.append(ranked.index(relevant) + 1 if relevant in ranked else None)
@@ -253,6 +255,7 @@ async def run(args: argparse.Namespace) -> None:
         for s in sets:
             kb, key_of = await ingest(container, s)
             report(s.name, "bm25", by_category(s, bm25(s)))
+            report(s.name, "bm25-korean-morphemes", by_category(s, bm25(s, container.embedding.korean)))
             report(s.name, "bare-model", by_category(s, await bare_model(container, kb, s)))
             search = container.retrieval.search
             default = (search.fusion, search.weights)

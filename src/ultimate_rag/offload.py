@@ -19,6 +19,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 SMALL_WORK = 32 * 1024  # characters or bytes of input
+IN_A_THREAD = SMALL_WORK + 1  # the size of work that may block for long whatever its input (a model's first load)
 
 
 async def run_sized(size: int, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:

@@ -10,8 +10,11 @@ from __future__ import annotations
 from uuid import UUID
 
 import numpy as np
+from psycopg.types.json import Jsonb
 
-from ultimate_rag.domain.lexical import term_index
+from ultimate_rag.domain.embedding_text import stored_embedding_text
+from ultimate_rag.domain.lexical import chunk_terms, term_index
+from ultimate_rag.domain.search import SearchMode
 from ultimate_rag.services.backfill import SparseBackfill
 from ultimate_rag.services.job_loop import WorkerConfig
 
@@ -113,6 +116,39 @@ async def test_a_documents_score_is_the_same_after_13_rebuilds_and_a_deleted_doc
     shares = await container.infra.db.fetchone("SELECT count(*) AS n FROM language_shares WHERE document_id = %s",
                                                (docs[0],))
     assert shares["n"] == 0
+
+
+async def stored_terms(container, kb: UUID) -> list[tuple[str, list[int]]]:
+    """Each chunk's embedded text and the term indexes its lexical vector holds."""
+    rows = await container.infra.db.fetchall(
+        "SELECT c.content, c.heading_path, l.terms FROM chunks c JOIN chunk_lexical_vectors l ON l.chunk_id = c.id"
+        " WHERE c.knowledge_base_id = %s ORDER BY c.id", (kb,))
+    return [(stored_embedding_text(r["content"], r["heading_path"]), sorted(r["terms"])) for r in rows]
+
+
+async def test_korean_is_cut_as_the_knowledge_base_says_at_ingest_search_and_backfill(container) -> None:
+    kiwi = container.embedding.korean
+    new = await new_kb(container)
+    old = await new_kb(container)  # as a knowledge base made before korean_terms was recorded
+    settings = (await container.infra.db.fetchone("SELECT settings FROM knowledge_bases WHERE id = %s", (old,)))
+    await container.infra.db.execute("UPDATE knowledge_bases SET settings = %s WHERE id = %s", (
+        Jsonb({k: v for k, v in settings["settings"].items() if k != "korean_terms"}), old))
+    for kb in (new, old):
+        await queue_document(container, kb, KO)
+    await run_worker(container)
+    for kb, korean in ((new, kiwi), (old, None)):
+        stored = await stored_terms(container, kb)
+        assert stored and all(got == chunk_terms(kb, text, korean).indexes for text, got in stored)
+        # the query is cut alike: "등대지기에게" shares the stem, not the particle, with "등대지기는"
+        results = await container.retrieval.search.search(kb, "등대지기에게 계단", 3, mode=SearchMode.SPARSE)
+        assert results and results[0].content.startswith("등대지기는")
+    before = await stored_terms(container, new)
+    await container.infra.db.execute("DELETE FROM chunk_sparse_vectors WHERE knowledge_base_id = %s", (new,))
+    backfill = next(p for p in container.maintenance.backfill.parts if isinstance(p, SparseBackfill))
+    backfill.done = False
+    while await backfill.step():
+        pass
+    assert await stored_terms(container, new) == before  # the backfill cuts with the knowledge base's analyzer
 
 
 async def test_the_backfill_gives_old_documents_their_shares(container) -> None:

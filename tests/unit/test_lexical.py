@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from uuid import uuid4
 
+from ultimate_rag.adapters.vectors.korean_morphemes import KiwiMorphemes
 from ultimate_rag.domain.lexical import (
     AVERAGE_TERMS,
+    BIGRAMS,
+    MORPHEMES,
     LexicalShare,
     chunk_terms,
     idf,
@@ -16,6 +19,7 @@ from ultimate_rag.domain.lexical import (
     term_index,
     terms,
 )
+from ultimate_rag.domain.models import KnowledgeBaseSettings
 from ultimate_rag.domain.search import Fusion, FusionWeights, ScoredChunk, SearchMode, fuse
 
 
@@ -29,6 +33,34 @@ def test_terms_are_words_and_cjk_bigrams_with_identifiers_whole_and_in_parts() -
     assert terms("ＳＲ－８８３４６") == terms("sr-88346")  # full-width forms and case fold to the same terms
     assert terms("SR-88346 是什么问题？")[:3] == ["是什", "什么", "么问"]
     assert "a" not in terms("a cat") and "7" in terms("clause 7")
+
+
+def test_a_korean_analyzer_takes_hangul_and_leaves_every_other_script_as_it_was() -> None:
+    seen: list[str] = []
+
+    def analyzer(text: str) -> list[str]:  # stands in for the analyzer's output; the next test runs the real one
+        seen.append(text)
+        return ["서울", "지하철", "x"]
+
+    assert terms("서울의 지하철 北京 E-4821", analyzer) == ["서울", "지하철", "北京", "e-4821", "4821"]
+    assert seen == ["서울의 지하철 北京 e-4821"]  # the folded text, whole (the analyzer needs the context)
+    assert terms("北京 E-4821", analyzer) == terms("北京 E-4821")  # no Hangul: the analyzer is not asked
+    assert len(seen) == 1
+
+
+def test_the_korean_analyzer_keeps_the_stems_and_drops_particles_and_endings() -> None:
+    kiwi = KiwiMorphemes()  # the real analyzer (its model ships in kiwipiepy_model; loads in a few seconds)
+    with_particle, other_particle = terms("서울에서 열렸다", kiwi), terms("서울은 크다", kiwi)
+    assert "서울" in with_particle and "서울" in other_particle
+    assert not {"에서", "은", "다", "울에", "서울에"} & set(with_particle + other_particle)
+    assert terms("SR-88346 문제", kiwi)[-3:] == ["sr-88346", "sr", "88346"]  # identifiers as before
+
+
+def test_new_knowledge_bases_cut_korean_into_morphemes_and_older_ones_keep_bigrams() -> None:
+    assert KnowledgeBaseSettings().korean_terms == MORPHEMES
+    assert KnowledgeBaseSettings.from_dict(KnowledgeBaseSettings().to_dict()).korean_terms == MORPHEMES
+    recorded_before = {k: v for k, v in KnowledgeBaseSettings().to_dict().items() if k != "korean_terms"}
+    assert KnowledgeBaseSettings.from_dict(recorded_before).korean_terms == BIGRAMS
 
 
 def test_term_indexes_are_stable_per_knowledge_base_and_never_confuse_near_numbers() -> None:

@@ -5,7 +5,7 @@ the embedding-model migrations that build new generations."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from ..adapter_factories import (
@@ -22,9 +22,11 @@ from ..adapters.embedders.local import LocalE5Embedder
 from ..adapters.postgres.centroids import LanguageCentroids
 from ..adapters.postgres.embedding_migrations import EmbeddingMigrationRepository
 from ..adapters.vectors.generations import GenerationStore, IndexGenerations
+from ..adapters.vectors.korean_morphemes import KiwiMorphemes
 from ..adapters.vectors.pgvector import PgVectorStore
 from ..adapters.vectors.sparse_pg import HybridVectors
 from ..domain.embedding_models import EmbeddingSpec
+from ..domain.lexical import KoreanMorphemes
 from ..domain.ports import Embedder, SparseEncoder, StreamingEmbedder, VectorStore
 from ..services.embedding.migration import EmbeddingMigrations
 from ..services.embedding.models import EmbeddingModels
@@ -46,6 +48,9 @@ class EmbeddingFeature:
     # process closes its clients, the janitor sweeps its table (pgvector); services never see it
     default_index: VectorStore
     migrations: EmbeddingMigrations
+    # BM25's Korean analyzer (loaded on the first Korean text): one per process, shared by ingest,
+    # search and the backfill, so that a knowledge base's terms are cut alike everywhere
+    korean: KoreanMorphemes = field(default_factory=KiwiMorphemes)
 
     @property
     def swept_table(self) -> str | None:

@@ -55,7 +55,8 @@ def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature)
         dedup=Deduplicator(PostgresDedupStore(infra.queue), indexes, settings.dedup_min_chars),
         centroids=embedding.centroids, migration_items=embedding.migrations.repository,
         lane=LongParseLane(settings.long_parse_seconds, settings.worker_concurrency
-                           if settings.long_parse_slots is None else settings.long_parse_slots))
+                           if settings.long_parse_slots is None else settings.long_parse_slots),
+        korean=embedding.korean)
     kb_deletion = KnowledgeBaseDeletion(
         repository=KnowledgeBaseDeletionRepository(db, max_attempts=settings.max_attempts), storage=storage,
         vectors=indexes, snapshots=snapshots)

@@ -31,6 +31,7 @@ def wire(settings: Settings, infra: Infrastructure, embedding: EmbeddingFeature)
                       cache=embedding.cache, cache_max_entries=settings.embedding_cache_max_entries,
                       generations=embedding.migrations)
     sparse = SparseBackfill(chunks=BackfillRepository(db), sparse_index=PostgresSparseIndex(db),
-                            embedding=embedding.service, cache=embedding.cache, centroids=embedding.centroids)
+                            embedding=embedding.service, cache=embedding.cache, centroids=embedding.centroids,
+                            korean=embedding.korean)
     backfill = Backfills(IdentifierBackfill(PostgresIdentifierIndex(db)), sparse)
     return MaintenanceFeature(janitor=janitor, backfill=backfill, operations=OperationsQueries(db))

@@ -51,5 +51,6 @@ def wire(settings: Settings, embedding: EmbeddingFeature, documents: ReadyChunks
                            query_cache_size=settings.query_cache_size, metrics=metrics, centroids=embedding.centroids,
                            identifiers=identifiers,
                            lexical=embedding.indexes.sparse.lexical if settings.search_lexical_weight > 0 else None,
-                           reranker=make_reranker(settings), rerank_candidates=settings.rerank_candidates)
+                           reranker=make_reranker(settings), rerank_candidates=settings.rerank_candidates,
+                           korean=embedding.korean)
     return RetrievalFeature(search=search, search_metrics=metrics, answers=make_answers(settings, search, chat))

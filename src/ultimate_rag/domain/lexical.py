@@ -4,9 +4,13 @@ term gets in the chunk, and the weight it gets in a query. No I/O here.
 Terms: the text is NFKC-normalised and case-folded; Chinese, Japanese and Korean runs are cut into
 character bigrams (a one-character run is its own term), other scripts into words (letters and
 digits, kept whole with inner ``-``, ``_``, ``.``, ``/``, ``:`` so ``E-4821`` is one term, and its
-parts added beside it). A term is stored as a hashed index (CRC-32 of the knowledge base's id and
-the term, over 2^29 indexes), so a chunk's BM25 weights are a pgvector ``sparsevec`` and the
-inverted index is PostgreSQL's GIN on the indexes; a collision needs two terms of one knowledge
+parts added beside it). A knowledge base whose ``korean_terms`` is ``morphemes`` cuts Hangul into
+the morphemes of a Korean analyzer instead (``KoreanMorphemes``: an adapter's, given by the
+caller); bigrams stay for Chinese and Japanese.
+
+A term is stored as a hashed index (CRC-32 of the knowledge base's id and the term, over 2^29
+indexes), so a chunk's BM25 weights are a pgvector ``sparsevec`` and the inverted index is
+PostgreSQL's GIN on the indexes; a collision needs two terms of one knowledge
 base to share an index out of 536 million.
 
 The chunk side carries BM25's term-frequency saturation and length normalisation against a fixed
@@ -24,7 +28,7 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -37,15 +41,38 @@ MAX_QUERY_TERMS = 64
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
+_HANGUL = r"\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+_CJK_RUN_BUT_HANGUL = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_HAS_HANGUL = re.compile(f"[{_HANGUL}]")
+
+KoreanMorphemes = Callable[[str], list[str]]
+"""A Korean analyzer: the content morphemes of a (folded) text that hold Hangul, in order."""
+BIGRAMS = "bigrams"  # a knowledge base's ``korean_terms``: Hangul as character bigrams
+MORPHEMES = "morphemes"  # ... or as a Korean analyzer's morphemes
 _WORD = re.compile(rf"(?:(?![{_CJK}])\w)+(?:[-_./:](?:(?![{_CJK}])\w)+)*")
 _PART = re.compile(rf"(?:(?![{_CJK}_])\w)+")
 
 
-def terms(text: str) -> list[str]:
-    """The text's terms in order, with repeats (a term's count is its frequency)."""
+def korean_of(korean_terms: str, analyzer: KoreanMorphemes | None) -> KoreanMorphemes | None:
+    """The analyzer a knowledge base's ``korean_terms`` asks for: None for bigrams."""
+    return analyzer if korean_terms == MORPHEMES else None
+
+
+def has_hangul(text: str) -> bool:
+    return _HAS_HANGUL.search(text) is not None
+
+
+def terms(text: str, korean: KoreanMorphemes | None = None) -> list[str]:
+    """The text's terms in order, with repeats (a term's count is its frequency); ``korean``: Hangul
+    as that analyzer's morphemes rather than character bigrams."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     out: list[str] = []
-    for run in _CJK_RUN.findall(folded):
+    if korean is not None and has_hangul(folded):
+        out.extend(m for m in korean(folded) if has_hangul(m))
+        runs = _CJK_RUN_BUT_HANGUL.findall(folded)
+    else:
+        runs = _CJK_RUN.findall(folded)
+    for run in runs:
         out.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
     for word in _WORD.findall(folded):
         if len(word) > 1 or word.isdigit():
@@ -73,11 +100,16 @@ class ChunkTerms:
         return sorted(self.weights)
 
 
-def chunk_terms(knowledge_base_id: UUID, text: str) -> ChunkTerms:
-    counts = Counter(term_index(knowledge_base_id, t) for t in terms(text))
+def chunk_terms(knowledge_base_id: UUID, text: str, korean: KoreanMorphemes | None = None) -> ChunkTerms:
+    counts = Counter(term_index(knowledge_base_id, t) for t in terms(text, korean))
     length = sum(counts.values())
     norm = K1 * (1 - B + B * length / AVERAGE_TERMS)
     return ChunkTerms({i: tf * (K1 + 1) / (tf + norm) for i, tf in sorted(counts.items())}, length)
+
+
+def chunks_terms(knowledge_base_id: UUID, texts: Sequence[str],
+                 korean: KoreanMorphemes | None = None) -> list[ChunkTerms]:
+    return [chunk_terms(knowledge_base_id, text, korean) for text in texts]
 
 
 def document_frequencies(chunks: Iterable[ChunkTerms]) -> dict[int, int]:
@@ -104,9 +136,9 @@ class LexicalShare:
         return cls(document_id, revision, len(chunks), document_frequencies(chunks))
 
 
-def query_indexes(knowledge_base_id: UUID, query: str) -> list[int]:
+def query_indexes(knowledge_base_id: UUID, query: str, korean: KoreanMorphemes | None = None) -> list[int]:
     """The query's distinct term indexes (at most ``MAX_QUERY_TERMS``), in order of appearance."""
-    seen = dict.fromkeys(term_index(knowledge_base_id, t) for t in terms(query))
+    seen = dict.fromkeys(term_index(knowledge_base_id, t) for t in terms(query, korean))
     return list(seen)[:MAX_QUERY_TERMS]
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from .lexical import ChunkTerms
+from .lexical import BIGRAMS, MORPHEMES, ChunkTerms
 from .status import DocumentStatus, JobOperation, JobStatus
 from .work_end import WorkEnd
 
@@ -22,6 +22,9 @@ class KnowledgeBaseSettings:
     embedding_dimension: int | None = None
     embedder: str | None = None  # "local" | "openai"; None on knowledge bases made before it was recorded
     index_generation: int = 0  # the vector index generation search reads (0: the shared index of the model)
+    # BM25's Korean terms (domain/lexical.py), fixed for the knowledge base's life: a Korean
+    # analyzer's morphemes; knowledge bases made before it was recorded keep character bigrams
+    korean_terms: str = MORPHEMES
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -30,6 +33,7 @@ class KnowledgeBaseSettings:
     def from_dict(cls, data: dict[str, Any] | None) -> KnowledgeBaseSettings:
         data = data or {}
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known.setdefault("korean_terms", BIGRAMS)  # made before it was recorded (lexical_pg.sql agrees)
         return cls(**known)
 
 

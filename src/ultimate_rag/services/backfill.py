@@ -20,7 +20,7 @@ from uuid import UUID
 
 from ..domain.embedding_text import stored_embedding_text
 from ..domain.identifiers import chunk_identifiers
-from ..domain.lexical import LexicalShare, chunk_terms
+from ..domain.lexical import ChunkTerms, KoreanMorphemes, LexicalShare, chunks_terms, korean_of
 from ..domain.models import Chunk, EmbeddedChunk, SourceLocator
 from ..domain.ports import (
     BackfillStore,
@@ -30,7 +30,7 @@ from ..domain.ports import (
     IdleBackfill,
     SparseIndexWriter,
 )
-from ..offload import run_sized
+from ..offload import IN_A_THREAD, run_sized
 from .embedding.passages import EmbeddingService
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,10 @@ def _chunk(row: dict[str, Any], kb: UUID) -> Chunk:
 
 class SparseBackfill:
     def __init__(self, *, chunks: BackfillStore, sparse_index: SparseIndexWriter, embedding: EmbeddingService,
-                 cache: EmbeddingCacheStore | None, centroids: CentroidStore | None, batch_size: int = 8) -> None:
+                 cache: EmbeddingCacheStore | None, centroids: CentroidStore | None, batch_size: int = 8,
+                 korean: KoreanMorphemes | None = None) -> None:
         self._chunks = chunks
+        self._korean = korean
         self._embedding = embedding
         self._cache = cache
         self._centroids = centroids
@@ -81,11 +83,17 @@ class SparseBackfill:
         for kb, group in by_kb.items():
             texts = [stored_embedding_text(r["content"], r["heading_path"]) for r in group]
             sparse = await self._embedding.sparse_passages(texts, knowledge_base_id=kb) or []
-            items = [EmbeddedChunk(chunk=_chunk(r, kb), embedding=(), sparse=s, lexical=chunk_terms(kb, t))
-                     for r, t, s in zip(group, texts, sparse, strict=True)]
+            terms = await self._terms(kb, texts, group[0]["korean_terms"])
+            items = [EmbeddedChunk(chunk=_chunk(r, kb), embedding=(), sparse=s, lexical=t)
+                     for r, t, s in zip(group, terms, sparse, strict=True)]
             await self._sparse.upsert(kb, items)
             log.info("backfilled sparse vectors of %d chunks in knowledge base %s", len(items), kb)
         return len(rows)
+
+    async def _terms(self, kb: UUID, texts: list[str], korean_terms: str) -> list[ChunkTerms]:
+        """The chunks' BM25 terms, cut as their knowledge base cuts Korean (in a thread with the analyzer)."""
+        korean = korean_of(korean_terms, self._korean)
+        return await run_sized(IN_A_THREAD if korean else 0, chunks_terms, kb, texts, korean)
 
     async def _shares_step(self) -> int:
         documents = await self._chunks.documents_without_shares(self._after_document, 1,
@@ -107,7 +115,7 @@ class SparseBackfill:
         if not rows:
             return
         texts = [stored_embedding_text(r["content"], r["heading_path"]) for r in rows]
-        terms = [chunk_terms(kb, t) for t in texts]
+        terms = await self._terms(kb, texts, rows[0]["korean_terms"])
         if lexical:
             items = [EmbeddedChunk(chunk=_chunk(r, kb), embedding=(), lexical=t)
                      for r, t in zip(rows, terms, strict=True)]

@@ -19,7 +19,7 @@ from ..domain.dedup import Decision
 from ..domain.embedding_models import IndexPlan
 from ..domain.errors import InvalidDocumentError, ResourceNotFoundError, TransientError, UltimateRagError
 from ..domain.ids import asset_id, asset_object_key
-from ..domain.lexical import chunk_terms
+from ..domain.lexical import KoreanMorphemes, chunks_terms, korean_of
 from ..domain.metadata import parsed_fields
 from ..domain.models import (
     SNAPSHOT_FORMAT_VERSION,
@@ -51,7 +51,7 @@ from ..domain.ports import (
     Truncating,
 )
 from ..domain.status import DocumentStatus as S
-from ..offload import run_sized
+from ..offload import IN_A_THREAD, run_sized
 from .dedup import Deduplicator
 from .embedding.models import EmbeddingModels
 from .embedding.passages import EmbeddingService
@@ -82,12 +82,15 @@ class DocumentProcessor:
                  parse_runner: ParseExecutor, default_chunk_size: int, default_overlap: int,
                  progress_interval: float = 1.0, vision: ImageDescriber | None = None,
                  dedup: Deduplicator | None = None, centroids: CentroidStore | None = None,
-                 migration_items: MigrationItemQueue | None = None, lane: LongParseLane | None = None) -> None:
+                 migration_items: MigrationItemQueue | None = None, lane: LongParseLane | None = None,
+                 korean: KoreanMorphemes | None = None) -> None:
         """``models``: each knowledge base's embedding model; ``indexes``: the one vector store
         (writes per index generation); ``vision``: an image describer, or None (alt text and
         captions describe images); ``migration_items``: where a document the migration's new model
         failed on goes back to (the migration's own item retries it); ``lane``: where a long parse
-        stops counting against the worker's concurrency (parse_lane.py; None: no lane)."""
+        stops counting against the worker's concurrency (parse_lane.py; None: no lane); ``korean``:
+        the Korean analyzer of BM25's terms, for knowledge bases whose ``korean_terms`` asks for it."""
+        self._korean = korean
         self._store = store
         self._storage = storage
         self._parsers = parsers
@@ -195,11 +198,13 @@ class DocumentProcessor:
         Returns each generation's vectors, the current one first, and how many came from the cache."""
         texts = [c.embedding_text for c in chunks]
         kb_id = doc.knowledge_base_id
+        korean = korean_of(doc.kb_settings.korean_terms, self._korean)
         report = EmbeddingProgress(self._store, lease, self._progress_interval, final=False,  # INDEXING follows
                                    shown=entered)
         vectors, sparse = await embedding.embed_with_sparse(texts, report, knowledge_base_id=kb_id)
+        lexical = await run_sized(IN_A_THREAD if korean else 0, chunks_terms, kb_id, texts, korean)
         current = [EmbeddedChunk(chunk=c, embedding=tuple(v), sparse=sparse[i] if sparse is not None else None,
-                                 lexical=chunk_terms(kb_id, texts[i]))
+                                 lexical=lexical[i])
                    for i, (c, v) in enumerate(zip(chunks, vectors, strict=True))]
         return [(plan.current, current), *await self._embed_for_target(plan, chunks, texts, doc.id)], report.from_cache
 

@@ -20,7 +20,7 @@ from uuid import UUID
 from ..domain.embedding_models import IndexPlan
 from ..domain.errors import GenerationGone, InvalidRequestError, TransientError
 from ..domain.identifiers import IdentifierHits, QueryIdentifier, identifier_tier, spans_of
-from ..domain.lexical import LexicalQuery, lexical_query, query_indexes
+from ..domain.lexical import KoreanMorphemes, LexicalQuery, has_hangul, korean_of, lexical_query, query_indexes
 from ..domain.models import SearchOutcome, SearchResult, SourceLocator
 from ..domain.ports import (
     CentroidStore,
@@ -98,12 +98,14 @@ class SearchService:
                  fusion: Fusion = Fusion.WEIGHTED, weights: FusionWeights | None = None, query_cache_size: int = 1024,
                  metrics: SearchTimings | None = None, centroids: CentroidStore | None = None,
                  identifiers: IdentifierIndex | None = None, lexical: LexicalStatistics | None = None,
-                 reranker: Reranker | None = None, rerank_candidates: int = 30) -> None:
+                 reranker: Reranker | None = None, rerank_candidates: int = 30,
+                 korean: KoreanMorphemes | None = None) -> None:
         """``vectors``: the index generations router (candidates from the generation of the plan a
         search read); ``models``: the query is embedded with that generation's own model;
         ``identifiers``: the identifier index (None: no identifier stage); ``lexical``: the
         knowledge bases' BM25 statistics (None: no BM25 side); ``reranker``: the optional
-        cross-encoder that re-scores the top ``rerank_candidates`` results."""
+        cross-encoder that re-scores the top ``rerank_candidates`` results; ``korean``: BM25's
+        Korean analyzer, for the knowledge bases whose ``korean_terms`` asks for it."""
         self._vectors = vectors
         self._models = models
         self._sparse = sparse
@@ -119,6 +121,8 @@ class SearchService:
         self._centroids = centroids
         self._identifiers = IdentifierStage(identifiers, vectors) if identifiers is not None else None
         self._lexical = lexical
+        self._korean = korean
+        self._korean_terms: dict[UUID, str] = {}  # fixed for a knowledge base's life: read once
         self.reranker = reranker
         self._rerank_candidates = rerank_candidates
 
@@ -215,14 +219,27 @@ class SearchService:
         if self._lexical is None:
             return None
         statistics = self._lexical
-        indexes = query_indexes(knowledge_base_id, query)
 
         async def weigh() -> LexicalQuery | None:
+            korean = None
+            if self._korean is not None and has_hangul(query):
+                korean = korean_of(await self._korean_terms_of(statistics, knowledge_base_id), self._korean)
+            indexes = (await asyncio.to_thread(query_indexes, knowledge_base_id, query, korean) if korean
+                       else query_indexes(knowledge_base_id, query))  # the analyzer's first use loads it
             if not indexes:
                 return None
             chunks, frequencies = await statistics.statistics(knowledge_base_id, indexes)
             return lexical_query(indexes, chunks, frequencies)
         return weigh()
+
+    async def _korean_terms_of(self, statistics: LexicalStatistics, knowledge_base_id: UUID) -> str:
+        known = self._korean_terms.get(knowledge_base_id)
+        if known is None:
+            known = await statistics.korean_terms(knowledge_base_id)
+            if len(self._korean_terms) >= 100_000:  # bounded: forget all, read again
+                self._korean_terms.clear()
+            self._korean_terms[knowledge_base_id] = known
+        return known
 
     async def _collect(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors, top_k: int, mode: SearchMode,
                        filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan,

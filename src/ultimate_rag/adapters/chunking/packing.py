@@ -170,8 +170,17 @@ class Packer:
             if not fresh:
                 return out
             out.append(self._emit(current, queue))
-            current = self._overlap(out[-1][0]) if queue else []
+            current = self._overlap(out[-1][0], self._tail_room(queue)) if queue else []
             estimate, fresh = sum(u.cost for u in current), 0
+
+    def _tail_room(self, queue: deque[Unit]) -> int:
+        """The overlap the next chunk may carry: the usual ``overlap``, or, when what is left of
+        the section fits one chunk, whatever room that last chunk leaves, so that the section's end
+        is embedded with the sentences before it rather than as a short fragment (measured: short
+        tail fragments outrank whole paragraphs on dense similarity; bench/RESULTS.md). No overlap
+        asked (0): none here either."""
+        left = sum(u.cost for u in queue)
+        return max(self.overlap, self.budget - left) if self.overlap and left <= self.budget else self.overlap
 
     def _emit(self, current: list[Unit], queue: deque[Unit]) -> Packed:
         """Count the chunk exactly; shed overlap, then trailing units, until it fits."""
@@ -186,12 +195,12 @@ class Packer:
             else:
                 queue.appendleft(units.pop())
 
-    def _overlap(self, units: list[Unit]) -> list[Unit]:
-        """Trailing sentences of a chunk, up to ``overlap`` tokens, marked as overlap."""
+    def _overlap(self, units: list[Unit], room: int) -> list[Unit]:
+        """Trailing sentences of a chunk, up to ``room`` tokens, marked as overlap."""
         picked: list[Unit] = []
         total = 0
         for unit in reversed(units):
-            if not unit.prose or self.overlap == 0:
+            if not unit.prose or room == 0:
                 break
             pieces: list[tuple[str, str, int | None, int]]
             if unit.whole:
@@ -200,7 +209,7 @@ class Packer:
                 pieces = [(unit.text, unit.gap, unit.cost, unit.start)]
             for text, gap, cost, start in reversed(pieces):
                 cost = self.cost(text) if cost is None else cost
-                if total + cost > self.overlap:
+                if total + cost > room:
                     return picked
                 picked.insert(0, replace(unit, text=text, gap=gap, cost=cost, whole=False, overlap=True,
                                          start=start, end=start + len(text)))

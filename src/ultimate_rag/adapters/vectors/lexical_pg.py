@@ -19,7 +19,7 @@ from uuid import UUID
 from pgvector import SparseVector
 from psycopg import sql
 
-from ...domain.lexical import LEXICAL_DIMENSION, LexicalQuery, LexicalShare
+from ...domain.lexical import BIGRAMS, LEXICAL_DIMENSION, LexicalQuery, LexicalShare
 from ...domain.models import EmbeddedChunk
 from ...domain.search import SearchFilters
 from ..postgres.database import Database
@@ -74,6 +74,11 @@ class PostgresLexicalIndex:
         if row is None:
             return 0, {}
         return int(row["chunks"] or 0), {int(t): int(d) for t, d in zip(row["terms"], row["dfs"], strict=True)}
+
+    async def korean_terms(self, knowledge_base_id: UUID) -> str:
+        """How the knowledge base cuts Korean (``bigrams`` when it is gone: nothing to match)."""
+        row = await self._db.fetchone(Q["korean_terms"], {"kb": knowledge_base_id})
+        return str(row["korean_terms"]) if row is not None else BIGRAMS
 
     async def search(self, knowledge_base_id: UUID, query: LexicalQuery, limit: int,
                      filters: SearchFilters | None = None) -> tuple[list[tuple[UUID, float]], bool]:

@@ -53,6 +53,11 @@ SELECT (SELECT chunks FROM lexical_corpus WHERE knowledge_base_id = %(kb)s) AS c
        coalesce((SELECT array_agg(df) FROM lexical_document_frequencies
                  WHERE knowledge_base_id = %(kb)s AND term = ANY(%(terms)s::int4[])), '{}') AS dfs
 
+-- korean_terms --
+-- How the knowledge base cuts Korean for BM25 (domain/lexical.py); one made before it was recorded:
+-- bigrams (KnowledgeBaseSettings.from_dict agrees).
+SELECT coalesce(settings->>'korean_terms', 'bigrams') AS korean_terms FROM knowledge_bases WHERE id = %(kb)s;
+
 -- search --
 -- The top %(n)s by BM25 among the chunks that contain one of the candidate terms (the GIN index):
 -- the raw score (inner product of the chunk's weights and the query's IDFs).

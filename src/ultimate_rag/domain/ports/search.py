@@ -40,6 +40,10 @@ class LexicalStatistics(Protocol):
         of the term ``indexes`` (domain/lexical.py) that occurs at all."""
         ...
 
+    async def korean_terms(self, knowledge_base_id: UUID) -> str:
+        """How the knowledge base cuts Korean text into terms (``KnowledgeBaseSettings.korean_terms``)."""
+        ...
+
 
 class Reranker(Protocol):
     """A cross-encoder: each document's relevance to the query, in the documents' order. Fails with
