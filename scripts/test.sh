@@ -30,8 +30,17 @@ if [ ! -d .llm/node/node_modules/node-llama-cpp ] && command -v npm >/dev/null 2
 fi
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy  # src/ strict, tests/ and bench/ checked less strictly ([tool.mypy] in pyproject.toml)
+# the suite on every core (at most 4; ULTIMATE_RAG_TEST_WORKERS overrides, 0: one process), a
+# test file's tests kept on one worker (their module fixtures: servers, ingested corpora); each
+# worker has its own embedded PostgreSQL and temporary directory
+cores=$(nproc 2>/dev/null || echo 2)
+workers=${ULTIMATE_RAG_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
 set +e
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+if [ "$workers" -gt 0 ]; then
+  .venv/bin/python -m pytest -p no:cacheprovider -n "$workers" --dist loadfile "$@"
+else
+  .venv/bin/python -m pytest -p no:cacheprovider "$@"
+fi
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

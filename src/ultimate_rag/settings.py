@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     # searches and answers one key runs at once, per API process (beyond: 429): one key cannot hold
     # the whole database pool
     max_searches_per_key: int = Field(default=4, ge=1)
+    # an API process loads BM25's Korean analyzer (4–6 s, ~0.5 GB) in the background at start, so
+    # the first Korean search does not wait for it; false: loaded on the first Korean text instead
+    korean_analyzer_preload: bool = True
     embed_query_concurrency: int = Field(default=4, ge=1)  # search queries embedded at once, per process
     sparse_enabled: bool = True  # learned sparse vectors (hybrid search) from the local model's sparse head
     sparse_top_k: int = Field(default=256, ge=1, le=1000)  # non-zero weights kept per sparse vector

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from uuid import uuid4
 
+from ultimate_rag.adapters.vectors import korean_morphemes
 from ultimate_rag.adapters.vectors.korean_morphemes import KiwiMorphemes
 from ultimate_rag.domain.lexical import (
     AVERAGE_TERMS,
@@ -54,6 +55,14 @@ def test_the_korean_analyzer_keeps_the_stems_and_drops_particles_and_endings() -
     assert "서울" in with_particle and "서울" in other_particle
     assert not {"에서", "은", "다", "울에", "서울에"} & set(with_particle + other_particle)
     assert terms("SR-88346 문제", kiwi)[-3:] == ["sr-88346", "sr", "88346"]  # identifiers as before
+
+
+def test_the_analyzer_warmed_in_the_background_is_the_one_every_instance_cuts_with() -> None:
+    warming = KiwiMorphemes().warm()  # as an API process's start does
+    warming.join(timeout=120)
+    assert korean_morphemes.loaded()
+    loaded = korean_morphemes._analyzer()
+    assert KiwiMorphemes()("서울에서") == ["서울"] and korean_morphemes._analyzer() is loaded  # no second load
 
 
 def test_new_knowledge_bases_cut_korean_into_morphemes_and_older_ones_keep_bigrams() -> None:

@@ -25,6 +25,7 @@ from ..adapter_factories import make_storage
 from ..adapters.postgres.identifiers import PostgresIdentifierIndex
 from ..adapters.postgres.lease_keeper import JobLeaseKeeping
 from ..adapters.postgres.migrations import migrate
+from ..adapters.vectors.korean_morphemes import KiwiMorphemes
 from ..domain.ports import ChatModel, Closable, Embedder, ObjectStorage, Pingable
 from ..services.connectors.runner import ConnectorServices
 from ..services.job_loop import IngestionWorker, WorkerConfig
@@ -133,6 +134,14 @@ def prepare_storage(settings: Settings) -> None:
         storage = make_storage(settings)
         if isinstance(storage, S3ObjectStorage) and storage.ensure_bucket(create=settings.s3_create_bucket):
             log.info("created the S3 bucket for %s", settings.storage_url)
+
+
+def warm_korean_analyzer(container: Container) -> None:
+    """An API process's start: BM25's Korean analyzer loads in the background (when the settings
+    ask for it), so that the first Korean query is not the one that waits 4–6 s for it."""
+    korean = container.embedding.korean
+    if container.settings.korean_analyzer_preload and isinstance(korean, KiwiMorphemes):
+        korean.warm()
 
 
 def freeze_startup_heap() -> None:

@@ -1,9 +1,11 @@
 """The Korean analyzer behind BM25's ``morphemes`` terms (domain/lexical.py): kiwipiepy (Apache-2.0,
 its model inside the ``kiwipiepy_model`` package: nothing is fetched at run time).
 
-Loaded on the first Korean text a process cuts (4–6 s, about 0.5 GB), once per process, then
-shared: ``Kiwi.tokenize`` may be called from several threads. Content morphemes only — nouns,
-verb and adjective stems, modifiers, roots — the particles and endings that make Korean
+Loaded once per process (4–6 s, about 0.5 GB) — on the first Korean text the process cuts, or
+ahead of it: an API process warms it in a background thread at start
+(``ULTIMATE_RAG_KOREAN_ANALYZER_PRELOAD``), so that the first Korean search does not wait for
+it — then shared by every instance: ``Kiwi.tokenize`` may be called from several threads.
+Content morphemes only — nouns, verb and adjective stems, modifiers, roots — the particles and endings that make Korean
 bigrams noisy are left out (bench/RESULTS.md, "Second round": BM25 on KorQuAD 0.963 → 0.971,
 hybrid 0.961 → 0.983 nDCG@10)."""
 
@@ -15,21 +17,34 @@ from typing import Any
 _CONTENT = ("N", "V", "M", "XR")  # nouns, predicates (stems), modifiers, roots: no particles, no endings
 
 
+_lock = threading.Lock()
+_kiwi: Any = None  # the process's one analyzer (kiwipiepy ships no type information)
+
+
+def _analyzer() -> Any:
+    global _kiwi
+    if _kiwi is None:
+        with _lock:
+            if _kiwi is None:
+                from kiwipiepy import Kiwi  # heavy: only when Korean text comes, or to warm it
+
+                _kiwi = Kiwi()
+    return _kiwi
+
+
+def loaded() -> bool:
+    return _kiwi is not None
+
+
 class KiwiMorphemes:
-    """A ``KoreanMorphemes`` (domain/lexical.py): the text's content morphemes, in order."""
-
-    def __init__(self) -> None:
-        self._kiwi: Any = None  # kiwipiepy ships no type information
-        self._lock = threading.Lock()
-
-    def _analyzer(self) -> Any:
-        if self._kiwi is None:
-            with self._lock:
-                if self._kiwi is None:
-                    from kiwipiepy import Kiwi  # heavy: only when Korean text comes
-
-                    self._kiwi = Kiwi()
-        return self._kiwi
+    """A ``KoreanMorphemes`` (domain/lexical.py): the text's content morphemes, in order. Every
+    instance cuts with the process's one analyzer."""
 
     def __call__(self, text: str) -> list[str]:
-        return [str(token.form) for token in self._analyzer().tokenize(text) if token.tag.startswith(_CONTENT)]
+        return [str(token.form) for token in _analyzer().tokenize(text) if token.tag.startswith(_CONTENT)]
+
+    def warm(self) -> threading.Thread:
+        """Load the analyzer in a background thread (a caller meanwhile waits on the same lock)."""
+        thread = threading.Thread(target=_analyzer, name="korean-analyzer-warm", daemon=True)
+        thread.start()
+        return thread
