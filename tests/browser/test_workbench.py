@@ -546,6 +546,7 @@ def test_a_key_link_never_signs_in_silently_in_a_fresh_tab(server: dict, browser
     assert page.locator("#login").is_visible() and page.locator("#main").is_hidden()
 
     sign_in_with_link(page, server["login_url"])  # asked again, accepted: signed in
+    page.locator("#main").wait_for()  # shown once the key has been checked with the server
     assert page.evaluate(stored) == admin and page.locator("#main").is_visible()
     context.close()
 

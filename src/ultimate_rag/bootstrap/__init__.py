@@ -137,8 +137,9 @@ def prepare_storage(settings: Settings) -> None:
 
 
 def warm_korean_analyzer(container: Container) -> None:
-    """An API process's start: BM25's Korean analyzer loads in the background (when the settings
-    ask for it), so that the first Korean query is not the one that waits 4–6 s for it."""
+    """An API process's start, before it serves: BM25's Korean analyzer loads now (when the settings
+    ask for it). Loading holds the interpreter's lock for seconds, so the first Korean query would
+    otherwise freeze every request of the process meanwhile."""
     korean = container.embedding.korean
     if container.settings.korean_analyzer_preload and isinstance(korean, KiwiMorphemes):
         korean.warm()

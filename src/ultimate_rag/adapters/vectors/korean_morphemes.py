@@ -1,10 +1,10 @@
 """The Korean analyzer behind BM25's ``morphemes`` terms (domain/lexical.py): kiwipiepy (Apache-2.0,
 its model inside the ``kiwipiepy_model`` package: nothing is fetched at run time).
 
-Loaded once per process (4–6 s, about 0.5 GB) — on the first Korean text the process cuts, or
-ahead of it: an API process warms it in a background thread at start
-(``ULTIMATE_RAG_KOREAN_ANALYZER_PRELOAD``), so that the first Korean search does not wait for
-it — then shared by every instance: ``Kiwi.tokenize`` may be called from several threads.
+Loaded once per process (4–6 s, about 0.5 GB, holding the interpreter's lock throughout) — on
+the first Korean text the process cuts, or ahead of it: an API process loads it before it serves
+(``ULTIMATE_RAG_KOREAN_ANALYZER_PRELOAD``), so that no request waits or freezes for it — then
+shared by every instance: ``Kiwi.tokenize`` may be called from several threads.
 Content morphemes only — nouns, verb and adjective stems, modifiers, roots — the particles and endings that make Korean
 bigrams noisy are left out (bench/RESULTS.md, "Second round": BM25 on KorQuAD 0.963 → 0.971,
 hybrid 0.961 → 0.983 nDCG@10)."""
@@ -43,8 +43,8 @@ class KiwiMorphemes:
     def __call__(self, text: str) -> list[str]:
         return [str(token.form) for token in _analyzer().tokenize(text) if token.tag.startswith(_CONTENT)]
 
-    def warm(self) -> threading.Thread:
-        """Load the analyzer in a background thread (a caller meanwhile waits on the same lock)."""
-        thread = threading.Thread(target=_analyzer, name="korean-analyzer-warm", daemon=True)
-        thread.start()
-        return thread
+    def warm(self) -> None:
+        """Load the analyzer and cut a first text now (its lazy set-up happens there). Both hold the
+        interpreter's lock for seconds (measured: 2.7 s and 3.0 s, the whole time), so a thread
+        would freeze every request meanwhile: an API process calls this before it serves."""
+        self("한국어 검색")
