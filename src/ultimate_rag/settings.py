@@ -33,9 +33,6 @@ class Settings(BaseSettings):
     # searches and answers one key runs at once, per API process (beyond: 429): one key cannot hold
     # the whole database pool
     max_searches_per_key: int = Field(default=4, ge=1)
-    # an API process loads BM25's Korean analyzer (4–6 s, ~0.5 GB) before it serves, so no request
-    # waits or freezes for it; false: loaded on the first Korean text instead (and saves the memory)
-    korean_analyzer_preload: bool = True
     embed_query_concurrency: int = Field(default=4, ge=1)  # search queries embedded at once, per process
     sparse_enabled: bool = True  # learned sparse vectors (hybrid search) from the local model's sparse head
     sparse_top_k: int = Field(default=256, ge=1, le=1000)  # non-zero weights kept per sparse vector

@@ -57,8 +57,8 @@ def test_the_korean_analyzer_keeps_the_stems_and_drops_particles_and_endings() -
     assert terms("SR-88346 문제", kiwi)[-3:] == ["sr-88346", "sr", "88346"]  # identifiers as before
 
 
-def test_the_analyzer_warmed_at_start_is_the_one_every_instance_cuts_with() -> None:
-    KiwiMorphemes().warm()  # as an API process's start does
+def test_every_instance_cuts_with_the_processs_one_analyzer() -> None:
+    KiwiMorphemes()("한국어 검색")
     assert korean_morphemes.loaded()
     loaded = korean_morphemes._analyzer()
     assert KiwiMorphemes()("서울에서") == ["서울"] and korean_morphemes._analyzer() is loaded  # no second load

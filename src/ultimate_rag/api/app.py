@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
-from ..bootstrap import Container, build, freeze_startup_heap, warm_korean_analyzer
+from ..bootstrap import Container, build, freeze_startup_heap
 from ..mcp_server.http import mount_mcp
 from ..settings import Settings
 from .errors import install_error_handlers
@@ -35,7 +35,6 @@ def create_app(settings: Settings | None = None, container: Container | None = N
                       statement_timeout=settings.api_statement_timeout_seconds or None)
         await built.open()
         app.state.container = built
-        warm_korean_analyzer(built)
         freeze_startup_heap()
         try:
             yield

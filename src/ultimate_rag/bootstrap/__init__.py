@@ -25,7 +25,6 @@ from ..adapter_factories import make_storage
 from ..adapters.postgres.identifiers import PostgresIdentifierIndex
 from ..adapters.postgres.lease_keeper import JobLeaseKeeping
 from ..adapters.postgres.migrations import migrate
-from ..adapters.vectors.korean_morphemes import KiwiMorphemes
 from ..domain.ports import ChatModel, Closable, Embedder, ObjectStorage, Pingable
 from ..services.connectors.runner import ConnectorServices
 from ..services.job_loop import IngestionWorker, WorkerConfig
@@ -134,15 +133,6 @@ def prepare_storage(settings: Settings) -> None:
         storage = make_storage(settings)
         if isinstance(storage, S3ObjectStorage) and storage.ensure_bucket(create=settings.s3_create_bucket):
             log.info("created the S3 bucket for %s", settings.storage_url)
-
-
-def warm_korean_analyzer(container: Container) -> None:
-    """An API process's start, before it serves: BM25's Korean analyzer loads now (when the settings
-    ask for it). Loading holds the interpreter's lock for seconds, so the first Korean query would
-    otherwise freeze every request of the process meanwhile."""
-    korean = container.embedding.korean
-    if container.settings.korean_analyzer_preload and isinstance(korean, KiwiMorphemes):
-        korean.warm()
 
 
 def freeze_startup_heap() -> None:

@@ -1,10 +1,9 @@
 """The Korean analyzer behind BM25's ``morphemes`` terms (domain/lexical.py): kiwipiepy (Apache-2.0,
 its model inside the ``kiwipiepy_model`` package: nothing is fetched at run time).
 
-Loaded once per process (4–6 s, about 0.5 GB, holding the interpreter's lock throughout) — on
-the first Korean text the process cuts, or ahead of it: an API process loads it before it serves
-(``ULTIMATE_RAG_KOREAN_ANALYZER_PRELOAD``), so that no request waits or freezes for it — then
-shared by every instance: ``Kiwi.tokenize`` may be called from several threads.
+Loaded once per process, on the first Korean text the process cuts (4–6 s, about 0.5 GB; the
+load and the first cut hold the interpreter's lock for about 3 s each, measured), then shared by
+every instance: ``Kiwi.tokenize`` may be called from several threads.
 Content morphemes only — nouns, verb and adjective stems, modifiers, roots — the particles and endings that make Korean
 bigrams noisy are left out (bench/RESULTS.md, "Second round": BM25 on KorQuAD 0.963 → 0.971,
 hybrid 0.961 → 0.983 nDCG@10)."""
@@ -26,7 +25,7 @@ def _analyzer() -> Any:
     if _kiwi is None:
         with _lock:
             if _kiwi is None:
-                from kiwipiepy import Kiwi  # heavy: only when Korean text comes, or to warm it
+                from kiwipiepy import Kiwi  # heavy: only when Korean text comes
 
                 _kiwi = Kiwi()
     return _kiwi
@@ -42,9 +41,3 @@ class KiwiMorphemes:
 
     def __call__(self, text: str) -> list[str]:
         return [str(token.form) for token in _analyzer().tokenize(text) if token.tag.startswith(_CONTENT)]
-
-    def warm(self) -> None:
-        """Load the analyzer and cut a first text now (its lazy set-up happens there). Both hold the
-        interpreter's lock for seconds (measured: 2.7 s and 3.0 s, the whole time), so a thread
-        would freeze every request meanwhile: an API process calls this before it serves."""
-        self("한국어 검색")
