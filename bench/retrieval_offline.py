@@ -174,7 +174,7 @@ async def run(args: argparse.Namespace) -> None:
     try:
         loaders = {"xquad": xquad, "korquad": korquad}
         for name in args.sets.split(","):
-            await analyse(container, db, loaders[name](args.limit, args.data), args.only)
+            await analyse(container, db, loaders[name](args.limit or None, args.data), args.only)
     finally:
         await container.close()
 
@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="the kept knowledge bases (<work>/pg)")
     parser.add_argument("--data", type=Path, required=True, help="the prepared public sets")
     parser.add_argument("--sets", default="korquad,xquad")
-    parser.add_argument("--limit", type=int, default=150)
+    parser.add_argument("--limit", type=int, default=150, help="0: every question")
     parser.add_argument("--only", choices=("dense", "fusion"))
     asyncio.run(run(parser.parse_args()))
 

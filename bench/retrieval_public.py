@@ -15,7 +15,10 @@ alone, the fusion search had before BM25), ``hybrid-no-centring`` and ``hybrid-n
 (language centring off). ``--sweep``: hybrid at several fusion weights and reciprocal-rank fusion,
 to choose the defaults across every set, not one.
 
-    .venv/bin/python -m bench.retrieval --public [--data DIR] [--sweep] [--fresh] [--limit 150]
+    .venv/bin/python -m bench.retrieval --public [--data DIR] [--sweep] [--fresh] [--limit 150 | --limit 0]
+
+``--limit 0`` asks every question of a public set (the published numbers in bench/RESULTS.md);
+``--limit N`` at most N a category, each paragraph's first.
 
 The knowledge bases are kept in bench/out/public/pg between runs (``--work`` elsewhere; ``--fresh``
 starts over).
@@ -68,7 +71,9 @@ def _squad(path: Path) -> list[dict]:
     return list(json.loads(path.read_text(encoding="utf-8"))["data"])
 
 
-def xquad(limit: int, root: Path = PUBLIC) -> EvalSet:
+def xquad(limit: int | None, root: Path = PUBLIC) -> EvalSet:
+    """``limit``: at most that many questions per category, each paragraph's first; None: every
+    question (1,190 a category, as MTEB's XQuADRetrieval asks them)."""
     en, zh = _squad(root / "xquad" / "xquad.en.json"), _squad(root / "xquad" / "xquad.zh.json")
     zh_question = {q["id"]: q["question"] for a in zh for p in a["paragraphs"] for q in p["qas"]}
     texts, queries = {}, []
@@ -76,13 +81,14 @@ def xquad(limit: int, root: Path = PUBLIC) -> EvalSet:
         for p, paragraph in enumerate(article["paragraphs"]):
             key = f"xquad-{a:02d}-{p:02d}"
             texts[key] = paragraph["context"]
-            first = paragraph["qas"][0]
-            queries.append((first["question"], key, "en"))
-            queries.append((zh_question[first["id"]], key, "zh-en"))
+            for asked in paragraph["qas"][:1] if limit is not None else paragraph["qas"]:
+                queries.append((asked["question"], key, "en"))
+                queries.append((zh_question[asked["id"]], key, "zh-en"))
     return EvalSet("xquad", _as_files(texts), texts, _per_category(queries, limit))
 
 
-def korquad(limit: int, root: Path = PUBLIC) -> EvalSet:
+def korquad(limit: int | None, root: Path = PUBLIC) -> EvalSet:
+    """The paragraphs of every 8th article; ``limit`` as for :func:`xquad` (None: every question)."""
     texts, queries = {}, []
     for a, article in enumerate(_squad(root / "korquad" / "KorQuAD_v1.0_dev.json")):
         if a % 8:
@@ -90,7 +96,8 @@ def korquad(limit: int, root: Path = PUBLIC) -> EvalSet:
         for p, paragraph in enumerate(article["paragraphs"]):
             key = f"korquad-{a:03d}-{p:02d}"
             texts[key] = paragraph["context"]
-            queries.append((paragraph["qas"][0]["question"], key, "ko"))
+            for asked in paragraph["qas"][:1] if limit is not None else paragraph["qas"]:
+                queries.append((asked["question"], key, "ko"))
     return EvalSet("korquad", _as_files(texts), texts, _per_category(queries, limit))
 
 
@@ -121,8 +128,10 @@ def _as_files(texts: dict[str, str]) -> dict[str, tuple[str, bytes]]:
     return {k: (f"{k}.txt", t.encode()) for k, t in texts.items()}
 
 
-def _per_category(queries: list[tuple[str, str, str]], limit: int) -> list[tuple[str, str, str]]:
+def _per_category(queries: list[tuple[str, str, str]], limit: int | None) -> list[tuple[str, str, str]]:
     """At most ``limit`` questions per category, spread evenly over the set (deterministic)."""
+    if limit is None:
+        return queries
     by: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     for q in queries:
         by[q[2]].append(q)
@@ -249,7 +258,7 @@ async def run(args: argparse.Namespace) -> None:
     container = build(settings, url=url)
     await container.open()
     sets = [ours(), ours(per_language=6), family()] if args.ours else []
-    sets += [load(args.limit, args.data) for name, load in (("xquad", xquad), ("korquad", korquad))
+    sets += [load(args.limit or None, args.data) for name, load in (("xquad", xquad), ("korquad", korquad))
              if (args.data / name).is_dir() and name in args.sets]
     try:
         for s in sets:
@@ -295,7 +304,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the folder holding the prepared public sets (<set>/ as bench/public_sets.json says)")
     parser.add_argument("--sweep", action="store_true", help="hybrid at several fusion weights, and RRF")
     parser.add_argument("--fresh", action="store_true", help="start the kept knowledge bases over")
-    parser.add_argument("--limit", type=int, default=150, help="questions per category of a public set")
+    parser.add_argument("--limit", type=int, default=150,
+                        help="questions per category of a public set, each paragraph's first (0: every question)")
     parser.add_argument("--sets", default="xquad,korquad", help="public sets to run (comma-separated)")
     parser.add_argument("--no-ours", dest="ours", action="store_false", help="skip our own set")
     parser.add_argument("--weights", default="", help="the sweep's dense:lexical weights (e.g. 0.6:0.1,0.6:0.2)")

@@ -64,6 +64,12 @@ async def test_the_offsets_grow_without_a_jump(monkeypatch) -> None:
 def test_the_shipped_reference_covers_the_local_models_languages() -> None:
     prior = shipped_prior()
     assert prior is not None and prior.model == "multilingual-e5-small-q4"
-    assert {"latin", "zh", "ko"} <= set(prior.means)
+    assert set(prior.means) == {"latin", "zh", "ko", "ja", "cyrillic", "arabic"}  # every script centring tells apart
     for dense, sparse in prior.means.values():
         assert dense.shape == (384,) and sparse.shape == (16384,) and 0.5 < float(np.linalg.norm(dense)) <= 1.0
+    # the same text in every language: the means differ by language, each script's from the others
+    languages = sorted(prior.means)
+    for i, a in enumerate(languages):
+        for b in languages[i + 1:]:
+            da, db = prior.means[a][0], prior.means[b][0]
+            assert float(da @ db) / float(np.linalg.norm(da) * np.linalg.norm(db)) < 0.99, (a, b)

@@ -1,6 +1,7 @@
 """Reference language means shipped with the product (``language_prior.npz``, built by
 scripts/language_prior.py): per script language, the local model's mean dense and learned sparse
-vector over a reference corpus (the project's own generated English, Chinese and Korean text).
+vector over public parallel text (the Universal Declaration of Human Rights in English, Chinese,
+Korean, Japanese, Russian and Arabic; source, commit and licence in docs/search.md).
 Language centring blends them with a knowledge base's own means, so that it works from the first
 document and moves smoothly towards the knowledge base's own as it grows (docs/search.md)."""
 

@@ -1,9 +1,9 @@
 """The Korean analyzer behind BM25's ``morphemes`` terms (domain/lexical.py): kiwipiepy (Apache-2.0,
 its model inside the ``kiwipiepy_model`` package: nothing is fetched at run time).
 
-Loaded once per process, on the first Korean text the process cuts (4–6 s, about 0.5 GB; the
-load and the first cut hold the interpreter's lock for about 3 s each, measured), then shared by
-every instance: ``Kiwi.tokenize`` may be called from several threads.
+Loaded once per process, on the first Korean text the process cuts (about 0.5 GB; the first cut
+holds the interpreter's lock about 1–1.4 s, longer on a busy machine: bench/korean_analyzer.py),
+then shared by every instance: ``Kiwi.tokenize`` may be called from several threads.
 Content morphemes only — nouns, verb and adjective stems, modifiers, roots — the particles and endings that make Korean
 bigrams noisy are left out (bench/RESULTS.md, "Second round": BM25 on KorQuAD 0.963 → 0.971,
 hybrid 0.961 → 0.983 nDCG@10)."""
