@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -84,9 +85,13 @@ def consoles(quiet: bool = False) -> tuple[Console, Console]:
 
 
 def run(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
-    """Run a command; API and connection errors become one line on stderr and exit status 1."""
+    """Run a command; API and connection errors become one line on stderr and exit status 1;
+    Ctrl-C ends it with what it did so far (each command's own summary), "interrupted" and 130."""
     try:
-        return asyncio.run(work())
+        return asyncio.run(interruptible(work()))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("interrupted", file=sys.stderr)
+        return 130
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.status
@@ -96,9 +101,40 @@ def run(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
     except (TransportError, UltimateRagError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+
+
+INTERRUPT_RETRY_SECONDS = 1.0
+
+
+async def interruptible(command: Coroutine[Any, Any, int]) -> int:
+    """``command`` as a task that SIGINT cancels. The signal goes through the event loop's own
+    handler, which wakes the loop at once whichever thread the kernel gave the signal to (with the
+    interpreter's handler alone it waits until the loop next wakes). A cancellation that does not
+    end the command — one lost inside a library on its way — is asked again every
+    ``INTERRUPT_RETRY_SECONDS``: once seen under load, an ``ingest --wait`` went on waiting after Ctrl-C."""
+    loop = asyncio.get_running_loop()
+    job = asyncio.ensure_future(command)
+    interrupted = asyncio.Event()
+
+    def interrupt() -> None:
+        job.cancel()
+        interrupted.set()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    except (NotImplementedError, RuntimeError):  # no signal handlers on this loop: the interpreter's
+        return await job
+    try:
+        asked = asyncio.ensure_future(interrupted.wait())
+        await asyncio.wait({job, asked}, return_when=asyncio.FIRST_COMPLETED)
+        asked.cancel()
+        while not job.done():
+            await asyncio.wait({job}, timeout=INTERRUPT_RETRY_SECONDS)
+            if not job.done():
+                job.cancel()
+        return job.result()  # CancelledError when interrupted
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def citation_line(raw: dict[str, Any]) -> str:
