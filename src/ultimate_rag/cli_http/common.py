@@ -111,7 +111,8 @@ async def interruptible(command: Coroutine[Any, Any, int]) -> int:
     handler, which wakes the loop at once whichever thread the kernel gave the signal to (with the
     interpreter's handler alone it waits until the loop next wakes). A cancellation that does not
     end the command — one lost inside a library on its way — is asked again every
-    ``INTERRUPT_RETRY_SECONDS``: once seen under load, an ``ingest --wait`` went on waiting after Ctrl-C."""
+    ``INTERRUPT_RETRY_SECONDS``: once seen under load, an ``ingest --wait`` went on waiting after Ctrl-C.
+    A second Ctrl-C is the interpreter's again: it stops the command wherever it is."""
     loop = asyncio.get_running_loop()
     job = asyncio.ensure_future(command)
     interrupted = asyncio.Event()
@@ -119,6 +120,7 @@ async def interruptible(command: Coroutine[Any, Any, int]) -> int:
     def interrupt() -> None:
         job.cancel()
         interrupted.set()
+        loop.remove_signal_handler(signal.SIGINT)  # back to the interpreter's KeyboardInterrupt
 
     try:
         loop.add_signal_handler(signal.SIGINT, interrupt)
@@ -135,6 +137,8 @@ async def interruptible(command: Coroutine[Any, Any, int]) -> int:
         return job.result()  # CancelledError when interrupted
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+        if job.done() and not job.cancelled():
+            job.exception()  # seen: a second Ctrl-C's KeyboardInterrupt has gone up through the loop already
 
 
 def citation_line(raw: dict[str, Any]) -> str:
