@@ -33,6 +33,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from uuid import UUID
 
@@ -45,7 +46,7 @@ from ultimate_rag.adapters.postgres.migrations import migrate
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.lexical import KoreanMorphemes, terms
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.domain.search import Fusion, FusionWeights, SearchMode, script_language
+from ultimate_rag.domain.search import CentringStrength, Fusion, FusionWeights, SearchMode, script_language
 from ultimate_rag.services.job_loop import WorkerConfig
 from ultimate_rag.settings import Settings
 
@@ -85,6 +86,30 @@ def xquad(limit: int | None, root: Path = PUBLIC) -> EvalSet:
                 queries.append((asked["question"], key, "en"))
                 queries.append((zh_question[asked["id"]], key, "zh-en"))
     return EvalSet("xquad", _as_files(texts), texts, _per_category(queries, limit))
+
+
+def xquad_split(limit: int | None, root: Path = PUBLIC, per_language: int | None = None) -> EvalSet:
+    """XQuAD as a two-language knowledge base: the paragraphs of even-numbered articles in English,
+    those of odd-numbered ones in Chinese (each paragraph once, in one language), and every question
+    in both languages: ``en-en`` and ``zh-zh`` ask in the paragraph's language, ``zh-en`` and
+    ``en-zh`` in the other. Language centring is measured here on public text. ``per_language``:
+    only the first paragraph of that many articles a language (a small knowledge base)."""
+    en, zh = _squad(root / "xquad" / "xquad.en.json"), _squad(root / "xquad" / "xquad.zh.json")
+    zh_question = {q["id"]: q["question"] for a in zh for p in a["paragraphs"] for q in p["qas"]}
+    texts, queries = {}, []
+    for a, (article, translated) in enumerate(zip(en, zh, strict=True)):
+        language = "en" if a % 2 == 0 else "zh"
+        if per_language is not None and a // 2 >= per_language:
+            continue
+        pairs = list(zip(article["paragraphs"], translated["paragraphs"], strict=True))
+        for p, (paragraph, other) in enumerate(pairs[:1] if per_language is not None else pairs):
+            key = f"xquad-split-{a:02d}-{p:02d}"
+            texts[key] = (paragraph if language == "en" else other)["context"]
+            for asked in paragraph["qas"][:1] if limit is not None else paragraph["qas"]:
+                queries.append((asked["question"], key, f"en-{language}"))
+                queries.append((zh_question[asked["id"]], key, f"zh-{language}"))
+    name = "xquad-split" if per_language is None else f"xquad-split-small{per_language}"
+    return EvalSet(name, _as_files(texts), texts, _per_category(queries, limit))
 
 
 def korquad(limit: int | None, root: Path = PUBLIC) -> EvalSet:
@@ -258,8 +283,10 @@ async def run(args: argparse.Namespace) -> None:
     container = build(settings, url=url)
     await container.open()
     sets = [ours(), ours(per_language=6), family()] if args.ours else []
-    sets += [load(args.limit or None, args.data) for name, load in (("xquad", xquad), ("korquad", korquad))
-             if (args.data / name).is_dir() and name in args.sets]
+    sets += [load(args.limit or None, args.data) for name, folder, load in
+             (("xquad", "xquad", xquad), ("xquad-split", "xquad", xquad_split),
+              ("xquad-split-small", "xquad", partial(xquad_split, per_language=8)), ("korquad", "korquad", korquad))
+             if (args.data / folder).is_dir() and name in args.sets.split(",")]
     try:
         for s in sets:
             kb, key_of = await ingest(container, s)
@@ -273,6 +300,8 @@ async def run(args: argparse.Namespace) -> None:
             await variants(container, kb, key_of, s)
             grid = [(Fusion.WEIGHTED, FusionWeights(float(d), float(lx))) for d, lx in
                     (pair.split(":") for pair in args.weights.split(",") if pair)] if args.weights else SWEEP
+            if args.strengths:
+                await strengths(container, kb, key_of, s, args.strengths)
             for fusion, weights in [*grid, (Fusion.RRF, default[1])] if args.sweep else []:
                 search.fusion, search.weights = fusion, weights
                 label = "hybrid-rrf" if fusion is Fusion.RRF else f"hybrid-d{weights.dense}-l{weights.lexical}"
@@ -297,6 +326,24 @@ async def variants(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> 
         search.weights, search._centroids = weights, centroids
 
 
+async def strengths(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet, grid: str) -> None:
+    """Every mode at each language-centring strength of ``grid`` ("dense:sparse,..."): how much of
+    each language's measured bias to take off (domain/search.py ``CentringStrength``)."""
+    centroids = container.retrieval.search._centroids
+    if centroids is None:
+        return
+    default = centroids.strength
+    try:
+        for pair in grid.split(","):
+            d, sp = (float(x) for x in pair.split(":"))
+            centroids.strength = CentringStrength(d, sp)
+            for mode in MODES:
+                report(s.name, f"{mode.value}-centring-d{d:g}-s{sp:g}",
+                       by_category(s, await product(container, kb, key_of, s, mode)))
+    finally:
+        centroids.strength = default
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work", type=Path, default=PUBLIC,
                         help="where the knowledge bases are kept between runs (<work>/pg, <work>/data)")
@@ -306,6 +353,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true", help="start the kept knowledge bases over")
     parser.add_argument("--limit", type=int, default=150,
                         help="questions per category of a public set, each paragraph's first (0: every question)")
-    parser.add_argument("--sets", default="xquad,korquad", help="public sets to run (comma-separated)")
+    parser.add_argument("--sets", default="xquad,xquad-split,xquad-split-small,korquad",
+                        help="public sets to run (comma-separated)")
     parser.add_argument("--no-ours", dest="ours", action="store_false", help="skip our own set")
+    parser.add_argument("--strengths", default="",
+                        help="language centring's dense:sparse strengths to sweep (e.g. 1:1,0.5:1,0.5:0.5)")
     parser.add_argument("--weights", default="", help="the sweep's dense:lexical weights (e.g. 0.6:0.1,0.6:0.2)")

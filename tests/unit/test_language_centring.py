@@ -10,7 +10,7 @@ import numpy as np
 
 from ultimate_rag.adapters.embedders.language_prior import LanguagePrior, shipped_prior
 from ultimate_rag.adapters.postgres.centroids import LanguageCentroids
-from ultimate_rag.domain.search import QueryVectors
+from ultimate_rag.domain.search import CentringStrength, QueryVectors
 
 MODEL = "m"
 rng = np.random.default_rng(7)
@@ -73,3 +73,23 @@ def test_the_shipped_reference_covers_the_local_models_languages() -> None:
         for b in languages[i + 1:]:
             da, db = prior.means[a][0], prior.means[b][0]
             assert float(da @ db) / float(np.linalg.norm(da) * np.linalg.norm(db)) < 0.99, (a, b)
+
+
+async def test_the_strength_scales_each_signals_correction(monkeypatch) -> None:
+    """``CentringStrength``: how much of each language's measured bias is taken off (the bench's
+    sweep varies it; the product takes it all, bench/RESULTS.md)."""
+    query = QueryVectors(dense=tuple(float(x) for x in KO), sparse={0: 1.0})
+
+    async def means(kb: object, model: str) -> dict:
+        return {lang: (d, np.array([s, 0, 0, 0], np.float32), n)
+                for (lang, (d, _, n)), s in zip(own(ko=100, latin=100).items(), (0.4, 0.1), strict=True)}
+
+    full, half = centroids(), centroids()
+    half.strength = CentringStrength(dense=0.5, sparse=0.25)
+    for store in (full, half):
+        monkeypatch.setattr(store, "means", means)
+    whole, part = await full.offsets(uuid4(), MODEL, query, min_chunks=10), await half.offsets(uuid4(), MODEL, query,
+                                                                                              min_chunks=10)
+    assert whole is not None and part is not None and full.strength == CentringStrength()
+    assert abs(whole.dense["ko"]) > 0.01 and abs(whole.sparse["ko"]) > 0.01
+    assert np.isclose(part.dense["ko"], 0.5 * whole.dense["ko"]) and np.isclose(part.sparse["ko"], 0.25 * whole.sparse["ko"])

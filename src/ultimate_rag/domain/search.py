@@ -318,6 +318,17 @@ def script_language(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class CentringStrength:
+    """How much of each language's measured bias centring takes off, per signal (1: all of it).
+    The mean similarity of a language's chunks to a question measures the bias over all of them;
+    the relevant chunk in the question's own language is lifted less by it than the average one,
+    so taking the whole difference off pushes it below related chunks of the other language."""
+
+    dense: float = 1.0
+    sparse: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class LanguageOffsets:
     """Per language: what to subtract from a chunk's dense and sparse similarity."""
 

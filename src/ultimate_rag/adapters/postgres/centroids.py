@@ -20,7 +20,7 @@ import numpy as np
 from pgvector import Vector
 
 from ...domain.models import EmbeddedChunk
-from ...domain.search import LanguageOffsets, QueryVectors, script_language
+from ...domain.search import CentringStrength, LanguageOffsets, QueryVectors, script_language
 from ..embedders.language_prior import LanguagePrior
 from ..embedders.sparse import SPARSE_DIMENSION
 from .database import Database, transaction_on
@@ -40,13 +40,15 @@ PRIOR_CHUNKS = 20.0
 
 class LanguageCentroids:
     def __init__(self, db: Database, *, ttl: float = 60.0, prior: LanguagePrior | None = None,
-                 min_share: float = MIN_LANGUAGE_SHARE, prior_chunks: float = PRIOR_CHUNKS) -> None:
+                 min_share: float = MIN_LANGUAGE_SHARE, prior_chunks: float = PRIOR_CHUNKS,
+                 strength: CentringStrength | None = None) -> None:
         self._db = db
         self._ttl = ttl
         self._cache: dict[tuple[UUID, str], tuple[float, Centroids]] = {}
         self._prior = prior
         self._min_share = min_share
         self._prior_chunks = prior_chunks
+        self.strength = strength or CentringStrength()
 
     async def add(self, knowledge_base_id: UUID, model: str, items: Sequence[EmbeddedChunk], *,
                   document: tuple[UUID, int], within: object = None) -> None:
@@ -134,7 +136,8 @@ class LanguageCentroids:
         weights = {lang: w for lang, (_, _, w) in means.items()}
         dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _, _) in means.items()}
         sparse = {lang: float(val @ s[idx]) if len(idx) and len(s) else 0.0 for lang, (_, s, _) in means.items()}
-        return LanguageOffsets(dense=_centred(dense, weights), sparse=_centred(sparse, weights))
+        return LanguageOffsets(dense=_centred(dense, weights, self.strength.dense),
+                               sparse=_centred(sparse, weights, self.strength.sparse))
 
 
 def _ramp(value: float, full: float) -> float:
@@ -144,9 +147,9 @@ def _ramp(value: float, full: float) -> float:
     return min(1.0, max(0.0, (value - full / 2) / (full / 2)))
 
 
-def _centred(similarity: dict[str, float], weights: dict[str, float]) -> dict[str, float]:
+def _centred(similarity: dict[str, float], weights: dict[str, float], strength: float) -> dict[str, float]:
     mean = sum(similarity[k] * weights[k] for k in similarity) / sum(weights.values())
-    return {k: weights[k] * (v - mean) for k, v in similarity.items()}
+    return {k: strength * weights[k] * (v - mean) for k, v in similarity.items()}
 
 
 _HALF = SPARSE_DIMENSION // 2  # the sparse sum's halves: sparse_low, sparse_high
