@@ -72,17 +72,27 @@ def _squad(path: Path) -> list[dict]:
     return list(json.loads(path.read_text(encoding="utf-8"))["data"])
 
 
+def _xquad(root: Path) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """XQuAD's English and Chinese articles, and each question's Chinese wording by its id."""
+    en, zh = _squad(root / "xquad" / "xquad.en.json"), _squad(root / "xquad" / "xquad.zh.json")
+    return en, zh, {q["id"]: q["question"] for a in zh for p in a["paragraphs"] for q in p["qas"]}
+
+
+def _asked(paragraph: dict, limit: int | None) -> list[dict]:
+    """A paragraph's questions: its first only when questions are limited, else every one."""
+    return paragraph["qas"][:1] if limit is not None else paragraph["qas"]
+
+
 def xquad(limit: int | None, root: Path = PUBLIC) -> EvalSet:
     """``limit``: at most that many questions per category, each paragraph's first; None: every
     question (1,190 a category, as MTEB's XQuADRetrieval asks them)."""
-    en, zh = _squad(root / "xquad" / "xquad.en.json"), _squad(root / "xquad" / "xquad.zh.json")
-    zh_question = {q["id"]: q["question"] for a in zh for p in a["paragraphs"] for q in p["qas"]}
+    en, _, zh_question = _xquad(root)
     texts, queries = {}, []
     for a, article in enumerate(en):
         for p, paragraph in enumerate(article["paragraphs"]):
             key = f"xquad-{a:02d}-{p:02d}"
             texts[key] = paragraph["context"]
-            for asked in paragraph["qas"][:1] if limit is not None else paragraph["qas"]:
+            for asked in _asked(paragraph, limit):
                 queries.append((asked["question"], key, "en"))
                 queries.append((zh_question[asked["id"]], key, "zh-en"))
     return EvalSet("xquad", _as_files(texts), texts, _per_category(queries, limit))
@@ -94,8 +104,7 @@ def xquad_split(limit: int | None, root: Path = PUBLIC, per_language: int | None
     in both languages: ``en-en`` and ``zh-zh`` ask in the paragraph's language, ``zh-en`` and
     ``en-zh`` in the other. Language centring is measured here on public text. ``per_language``:
     only the first paragraph of that many articles a language (a small knowledge base)."""
-    en, zh = _squad(root / "xquad" / "xquad.en.json"), _squad(root / "xquad" / "xquad.zh.json")
-    zh_question = {q["id"]: q["question"] for a in zh for p in a["paragraphs"] for q in p["qas"]}
+    en, zh, zh_question = _xquad(root)
     texts, queries = {}, []
     for a, (article, translated) in enumerate(zip(en, zh, strict=True)):
         language = "en" if a % 2 == 0 else "zh"
@@ -105,7 +114,7 @@ def xquad_split(limit: int | None, root: Path = PUBLIC, per_language: int | None
         for p, (paragraph, other) in enumerate(pairs[:1] if per_language is not None else pairs):
             key = f"xquad-split-{a:02d}-{p:02d}"
             texts[key] = (paragraph if language == "en" else other)["context"]
-            for asked in paragraph["qas"][:1] if limit is not None else paragraph["qas"]:
+            for asked in _asked(paragraph, limit):
                 queries.append((asked["question"], key, f"en-{language}"))
                 queries.append((zh_question[asked["id"]], key, f"zh-{language}"))
     name = "xquad-split" if per_language is None else f"xquad-split-small{per_language}"
@@ -121,7 +130,7 @@ def korquad(limit: int | None, root: Path = PUBLIC) -> EvalSet:
         for p, paragraph in enumerate(article["paragraphs"]):
             key = f"korquad-{a:03d}-{p:02d}"
             texts[key] = paragraph["context"]
-            for asked in paragraph["qas"][:1] if limit is not None else paragraph["qas"]:
+            for asked in _asked(paragraph, limit):
                 queries.append((asked["question"], key, "ko"))
     return EvalSet("korquad", _as_files(texts), texts, _per_category(queries, limit))
 

@@ -56,8 +56,8 @@ def test_up_runs_everything_and_stops_cleanly(tmp_path: Path) -> None:
         assert r.status_code == 202
         doc = r.json()["id"]
         wait_until(lambda: httpx.get(f"{base}/api/documents/{doc}", headers=h).json()["status"] == "READY", timeout=90)
-        # the API process's first Korean query loads BM25's Korean analyzer (about 6 s, more on a
-        # busy machine: docs/search.md "Known limit"), so this one search gets a minute
+        # the API process's first Korean query loads BM25's Korean analyzer (about 1.5 s, several
+        # times that on a busy machine: docs/search.md "Known limit"), so this one search gets a minute
         hits = httpx.post(f"{base}/api/knowledge-bases/{kb}/search", json={"query": "첫 번째 문서"}, headers=h,
                           timeout=60)
         assert hits.json()["results"][0]["document_id"] == doc

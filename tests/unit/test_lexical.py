@@ -59,7 +59,7 @@ def test_the_korean_analyzer_keeps_the_stems_and_drops_particles_and_endings() -
 
 def test_every_instance_cuts_with_the_processs_one_analyzer() -> None:
     KiwiMorphemes()("한국어 검색")
-    assert korean_morphemes.loaded()
+    assert korean_morphemes._kiwi is not None
     loaded = korean_morphemes._analyzer()
     assert KiwiMorphemes()("서울에서") == ["서울"] and korean_morphemes._analyzer() is loaded  # no second load
 

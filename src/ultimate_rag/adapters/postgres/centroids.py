@@ -40,15 +40,14 @@ PRIOR_CHUNKS = 20.0
 
 class LanguageCentroids:
     def __init__(self, db: Database, *, ttl: float = 60.0, prior: LanguagePrior | None = None,
-                 min_share: float = MIN_LANGUAGE_SHARE, prior_chunks: float = PRIOR_CHUNKS,
-                 strength: CentringStrength | None = None) -> None:
+                 min_share: float = MIN_LANGUAGE_SHARE, prior_chunks: float = PRIOR_CHUNKS) -> None:
         self._db = db
         self._ttl = ttl
         self._cache: dict[tuple[UUID, str], tuple[float, Centroids]] = {}
         self._prior = prior
         self._min_share = min_share
         self._prior_chunks = prior_chunks
-        self.strength = strength or CentringStrength()
+        self.strength = CentringStrength()  # all of each bias (bench/retrieval_public.py --strengths sweeps it)
 
     async def add(self, knowledge_base_id: UUID, model: str, items: Sequence[EmbeddedChunk], *,
                   document: tuple[UUID, int], within: object = None) -> None:

@@ -31,10 +31,6 @@ def _analyzer() -> Any:
     return _kiwi
 
 
-def loaded() -> bool:
-    return _kiwi is not None
-
-
 class KiwiMorphemes:
     """A ``KoreanMorphemes`` (domain/lexical.py): the text's content morphemes, in order. Every
     instance cuts with the process's one analyzer."""
