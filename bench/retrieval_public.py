@@ -12,8 +12,10 @@ vectors), and the product's ``dense``, ``sparse`` and ``hybrid`` modes through t
 the API calls (documents through the real pipeline into one knowledge base per set; results
 grouped by document); beside the default ``hybrid``: ``hybrid-no-bm25`` (dense and learned sparse
 alone, the fusion search had before BM25), ``hybrid-no-centring`` and ``hybrid-no-bm25-no-centring``
-(language centring off). ``--sweep``: hybrid at several fusion weights and reciprocal-rank fusion,
-to choose the defaults across every set, not one.
+(language centring off), ``dense-no-centred-search`` and ``hybrid-no-centred-search`` (without
+the centred query's candidate search) and what that search costs a hybrid search (median time, with
+and without, on the set's first 300 questions). ``--sweep``: hybrid at several fusion weights and
+reciprocal-rank fusion, to choose the defaults across every set, not one.
 
     .venv/bin/python -m bench.retrieval --public [--data DIR] [--sweep] [--fresh] [--limit 150 | --limit 0]
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -307,6 +310,7 @@ async def run(args: argparse.Namespace) -> None:
             for mode in MODES:
                 report(s.name, mode.value, by_category(s, await product(container, kb, key_of, s, mode)))
             await variants(container, kb, key_of, s)
+            await without_centred_search(container, kb, key_of, s)
             grid = [(Fusion.WEIGHTED, FusionWeights(float(d), float(lx))) for d, lx in
                     (pair.split(":") for pair in args.weights.split(",") if pair)] if args.weights else SWEEP
             if args.strengths:
@@ -333,6 +337,35 @@ async def variants(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> 
             report(s.name, label, by_category(s, await product(container, kb, key_of, s, SearchMode.HYBRID)))
     finally:
         search.weights, search._centroids = weights, centroids
+
+
+async def without_centred_search(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> None:
+    """``dense`` and ``hybrid`` without the centred query's candidate search (search.py
+    ``_across_languages``: before 2026-12-04), and what that search costs: the median time of a
+    search with and without it, the same questions alternated (query vectors cached: the search
+    alone)."""
+    search = container.retrieval.search
+    own = search._across_languages
+
+    async def nothing(*args: object, **kwargs: object) -> list[UUID]:
+        return []
+
+    try:
+        search._across_languages = nothing
+        for mode in (SearchMode.DENSE, SearchMode.HYBRID):
+            report(s.name, f"{mode.value}-no-centred-search", by_category(s, await product(container, kb, key_of, s, mode)))
+        timings: dict[str, list[float]] = {"with": [], "without": []}
+        for question, _, _ in s.queries[:300]:
+            for label, across in (("with", own), ("without", nothing)):
+                search._across_languages = across
+                started = time.perf_counter()
+                await search.search(kb, question, 10, mode=SearchMode.HYBRID, group_by_document=True)
+                timings[label].append(time.perf_counter() - started)
+        with_ms, without_ms = (statistics.median(timings[k]) * 1000 for k in ("with", "without"))
+        print(f"RESULT public set={s.name} centred_search_cost mode=hybrid n={len(timings['with'])} "
+              f"p50_with_ms={with_ms:.1f} p50_without_ms={without_ms:.1f} ratio={with_ms / without_ms:.2f}", flush=True)
+    finally:
+        search._across_languages = own
 
 
 async def strengths(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet, grid: str) -> None:

@@ -93,3 +93,27 @@ async def test_the_strength_scales_each_signals_correction(monkeypatch) -> None:
     assert whole is not None and part is not None and full.strength == CentringStrength()
     assert abs(whole.dense["ko"]) > 0.01 and abs(whole.sparse["ko"]) > 0.01
     assert np.isclose(part.dense["ko"], 0.5 * whole.dense["ko"]) and np.isclose(part.sparse["ko"], 0.25 * whole.sparse["ko"])
+
+
+async def test_the_centred_query_takes_its_own_languages_mean_off(monkeypatch) -> None:
+    """``LanguageOffsets.centred_query``: the query less its language's (blended) mean, normalised,
+    for the second dense candidate search; none for a language that does not count."""
+    store = centroids()
+    query = QueryVectors(dense=tuple(float(x) for x in KO))
+
+    async def means(kb: object, model: str) -> dict:
+        return own(ko=2000, latin=2000)  # the knowledge base's own means, almost all of the blend
+
+    monkeypatch.setattr(store, "means", means)
+    korean = await store.offsets(uuid4(), MODEL, query, min_chunks=10, language="ko")
+    assert korean is not None and korean.centred_query is not None
+    blended = store.blended(own(ko=2000, latin=2000), MODEL, min_chunks=10)["ko"][0]
+    expected = (KO - blended) / np.linalg.norm(KO - blended)
+    assert np.allclose(korean.centred_query, expected, atol=1e-5)
+    latin = await store.offsets(uuid4(), MODEL, query, min_chunks=10, language="latin")
+    assert latin is not None and latin.centred_query is not None
+    assert not np.allclose(latin.centred_query, korean.centred_query)
+    for language in ("ja", None):  # not a language of this knowledge base, or not given: no second search
+        other = await store.offsets(uuid4(), MODEL, query, min_chunks=10, language=language)
+        assert other is not None and other.centred_query is None
+        assert other.dense == korean.dense  # the offsets themselves do not depend on it

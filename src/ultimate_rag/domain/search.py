@@ -330,10 +330,16 @@ class CentringStrength:
 
 @dataclass(frozen=True, slots=True)
 class LanguageOffsets:
-    """Per language: what to subtract from a chunk's dense and sparse similarity."""
+    """Per language: what to subtract from a chunk's dense and sparse similarity. And the query's
+    dense vector less its own language's mean (normalised; None when the query's language is not
+    one that counts), for a second dense candidate search: the plain vector's nearest chunks are
+    its own language's, so a relevant chunk in another language can rank below every candidate the
+    plain search returns, where no offset can lift it (bench/RESULTS.md, "Candidates across
+    languages")."""
 
     dense: Mapping[str, float] = field(default_factory=dict)
     sparse: Mapping[str, float] = field(default_factory=dict)
+    centred_query: tuple[float, ...] | None = None
 
     def apply(self, chunk: ScoredChunk, language: str) -> ScoredChunk:
         sparse = chunk.sparse - self.sparse.get(language, 0.0) if chunk.sparse else 0.0  # none yet: no bonus

@@ -7,7 +7,8 @@ It is a stage of its own beside the fusion, in three steps:
 1. **Candidates**: the identifier index in PostgreSQL (``chunks.identifiers``, GIN) names the
    searchable chunks holding each of the query's keys, under the search's filters — asked at the
    same time as the vector index — and the chunks among them the vector index's top did not bring
-   are scored by id (``IndexRouter.scored``), so they fuse like any other candidate.
+   are scored by id (``IndexRouter.scored``, by the search service), so they fuse like any other
+   candidate.
 2. **Tier**: after fusion, a stable sort by how many of the query's identifiers each chunk holds
    (read with the chunk's row by the double filter): the fused order stays within each tier.
 3. **Report**: the identifiers no chunk this search could return holds (``unmatched_identifiers``);
@@ -20,18 +21,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from ..domain.embedding_models import IndexPlan
 from ..domain.identifiers import IdentifierHits, QueryIdentifier, chunk_identifiers, query_identifiers
-from ..domain.ports import IdentifierIndex, IndexRouter
-from ..domain.search import QueryVectors, ScoredChunk, SearchFilters, SearchMode
+from ..domain.ports import IdentifierIndex
+from ..domain.search import ScoredChunk, SearchFilters
 
 MAX_NAMED = 16384  # chunks scored by id in one search (the identifier candidates beyond the index's top)
 
 
 class IdentifierStage:
-    def __init__(self, index: IdentifierIndex, vectors: IndexRouter) -> None:
+    def __init__(self, index: IdentifierIndex) -> None:
         self._index = index
-        self._vectors = vectors
 
     @staticmethod
     def asked(query: str) -> list[QueryIdentifier]:
@@ -43,14 +42,11 @@ class IdentifierStage:
             return IdentifierHits()
         return await self._index.lookup(knowledge_base_id, [a.key for a in asked], filters, limit)
 
-    async def with_named(self, knowledge_base_id: UUID, vectors: QueryVectors, found: list[ScoredChunk],
-                         hits: IdentifierHits, mode: SearchMode, plan: IndexPlan) -> list[ScoredChunk]:
-        """``found`` and, scored, the chunks holding an identifier that it lacks."""
+    @staticmethod
+    def named(found: Sequence[ScoredChunk], hits: IdentifierHits) -> list[UUID]:
+        """The chunks holding an identifier that ``found`` lacks (at most ``MAX_NAMED``), to score."""
         have = {c.chunk_id for c in found}
-        named = [c for c in hits.chunks if c not in have][:MAX_NAMED]
-        if not named:
-            return found
-        return found + await self._vectors.scored(knowledge_base_id, vectors, named, mode=mode, plan=plan)
+        return [c for c in hits.chunks if c not in have][:MAX_NAMED]
 
     @staticmethod
     def held(asked: Sequence[QueryIdentifier], rows: Mapping[UUID, Mapping[str, Any]]) -> dict[UUID, tuple[str, ...]]:

@@ -119,7 +119,7 @@ class SearchService:
         self._cache = QueryCache(query_cache_size)
         self.metrics = metrics
         self._centroids = centroids
-        self._identifiers = IdentifierStage(identifiers, vectors) if identifiers is not None else None
+        self._identifiers = IdentifierStage(identifiers) if identifiers is not None else None
         self._lexical = lexical
         self._korean = korean
         self._korean_terms: dict[UUID, str] = {}  # fixed for a knowledge base's life: read once
@@ -245,15 +245,16 @@ class SearchService:
                        filters: SearchFilters, min_score: float | None, group: bool, plan: IndexPlan,
                        embedder: Embedder, asked: list[QueryIdentifier]) -> SearchOutcome:
         fetch = max(MIN_CANDIDATES, top_k * (4 if group else 2))
-        offsets = await self._offsets(knowledge_base_id, vectors, embedder)
+        offsets = await self._offsets(knowledge_base_id, query, vectors, embedder)
         stage = self._identifiers
         marks = highlighter(query)
         while True:
-            (found, exhausted), hits = await asyncio.gather(
+            (found, exhausted), hits, across = await asyncio.gather(
                 self._vectors.candidates(knowledge_base_id, vectors, fetch, mode=mode, filters=filters, plan=plan),
-                stage.lookup(knowledge_base_id, asked, filters, fetch) if stage is not None else _no_hits())
-            if stage is not None:
-                found = await stage.with_named(knowledge_base_id, vectors, found, hits, mode, plan)
+                stage.lookup(knowledge_base_id, asked, filters, fetch) if stage is not None else _no_hits(),
+                self._across_languages(knowledge_base_id, offsets, fetch, mode, filters, plan))
+            named = stage.named(found, hits) if stage is not None else []
+            found = await self._with_scored(knowledge_base_id, vectors, found, [*named, *across], mode, plan)
             if mode is SearchMode.SPARSE:
                 found = [c for c in found if c.sparse > 0 or c.lexical > 0 or c.chunk_id in hits.chunks]
             dense_of = {c.chunk_id: c.dense for c in found}
@@ -270,12 +271,34 @@ class SearchService:
                 return SearchOutcome(results, unmatched)
             fetch = min(fetch * 4, MAX_FETCH)
 
-    async def _offsets(self, knowledge_base_id: UUID, vectors: QueryVectors,
+    async def _offsets(self, knowledge_base_id: UUID, query: str, vectors: QueryVectors,
                        embedder: Embedder) -> LanguageOffsets | None:
         """Language centring (domain/search.py): None when the knowledge base has one language."""
         if self._centroids is None:
             return None
-        return await self._centroids.offsets(knowledge_base_id, embedder.name, vectors, min_chunks=MIN_LANGUAGE_CHUNKS)
+        return await self._centroids.offsets(knowledge_base_id, embedder.name, vectors, min_chunks=MIN_LANGUAGE_CHUNKS,
+                                             language=script_language(query))
+
+    async def _across_languages(self, knowledge_base_id: UUID, offsets: LanguageOffsets | None, fetch: int,
+                                mode: SearchMode, filters: SearchFilters, plan: IndexPlan) -> list[UUID]:
+        """The centred query's nearest chunks (``LanguageOffsets.centred_query``), under the same
+        filters: candidates in the other languages that the plain dense search ranks too low to
+        return. Nothing in ``sparse`` mode (no dense side) or a one-language knowledge base."""
+        if offsets is None or offsets.centred_query is None or mode is SearchMode.SPARSE:
+            return []
+        found, _ = await self._vectors.candidates(knowledge_base_id, QueryVectors(dense=offsets.centred_query), fetch,
+                                                  mode=SearchMode.DENSE, filters=filters, plan=plan)
+        return [c.chunk_id for c in found]
+
+    async def _with_scored(self, knowledge_base_id: UUID, vectors: QueryVectors, found: list[ScoredChunk],
+                           more: list[UUID], mode: SearchMode, plan: IndexPlan) -> list[ScoredChunk]:
+        """``found`` and the chunks of ``more`` it lacks (named by an identifier, found by the centred
+        query), scored as the query's own candidates are, in one read."""
+        have = {c.chunk_id for c in found}
+        missing = [c for c in dict.fromkeys(more) if c not in have]
+        if not missing:
+            return found
+        return found + await self._vectors.scored(knowledge_base_id, vectors, missing, mode=mode, plan=plan)
 
     def _rank(self, found: list[ScoredChunk], rows: dict[UUID, dict[str, Any]], offsets: LanguageOffsets | None,
               mode: SearchMode, marks: Highlighter, top_k: int, min_score: float | None, group: bool,

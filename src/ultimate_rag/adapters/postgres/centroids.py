@@ -122,10 +122,10 @@ class LanguageCentroids:
         return out
 
     async def offsets(self, knowledge_base_id: UUID, model: str, query: QueryVectors, *,
-                      min_chunks: int) -> LanguageOffsets | None:
+                      min_chunks: int, language: str | None = None) -> LanguageOffsets | None:
         """``ports.CentroidStore.offsets``: the query's similarity to each counting language's mean
         less their (weighted) average, scaled by how much the language counts (None with fewer than
-        two languages counting)."""
+        two languages counting); with the query's ``language``, the centred query too."""
         means = self.blended(await self.means(knowledge_base_id, model), model, min_chunks=min_chunks)
         if len(means) < 2:
             return None
@@ -136,7 +136,8 @@ class LanguageCentroids:
         dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _, _) in means.items()}
         sparse = {lang: float(val @ s[idx]) if len(idx) and len(s) else 0.0 for lang, (_, s, _) in means.items()}
         return LanguageOffsets(dense=_centred(dense, weights, self.strength.dense),
-                               sparse=_centred(sparse, weights, self.strength.sparse))
+                               sparse=_centred(sparse, weights, self.strength.sparse),
+                               centred_query=_without(q, means[language][0]) if language in means else None)
 
 
 def _ramp(value: float, full: float) -> float:
@@ -149,6 +150,15 @@ def _ramp(value: float, full: float) -> float:
 def _centred(similarity: dict[str, float], weights: dict[str, float], strength: float) -> dict[str, float]:
     mean = sum(similarity[k] * weights[k] for k in similarity) / sum(weights.values())
     return {k: strength * weights[k] * (v - mean) for k, v in similarity.items()}
+
+
+def _without(query: np.ndarray, mean: np.ndarray) -> tuple[float, ...] | None:
+    """``query`` less ``mean``, normalised (None when they are one direction, or of other widths)."""
+    if mean.shape != query.shape:
+        return None
+    centred = query - mean
+    norm = float(np.linalg.norm(centred))
+    return tuple((centred / norm).tolist()) if norm > 1e-6 else None
 
 
 _HALF = SPARSE_DIMENSION // 2  # the sparse sum's halves: sparse_low, sparse_high

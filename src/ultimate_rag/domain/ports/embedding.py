@@ -115,8 +115,9 @@ class CentroidStore(Protocol):
         ...
 
     async def offsets(self, knowledge_base_id: UUID, model: str, query: QueryVectors, *,
-                      min_chunks: int) -> LanguageOffsets | None:
+                      min_chunks: int, language: str | None = None) -> LanguageOffsets | None:
         """The query's similarity to each language's mean, less their average; None when fewer
         than two languages count (a minimum share of the chunks; ``min_chunks`` of their own for a
-        language without a reference mean)."""
+        language without a reference mean). ``language``: the query's (``script_language``), for
+        ``LanguageOffsets.centred_query``."""
         ...
