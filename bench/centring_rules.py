@@ -12,6 +12,8 @@ vector and every question's (through the product's pipeline and embedder, knowle
 * ``plain``: the bare similarity;
 * ``offsets-S``: the product's per-language shift at strength S (``CentringStrength.dense``);
 * ``vector-centring``: query and chunk each less their language's mean, then cosine;
+* ``projection-A``: the directions separating the languages' means taken out of query and chunk
+  (language information removal), at A of their weight;
 * ``zscore``: each language's similarities standardised over that language's chunks;
 * ``background-K``: each language's similarities less the mean of its ranks 2..K+1;
 * ``interleave``: the plain and the centred rankings taken in turn, the plain first;
@@ -109,6 +111,18 @@ def vector_centring(q: np.ndarray, language: str, plain: np.ndarray, idx: np.nda
     return np.asarray(chunks @ centred / np.linalg.norm(chunks, axis=1))
 
 
+def projection(alpha: float) -> Rule:
+    """Language information removal (Yang et al., 2021, "A Simple and Effective Method To Eliminate
+    the Self Language Bias in Multilingual Representations"): the directions that separate the
+    languages' means taken out of both vectors — each chunk by its own coordinates along them, not
+    its language's (which is what the offsets amount to) — at ``alpha`` of their weight."""
+    def rule(q: np.ndarray, _: str, plain: np.ndarray, idx: np.ndarray, v: Vectors) -> np.ndarray:
+        means = np.asarray(list(v.means.values()))
+        basis = np.linalg.svd(means - means.mean(axis=0), full_matrices=False)[2][:len(means) - 1]
+        return np.asarray(plain[idx] - alpha * (v.chunks[idx] @ basis.T) @ (basis @ q))
+    return rule
+
+
 def per_language(statistic: Callable[[np.ndarray], tuple[float, float]]) -> Rule:
     """Each language's similarities less its ``statistic``'s location, over its scale."""
     def rule(q: np.ndarray, _: str, plain: np.ndarray, idx: np.ndarray, v: Vectors) -> np.ndarray:
@@ -155,6 +169,7 @@ RULES: dict[str, Rule] = {
     "plain": plain_rule,
     **{f"offsets-{s:g}": offsets(s) for s in (1.0, 0.75, 0.5, 0.25)},
     "vector-centring": vector_centring,
+    **{f"projection-{a:g}": projection(a) for a in (1.0, 0.75)},
     "zscore": per_language(lambda s: (float(s.mean()), float(s.std()) + 1e-6)),
     **{f"background-{k}": per_language(partial(background, k)) for k in (5, 20)},
     "interleave": interleave,
