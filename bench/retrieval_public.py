@@ -35,7 +35,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from uuid import UUID
@@ -49,8 +49,17 @@ from ultimate_rag.adapters.postgres.migrations import migrate
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.lexical import KoreanMorphemes, terms
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.domain.search import CentringStrength, Fusion, FusionWeights, SearchMode, script_language
+from ultimate_rag.domain.search import (
+    CentringStrength,
+    Fusion,
+    FusionWeights,
+    QueryVectors,
+    ScoredChunk,
+    SearchMode,
+    script_language,
+)
 from ultimate_rag.services.job_loop import WorkerConfig
+from ultimate_rag.services.search import MIN_LANGUAGE_CHUNKS
 from ultimate_rag.settings import Settings
 
 from .common import REPO, machine
@@ -311,6 +320,7 @@ async def run(args: argparse.Namespace) -> None:
                 report(s.name, mode.value, by_category(s, await product(container, kb, key_of, s, mode)))
             await variants(container, kb, key_of, s)
             await without_centred_search(container, kb, key_of, s)
+            await language_removal(container, kb, key_of, s)
             grid = [(Fusion.WEIGHTED, FusionWeights(float(d), float(lx))) for d, lx in
                     (pair.split(":") for pair in args.weights.split(",") if pair)] if args.weights else SWEEP
             if args.strengths:
@@ -366,6 +376,51 @@ async def without_centred_search(container, kb: UUID, key_of: dict[UUID, str], s
               f"p50_with_ms={with_ms:.1f} p50_without_ms={without_ms:.1f} ratio={with_ms / without_ms:.2f}", flush=True)
     finally:
         search._across_languages = own
+
+
+async def language_removal(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> None:
+    """``dense`` and ``hybrid`` with language information removal in place of the dense offsets
+    (bench/centring_rules.py ``projection``): each candidate's dense similarity less the product of
+    its and the query's coordinates along the directions separating the languages' blended means.
+    The product does not do this (its stores return no vectors): the chunks' vectors come from the
+    embedding cache here. Nothing in a one-language knowledge base."""
+    search = container.retrieval.search
+    centroids = search._centroids
+    if centroids is None:
+        return
+    _, embedder = await search._index_of(kb)
+    blended = centroids.blended(await centroids.means(kb, embedder.name), embedder.name,
+                                min_chunks=MIN_LANGUAGE_CHUNKS)
+    if len(blended) < 2:
+        return
+    means = np.asarray([dense for dense, _, _ in blended.values()])
+    basis = np.linalg.svd(means - means.mean(axis=0), full_matrices=False)[2][:len(means) - 1]
+    rows = await container.infra.db.fetchall(
+        "SELECT c.id, c.content FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "WHERE d.knowledge_base_id = %s AND d.status = 'READY'", (kb,))
+    vectors = await container.embedding.service.embed_passages([r["content"] for r in rows], knowledge_base_id=kb)
+    coordinates = {r["id"]: basis @ np.asarray(v, dtype=np.float32) for r, v in zip(rows, vectors, strict=True)}
+    own_offsets, own_rank = search._offsets, search._rank
+    query: dict[str, np.ndarray] = {}
+
+    async def offsets(knowledge_base_id: UUID, text: str, vectors: QueryVectors, model: object) -> object:
+        found = await own_offsets(knowledge_base_id, text, vectors, model)
+        query["coordinates"] = basis @ np.asarray(vectors.dense, dtype=np.float32)
+        return None if found is None else replace(found, dense={})
+
+    def rank(found: list[ScoredChunk], rows: dict, offsets: object, *args: object) -> object:
+        if offsets is not None:
+            found = [replace(c, dense=c.dense - float(coordinates[c.chunk_id] @ query["coordinates"]))
+                     if c.chunk_id in coordinates else c for c in found]
+        return own_rank(found, rows, offsets, *args)
+
+    try:
+        search._offsets, search._rank = offsets, rank
+        for mode in (SearchMode.DENSE, SearchMode.HYBRID):
+            report(s.name, f"{mode.value}-language-removal",
+                   by_category(s, await product(container, kb, key_of, s, mode)))
+    finally:
+        search._offsets, search._rank = own_offsets, own_rank
 
 
 async def strengths(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet, grid: str) -> None:
