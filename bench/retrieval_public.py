@@ -13,8 +13,10 @@ the API calls (documents through the real pipeline into one knowledge base per s
 grouped by document); beside the default ``hybrid``: ``hybrid-no-bm25`` (dense and learned sparse
 alone, the fusion search had before BM25), ``hybrid-no-centring`` and ``hybrid-no-bm25-no-centring``
 (language centring off), ``dense-no-centred-search`` and ``hybrid-no-centred-search`` (without
-the centred query's candidate search) and what that search costs a hybrid search (median time, with
-and without, on the set's first 300 questions). ``--sweep``: hybrid at several fusion weights and
+the centred query's candidate search), ``dense-language-offsets`` and ``hybrid-language-offsets``
+(each chunk shifted by its language's mean offset instead of losing its own language component),
+and what each of the two steps costs a hybrid search (median time, with and without, on the set's
+first 300 questions). ``--sweep``: hybrid at several fusion weights and
 reciprocal-rank fusion, to choose the defaults across every set, not one.
 
     .venv/bin/python -m bench.retrieval --public [--data DIR] [--sweep] [--fresh] [--limit 150 | --limit 0]
@@ -35,7 +37,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from uuid import UUID
@@ -49,17 +51,8 @@ from ultimate_rag.adapters.postgres.migrations import migrate
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.lexical import KoreanMorphemes, terms
 from ultimate_rag.domain.models import KnowledgeBaseSettings
-from ultimate_rag.domain.search import (
-    CentringStrength,
-    Fusion,
-    FusionWeights,
-    QueryVectors,
-    ScoredChunk,
-    SearchMode,
-    script_language,
-)
+from ultimate_rag.domain.search import CentringStrength, Fusion, FusionWeights, SearchMode, script_language
 from ultimate_rag.services.job_loop import WorkerConfig
-from ultimate_rag.services.search import MIN_LANGUAGE_CHUNKS
 from ultimate_rag.settings import Settings
 
 from .common import REPO, machine
@@ -319,8 +312,10 @@ async def run(args: argparse.Namespace) -> None:
             for mode in MODES:
                 report(s.name, mode.value, by_category(s, await product(container, kb, key_of, s, mode)))
             await variants(container, kb, key_of, s)
-            await without_centred_search(container, kb, key_of, s)
-            await language_removal(container, kb, key_of, s)
+            # before 2026-12-04: no centred query's candidate search; each chunk shifted by its
+            # language's mean offset, not its own language component (its coordinates left unread)
+            await switched_off(container, kb, key_of, s, "_across_languages", "no-centred-search", [])
+            await switched_off(container, kb, key_of, s, "_coordinates", "language-offsets", {})
             grid = [(Fusion.WEIGHTED, FusionWeights(float(d), float(lx))) for d, lx in
                     (pair.split(":") for pair in args.weights.split(",") if pair)] if args.weights else SWEEP
             if args.strengths:
@@ -349,78 +344,34 @@ async def variants(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> 
         search.weights, search._centroids = weights, centroids
 
 
-async def without_centred_search(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> None:
-    """``dense`` and ``hybrid`` without the centred query's candidate search (search.py
-    ``_across_languages``: before 2026-12-04), and what that search costs: the median time of a
-    search with and without it, the same questions alternated (query vectors cached: the search
-    alone)."""
+async def switched_off(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet, step: str, label: str,
+                       nothing: object) -> None:
+    """``dense`` and ``hybrid`` with one step of the search service (``step``, a method) answering
+    ``nothing`` — reported as ``<mode>-<label>`` — and what that step costs a hybrid search: the
+    median time with and without it, the set's first 300 questions alternated (query vectors
+    cached: the search alone)."""
     search = container.retrieval.search
-    own = search._across_languages
+    own = getattr(search, step)
 
-    async def nothing(*args: object, **kwargs: object) -> list[UUID]:
-        return []
+    async def off(*args: object, **kwargs: object) -> object:
+        return nothing
 
     try:
-        search._across_languages = nothing
+        setattr(search, step, off)
         for mode in (SearchMode.DENSE, SearchMode.HYBRID):
-            report(s.name, f"{mode.value}-no-centred-search", by_category(s, await product(container, kb, key_of, s, mode)))
+            report(s.name, f"{mode.value}-{label}", by_category(s, await product(container, kb, key_of, s, mode)))
         timings: dict[str, list[float]] = {"with": [], "without": []}
         for question, _, _ in s.queries[:300]:
-            for label, across in (("with", own), ("without", nothing)):
-                search._across_languages = across
+            for name, answer in (("with", own), ("without", off)):
+                setattr(search, step, answer)
                 started = time.perf_counter()
                 await search.search(kb, question, 10, mode=SearchMode.HYBRID, group_by_document=True)
-                timings[label].append(time.perf_counter() - started)
+                timings[name].append(time.perf_counter() - started)
         with_ms, without_ms = (statistics.median(timings[k]) * 1000 for k in ("with", "without"))
-        print(f"RESULT public set={s.name} centred_search_cost mode=hybrid n={len(timings['with'])} "
+        print(f"RESULT public set={s.name} cost step={step} mode=hybrid n={len(timings['with'])} "
               f"p50_with_ms={with_ms:.1f} p50_without_ms={without_ms:.1f} ratio={with_ms / without_ms:.2f}", flush=True)
     finally:
-        search._across_languages = own
-
-
-async def language_removal(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet) -> None:
-    """``dense`` and ``hybrid`` with language information removal in place of the dense offsets
-    (bench/centring_rules.py ``projection``): each candidate's dense similarity less the product of
-    its and the query's coordinates along the directions separating the languages' blended means.
-    The product does not do this (its stores return no vectors): the chunks' vectors come from the
-    embedding cache here. Nothing in a one-language knowledge base."""
-    search = container.retrieval.search
-    centroids = search._centroids
-    if centroids is None:
-        return
-    _, embedder = await search._index_of(kb)
-    blended = centroids.blended(await centroids.means(kb, embedder.name), embedder.name,
-                                min_chunks=MIN_LANGUAGE_CHUNKS)
-    if len(blended) < 2:
-        return
-    means = np.asarray([dense for dense, _, _ in blended.values()])
-    basis = np.linalg.svd(means - means.mean(axis=0), full_matrices=False)[2][:len(means) - 1]
-    rows = await container.infra.db.fetchall(
-        "SELECT c.id, c.content FROM chunks c JOIN documents d ON d.id = c.document_id "
-        "WHERE d.knowledge_base_id = %s AND d.status = 'READY'", (kb,))
-    vectors = await container.embedding.service.embed_passages([r["content"] for r in rows], knowledge_base_id=kb)
-    coordinates = {r["id"]: basis @ np.asarray(v, dtype=np.float32) for r, v in zip(rows, vectors, strict=True)}
-    own_offsets, own_rank = search._offsets, search._rank
-    query: dict[str, np.ndarray] = {}
-
-    async def offsets(knowledge_base_id: UUID, text: str, vectors: QueryVectors, model: object) -> object:
-        found = await own_offsets(knowledge_base_id, text, vectors, model)
-        query["coordinates"] = basis @ np.asarray(vectors.dense, dtype=np.float32)
-        return None if found is None else replace(found, dense={})
-
-    def rank(found: list[ScoredChunk], rows: dict, offsets: object, *args: object) -> object:
-        if offsets is not None:
-            found = [replace(c, dense=c.dense - float(coordinates[c.chunk_id] @ query["coordinates"]))
-                     if c.chunk_id in coordinates else c for c in found]
-        return own_rank(found, rows, offsets, *args)
-
-    try:
-        search._offsets, search._rank = offsets, rank
-        for mode in (SearchMode.DENSE, SearchMode.HYBRID):
-            report(s.name, f"{mode.value}-language-removal",
-                   by_category(s, await product(container, kb, key_of, s, mode)))
-    finally:
-        search._offsets, search._rank = own_offsets, own_rank
+        setattr(search, step, own)
 
 
 async def strengths(container, kb: UUID, key_of: dict[UUID, str], s: EvalSet, grid: str) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ultimate_rag.adapters.embedders.language_prior import LanguagePrior, shipped_prior
 from ultimate_rag.adapters.postgres.centroids import LanguageCentroids
-from ultimate_rag.domain.search import CentringStrength, QueryVectors
+from ultimate_rag.domain.search import CentringStrength, LanguageOffsets, QueryVectors
 
 MODEL = "m"
 rng = np.random.default_rng(7)
@@ -117,3 +117,45 @@ async def test_the_centred_query_takes_its_own_languages_mean_off(monkeypatch) -
         other = await store.offsets(uuid4(), MODEL, query, min_chunks=10, language=language)
         assert other is not None and other.centred_query is None
         assert other.dense == korean.dense  # the offsets themselves do not depend on it
+
+
+def removal_of(offsets: LanguageOffsets | None, chunk: np.ndarray) -> float:
+    """What language information removal takes off ``chunk``'s dense similarity."""
+    if offsets is None:
+        return 0.0
+    return sum(r * float(np.asarray(d) @ chunk) for r, d in zip(offsets.removal, offsets.directions, strict=True))
+
+
+async def test_language_information_removal_is_the_projection_and_grows_without_a_jump(monkeypatch) -> None:
+    """``LanguageOffsets.directions``/``removal``: with every language counting fully, a chunk loses
+    exactly the part of its similarity that lies along the differences of the languages' means
+    (the projection onto their span); as a language comes in, its direction comes in with its
+    weight — each chunk added moves the removal a little, never all at once."""
+    store = centroids()
+    query = QueryVectors(dense=tuple(float(x) for x in KO))
+    chunk = (LATIN - 0.3 + rng.normal(size=8) * 0.1).astype(np.float32)
+
+    async def full(kb: object, model: str) -> dict:
+        return own(ko=2000, latin=2000, zh=2000)
+
+    monkeypatch.setattr(store, "means", full)
+    offsets = await store.offsets(uuid4(), MODEL, query, min_chunks=10)
+    assert offsets is not None and len(offsets.directions) == 2
+    means = np.asarray([m for m, _, _ in store.blended(own(ko=2000, latin=2000, zh=2000), MODEL,
+                                                        min_chunks=10).values()])
+    basis = np.linalg.svd(means - means.mean(axis=0), full_matrices=False)[2][:2]
+    projected = float((basis @ np.asarray(query.dense)) @ (basis @ chunk))
+    assert np.isclose(removal_of(offsets, chunk), projected, atol=1e-5)
+
+    previous, steps = 0.0, []
+    for latin in range(0, 40):  # a Korean knowledge base that English chunks join, one at a time
+
+        async def means_of(kb: object, model: str, latin: int = latin) -> dict:
+            return own(ko=100, latin=latin)
+
+        monkeypatch.setattr(store, "means", means_of)
+        now = removal_of(await store.offsets(uuid4(), MODEL, query, min_chunks=10), chunk)
+        steps.append(abs(now - previous))
+        previous = now
+    whole = abs(previous)
+    assert whole > 0.01 and max(steps) < 0.3 * whole, steps  # in by the ramp's steps, not at once

@@ -68,3 +68,10 @@ def test_language_of_a_text_and_centring_offsets() -> None:
     moved = LanguageOffsets(dense={"zh": 0.1}, sparse={"zh": -0.05}).apply(chunk, "zh")
     assert (round(moved.dense, 6), round(moved.sparse, 6)) == (0.4, 0.3)
     assert LanguageOffsets(dense={"zh": 0.1}).apply(chunk, "ko") == chunk
+    # language information removal: with its coordinates, a chunk loses its own language component
+    # (0.2 * 0.3 + -0.1 * 0.5 = 0.01), not its language's mean offset; without them, the offset
+    removal = LanguageOffsets(dense={"zh": 0.1}, sparse={"zh": -0.05}, directions=((1.0, 0.0), (0.0, 1.0)),
+                              removal=(0.2, -0.1))
+    own = removal.apply(chunk, "zh", [0.3, 0.5])
+    assert (round(own.dense, 6), round(own.sparse, 6)) == (0.49, 0.3)
+    assert removal.apply(chunk, "zh") == moved

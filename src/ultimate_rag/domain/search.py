@@ -319,10 +319,9 @@ def script_language(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CentringStrength:
-    """How much of each language's measured bias centring takes off, per signal (1: all of it).
-    The mean similarity of a language's chunks to a question measures the bias over all of them;
-    the relevant chunk in the question's own language is lifted less by it than the average one,
-    so taking the whole difference off pushes it below related chunks of the other language."""
+    """How much of each language's measured bias centring takes off, per signal (1: all of it):
+    of the language component (dense; the offsets where a chunk's coordinates are unknown) and of
+    the mean offset (sparse). Swept by the bench (bench/RESULTS.md); the product takes it all."""
 
     dense: float = 1.0
     sparse: float = 1.0
@@ -340,10 +339,21 @@ class LanguageOffsets:
     dense: Mapping[str, float] = field(default_factory=dict)
     sparse: Mapping[str, float] = field(default_factory=dict)
     centred_query: tuple[float, ...] | None = None
+    # language information removal: unit vectors spanning the differences of the languages' means,
+    # and per direction what to take off a chunk's dense similarity per unit of its own coordinate
+    # along it (the query's coordinate, scaled by how much the languages count)
+    directions: tuple[tuple[float, ...], ...] = ()
+    removal: tuple[float, ...] = ()
 
-    def apply(self, chunk: ScoredChunk, language: str) -> ScoredChunk:
+    def apply(self, chunk: ScoredChunk, language: str, coordinates: Sequence[float] | None = None) -> ScoredChunk:
+        """``coordinates``: the chunk's dense vector along ``directions`` — then its own language
+        component comes off its dense similarity; without them, its language's mean offset."""
         sparse = chunk.sparse - self.sparse.get(language, 0.0) if chunk.sparse else 0.0  # none yet: no bonus
-        return ScoredChunk(chunk.chunk_id, chunk.dense - self.dense.get(language, 0.0), sparse, chunk.lexical)
+        if coordinates is not None and self.removal:
+            dense = chunk.dense - sum(r * x for r, x in zip(self.removal, coordinates, strict=True))
+        else:
+            dense = chunk.dense - self.dense.get(language, 0.0)
+        return ScoredChunk(chunk.chunk_id, dense, sparse, chunk.lexical)
 
 
 # BM25 across languages: a question shares its own language's common words and character bigrams

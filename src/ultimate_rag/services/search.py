@@ -257,14 +257,15 @@ class SearchService:
             found = await self._with_scored(knowledge_base_id, vectors, found, [*named, *across], mode, plan)
             if mode is SearchMode.SPARSE:
                 found = [c for c in found if c.sparse > 0 or c.lexical > 0 or c.chunk_id in hits.chunks]
+            coordinates = await self._coordinates(knowledge_base_id, offsets, found, mode, plan)
             dense_of = {c.chunk_id: c.dense for c in found}
             rows = {r["id"]: r for r in await self._documents.ready_chunks(
                 knowledge_base_id, [c.chunk_id for c in found], filters)}
             # centring, fusion, the identifier tier and highlights scan every row's text: in a thread
             # when that is much text, so the event loop (every other request of this process) never waits
             size = sum(len(r["content"]) for r in rows.values())
-            ranked, results, held = await run_sized(size, self._rank, found, rows, offsets, mode, marks, top_k,
-                                                    min_score, group, dense_of, asked)
+            ranked, results, held = await run_sized(size, self._rank, found, rows, offsets, coordinates, mode, marks,
+                                                    top_k, min_score, group, dense_of, asked)
             below = min_score is not None and ranked and ranked[-1][1] < min_score
             if len(results) >= top_k or exhausted or below or fetch >= MAX_FETCH:
                 unmatched = stage.unmatched(asked, hits, held) if stage is not None else ()
@@ -290,6 +291,20 @@ class SearchService:
                                                   mode=SearchMode.DENSE, filters=filters, plan=plan)
         return [c.chunk_id for c in found]
 
+    async def _coordinates(self, knowledge_base_id: UUID, offsets: LanguageOffsets | None, found: list[ScoredChunk],
+                           mode: SearchMode, plan: IndexPlan) -> dict[UUID, list[float]]:
+        """Each candidate's dense vector along the languages' directions
+        (``LanguageOffsets.directions``): its similarity to each, read from the store by id (one
+        read a direction, at once). Empty in ``sparse`` mode or a one-language knowledge base."""
+        if offsets is None or not offsets.directions or mode is SearchMode.SPARSE or not found:
+            return {}
+        ids = [c.chunk_id for c in found]
+        reads = await asyncio.gather(*(self._vectors.scored(knowledge_base_id, QueryVectors(dense=d), ids,
+                                                            mode=SearchMode.DENSE, plan=plan)
+                                       for d in offsets.directions))
+        along = [{c.chunk_id: c.dense for c in read} for read in reads]
+        return {i: [a[i] for a in along] for i in ids if all(i in a for a in along)}
+
     async def _with_scored(self, knowledge_base_id: UUID, vectors: QueryVectors, found: list[ScoredChunk],
                            more: list[UUID], mode: SearchMode, plan: IndexPlan) -> list[ScoredChunk]:
         """``found`` and the chunks of ``more`` it lacks (named by an identifier, found by the centred
@@ -301,14 +316,16 @@ class SearchService:
         return found + await self._vectors.scored(knowledge_base_id, vectors, missing, mode=mode, plan=plan)
 
     def _rank(self, found: list[ScoredChunk], rows: dict[UUID, dict[str, Any]], offsets: LanguageOffsets | None,
-              mode: SearchMode, marks: Highlighter, top_k: int, min_score: float | None, group: bool,
+              coordinates: dict[UUID, list[float]], mode: SearchMode, marks: Highlighter, top_k: int,
+              min_score: float | None, group: bool,
               dense_of: dict[UUID, float], asked: list[QueryIdentifier],
               ) -> tuple[list[tuple[UUID, float]], list[SearchResult], dict[UUID, tuple[str, ...]]]:
         """Centring, fusion, the identifier tier and the results with their highlights: the ranked
         candidates, the results, and the query's identifiers each chunk holds."""
         if offsets is not None:  # a multilingual knowledge base: centre every signal on its language
             languages = [(c, script_language(rows[c.chunk_id]["content"])) for c in found if c.chunk_id in rows]
-            found = centre_lexical([(offsets.apply(c, language), language) for c, language in languages])
+            found = centre_lexical([(offsets.apply(c, language, coordinates.get(c.chunk_id)), language)
+                                    for c, language in languages])
         ranked = fuse(found, mode, fusion=self.fusion,
                       weights=self.weights if offsets is None else self.weights.multilingual())
         held = self._identifiers.held(asked, rows) if self._identifiers is not None else {}

@@ -135,9 +135,14 @@ class LanguageCentroids:
         weights = {lang: w for lang, (_, _, w) in means.items()}
         dense = {lang: float(q @ d) if d.shape == q.shape else 0.0 for lang, (d, _, _) in means.items()}
         sparse = {lang: float(val @ s[idx]) if len(idx) and len(s) else 0.0 for lang, (_, s, _) in means.items()}
+        directions, scales = _language_directions({lang: d for lang, (d, _, _) in means.items() if d.shape == q.shape},
+                                                  weights)
         return LanguageOffsets(dense=_centred(dense, weights, self.strength.dense),
                                sparse=_centred(sparse, weights, self.strength.sparse),
-                               centred_query=_without(q, means[language][0]) if language in means else None)
+                               centred_query=_without(q, means[language][0]) if language in means else None,
+                               directions=tuple(tuple(d.tolist()) for d in directions),
+                               removal=tuple(self.strength.dense * scale * float(d @ q)
+                                             for d, scale in zip(directions, scales, strict=True)))
 
 
 def _ramp(value: float, full: float) -> float:
@@ -150,6 +155,30 @@ def _ramp(value: float, full: float) -> float:
 def _centred(similarity: dict[str, float], weights: dict[str, float], strength: float) -> dict[str, float]:
     mean = sum(similarity[k] * weights[k] for k in similarity) / sum(weights.values())
     return {k: strength * weights[k] * (v - mean) for k, v in similarity.items()}
+
+
+def _language_directions(means: dict[str, np.ndarray],
+                         weights: dict[str, float]) -> tuple[list[np.ndarray], list[float]]:
+    """Unit vectors spanning the differences of the languages' means (Gram-Schmidt from the one
+    that counts most), each with how much it counts: a language coming in adds its direction at its
+    own weight (at most the first's), so the removal grows with it, never by a jump. The language
+    information removal of Yang et al. (2021), "A Simple and Effective Method To Eliminate the Self
+    Language Bias in Multilingual Representations"."""
+    order = sorted(means, key=lambda lang: (-weights[lang], lang))
+    if len(order) < 2:
+        return [], []
+    anchor = means[order[0]]
+    directions: list[np.ndarray] = []
+    scales: list[float] = []
+    for language in order[1:]:
+        u = (means[language] - anchor).astype(np.float64)
+        for d in directions:
+            u -= (u @ d) * d
+        norm = float(np.linalg.norm(u))
+        if norm > 1e-6:
+            directions.append(u / norm)
+            scales.append(min(weights[language], weights[order[0]]))
+    return directions, scales
 
 
 def _without(query: np.ndarray, mean: np.ndarray) -> tuple[float, ...] | None:
