@@ -117,19 +117,20 @@ async def test_a_public_two_language_knowledge_base_answers_across_languages(con
     in the other language — which the plain query vector ranks below the first 50 candidates for
     most questions, so only the centred query's own candidate search brings it in — and the
     default loses nothing in its own language. Measured on every question (bench/RESULTS.md):
-    hybrid en-zh 0.847, zh-en 0.800 (bare model 0.257, 0.022), dense 0.784 / 0.746 (before the
-    centred search 0.700 / 0.158); hybrid en-en 0.982, zh-zh 0.968 (bare 0.973, 0.961)."""
+    hybrid en-zh 0.850, zh-en 0.856 (bare model 0.257, 0.022), dense 0.804 / 0.836 (before the
+    centred search and language information removal 0.700 / 0.158); hybrid en-en 0.979, zh-zh
+    0.975 (bare 0.973, 0.961)."""
     s = xquad_split(limit=60)
     kb, key_of = await ingest(container, s)
     scores = {mode: {category: ndcg10(await ranks(container, kb, key_of, s, mode, category))
                      for category in ("en-en", "zh-zh", "en-zh", "zh-en")}
               for mode in (SearchMode.HYBRID, SearchMode.DENSE)}
     bare = {category: ndcg10(await bare_ranks(container, kb, s, category)) for category in ("en-en", "zh-zh")}
-    for category in ("en-zh", "zh-en"):  # measured on these: hybrid 0.892 / 0.826, dense 0.830 / 0.778
+    for category in ("en-zh", "zh-en"):  # measured on these: hybrid 0.893 / 0.905, dense 0.834 / 0.894
         assert scores[SearchMode.HYBRID][category] >= 0.65, (category, scores)
         assert scores[SearchMode.DENSE][category] >= 0.55, (category, scores)
     for category in ("en-en", "zh-zh"):
-        assert scores[SearchMode.HYBRID][category] >= bare[category] - 0.02, (category, scores, bare)  # 0.975 / 0.973
+        assert scores[SearchMode.HYBRID][category] >= bare[category] - 0.02, (category, scores, bare)  # 0.975 / 0.979
 
 
 @pytest.mark.skipif(not (PUBLIC / "korquad" / "KorQuAD_v1.0_dev.json").is_file(),
