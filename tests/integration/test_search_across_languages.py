@@ -6,7 +6,6 @@ with a dense side, on pgvector and Milvus alike (real model, real stores)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
 
@@ -22,6 +21,7 @@ from ultimate_rag.testing import fixtures as servers
 from ..conftest import ADMIN_KEY
 
 milvus_server = servers.milvus_server
+backend = servers.vector_backend
 
 ITEMS = ("desk lamp", "office chair", "monitor arm", "keyboard", "headset", "webcam", "docking station",
          "label printer", "paper shredder", "whiteboard", "standing desk", "filing cabinet")
@@ -48,13 +48,6 @@ CHINESE = ["退货政策：收到商品后三十天内可以无理由退货，�
 QUESTION = "How many days do I have to send back an item after it arrives, and when is my money refunded?"
 
 
-@pytest.fixture(params=["pgvector", "milvus"])
-def backend(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
-    if request.param == "milvus":
-        server = request.getfixturevalue("milvus_server")
-        yield {"vector_store": "milvus", "milvus_uri": server.uri, "milvus_consistency_level": "Strong"}
-    else:
-        yield {"vector_store": "pgvector"}
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ READY is never returned, in any mode, with any filter."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import uuid4
@@ -21,6 +20,7 @@ from ultimate_rag.testing import fixtures as servers
 from ..conftest import ADMIN_KEY
 
 milvus_server = servers.milvus_server
+backend = servers.vector_backend
 MODES = ("hybrid", "dense", "sparse")
 
 DOCS: dict[str, tuple[bytes, str]] = {
@@ -43,13 +43,6 @@ def three_page_pdf() -> bytes:
     return doc.tobytes()
 
 
-@pytest.fixture(params=["pgvector", "milvus"])
-def backend(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
-    if request.param == "milvus":
-        server = request.getfixturevalue("milvus_server")
-        yield {"vector_store": "milvus", "milvus_uri": server.uri, "milvus_consistency_level": "Strong"}
-    else:
-        yield {"vector_store": "pgvector"}
 
 
 @pytest.fixture
