@@ -257,10 +257,11 @@ class SearchService:
             found = await self._with_scored(knowledge_base_id, vectors, found, [*named, *across], mode, plan)
             if mode is SearchMode.SPARSE:
                 found = [c for c in found if c.sparse > 0 or c.lexical > 0 or c.chunk_id in hits.chunks]
-            coordinates = await self._coordinates(knowledge_base_id, offsets, found, mode, plan)
             dense_of = {c.chunk_id: c.dense for c in found}
-            rows = {r["id"]: r for r in await self._documents.ready_chunks(
-                knowledge_base_id, [c.chunk_id for c in found], filters)}
+            coordinates, ready = await asyncio.gather(  # both by id, at once
+                self._coordinates(knowledge_base_id, offsets, found, mode, plan),
+                self._documents.ready_chunks(knowledge_base_id, [c.chunk_id for c in found], filters))
+            rows = {r["id"]: r for r in ready}
             # centring, fusion, the identifier tier and highlights scan every row's text: in a thread
             # when that is much text, so the event loop (every other request of this process) never waits
             size = sum(len(r["content"]) for r in rows.values())
