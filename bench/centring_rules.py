@@ -42,11 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ultimate_rag.adapters.embedders.language_prior import shipped_prior
-from ultimate_rag.adapters.postgres.centroids import MIN_LANGUAGE_SHARE, PRIOR_CHUNKS
 from ultimate_rag.bootstrap import build
 from ultimate_rag.domain.search import script_language
-from ultimate_rag.services.search import MIN_CANDIDATES
+from ultimate_rag.services.search import MIN_CANDIDATES, MIN_LANGUAGE_CHUNKS
 from ultimate_rag.settings import Settings
 
 from .common import machine
@@ -62,7 +60,7 @@ class Vectors:
     languages: np.ndarray
     questions: np.ndarray
     queries: list[tuple[str, str, str]]
-    means: dict[str, np.ndarray]  # each counting language's blended mean, as the product blends it
+    means: dict[str, np.ndarray]  # each fully counting language's blended mean (the product's blend)
 
     def ranked(self, order: np.ndarray) -> list[str]:
         seen: dict[str, None] = {}
@@ -81,13 +79,10 @@ async def vectors_of(container, s: EvalSet) -> Vectors:
                         dtype=np.float32)
     questions = np.asarray([await service.embedder.embed_query(q) for q, _, _ in s.queries], dtype=np.float32)
     languages = np.asarray([script_language(r["content"]) for r in rows])
-    prior = shipped_prior()
-    means = {}
-    for language in set(languages):
-        n = int((languages == language).sum())
-        if n / len(languages) >= MIN_LANGUAGE_SHARE and prior is not None and language in prior.means:
-            w = PRIOR_CHUNKS / (PRIOR_CHUNKS + n)
-            means[language] = w * prior.means[language][0] + (1 - w) * chunks[languages == language].mean(axis=0)
+    centroids = container.retrieval.search._centroids  # the product's blend of its own and the reference means
+    model = service.embedder.name
+    blended = centroids.blended(await centroids.means(kb, model), model, min_chunks=MIN_LANGUAGE_CHUNKS)
+    means = {language: dense for language, (dense, _, weight) in blended.items() if weight >= 1}
     return Vectors(chunks, np.asarray([key_of[r["document_id"]] for r in rows]), languages, questions,
                    s.queries, means)
 
